@@ -1,0 +1,1 @@
+//! readygap library.
