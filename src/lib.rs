@@ -1,1 +1,3 @@
-//! readygap library.
+//! readygap: a terminal dashboard and instrument for LLM recovery experiments on Kubernetes.
+
+pub mod lab;

@@ -1,0 +1,122 @@
+//! Ground truth: a JSON-lines log, written by the lab on request, of the instant each
+//! transition really happened (pod Ready set, runtime listening, model resident, inference
+//! done, ...), so readygap's measuring error can be computed against it.
+//!
+//! One line per transition:
+//! `{"ts":"2026-11-30T10:00:00.123456Z","pod":"ollama-7c9d-abcde","transition":"pod_ready","detail":{}}`
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// The transitions the lab logs. Names are stable (snake_case in the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transition {
+    /// A pod delete was accepted by the API server (deletionTimestamp set).
+    DeleteAccepted,
+    /// A pod object was created.
+    PodCreated,
+    /// The pod was bound to a node (PodScheduled=True).
+    PodScheduled,
+    /// The container was started (state running).
+    ContainerStarted,
+    /// The Ready condition of the pod turned true.
+    PodReady,
+    /// The runtime began answering HTTP.
+    RuntimeListening,
+    /// A model became resident in the runtime.
+    ModelResident,
+    /// A generate request was received by the runtime.
+    InferenceReceived,
+    /// A generate request finished with `done: true`.
+    InferenceDone,
+    /// The container was killed by the OOM killer.
+    OomKilled,
+    /// The pod object was removed.
+    PodGone,
+    /// The node's page cache was dropped.
+    CachesDropped,
+}
+
+/// One line of the ground-truth log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroundTruthEntry {
+    pub ts: DateTime<Utc>,
+    pub pod: String,
+    pub transition: Transition,
+    #[serde(default)]
+    pub detail: serde_json::Value,
+}
+
+/// A cloneable writer of the ground-truth log. Disabled (writes nothing) unless opened on a
+/// file; entries are also kept in memory so in-process tests can read them.
+#[derive(Clone, Default)]
+pub struct GroundTruth {
+    inner: Arc<Mutex<GroundTruthInner>>,
+}
+
+#[derive(Default)]
+struct GroundTruthInner {
+    file: Option<std::fs::File>,
+    entries: Vec<GroundTruthEntry>,
+}
+
+impl GroundTruth {
+    /// A log that keeps entries in memory only.
+    pub fn in_memory() -> Self {
+        Self::default()
+    }
+
+    /// A log that also appends every entry to `path` (one flushed line each).
+    pub fn to_file(path: &Path) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        let gt = Self::default();
+        gt.inner.lock().expect("ground truth lock").file = Some(file);
+        Ok(gt)
+    }
+
+    /// Log a transition observed now.
+    pub fn log(&self, pod: &str, transition: Transition, detail: serde_json::Value) {
+        self.log_at(Utc::now(), pod, transition, detail);
+    }
+
+    /// Log a transition at a given instant.
+    pub fn log_at(
+        &self,
+        ts: DateTime<Utc>,
+        pod: &str,
+        transition: Transition,
+        detail: serde_json::Value,
+    ) {
+        let entry = GroundTruthEntry {
+            ts,
+            pod: pod.to_string(),
+            transition,
+            detail,
+        };
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        if let Some(file) = inner.file.as_mut()
+            && let Ok(line) = serde_json::to_string(&entry)
+        {
+            // Best effort: the ground truth must never take the lab down.
+            let _ = writeln!(file, "{line}").and_then(|_| file.flush());
+        }
+        inner.entries.push(entry);
+    }
+
+    /// A copy of every entry logged so far.
+    pub fn entries(&self) -> Vec<GroundTruthEntry> {
+        self.inner
+            .lock()
+            .map(|i| i.entries.clone())
+            .unwrap_or_default()
+    }
+}

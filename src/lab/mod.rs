@@ -1,0 +1,14 @@
+//! The built-in lab: a Kubernetes API server with the controllers that matter for recovery,
+//! and an Ollama-compatible runtime per pod, all on loopback, calibrated to the published
+//! k8s-llm-recovery-lab measurements. It is the embedded default (`readygap demo`), the demo,
+//! and the test bed: real clients (kubectl, kube-rs, the official Ollama clients) talk to it.
+//!
+//! Layout:
+//! - `profile`: calibration profiles (stage timings, model sizes, memory limits).
+//! - `ground_truth`: the JSON-lines log of when each transition really happened.
+//! - `runtime`: the Ollama-compatible runtime of one pod (HTTP API, memory, exec commands).
+//! - the Kubernetes side (API server, store with resourceVersions and watches, controllers).
+
+pub mod ground_truth;
+pub mod profile;
+pub mod runtime;

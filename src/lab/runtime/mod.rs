@@ -1,0 +1,1 @@
+//! The Ollama-compatible runtime of one lab pod.
