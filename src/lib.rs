@@ -1,3 +1,10 @@
 //! readygap: a terminal dashboard and instrument for LLM recovery experiments on Kubernetes.
+//!
+//! Everything that happens is an [`core::event::Event`]; the screen, the statistics and the
+//! recordings are functions of the event stream (see `core`).
 
+pub mod cli;
+pub mod core;
 pub mod lab;
+pub mod record;
+pub mod report;

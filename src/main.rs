@@ -1,1 +1,10 @@
-fn main() {}
+//! The `readygap` binary: parses the command line and hands over to [`readygap::cli`].
+
+use clap::Parser;
+
+fn main() -> color_eyre::Result<()> {
+    color_eyre::install()?;
+    let cli = readygap::cli::Cli::parse();
+    let code = readygap::cli::run(cli)?;
+    std::process::exit(code);
+}

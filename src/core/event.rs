@@ -1,0 +1,549 @@
+//! The event model: everything readygap observes or does is an [`Event`]. Live sources, the lab
+//! and a replayed recording all produce these; the reducer ([`crate::core::state`]) is their
+//! only interpreter, and the recorder writes them as they are.
+//!
+//! Every event carries the wall-clock instant (UTC, microsecond precision) at which its source
+//! observed the fact. Names are stable: they are the recording format (snake_case).
+//!
+//! The shape on the wire is `{"ts":"…Z","source":"kube","kind":{"pod_applied":{…}}}`: the
+//! kind is an externally tagged enum, which serde reads without buffering (fast replay).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// A UTC instant, as stamped by a source.
+pub type Timestamp = DateTime<Utc>;
+
+/// One observed fact or one step of an action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// When the source observed it.
+    #[serde(with = "ts_format")]
+    pub ts: Timestamp,
+    /// Which feed produced it.
+    pub source: Source,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+impl Event {
+    pub fn new(ts: Timestamp, source: Source, kind: EventKind) -> Self {
+        Self { ts, source, kind }
+    }
+}
+
+/// Timestamps are written as RFC 3339 with microseconds and `Z`, read from any RFC 3339 form.
+pub mod ts_format {
+    use super::Timestamp;
+    use chrono::SecondsFormat;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(ts: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&ts.to_rfc3339_opts(SecondsFormat::Micros, true))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        chrono::DateTime::parse_from_rfc3339(&s)
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// The feed an event came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Kubernetes watches (pods, EndpointSlices, Events, Nodes).
+    Kube,
+    /// The LLM runtime's HTTP API (probe, residency, models, inference).
+    Runtime,
+    /// The serving container's memory (cgroup files or the Summary API).
+    Memory,
+    /// The machine readygap runs on, or a node's host metrics.
+    Host,
+    /// Effects readygap carried out (delete, restart, drop caches, inference).
+    Action,
+    /// The trial runner (begin/abort of trials).
+    Runner,
+    /// readygap itself (session header, notes).
+    Session,
+}
+
+/// Everything that can happen. Variant names are the stable recording names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// Context of the session: first event of a live session or a recording.
+    Session(SessionInfo),
+    /// A pod was added or changed (watch ADDED/MODIFIED, or an item of a re-list).
+    PodApplied(PodView),
+    /// A pod was removed from the API.
+    PodDeleted(PodView),
+    /// A watch began a (re-)list of a resource: objects not re-applied before the matching
+    /// `resync_done` are gone.
+    ResyncStarted { resource: String },
+    /// The (re-)list of a resource is complete.
+    ResyncDone { resource: String },
+    /// An EndpointSlice was added or changed.
+    EndpointSliceApplied(EndpointSliceView),
+    /// An EndpointSlice was removed.
+    EndpointSliceDeleted { name: String },
+    /// A Kubernetes Event about one of the watched objects.
+    KubeEvent(KubeEventView),
+    /// A node was added or changed.
+    NodeApplied(NodeView),
+    /// One probe of a pod's runtime HTTP API.
+    RuntimeProbe(RuntimeProbe),
+    /// Models resident in a pod's runtime (Ollama `/api/ps`).
+    Residency {
+        pod: String,
+        models: Vec<ResidentModel>,
+    },
+    /// Models on disk of a pod's runtime (Ollama `/api/tags`).
+    ModelsOnDisk { pod: String, models: Vec<DiskModel> },
+    /// One memory sample of the serving container.
+    MemorySample(MemorySample),
+    /// One sample of a host's CPU and memory.
+    HostSample(HostSample),
+    /// An action was asked for (key press, runner step, CLI).
+    ActionRequested { id: u64, action: Action },
+    /// The action's request is being sent now (for a replacement action this is T0).
+    ActionStarted { id: u64 },
+    /// The action ended.
+    ActionFinished { id: u64, outcome: Outcome },
+    /// An inference request was sent (T3 when it is the first to the replacement pod).
+    InferenceStarted {
+        request_id: u64,
+        pod: String,
+        model: String,
+    },
+    /// The first streamed token of an inference arrived.
+    InferenceFirstToken { request_id: u64 },
+    /// An inference ended: `ok` is HTTP 200 with `done: true`.
+    InferenceDone(InferenceResult),
+    /// The page cache of a node was dropped (or the attempt failed): the cold step of a trial.
+    CachesDropped(CacheDrop),
+    /// The trial runner begins a trial it will drive (before its cold step or T0).
+    TrialBegin { cold: bool },
+    /// The trial runner gives up on the open trial (stage timeout, Ctrl-C, ...).
+    TrialAbort { reason: String },
+    /// A source lost its connection or failed; the message is shown on screen.
+    SourceError { feed: String, message: String },
+    /// A source (re)connected.
+    SourceConnected { feed: String, detail: String },
+    /// A free-form status line.
+    Note { text: String },
+}
+
+/// Session context, shown in the header and stored in recordings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub context: String,
+    pub namespace: String,
+    pub target: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    /// `live`, `demo`, `run`, ...
+    #[serde(default)]
+    pub mode: String,
+}
+
+/// The compact view of a Pod that the reducer needs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PodView {
+    pub name: String,
+    pub uid: String,
+    #[serde(default)]
+    pub node: Option<String>,
+    #[serde(default)]
+    pub ip: Option<String>,
+    /// Pending, Running, Succeeded, Failed, Unknown.
+    #[serde(default)]
+    pub phase: String,
+    #[serde(default)]
+    pub conditions: Vec<PodCondition>,
+    #[serde(default)]
+    pub containers: Vec<ContainerView>,
+    #[serde(default, with = "opt_ts")]
+    pub created: Option<Timestamp>,
+    #[serde(default, with = "opt_ts")]
+    pub deletion_timestamp: Option<Timestamp>,
+    /// The owner (ReplicaSet) name, when any.
+    #[serde(default)]
+    pub owner: Option<String>,
+    #[serde(default)]
+    pub resource_version: String,
+}
+
+impl PodView {
+    /// The status of a condition type (`Ready`, `PodScheduled`, ...), if present.
+    pub fn condition(&self, type_: &str) -> Option<&PodCondition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// Whether the Ready condition is true.
+    pub fn is_ready(&self) -> bool {
+        self.condition("Ready").is_some_and(|c| c.status)
+    }
+
+    /// Total restarts across containers.
+    pub fn restarts(&self) -> u32 {
+        self.containers.iter().map(|c| c.restart_count).sum()
+    }
+
+    /// Whether any container is (or was last) OOM-killed.
+    pub fn oom_killed(&self) -> bool {
+        self.containers.iter().any(|c| {
+            c.state.is_oom_killed() || c.last_state.as_ref().is_some_and(|s| s.is_oom_killed())
+        })
+    }
+}
+
+/// One pod condition.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PodCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: bool,
+    #[serde(default, with = "opt_ts")]
+    pub last_transition: Option<Timestamp>,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// One container's status.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContainerView {
+    pub name: String,
+    #[serde(default)]
+    pub ready: bool,
+    #[serde(default)]
+    pub restart_count: u32,
+    #[serde(default)]
+    pub state: ContainerState,
+    #[serde(default)]
+    pub last_state: Option<ContainerState>,
+}
+
+/// A container state, as in the Kubernetes API.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContainerState {
+    #[default]
+    Unknown,
+    Waiting {
+        reason: String,
+    },
+    Running {
+        #[serde(default, with = "opt_ts")]
+        started_at: Option<Timestamp>,
+    },
+    Terminated {
+        reason: String,
+        exit_code: i32,
+        #[serde(default, with = "opt_ts")]
+        finished_at: Option<Timestamp>,
+    },
+}
+
+impl ContainerState {
+    pub fn is_oom_killed(&self) -> bool {
+        matches!(self, ContainerState::Terminated { reason, .. } if reason == "OOMKilled")
+    }
+
+    /// A short label such as `Running`, `Waiting: ContainerCreating`, `Terminated: OOMKilled (137)`.
+    pub fn label(&self) -> String {
+        match self {
+            ContainerState::Unknown => "Unknown".into(),
+            ContainerState::Waiting { reason } => format!("Waiting: {reason}"),
+            ContainerState::Running { .. } => "Running".into(),
+            ContainerState::Terminated {
+                reason, exit_code, ..
+            } => format!("Terminated: {reason} ({exit_code})"),
+        }
+    }
+}
+
+/// The view of one EndpointSlice.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EndpointSliceView {
+    pub name: String,
+    #[serde(default)]
+    pub service: Option<String>,
+    #[serde(default)]
+    pub endpoints: Vec<EndpointView>,
+}
+
+/// One endpoint of a slice with its conditions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EndpointView {
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    #[serde(default)]
+    pub pod: Option<String>,
+    pub ready: bool,
+    pub serving: bool,
+    pub terminating: bool,
+}
+
+/// A Kubernetes Event (reason, message) about an object.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KubeEventView {
+    pub object: String,
+    pub reason: String,
+    pub message: String,
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type", default)]
+    pub type_: String,
+}
+
+/// A node's name, readiness and the labels that help to reach it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeView {
+    pub name: String,
+    pub ready: bool,
+    #[serde(default)]
+    pub provider_id: Option<String>,
+    #[serde(default)]
+    pub internal_ip: Option<String>,
+}
+
+/// One probe of a runtime's HTTP API.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeProbe {
+    pub pod: String,
+    /// HTTP 200 was received.
+    pub ok: bool,
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// Round trip in milliseconds.
+    pub latency_ms: f64,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// A model resident in the runtime (`/api/ps`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResidentModel {
+    pub name: String,
+    pub size: u64,
+    #[serde(default)]
+    pub size_vram: u64,
+    #[serde(default, with = "opt_ts")]
+    pub expires_at: Option<Timestamp>,
+}
+
+/// A model on disk (`/api/tags`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DiskModel {
+    pub name: String,
+    pub size: u64,
+}
+
+/// Where a memory sample came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemorySource {
+    #[default]
+    CgroupV2,
+    CgroupV1,
+    /// The kubelet Summary API through the node proxy (when exec is forbidden).
+    SummaryApi,
+}
+
+/// One sample of the serving container's memory.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemorySample {
+    pub pod: String,
+    /// Usage in bytes (`memory.current` / `memory.usage_in_bytes`).
+    pub current: u64,
+    /// Usage minus inactive file cache, when known.
+    #[serde(default)]
+    pub working_set: Option<u64>,
+    /// The limit in bytes; `None` when unlimited or unknown.
+    #[serde(default)]
+    pub limit: Option<u64>,
+    /// The cgroup's OOM-kill counter, when known.
+    #[serde(default)]
+    pub oom_kill: Option<u64>,
+    #[serde(default)]
+    pub source: MemorySource,
+}
+
+/// One sample of a host's CPU and memory.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostSample {
+    /// `None` for the machine readygap runs on, else the node name.
+    #[serde(default)]
+    pub node: Option<String>,
+    pub cpu_percent: f32,
+    pub mem_total: u64,
+    pub mem_available: u64,
+    /// Page cache (`Cached:` of /proc/meminfo) in bytes.
+    pub cached: u64,
+}
+
+/// An action readygap can take.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Delete a pod (starts a trial).
+    DeletePod {
+        pod: String,
+        #[serde(default)]
+        grace_seconds: Option<u32>,
+    },
+    /// `kubectl rollout restart` of a deployment (starts a trial).
+    RolloutRestart { deployment: String },
+    /// Send one inference.
+    Infer { pod: String, model: String },
+    /// Unload a model (`keep_alive: 0`).
+    Unload { pod: String, model: String },
+    /// Drop a node's page cache.
+    DropCaches { node: String },
+}
+
+impl Action {
+    /// Whether this action replaces pods (its start is a trial's T0).
+    pub fn is_replacement(&self) -> bool {
+        matches!(
+            self,
+            Action::DeletePod { .. } | Action::RolloutRestart { .. }
+        )
+    }
+
+    /// A short human label.
+    pub fn label(&self) -> String {
+        match self {
+            Action::DeletePod { pod, .. } => format!("delete pod {pod}"),
+            Action::RolloutRestart { deployment } => format!("rollout restart {deployment}"),
+            Action::Infer { pod, model } => format!("inference {model} on {pod}"),
+            Action::Unload { pod, model } => format!("unload {model} on {pod}"),
+            Action::DropCaches { node } => format!("drop caches on {node}"),
+        }
+    }
+}
+
+/// How an action ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ok,
+    Error { message: String },
+    Timeout { after_ms: u64 },
+}
+
+/// Ollama's own durations for one request, in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeDurations {
+    #[serde(default)]
+    pub total_ns: Option<u64>,
+    #[serde(default)]
+    pub load_ns: Option<u64>,
+    #[serde(default)]
+    pub prompt_eval_ns: Option<u64>,
+    #[serde(default)]
+    pub eval_ns: Option<u64>,
+}
+
+/// The end of one inference request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InferenceResult {
+    pub request_id: u64,
+    /// HTTP 200 and `done: true`.
+    pub ok: bool,
+    #[serde(default)]
+    pub http_status: Option<u16>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub durations: RuntimeDurations,
+    #[serde(default)]
+    pub response: Option<String>,
+}
+
+/// The result of dropping a node's page cache.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CacheDrop {
+    pub node: String,
+    #[serde(default)]
+    pub cached_kb_before: Option<u64>,
+    #[serde(default)]
+    pub cached_kb_after: Option<u64>,
+    /// The cache really fell (by the configured threshold).
+    pub dropped: bool,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// Optional timestamps in the same format as [`Event::ts`].
+pub mod opt_ts {
+    use super::Timestamp;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(ts: &Option<Timestamp>, s: S) -> Result<S::Ok, S::Error> {
+        match ts {
+            Some(t) => super::ts_format::serialize(t, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
+        let s = <Option<std::borrow::Cow<'de, str>>>::deserialize(d)?;
+        s.map(|s| {
+            chrono::DateTime::parse_from_rfc3339(&s)
+                .map(|t| t.with_timezone(&chrono::Utc))
+                .map_err(serde::de::Error::custom)
+        })
+        .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_shape_is_stable() {
+        let ts = "2026-11-30T10:00:00.123456Z".parse().unwrap();
+        let ev = Event::new(ts, Source::Action, EventKind::ActionStarted { id: 7 });
+        let line = serde_json::to_string(&ev).unwrap();
+        assert_eq!(
+            line,
+            r#"{"ts":"2026-11-30T10:00:00.123456Z","source":"action","kind":{"action_started":{"id":7}}}"#
+        );
+        let back: Event = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, ev);
+    }
+
+    #[test]
+    fn timestamps_keep_microseconds_and_accept_offsets() {
+        let line = r#"{"ts":"2026-11-30T11:00:00.000250+01:00","source":"kube","kind":{"note":{"text":"x"}}}"#;
+        let ev: Event = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            ev.ts.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            "2026-11-30T10:00:00.000250Z"
+        );
+    }
+
+    #[test]
+    fn oom_killed_is_seen_in_last_state() {
+        let pod = PodView {
+            containers: vec![ContainerView {
+                name: "ollama".into(),
+                restart_count: 1,
+                state: ContainerState::Running { started_at: None },
+                last_state: Some(ContainerState::Terminated {
+                    reason: "OOMKilled".into(),
+                    exit_code: 137,
+                    finished_at: None,
+                }),
+                ready: false,
+            }],
+            ..Default::default()
+        };
+        assert!(pod.oom_killed());
+        assert_eq!(pod.restarts(), 1);
+    }
+}

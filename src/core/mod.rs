@@ -1,0 +1,8 @@
+//! The pure core: events, the reducer, trials and their timelines, time series and
+//! statistics. Nothing here does I/O or reads a clock.
+
+pub mod event;
+pub mod series;
+pub mod state;
+pub mod stats;
+pub mod timeline;

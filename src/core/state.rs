@@ -1,0 +1,403 @@
+//! The reducer: `State::apply(&mut self, &Event)` turns the event stream into everything the
+//! screen, the statistics and the reports show. Pure: no clock, no I/O, no randomness; time
+//! advances only through event timestamps (`State::now` is the newest one seen).
+
+use super::event::{
+    Action, EndpointSliceView, Event, EventKind, HostSample, KubeEventView, MemorySource, NodeView,
+    Outcome, PodView, ResidentModel, SessionInfo, Source, Timestamp,
+};
+use super::series::Series;
+use super::timeline::Timeline;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// How many Kubernetes Events, messages and finished actions are kept.
+const KEEP_RECENT: usize = 200;
+
+/// Ready/serving/terminating endpoint counts across the watched slices.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointCounts {
+    pub ready: u32,
+    pub serving: u32,
+    pub terminating: u32,
+    pub total: u32,
+}
+
+/// What readygap knows of one pod's runtime.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeView {
+    pub last_probe_ok: Option<bool>,
+    pub last_probe_ts: Option<Timestamp>,
+    pub last_probe_error: Option<String>,
+    pub last_latency_ms: Option<f64>,
+    pub resident: Vec<ResidentModel>,
+    pub resident_ts: Option<Timestamp>,
+    pub on_disk: Vec<super::event::DiskModel>,
+}
+
+/// One memory point of a container.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryPoint {
+    pub current: u64,
+    pub working_set: Option<u64>,
+}
+
+/// Memory of one pod's serving container.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryView {
+    pub series: Series<MemoryPoint>,
+    pub limit: Option<u64>,
+    pub oom_kill: Option<u64>,
+    pub source: MemorySource,
+    pub peak: u64,
+}
+
+/// An action and how far it got.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActionView {
+    pub id: u64,
+    pub action: Action,
+    pub requested: Timestamp,
+    pub started: Option<Timestamp>,
+    pub finished: Option<(Timestamp, Outcome)>,
+}
+
+/// One inference request and its result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InferenceView {
+    pub request_id: u64,
+    pub pod: String,
+    pub model: String,
+    pub started: Timestamp,
+    pub first_token: Option<Timestamp>,
+    pub done: Option<(Timestamp, super::event::InferenceResult)>,
+}
+
+/// Whether a feed is connected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FeedStatus {
+    pub connected: bool,
+    pub since: Timestamp,
+    pub detail: String,
+}
+
+/// How serious a status message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Warn,
+    Error,
+}
+
+/// A line for the footer / message log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub ts: Timestamp,
+    pub severity: Severity,
+    pub text: String,
+}
+
+/// Everything derived from the events so far.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    pub session: SessionInfo,
+    /// The newest event timestamp seen: the reducer's only notion of "now".
+    pub now: Option<Timestamp>,
+    pub events_applied: u64,
+    pub pods: BTreeMap<String, PodView>,
+    pub slices: BTreeMap<String, EndpointSliceView>,
+    pub endpoints: Series<EndpointCounts>,
+    pub kube_events: VecDeque<(Timestamp, KubeEventView)>,
+    pub nodes: BTreeMap<String, NodeView>,
+    pub runtimes: BTreeMap<String, RuntimeView>,
+    pub memory: BTreeMap<String, MemoryView>,
+    /// Host samples: `None` is the machine readygap runs on, `Some(node)` a node.
+    pub hosts: BTreeMap<Option<String>, Series<HostSample>>,
+    pub actions: BTreeMap<u64, ActionView>,
+    pub inferences: VecDeque<InferenceView>,
+    pub timeline: Timeline,
+    pub feeds: BTreeMap<String, FeedStatus>,
+    pub messages: VecDeque<Message>,
+    /// Objects seen during an ongoing re-list, per resource.
+    resync: BTreeMap<String, BTreeSet<String>>,
+}
+
+fn push_bounded<T>(q: &mut VecDeque<T>, item: T) {
+    if q.len() == KEEP_RECENT {
+        q.pop_front();
+    }
+    q.push_back(item);
+}
+
+impl State {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Apply every event in order.
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Self {
+        let mut s = State::new();
+        for e in events {
+            s.apply(e);
+        }
+        s
+    }
+
+    fn message(&mut self, ts: Timestamp, severity: Severity, text: String) {
+        push_bounded(&mut self.messages, Message { ts, severity, text });
+    }
+
+    /// The latest message, for the footer.
+    pub fn last_message(&self) -> Option<&Message> {
+        self.messages.back()
+    }
+
+    /// Apply one event.
+    pub fn apply(&mut self, ev: &Event) {
+        let ts = ev.ts;
+        self.events_applied += 1;
+        if self.now.is_none_or(|n| ts > n) {
+            self.now = Some(ts);
+        }
+        // The timeline sees the pod index as it was before this event.
+        let prev = match &ev.kind {
+            EventKind::PodApplied(p) | EventKind::PodDeleted(p) => self.pods.get(&p.name),
+            _ => None,
+        };
+        self.timeline.apply(ev, &self.pods, prev);
+
+        match &ev.kind {
+            EventKind::Session(info) => self.session = info.clone(),
+            EventKind::PodApplied(pod) => {
+                if let Some(seen) = self.resync.get_mut("pods") {
+                    seen.insert(pod.name.clone());
+                }
+                let was_oom = self.pods.get(&pod.name).is_some_and(|p| p.oom_killed());
+                if pod.oom_killed() && !was_oom {
+                    self.message(ts, Severity::Error, format!("pod {} OOMKilled", pod.name));
+                }
+                self.pods.insert(pod.name.clone(), pod.clone());
+            }
+            EventKind::PodDeleted(pod) => {
+                self.pods.remove(&pod.name);
+                self.runtimes.remove(&pod.name);
+            }
+            EventKind::ResyncStarted { resource } => {
+                self.resync.insert(resource.clone(), BTreeSet::new());
+            }
+            EventKind::ResyncDone { resource } => {
+                if let Some(seen) = self.resync.remove(resource) {
+                    match resource.as_str() {
+                        "pods" => self.pods.retain(|k, _| seen.contains(k)),
+                        "endpointslices" => {
+                            self.slices.retain(|k, _| seen.contains(k));
+                            self.count_endpoints(ts);
+                        }
+                        "nodes" => self.nodes.retain(|k, _| seen.contains(k)),
+                        _ => {}
+                    }
+                }
+            }
+            EventKind::EndpointSliceApplied(slice) => {
+                if let Some(seen) = self.resync.get_mut("endpointslices") {
+                    seen.insert(slice.name.clone());
+                }
+                self.slices.insert(slice.name.clone(), slice.clone());
+                self.count_endpoints(ts);
+            }
+            EventKind::EndpointSliceDeleted { name } => {
+                self.slices.remove(name);
+                self.count_endpoints(ts);
+            }
+            EventKind::KubeEvent(e) => push_bounded(&mut self.kube_events, (ts, e.clone())),
+            EventKind::NodeApplied(n) => {
+                if let Some(seen) = self.resync.get_mut("nodes") {
+                    seen.insert(n.name.clone());
+                }
+                self.nodes.insert(n.name.clone(), n.clone());
+            }
+            EventKind::RuntimeProbe(p) => {
+                let r = self.runtimes.entry(p.pod.clone()).or_default();
+                r.last_probe_ok = Some(p.ok);
+                r.last_probe_ts = Some(ts);
+                r.last_latency_ms = Some(p.latency_ms);
+                r.last_probe_error = p.error.clone();
+            }
+            EventKind::Residency { pod, models } => {
+                let r = self.runtimes.entry(pod.clone()).or_default();
+                r.resident = models.clone();
+                r.resident_ts = Some(ts);
+            }
+            EventKind::ModelsOnDisk { pod, models } => {
+                self.runtimes.entry(pod.clone()).or_default().on_disk = models.clone();
+            }
+            EventKind::MemorySample(s) => {
+                let m = self.memory.entry(s.pod.clone()).or_default();
+                m.series.push(
+                    ts,
+                    MemoryPoint {
+                        current: s.current,
+                        working_set: s.working_set,
+                    },
+                );
+                m.limit = s.limit.or(m.limit);
+                m.oom_kill = s.oom_kill.or(m.oom_kill);
+                m.source = s.source;
+                m.peak = m.peak.max(s.current);
+            }
+            EventKind::HostSample(h) => {
+                self.hosts
+                    .entry(h.node.clone())
+                    .or_default()
+                    .push(ts, h.clone());
+            }
+            EventKind::ActionRequested { id, action } => {
+                self.actions.insert(
+                    *id,
+                    ActionView {
+                        id: *id,
+                        action: action.clone(),
+                        requested: ts,
+                        started: None,
+                        finished: None,
+                    },
+                );
+                self.message(ts, Severity::Info, format!("requested: {}", action.label()));
+            }
+            EventKind::ActionStarted { id } => {
+                if let Some(a) = self.actions.get_mut(id) {
+                    a.started = Some(ts);
+                }
+            }
+            EventKind::ActionFinished { id, outcome } => {
+                let label = self.actions.get(id).map(|a| a.action.label());
+                if let Some(a) = self.actions.get_mut(id) {
+                    a.finished = Some((ts, outcome.clone()));
+                }
+                let label = label.unwrap_or_else(|| format!("action {id}"));
+                match outcome {
+                    Outcome::Ok => self.message(ts, Severity::Info, format!("done: {label}")),
+                    Outcome::Error { message } => {
+                        self.message(ts, Severity::Error, format!("{label} failed: {message}"))
+                    }
+                    Outcome::Timeout { after_ms } => self.message(
+                        ts,
+                        Severity::Error,
+                        format!("{label} timed out after {after_ms} ms"),
+                    ),
+                }
+                // Keep the action table bounded: drop the oldest finished ones.
+                while self.actions.len() > KEEP_RECENT {
+                    let Some(oldest) = self
+                        .actions
+                        .iter()
+                        .find(|(_, a)| a.finished.is_some())
+                        .map(|(k, _)| *k)
+                    else {
+                        break;
+                    };
+                    self.actions.remove(&oldest);
+                }
+            }
+            EventKind::InferenceStarted {
+                request_id,
+                pod,
+                model,
+            } => push_bounded(
+                &mut self.inferences,
+                InferenceView {
+                    request_id: *request_id,
+                    pod: pod.clone(),
+                    model: model.clone(),
+                    started: ts,
+                    first_token: None,
+                    done: None,
+                },
+            ),
+            EventKind::InferenceFirstToken { request_id } => {
+                if let Some(i) = self.inference_mut(*request_id) {
+                    i.first_token.get_or_insert(ts);
+                }
+            }
+            EventKind::InferenceDone(r) => {
+                if let Some(i) = self.inference_mut(r.request_id) {
+                    i.done = Some((ts, r.clone()));
+                }
+                if !r.ok {
+                    let why = r.error.clone().unwrap_or_else(|| "failed".into());
+                    self.message(ts, Severity::Error, format!("inference failed: {why}"));
+                }
+            }
+            EventKind::CachesDropped(d) => {
+                let (sev, text) = match (&d.error, d.dropped) {
+                    (Some(e), _) => (Severity::Error, format!("drop caches on {}: {e}", d.node)),
+                    (None, true) => (
+                        Severity::Info,
+                        format!(
+                            "page cache of {} dropped: {} → {} kB",
+                            d.node,
+                            d.cached_kb_before.unwrap_or(0),
+                            d.cached_kb_after.unwrap_or(0)
+                        ),
+                    ),
+                    (None, false) => (
+                        Severity::Warn,
+                        format!("page cache of {} did not fall: not a cold trial", d.node),
+                    ),
+                };
+                self.message(ts, sev, text);
+            }
+            EventKind::TrialAbort { reason } => {
+                self.message(ts, Severity::Warn, format!("trial aborted: {reason}"))
+            }
+            EventKind::SourceError { feed, message } => {
+                self.feeds.insert(
+                    feed.clone(),
+                    FeedStatus {
+                        connected: false,
+                        since: ts,
+                        detail: message.clone(),
+                    },
+                );
+                // A failing feed leaves a gap in its series.
+                match ev.source {
+                    Source::Memory => self.memory.values_mut().for_each(|m| m.series.gap(ts)),
+                    Source::Kube if feed.contains("endpoint") => self.endpoints.gap(ts),
+                    _ => {}
+                }
+                self.message(ts, Severity::Error, format!("{feed}: {message}"));
+            }
+            EventKind::SourceConnected { feed, detail } => {
+                self.feeds.insert(
+                    feed.clone(),
+                    FeedStatus {
+                        connected: true,
+                        since: ts,
+                        detail: detail.clone(),
+                    },
+                );
+            }
+            EventKind::Note { text } => self.message(ts, Severity::Info, text.clone()),
+            EventKind::TrialBegin { .. } => {}
+        }
+    }
+
+    fn inference_mut(&mut self, id: u64) -> Option<&mut InferenceView> {
+        self.inferences
+            .iter_mut()
+            .rev()
+            .find(|i| i.request_id == id)
+    }
+
+    fn count_endpoints(&mut self, ts: Timestamp) {
+        let mut c = EndpointCounts::default();
+        for ep in self.slices.values().flat_map(|s| s.endpoints.iter()) {
+            c.total += 1;
+            c.ready += ep.ready as u32;
+            c.serving += ep.serving as u32;
+            c.terminating += ep.terminating as u32;
+        }
+        self.endpoints.push(ts, c);
+    }
+}

@@ -1,0 +1,659 @@
+//! Trials and their T0–T4 marks, derived from the event stream.
+//!
+//! A trial starts at T0 = a replacement requested by readygap (the `action_started` of a pod
+//! delete or rollout restart). A replacement readygap did not start (someone's `kubectl delete
+//! pod`, a rollout, a drain, a container restart after an OOM kill) is a trial too, marked
+//! `external`, with T0 = the first evidence observed (the watch event carrying
+//! deletionTimestamp, or the terminated container state).
+//!
+//! T1 = the replacement pod's Ready condition turned true in a watch event (the API's
+//! lastTransitionTime is kept too); T2 = first HTTP 200 from the new pod's runtime; T3 = first
+//! inference request sent to it; T4 = that inference finished with `done: true`.
+//!
+//! Sources do not agree on order: a runtime probe of the new pod can arrive before the watch
+//! event that says the pod is Ready. So observations of every pod that is not being replaced
+//! are kept per pod, and the trial's marks are taken from the replacement pod's observations
+//! once it is known. Each mark is the source's own timestamp, never the arrival order.
+
+use super::event::{
+    Action, CacheDrop, ContainerState, Event, EventKind, InferenceResult, PodView,
+    RuntimeDurations, Timestamp,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The marks of one trial. `None` = not reached.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Marks {
+    pub t0: Option<Timestamp>,
+    pub t1: Option<Timestamp>,
+    /// The Ready condition's lastTransitionTime as the API reported it.
+    pub t1_api: Option<Timestamp>,
+    pub t2: Option<Timestamp>,
+    pub t3: Option<Timestamp>,
+    pub t4: Option<Timestamp>,
+    /// The old pod's deletionTimestamp seen in a watch event.
+    pub deletion_seen: Option<Timestamp>,
+    pub scheduled: Option<Timestamp>,
+    pub container_started: Option<Timestamp>,
+    pub endpoint_ready: Option<Timestamp>,
+    pub model_resident: Option<Timestamp>,
+    pub first_token: Option<Timestamp>,
+}
+
+/// Whether a trial is still going.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum TrialStatus {
+    #[default]
+    Running,
+    Ok,
+    Failed {
+        reason: String,
+    },
+}
+
+/// What is being replaced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Replacement {
+    /// New pods replace these (uids and names of the pods present or named at T0).
+    Pods {
+        uids: Vec<String>,
+        names: Vec<String>,
+    },
+    /// The container of this pod restarts in place (T1 when Ready again after the restart).
+    Restart {
+        uid: String,
+        name: String,
+        restarts_before: u32,
+    },
+}
+
+/// What a trial saw of one pod that is not being replaced (a candidate replacement).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PodObservations {
+    pub probe_ok: Option<Timestamp>,
+    pub inference: Option<(u64, Timestamp)>,
+    pub scheduled: Option<Timestamp>,
+    pub container_started: Option<Timestamp>,
+    pub endpoint_ready: Option<Timestamp>,
+    pub model_resident: Option<Timestamp>,
+}
+
+/// One recovery trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    /// 1-based.
+    pub index: u32,
+    /// Not started by readygap.
+    pub external: bool,
+    /// What started it, for people: `delete pod ollama-x`, `external: pod ollama-x deleted`.
+    pub trigger: String,
+    /// The cold step, when this trial ran one.
+    pub cold: Option<CacheDrop>,
+    pub marks: Marks,
+    pub status: TrialStatus,
+    pub replacement: Replacement,
+    /// The replacement pod, once it turned Ready.
+    pub new_pod: Option<String>,
+    pub new_uid: Option<String>,
+    /// The runtime's own durations of the T3 inference.
+    pub durations: RuntimeDurations,
+    /// Memory of the new pod after T4 (first sample at or after T4), bytes.
+    pub memory_after: Option<u64>,
+    /// When the T3 inference ended if it failed (T4 is only for `done: true`).
+    pub inference_end: Option<Timestamp>,
+    /// The request id of the T3 inference.
+    pub inference_request: Option<u64>,
+    /// HTTP status of the T3 inference, when known.
+    pub http_status: Option<u16>,
+    #[serde(default)]
+    pub observed: BTreeMap<String, PodObservations>,
+}
+
+impl Trial {
+    fn new(index: u32, external: bool, trigger: String, t0: Timestamp, r: Replacement) -> Self {
+        Trial {
+            index,
+            external,
+            trigger,
+            cold: None,
+            marks: Marks {
+                t0: Some(t0),
+                ..Marks::default()
+            },
+            status: TrialStatus::Running,
+            replacement: r,
+            new_pod: None,
+            new_uid: None,
+            durations: RuntimeDurations::default(),
+            memory_after: None,
+            inference_end: None,
+            inference_request: None,
+            http_status: None,
+            observed: BTreeMap::new(),
+        }
+    }
+
+    /// An empty finished trial, for importers (CSV).
+    pub fn imported(index: u32, marks: Marks, status: TrialStatus) -> Self {
+        let t0 = marks.t0.unwrap_or_default();
+        let mut t = Trial::new(
+            index,
+            false,
+            "imported".into(),
+            t0,
+            Replacement::Pods {
+                uids: vec![],
+                names: vec![],
+            },
+        );
+        t.marks = marks;
+        t.status = status;
+        t
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.status == TrialStatus::Running
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.status == TrialStatus::Ok
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        match &self.status {
+            TrialStatus::Failed { reason } => Some(reason),
+            _ => None,
+        }
+    }
+
+    fn fail(&mut self, reason: impl Into<String>) {
+        if self.is_running() {
+            self.status = TrialStatus::Failed {
+                reason: reason.into(),
+            };
+        }
+    }
+
+    /// Whether a pod (by uid or name) is one this trial replaces.
+    fn replaces(&self, uid: &str, name: &str) -> bool {
+        match &self.replacement {
+            Replacement::Pods { uids, names } => {
+                uids.iter().any(|u| u == uid) || (uid.is_empty() && names.iter().any(|n| n == name))
+            }
+            Replacement::Restart { .. } => false,
+        }
+    }
+
+    /// Whether observations of the pod named `name` count for this trial.
+    fn candidate_name(&self, name: &str) -> bool {
+        match &self.replacement {
+            Replacement::Pods { names, .. } => match &self.new_pod {
+                Some(n) => n == name,
+                None => !names.iter().any(|n| n == name),
+            },
+            Replacement::Restart { name: n, .. } => n == name,
+        }
+    }
+
+    fn observe(&mut self, pod: &str) -> Option<&mut PodObservations> {
+        if !self.candidate_name(pod) {
+            return None;
+        }
+        Some(self.observed.entry(pod.to_string()).or_default())
+    }
+
+    /// Copy the replacement pod's observations into the marks and close the trial when done.
+    fn sync(&mut self) {
+        let Some(pod) = &self.new_pod else { return };
+        let Some(o) = self.observed.get(pod).cloned() else {
+            return;
+        };
+        let t0 = self.marks.t0;
+        let after_t0 = |t: Option<Timestamp>| t.filter(|t| t0.is_none_or(|t0| *t >= t0));
+        let m = &mut self.marks;
+        m.t2 = m.t2.or(after_t0(o.probe_ok));
+        m.scheduled = m.scheduled.or(o.scheduled);
+        m.container_started = m.container_started.or(o.container_started);
+        m.endpoint_ready = m.endpoint_ready.or(o.endpoint_ready);
+        m.model_resident = m.model_resident.or(o.model_resident);
+        if m.t3.is_none()
+            && let Some((id, ts)) = o.inference
+        {
+            m.t3 = Some(ts);
+            self.inference_request = Some(id);
+        }
+        if self.status == TrialStatus::Running && m.t1.is_some() && m.t4.is_some() {
+            self.status = TrialStatus::Ok;
+        }
+    }
+
+    /// Duration between two marks in seconds.
+    fn span(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<f64> {
+        let (a, b) = (a?, b?);
+        Some((b - a).num_microseconds()? as f64 / 1e6)
+    }
+
+    /// The value of a metric for this trial, in seconds (bytes for `memory_after`).
+    /// Metrics ending at T4 exist only for a trial whose inference completed.
+    pub fn metric(&self, metric: Metric) -> Option<f64> {
+        let m = &self.marks;
+        let ns = |v: Option<u64>| v.map(|n| n as f64 / 1e9);
+        match metric {
+            Metric::K8sRecovery => Self::span(m.t0, m.t1),
+            Metric::RuntimeRecovery => Self::span(m.t0, m.t2),
+            Metric::ReadyToRuntime => Self::span(m.t1, m.t2),
+            Metric::FunctionalRecovery => Self::span(m.t0, m.t4),
+            Metric::ReadyToInference => Self::span(m.t1, m.t4),
+            Metric::InferenceWall => Self::span(m.t3, m.t4),
+            Metric::LoadDuration => ns(self.durations.load_ns),
+            Metric::TotalDuration => ns(self.durations.total_ns),
+            Metric::PromptEvalDuration => ns(self.durations.prompt_eval_ns),
+            Metric::EvalDuration => ns(self.durations.eval_ns),
+            Metric::MemoryAfter => self.memory_after.map(|b| b as f64),
+        }
+    }
+}
+
+/// The metrics, named as in the published study.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    K8sRecovery,
+    RuntimeRecovery,
+    ReadyToRuntime,
+    FunctionalRecovery,
+    ReadyToInference,
+    InferenceWall,
+    LoadDuration,
+    TotalDuration,
+    PromptEvalDuration,
+    EvalDuration,
+    MemoryAfter,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 11] = [
+        Metric::K8sRecovery,
+        Metric::RuntimeRecovery,
+        Metric::ReadyToRuntime,
+        Metric::FunctionalRecovery,
+        Metric::ReadyToInference,
+        Metric::InferenceWall,
+        Metric::LoadDuration,
+        Metric::TotalDuration,
+        Metric::PromptEvalDuration,
+        Metric::EvalDuration,
+        Metric::MemoryAfter,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::K8sRecovery => "k8s_recovery",
+            Metric::RuntimeRecovery => "runtime_recovery",
+            Metric::ReadyToRuntime => "ready_to_runtime",
+            Metric::FunctionalRecovery => "functional_recovery",
+            Metric::ReadyToInference => "ready_to_inference",
+            Metric::InferenceWall => "inference_wall",
+            Metric::LoadDuration => "load_duration",
+            Metric::TotalDuration => "total_duration",
+            Metric::PromptEvalDuration => "prompt_eval_duration",
+            Metric::EvalDuration => "eval_duration",
+            Metric::MemoryAfter => "memory_after",
+        }
+    }
+
+    /// Seconds for durations, bytes for memory.
+    pub fn is_bytes(self) -> bool {
+        self == Metric::MemoryAfter
+    }
+}
+
+/// A trial the runner announced but whose T0 has not come yet (it may run a cold step first).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Announced {
+    cold: bool,
+    drop: Option<CacheDrop>,
+}
+
+/// All trials of a session, in order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timeline {
+    pub trials: Vec<Trial>,
+    /// Actions requested, by id, until they start.
+    requested: BTreeMap<u64, Action>,
+    /// Replacement actions that started a trial: action id → trial index.
+    started: BTreeMap<u64, u32>,
+    announced: Option<Announced>,
+}
+
+impl Timeline {
+    /// The trial still waiting for its marks, if any.
+    pub fn open(&self) -> Option<&Trial> {
+        self.trials.last().filter(|t| t.is_running())
+    }
+
+    fn open_mut(&mut self) -> Option<&mut Trial> {
+        self.trials.last_mut().filter(|t| t.is_running())
+    }
+
+    /// The latest trial (open or not).
+    pub fn current(&self) -> Option<&Trial> {
+        self.trials.last()
+    }
+
+    fn begin(&mut self, external: bool, trigger: String, t0: Timestamp, r: Replacement) {
+        if let Some(open) = self.open_mut() {
+            open.fail(format!("superseded by a new replacement ({trigger})"));
+        }
+        let index = self.trials.len() as u32 + 1;
+        let mut trial = Trial::new(index, external, trigger, t0, r);
+        if !external && let Some(a) = self.announced.take() {
+            trial.cold = a.drop.or_else(|| {
+                a.cold.then(|| CacheDrop {
+                    error: Some("cold step did not report".into()),
+                    ..CacheDrop::default()
+                })
+            });
+        }
+        self.trials.push(trial);
+    }
+
+    /// Apply one event. `pods` is the pod index as it was before this event; `prev` is the
+    /// previous version of the pod a `pod_applied`/`pod_deleted` event carries.
+    pub fn apply(&mut self, ev: &Event, pods: &BTreeMap<String, PodView>, prev: Option<&PodView>) {
+        let ts = ev.ts;
+        match &ev.kind {
+            EventKind::TrialBegin { cold } => {
+                self.announced = Some(Announced {
+                    cold: *cold,
+                    drop: None,
+                });
+            }
+            EventKind::CachesDropped(drop) => {
+                if let Some(a) = self.announced.as_mut() {
+                    a.drop = Some(drop.clone());
+                }
+            }
+            EventKind::TrialAbort { reason } => {
+                self.announced = None;
+                if let Some(t) = self.open_mut() {
+                    t.fail(reason.clone());
+                }
+            }
+            EventKind::ActionRequested { id, action } if action.is_replacement() => {
+                self.requested.insert(*id, action.clone());
+            }
+            EventKind::ActionStarted { id } => {
+                if let Some(action) = self.requested.remove(id) {
+                    let r = match &action {
+                        Action::DeletePod { pod, .. } => Replacement::Pods {
+                            uids: pods.get(pod).map(|p| p.uid.clone()).into_iter().collect(),
+                            names: vec![pod.clone()],
+                        },
+                        _ => Replacement::Pods {
+                            uids: pods.values().map(|p| p.uid.clone()).collect(),
+                            names: pods.keys().cloned().collect(),
+                        },
+                    };
+                    self.begin(false, action.label(), ts, r);
+                    self.started.insert(*id, self.trials.len() as u32);
+                }
+            }
+            EventKind::ActionFinished { id, outcome } => {
+                if let Some(index) = self.started.remove(id)
+                    && let super::event::Outcome::Error { message } = outcome
+                    && let Some(t) = self.trials.get_mut(index as usize - 1)
+                {
+                    t.fail(format!("replacement request failed: {message}"));
+                }
+            }
+            EventKind::PodApplied(pod) => self.pod_applied(ts, pod, prev),
+            EventKind::PodDeleted(pod) => {
+                if let Some(t) = self.open_mut()
+                    && t.new_pod.as_deref() == Some(pod.name.as_str())
+                {
+                    t.fail("replacement pod deleted");
+                }
+            }
+            EventKind::RuntimeProbe(p) if p.ok => {
+                if let Some(t) = self.open_mut()
+                    && let Some(o) = t.observe(&p.pod)
+                {
+                    o.probe_ok = Some(o.probe_ok.map_or(ts, |x| x.min(ts)));
+                    t.sync();
+                }
+            }
+            EventKind::Residency { pod, models } if !models.is_empty() => {
+                if let Some(t) = self.open_mut()
+                    && let Some(o) = t.observe(pod)
+                {
+                    o.model_resident.get_or_insert(ts);
+                    t.sync();
+                }
+            }
+            EventKind::EndpointSliceApplied(slice) => {
+                if let Some(t) = self.open_mut() {
+                    for ep in slice.endpoints.iter().filter(|e| e.ready) {
+                        if let Some(pod) = &ep.pod
+                            && let Some(o) = t.observe(pod)
+                        {
+                            o.endpoint_ready.get_or_insert(ts);
+                        }
+                    }
+                    t.sync();
+                }
+            }
+            EventKind::InferenceStarted {
+                request_id, pod, ..
+            } => {
+                if let Some(t) = self.open_mut()
+                    && t.marks.t0.is_some_and(|t0| ts >= t0)
+                    && let Some(o) = t.observe(pod)
+                {
+                    o.inference.get_or_insert((*request_id, ts));
+                    t.sync();
+                }
+            }
+            EventKind::InferenceFirstToken { request_id } => {
+                if let Some(t) = self.trial_of_request(*request_id) {
+                    t.marks.first_token.get_or_insert(ts);
+                }
+            }
+            EventKind::InferenceDone(result) => self.inference_done(ts, result),
+            EventKind::MemorySample(s) => {
+                // Memory after T4: the first sample of the new pod at or after T4.
+                if let Some(t) = self.trials.last_mut()
+                    && t.memory_after.is_none()
+                    && t.new_pod.as_deref() == Some(s.pod.as_str())
+                    && t.marks.t4.is_some_and(|t4| ts >= t4)
+                {
+                    t.memory_after = Some(s.current);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The trial whose T3 inference has this request id (pending or confirmed).
+    fn trial_of_request(&mut self, id: u64) -> Option<&mut Trial> {
+        let t = self.trials.last_mut()?;
+        let pending = t
+            .observed
+            .values()
+            .any(|o| o.inference.is_some_and(|(r, _)| r == id));
+        (t.inference_request == Some(id) || pending).then_some(t)
+    }
+
+    fn inference_done(&mut self, ts: Timestamp, r: &InferenceResult) {
+        let Some(t) = self.trial_of_request(r.request_id) else {
+            return;
+        };
+        if !t.is_running() {
+            return;
+        }
+        // Bind the request to its pod now if T1 has not arrived yet.
+        t.http_status = r.http_status;
+        if r.ok {
+            t.marks.t4.get_or_insert(ts);
+            t.durations = r.durations;
+            if t.new_pod.is_none() {
+                // T4 before the Ready event: keep it; the trial closes when T1 arrives.
+                return;
+            }
+            t.sync();
+        } else {
+            t.inference_end = Some(ts);
+            let why = r
+                .error
+                .clone()
+                .or_else(|| r.http_status.map(|s| format!("HTTP {s}")))
+                .unwrap_or_else(|| "no done: true".into());
+            t.fail(format!("inference_error: {why}"));
+        }
+    }
+
+    fn pod_applied(&mut self, ts: Timestamp, pod: &PodView, prev: Option<&PodView>) {
+        let newly_deleting =
+            pod.deletion_timestamp.is_some() && prev.is_none_or(|p| p.deletion_timestamp.is_none());
+        let prev_restarts = prev.map_or(pod.restarts(), |p| p.restarts());
+        let terminated_now = pod
+            .containers
+            .iter()
+            .any(|c| matches!(c.state, ContainerState::Terminated { .. }));
+        let terminated_before = prev.is_some_and(|p| {
+            p.containers
+                .iter()
+                .any(|c| matches!(c.state, ContainerState::Terminated { .. }))
+        });
+        let restarted = pod.deletion_timestamp.is_none()
+            && prev.is_some()
+            && (pod.restarts() > prev_restarts || (terminated_now && !terminated_before));
+
+        if newly_deleting {
+            let covered = self.open().is_some_and(|t| t.replaces(&pod.uid, &pod.name));
+            if covered {
+                if let Some(t) = self.open_mut() {
+                    t.marks.deletion_seen.get_or_insert(ts);
+                }
+            } else {
+                // A deletion readygap did not ask for (or one of a pod that is not being
+                // replaced): an external trial.
+                self.begin(
+                    true,
+                    format!("external: pod {} deleted", pod.name),
+                    ts,
+                    Replacement::Pods {
+                        uids: vec![pod.uid.clone()],
+                        names: vec![pod.name.clone()],
+                    },
+                );
+                if let Some(t) = self.open_mut() {
+                    t.marks.deletion_seen = Some(ts);
+                }
+            }
+            return;
+        }
+
+        if restarted {
+            let already = self.open().is_some_and(|t| {
+                matches!(&t.replacement, Replacement::Restart { uid, .. } if uid == &pod.uid)
+                    && t.marks.t1.is_none()
+            });
+            if !already {
+                let why = if pod.oom_killed() {
+                    "OOMKilled".to_string()
+                } else {
+                    pod.containers
+                        .iter()
+                        .find_map(|c| match c.last_state.as_ref().unwrap_or(&c.state) {
+                            ContainerState::Terminated {
+                                reason, exit_code, ..
+                            } => Some(format!("{reason}, exit {exit_code}")),
+                            _ => None,
+                        })
+                        .unwrap_or_else(|| "restarted".into())
+                };
+                // The open trial loses its pod: it fails with the cause.
+                if let Some(t) = self.open_mut()
+                    && (t.new_pod.as_deref() == Some(pod.name.as_str())
+                        || t.observed.contains_key(&pod.name))
+                {
+                    let reason = if pod.oom_killed() {
+                        "oom_killed".to_string()
+                    } else {
+                        format!("container restarted ({why})")
+                    };
+                    t.fail(reason);
+                }
+                // A finished trial whose inference failed because of this kill learns why.
+                if pod.oom_killed()
+                    && let Some(t) = self.trials.last_mut()
+                    && t.new_pod.as_deref() == Some(pod.name.as_str())
+                    && t.reason().is_some_and(|r| r.starts_with("inference_error"))
+                {
+                    let r = t.reason().unwrap_or_default().to_string();
+                    t.status = TrialStatus::Failed {
+                        reason: format!("oom_killed ({r})"),
+                    };
+                }
+                self.begin(
+                    true,
+                    format!("external: container restart of {} ({why})", pod.name),
+                    ts,
+                    Replacement::Restart {
+                        uid: pod.uid.clone(),
+                        name: pod.name.clone(),
+                        restarts_before: prev_restarts,
+                    },
+                );
+            }
+        }
+
+        let Some(t) = self.open_mut() else { return };
+        if t.replaces(&pod.uid, &pod.name) || pod.deletion_timestamp.is_some() {
+            return;
+        }
+        let restart_done = match &t.replacement {
+            Replacement::Restart {
+                uid,
+                restarts_before,
+                ..
+            } => {
+                if uid != &pod.uid {
+                    return;
+                }
+                pod.restarts() > *restarts_before
+            }
+            Replacement::Pods { .. } => true,
+        };
+        if t.new_pod.is_some() && t.new_pod.as_deref() != Some(pod.name.as_str()) {
+            return;
+        }
+        if let Some(o) = t.observe(&pod.name) {
+            if pod.condition("PodScheduled").is_some_and(|c| c.status) {
+                o.scheduled.get_or_insert(ts);
+            }
+            if restart_done
+                && pod
+                    .containers
+                    .iter()
+                    .any(|c| matches!(c.state, ContainerState::Running { .. }))
+            {
+                o.container_started.get_or_insert(ts);
+            }
+        }
+        if t.marks.t1.is_none() && restart_done && pod.is_ready() {
+            t.marks.t1 = Some(ts);
+            t.marks.t1_api = pod.condition("Ready").and_then(|c| c.last_transition);
+            t.new_pod = Some(pod.name.clone());
+            t.new_uid = Some(pod.uid.clone());
+            // Observations of other candidate pods do not belong to this trial.
+            let keep = pod.name.clone();
+            t.observed.retain(|k, _| *k == keep);
+        }
+        t.sync();
+    }
+}

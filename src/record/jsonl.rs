@@ -1,0 +1,290 @@
+//! JSON-lines recordings: a versioned header line, then one [`Event`] per line, each line
+//! flushed as it is written so a killed process leaves a file that replays up to the kill.
+//!
+//! The reader names `FILE:LINE` for a malformed line; a torn last line (no newline at the end
+//! and not valid JSON: the writer was killed mid-write) is a warning, and everything before it
+//! is kept.
+
+use crate::core::event::{Event, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// The recording format's name in the header.
+pub const FORMAT: &str = "readygap-recording";
+/// The current format version.
+pub const VERSION: u32 = 1;
+
+/// The first line of a recording.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    pub format: String,
+    pub version: u32,
+    /// readygap's version that wrote the file.
+    pub tool_version: String,
+    #[serde(with = "crate::core::event::ts_format")]
+    pub started: Timestamp,
+    #[serde(default)]
+    pub context: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub target: String,
+    /// Settings in force (probe interval, model, access mode, ...).
+    #[serde(default)]
+    pub settings: serde_json::Value,
+}
+
+impl Header {
+    pub fn new(started: Timestamp, context: &str, namespace: &str, target: &str) -> Self {
+        Header {
+            format: FORMAT.into(),
+            version: VERSION,
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            started,
+            context: context.into(),
+            namespace: namespace.into(),
+            target: target.into(),
+            settings: serde_json::Value::Null,
+        }
+    }
+}
+
+/// Errors reading a recording.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {message}")]
+    Malformed {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
+/// Writes a recording, one flushed line per event.
+pub struct Recorder {
+    out: BufWriter<File>,
+    path: PathBuf,
+    buf: Vec<u8>,
+    written: u64,
+}
+
+impl Recorder {
+    /// Create (truncate) `path` and write the header.
+    pub fn create(path: &Path, header: &Header) -> std::io::Result<Recorder> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = File::create(path)?;
+        let mut r = Recorder {
+            out: BufWriter::new(file),
+            path: path.to_path_buf(),
+            buf: Vec::with_capacity(512),
+            written: 0,
+        };
+        r.line(header)?;
+        Ok(r)
+    }
+
+    fn line<T: Serialize>(&mut self, value: &T) -> std::io::Result<()> {
+        self.buf.clear();
+        serde_json::to_writer(&mut self.buf, value).map_err(std::io::Error::other)?;
+        self.buf.push(b'\n');
+        self.out.write_all(&self.buf)?;
+        self.out.flush()
+    }
+
+    /// Append one event and flush it.
+    pub fn write(&mut self, ev: &Event) -> std::io::Result<()> {
+        self.line(ev)?;
+        self.written += 1;
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Events written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+}
+
+/// A recording read whole.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    pub header: Header,
+    pub events: Vec<Event>,
+    /// Non-fatal problems (a torn last line).
+    pub warnings: Vec<String>,
+}
+
+/// Read a whole recording into memory.
+pub fn read(path: &Path) -> Result<Recording, ReadError> {
+    let mut events = Vec::new();
+    let (header, warnings) = for_each(path, |ev| events.push(ev))?;
+    Ok(Recording {
+        header,
+        events,
+        warnings,
+    })
+}
+
+/// Stream a recording: call `f` for each event in file order, without holding them all.
+/// Returns the header and the warnings.
+pub fn for_each(path: &Path, mut f: impl FnMut(Event)) -> Result<(Header, Vec<String>), ReadError> {
+    let io = |source| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let malformed = |line: usize, message: String| ReadError::Malformed {
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
+    let file = File::open(path).map_err(io)?;
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut buf = Vec::with_capacity(1024);
+    let mut warnings = Vec::new();
+
+    let n = reader.read_until(b'\n', &mut buf).map_err(io)?;
+    if n == 0 {
+        return Err(malformed(1, "empty file: no recording header".into()));
+    }
+    let header: Header = serde_json::from_slice(trim_eol(&buf))
+        .map_err(|e| malformed(1, format!("not a readygap recording header: {e}")))?;
+    if header.format != FORMAT {
+        return Err(malformed(
+            1,
+            format!("format is {:?}, expected {FORMAT:?}", header.format),
+        ));
+    }
+    if header.version > VERSION {
+        return Err(malformed(
+            1,
+            format!(
+                "recording version {} is newer than this readygap reads ({VERSION})",
+                header.version
+            ),
+        ));
+    }
+
+    let mut line = 1;
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        line += 1;
+        let complete = buf.last() == Some(&b'\n');
+        let text = trim_eol(&buf);
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Event>(text) {
+            Ok(ev) => f(ev),
+            Err(e) if !complete => {
+                warnings.push(format!(
+                    "{}:{line}: torn last line skipped (the writer stopped mid-line: {e})",
+                    path.display()
+                ));
+            }
+            Err(e) => return Err(malformed(line, e.to_string())),
+        }
+    }
+    Ok((header, warnings))
+}
+
+fn trim_eol(b: &[u8]) -> &[u8] {
+    let b = b.strip_suffix(b"\n").unwrap_or(b);
+    b.strip_suffix(b"\r").unwrap_or(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::{EventKind, Source};
+
+    fn ev(ms: i64, text: &str) -> Event {
+        Event::new(
+            chrono::DateTime::from_timestamp_millis(1_800_000_000_000 + ms).unwrap(),
+            Source::Session,
+            EventKind::Note { text: text.into() },
+        )
+    }
+
+    fn header() -> Header {
+        Header::new(ev(0, "").ts, "ctx", "ns", "deployment/ollama")
+    }
+
+    #[test]
+    fn round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/r.jsonl");
+        let mut r = Recorder::create(&path, &header()).unwrap();
+        let events = vec![ev(1, "a"), ev(2, "b")];
+        for e in &events {
+            r.write(e).unwrap();
+        }
+        drop(r);
+        let rec = read(&path).unwrap();
+        assert_eq!(rec.events, events);
+        assert_eq!(rec.header, header());
+        assert!(rec.warnings.is_empty());
+    }
+
+    #[test]
+    fn malformed_line_names_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.jsonl");
+        let mut text = serde_json::to_string(&header()).unwrap();
+        text.push('\n');
+        text.push_str(&serde_json::to_string(&ev(1, "a")).unwrap());
+        text.push_str("\n{\"ts\":\"nope\"}\n");
+        text.push_str(&serde_json::to_string(&ev(2, "b")).unwrap());
+        text.push('\n');
+        std::fs::write(&path, text).unwrap();
+        let err = read(&path).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("{}:3: ", path.display())),
+            "error was: {err}"
+        );
+    }
+
+    #[test]
+    fn torn_last_line_is_a_warning_and_keeps_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("torn.jsonl");
+        let mut text = serde_json::to_string(&header()).unwrap();
+        text.push('\n');
+        text.push_str(&serde_json::to_string(&ev(1, "a")).unwrap());
+        text.push('\n');
+        let full = serde_json::to_string(&ev(2, "b")).unwrap();
+        text.push_str(&full[..full.len() / 2]);
+        std::fs::write(&path, text).unwrap();
+        let rec = read(&path).unwrap();
+        assert_eq!(rec.events, vec![ev(1, "a")]);
+        assert_eq!(rec.warnings.len(), 1);
+        assert!(rec.warnings[0].contains(":3: torn last line"));
+    }
+
+    #[test]
+    fn not_a_recording() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        std::fs::write(&path, "{\"format\":\"other\",\"version\":1}\n").unwrap();
+        let err = read(&path).unwrap_err().to_string();
+        assert!(err.contains(":1: "), "{err}");
+        std::fs::write(&path, "").unwrap();
+        assert!(read(&path).unwrap_err().to_string().contains("empty file"));
+    }
+}

@@ -1,0 +1,305 @@
+//! `readygap report` and `readygap export`: statistics of recordings (`.jsonl`, replayed
+//! through the reducer) and of the study's CSV files, as a table, CSV, JSON or Markdown.
+
+use crate::core::state::State;
+use crate::core::stats::{Summary, TrialStats};
+use crate::core::timeline::{Metric, Trial};
+use crate::record::{jsonl, labcsv};
+use color_eyre::eyre::{Result, WrapErr, eyre};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Output formats of `report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Csv,
+    Json,
+    Markdown,
+}
+
+/// The statistics of one file.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileReport {
+    pub path: String,
+    pub trials: usize,
+    pub failed: usize,
+    pub metrics: BTreeMap<String, Summary>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    #[serde(skip)]
+    pub trial_list: Vec<Trial>,
+}
+
+impl FileReport {
+    /// Build a report from trials.
+    pub fn from_trials(path: &str, trials: Vec<Trial>, warnings: Vec<String>) -> Self {
+        let stats = TrialStats::of(&trials);
+        FileReport {
+            path: path.to_string(),
+            trials: stats.trials,
+            failed: stats.failed,
+            metrics: stats
+                .metrics
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            warnings,
+            trial_list: trials,
+        }
+    }
+}
+
+/// The whole report (the JSON shape of `report --format json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub files: Vec<FileReport>,
+}
+
+/// What a file yields: its trials, warnings, and metrics that are not per trial.
+pub struct Loaded {
+    pub trials: Vec<Trial>,
+    pub warnings: Vec<String>,
+    pub extra: BTreeMap<String, Summary>,
+}
+
+/// Trials of a file: a recording replayed through the reducer, or a study CSV.
+pub fn load_trials(path: &Path) -> Result<Loaded> {
+    let is_csv = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    if is_csv {
+        let csv = labcsv::import(path)?;
+        return Ok(Loaded {
+            trials: csv.trials,
+            warnings: csv.warnings,
+            extra: csv.metrics,
+        });
+    }
+    let mut state = State::new();
+    let (_, warnings) = jsonl::for_each(path, |ev| state.apply(&ev))?;
+    Ok(Loaded {
+        trials: state.timeline.trials,
+        warnings,
+        extra: BTreeMap::new(),
+    })
+}
+
+/// Report on one file.
+pub fn report_file(path: &Path) -> Result<FileReport> {
+    let l = load_trials(path)?;
+    let mut r = FileReport::from_trials(&path.display().to_string(), l.trials, l.warnings);
+    r.metrics.extend(l.extra);
+    Ok(r)
+}
+
+/// Files given on the command line; directories are searched for `.csv` and `.jsonl` files.
+pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut found = Vec::new();
+            walk(p, &mut found).wrap_err_with(|| format!("reading directory {}", p.display()))?;
+            found.sort();
+            out.extend(found);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    if out.is_empty() {
+        return Err(eyre!("no recordings or CSV files found"));
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let p = entry?.path();
+        if p.is_dir() {
+            walk(&p, out)?;
+        } else if p.extension().is_some_and(|e| e == "csv" || e == "jsonl") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// Order of rows: the study's metrics first, then any others.
+fn ordered(metrics: &BTreeMap<String, Summary>) -> Vec<(&str, &Summary)> {
+    let mut rows: Vec<(&str, &Summary)> = Metric::ALL
+        .iter()
+        .filter_map(|m| metrics.get_key_value(m.name()))
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    for (k, v) in metrics {
+        if Metric::ALL.iter().all(|m| m.name() != k) {
+            rows.push((k, v));
+        }
+    }
+    rows
+}
+
+fn is_bytes(name: &str) -> bool {
+    name == Metric::MemoryAfter.name()
+}
+
+fn is_count(name: &str) -> bool {
+    name.ends_with("_count") || name.ends_with("_samples")
+}
+
+fn cell(name: &str, v: f64) -> String {
+    if is_bytes(name) || is_count(name) {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// Render the report.
+pub fn render(report: &Report, format: Format) -> Result<String> {
+    let mut out = String::new();
+    match format {
+        Format::Json => {
+            out = serde_json::to_string_pretty(report)?;
+            out.push('\n');
+        }
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(Vec::new());
+            w.write_record([
+                "file", "metric", "unit", "n", "mean", "median", "p95", "min", "max", "stddev",
+            ])?;
+            for f in &report.files {
+                for (name, s) in ordered(&f.metrics) {
+                    let unit = unit(name);
+                    let c = |v: f64| cell(name, v);
+                    w.write_record([
+                        f.path.clone(),
+                        name.to_string(),
+                        unit.to_string(),
+                        s.n.to_string(),
+                        c(s.mean),
+                        c(s.median),
+                        c(s.p95),
+                        c(s.min),
+                        c(s.max),
+                        c(s.stddev),
+                    ])?;
+                }
+            }
+            out = String::from_utf8(w.into_inner().map_err(|e| eyre!("{e}"))?)?;
+        }
+        Format::Table | Format::Markdown => {
+            let md = format == Format::Markdown;
+            for (i, f) in report.files.iter().enumerate() {
+                if i > 0 {
+                    out.push('\n');
+                }
+                if md {
+                    writeln!(out, "### {}\n", f.path)?;
+                    writeln!(out, "{} trials, {} failed\n", f.trials, f.failed)?;
+                    writeln!(
+                        out,
+                        "| metric | unit | n | mean | median | p95 | min | max |"
+                    )?;
+                    writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|")?;
+                } else {
+                    writeln!(
+                        out,
+                        "{}  ({} trials, {} failed)",
+                        f.path, f.trials, f.failed
+                    )?;
+                    writeln!(
+                        out,
+                        "  {:<34} {:>5} {:>4} {:>12} {:>12} {:>12} {:>12} {:>12}",
+                        "metric", "unit", "n", "mean", "median", "p95", "min", "max"
+                    )?;
+                }
+                for (name, s) in ordered(&f.metrics) {
+                    let c = |v: f64| cell(name, v);
+                    if md {
+                        writeln!(
+                            out,
+                            "| {name} | {} | {} | {} | {} | {} | {} | {} |",
+                            unit(name),
+                            s.n,
+                            c(s.mean),
+                            c(s.median),
+                            c(s.p95),
+                            c(s.min),
+                            c(s.max)
+                        )?;
+                    } else {
+                        writeln!(
+                            out,
+                            "  {:<34} {:>5} {:>4} {:>12} {:>12} {:>12} {:>12} {:>12}",
+                            name,
+                            unit(name),
+                            s.n,
+                            c(s.mean),
+                            c(s.median),
+                            c(s.p95),
+                            c(s.min),
+                            c(s.max)
+                        )?;
+                    }
+                }
+                if f.metrics.is_empty() {
+                    writeln!(out, "  (no completed trial)")?;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn unit(name: &str) -> &'static str {
+    if is_bytes(name) {
+        "B"
+    } else if is_count(name) {
+        "count"
+    } else {
+        "s"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_shape() {
+        let csv = "run,t0_delete_ms,t1_k8s_ready_ms,t2_runtime_ms,t3_inference_start_ms,t4_inference_done_ms,http_code\n1,0,1500,2000,2010,5000,200\n2,0,2500,3000,3010,8000,200\n";
+        let parsed = labcsv::import_str(Path::new("a.csv"), csv).unwrap();
+        let r = Report {
+            files: vec![FileReport::from_trials("a.csv", parsed.trials, vec![])],
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&render(&r, Format::Json).unwrap()).unwrap();
+        let f = &v["files"][0];
+        assert_eq!(f["path"], "a.csv");
+        assert_eq!(f["trials"], 2);
+        assert_eq!(f["failed"], 0);
+        let k = &f["metrics"]["k8s_recovery"];
+        assert_eq!(k["n"], 2);
+        assert_eq!(k["mean"], 2.0);
+        assert_eq!(k["min"], 1.5);
+        assert_eq!(k["max"], 2.5);
+        assert!(k["stddev"].is_number() && k["p95"].is_number() && k["median"].is_number());
+    }
+
+    #[test]
+    fn table_has_three_decimals() {
+        let csv = "run,t0_delete_ms,t1_k8s_ready_ms,t2_runtime_ms,t3_inference_start_ms,t4_inference_done_ms,http_code\n1,0,1234,2000,2010,5000,200\n";
+        let parsed = labcsv::import_str(Path::new("a.csv"), csv).unwrap();
+        let r = Report {
+            files: vec![FileReport::from_trials("a.csv", parsed.trials, vec![])],
+        };
+        let t = render(&r, Format::Table).unwrap();
+        let line = t.lines().find(|l| l.contains("k8s_recovery")).unwrap();
+        assert!(line.contains("1.234"), "{line}");
+        let md = render(&r, Format::Markdown).unwrap();
+        assert!(md.contains("| k8s_recovery | s | 1 | 1.234 |"), "{md}");
+    }
+}
