@@ -1,0 +1,204 @@
+//! Event builders shared by the integration tests and benches.
+#![allow(dead_code)]
+
+use readygap::core::event::*;
+
+pub const BASE_MS: i64 = 1_800_000_000_000;
+
+pub fn at(ms: i64) -> Timestamp {
+    chrono::DateTime::from_timestamp_millis(BASE_MS + ms).expect("valid timestamp")
+}
+
+pub fn ev(ms: i64, source: Source, kind: EventKind) -> Event {
+    Event::new(at(ms), source, kind)
+}
+
+/// A pod of the `ollama` deployment in a given lifecycle stage.
+pub fn pod(name: &str, uid: &str, stage: Stage, ms: i64) -> PodView {
+    let cond = |t: &str, s: bool| PodCondition {
+        type_: t.into(),
+        status: s,
+        last_transition: Some(at(ms)),
+        reason: None,
+    };
+    let (phase, conditions, state, ready) = match stage {
+        Stage::Pending => ("Pending", vec![], ContainerState::Unknown, false),
+        Stage::Scheduled => (
+            "Pending",
+            vec![cond("PodScheduled", true)],
+            ContainerState::Waiting {
+                reason: "ContainerCreating".into(),
+            },
+            false,
+        ),
+        Stage::Started => (
+            "Running",
+            vec![cond("PodScheduled", true), cond("Ready", false)],
+            ContainerState::Running {
+                started_at: Some(at(ms)),
+            },
+            false,
+        ),
+        Stage::Ready => (
+            "Running",
+            vec![cond("PodScheduled", true), cond("Ready", true)],
+            ContainerState::Running {
+                started_at: Some(at(ms)),
+            },
+            true,
+        ),
+    };
+    PodView {
+        name: name.into(),
+        uid: uid.into(),
+        node: Some("lab-node-1".into()),
+        ip: Some("127.0.0.10".into()),
+        phase: phase.into(),
+        conditions,
+        containers: vec![ContainerView {
+            name: "ollama".into(),
+            ready,
+            restart_count: 0,
+            state,
+            last_state: None,
+        }],
+        created: Some(at(0)),
+        deletion_timestamp: None,
+        owner: Some("ollama-abc".into()),
+        resource_version: ms.to_string(),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Pending,
+    Scheduled,
+    Started,
+    Ready,
+}
+
+pub fn applied(ms: i64, p: PodView) -> Event {
+    ev(ms, Source::Kube, EventKind::PodApplied(p))
+}
+
+pub fn deleting(ms: i64, mut p: PodView) -> Event {
+    p.deletion_timestamp = Some(at(ms));
+    if let Some(c) = p.conditions.iter_mut().find(|c| c.type_ == "Ready") {
+        c.status = false;
+    }
+    applied(ms, p)
+}
+
+pub fn probe(ms: i64, pod: &str, ok: bool) -> Event {
+    ev(
+        ms,
+        Source::Runtime,
+        EventKind::RuntimeProbe(RuntimeProbe {
+            pod: pod.into(),
+            ok,
+            status: ok.then_some(200),
+            latency_ms: 1.5,
+            error: (!ok).then(|| "connection refused".into()),
+        }),
+    )
+}
+
+pub fn action(ms: i64, id: u64, a: Action) -> [Event; 2] {
+    [
+        ev(
+            ms,
+            Source::Action,
+            EventKind::ActionRequested { id, action: a },
+        ),
+        ev(ms, Source::Action, EventKind::ActionStarted { id }),
+    ]
+}
+
+pub fn delete_pod(ms: i64, id: u64, pod: &str) -> [Event; 2] {
+    action(
+        ms,
+        id,
+        Action::DeletePod {
+            pod: pod.into(),
+            grace_seconds: None,
+        },
+    )
+}
+
+pub fn infer_start(ms: i64, req: u64, pod: &str) -> Event {
+    ev(
+        ms,
+        Source::Runtime,
+        EventKind::InferenceStarted {
+            request_id: req,
+            pod: pod.into(),
+            model: "llama3.2:3b".into(),
+        },
+    )
+}
+
+pub fn infer_done(ms: i64, req: u64, ok: bool) -> Event {
+    ev(
+        ms,
+        Source::Runtime,
+        EventKind::InferenceDone(InferenceResult {
+            request_id: req,
+            ok,
+            http_status: Some(if ok { 200 } else { 500 }),
+            error: (!ok).then(|| "llama runner process has terminated: signal: killed".into()),
+            durations: RuntimeDurations {
+                total_ns: ok.then_some(5_000_000_000),
+                load_ns: ok.then_some(4_000_000_000),
+                prompt_eval_ns: ok.then_some(800_000_000),
+                eval_ns: ok.then_some(200_000_000),
+            },
+            response: ok.then(|| "READY".into()),
+        }),
+    )
+}
+
+pub fn memory(ms: i64, pod: &str, current: u64) -> Event {
+    ev(
+        ms,
+        Source::Memory,
+        EventKind::MemorySample(MemorySample {
+            pod: pod.into(),
+            current,
+            working_set: Some(current),
+            limit: Some(4 << 30),
+            oom_kill: Some(0),
+            source: MemorySource::CgroupV2,
+        }),
+    )
+}
+
+/// A complete readygap-driven trial replacing `old` by `new`, starting at `t` ms.
+pub fn full_trial(t: i64, id: u64, old: (&str, &str), new: (&str, &str)) -> Vec<Event> {
+    let old_ready = pod(old.0, old.1, Stage::Ready, t - 10_000);
+    let mut v = Vec::new();
+    v.extend(delete_pod(t, id, old.0));
+    v.push(deleting(t + 20, old_ready));
+    v.push(applied(t + 40, pod(new.0, new.1, Stage::Pending, t + 40)));
+    v.push(applied(
+        t + 300,
+        pod(new.0, new.1, Stage::Scheduled, t + 300),
+    ));
+    v.push(applied(
+        t + 1500,
+        pod(new.0, new.1, Stage::Started, t + 1500),
+    ));
+    v.push(applied(t + 1700, pod(new.0, new.1, Stage::Ready, t + 1690)));
+    v.push(probe(t + 2000, new.0, false));
+    v.push(probe(t + 2400, new.0, true));
+    v.push(infer_start(t + 2410, id * 100, new.0));
+    v.push(ev(
+        t + 6000,
+        Source::Runtime,
+        EventKind::InferenceFirstToken {
+            request_id: id * 100,
+        },
+    ));
+    v.push(infer_done(t + 8000, id * 100, true));
+    v.push(memory(t + 8100, new.0, 2_900_000_000));
+    v
+}

@@ -1,0 +1,310 @@
+//! The T0–T4 timeline on event sequences: normal, external, OOM restart, failed inference,
+//! back-to-back trials, and events arriving out of order across sources.
+
+mod common;
+use common::*;
+use readygap::core::event::*;
+use readygap::core::state::State;
+use readygap::core::timeline::{Metric, TrialStatus};
+
+fn state_of(events: &[Event]) -> State {
+    State::from_events(events)
+}
+
+fn with_initial_pod(mut events: Vec<Event>, name: &str, uid: &str) -> Vec<Event> {
+    let mut v = vec![applied(-10_000, pod(name, uid, Stage::Ready, -10_000))];
+    v.append(&mut events);
+    v
+}
+
+#[test]
+fn normal_trial_has_all_marks_and_metrics() {
+    let events = with_initial_pod(
+        full_trial(0, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b")),
+        "ollama-a",
+        "uid-a",
+    );
+    let s = state_of(&events);
+    assert_eq!(s.timeline.trials.len(), 1);
+    let t = &s.timeline.trials[0];
+    assert!(!t.external);
+    assert_eq!(t.status, TrialStatus::Ok);
+    assert_eq!(t.new_pod.as_deref(), Some("ollama-b"));
+    let m = &t.marks;
+    assert_eq!(m.t0, Some(at(0)));
+    assert_eq!(m.deletion_seen, Some(at(20)));
+    assert_eq!(m.scheduled, Some(at(300)));
+    assert_eq!(m.container_started, Some(at(1500)));
+    assert_eq!(m.t1, Some(at(1700)));
+    assert_eq!(m.t1_api, Some(at(1690)));
+    assert_eq!(m.t2, Some(at(2400)), "the failed probe is not T2");
+    assert_eq!(m.t3, Some(at(2410)));
+    assert_eq!(m.first_token, Some(at(6000)));
+    assert_eq!(m.t4, Some(at(8000)));
+    assert_eq!(t.metric(Metric::K8sRecovery), Some(1.7));
+    assert_eq!(t.metric(Metric::RuntimeRecovery), Some(2.4));
+    assert_eq!(t.metric(Metric::ReadyToRuntime), Some(0.7));
+    assert_eq!(t.metric(Metric::FunctionalRecovery), Some(8.0));
+    assert_eq!(t.metric(Metric::ReadyToInference), Some(6.3));
+    assert_eq!(t.metric(Metric::InferenceWall), Some(5.59));
+    assert_eq!(t.metric(Metric::LoadDuration), Some(4.0));
+    assert_eq!(t.metric(Metric::MemoryAfter), Some(2.9e9));
+}
+
+#[test]
+fn external_delete_is_a_trial_from_the_deletion_event() {
+    let mut events = vec![applied(0, pod("ollama-a", "uid-a", Stage::Ready, 0))];
+    events.push(deleting(5_000, pod("ollama-a", "uid-a", Stage::Ready, 0)));
+    events.push(applied(
+        5_100,
+        pod("ollama-b", "uid-b", Stage::Pending, 5_100),
+    ));
+    events.push(applied(
+        6_900,
+        pod("ollama-b", "uid-b", Stage::Ready, 6_900),
+    ));
+    events.push(probe(7_200, "ollama-b", true));
+    let s = state_of(&events);
+    assert_eq!(s.timeline.trials.len(), 1);
+    let t = &s.timeline.trials[0];
+    assert!(t.external);
+    assert!(t.trigger.contains("ollama-a deleted"), "{}", t.trigger);
+    assert_eq!(t.marks.t0, Some(at(5_000)));
+    assert_eq!(t.marks.t1, Some(at(6_900)));
+    assert_eq!(t.marks.t2, Some(at(7_200)));
+    assert!(t.is_running(), "no inference yet: still open");
+    // A second update of the same deleting pod does not start another trial.
+    let mut more = events.clone();
+    more.push(deleting(5_500, pod("ollama-a", "uid-a", Stage::Ready, 0)));
+    assert_eq!(state_of(&more).timeline.trials.len(), 1);
+}
+
+#[test]
+fn oom_restart_fails_the_open_trial_and_starts_an_external_one() {
+    let mut events = with_initial_pod(
+        full_trial(0, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b"))[..10].to_vec(),
+        "ollama-a",
+        "uid-a",
+    );
+    // Trial 1 has sent its inference (T3) when the container is OOM-killed and restarted.
+    let mut killed = pod("ollama-b", "uid-b", Stage::Started, 9_000);
+    killed.conditions[1].status = false;
+    killed.containers[0].restart_count = 1;
+    killed.containers[0].ready = false;
+    killed.containers[0].last_state = Some(ContainerState::Terminated {
+        reason: "OOMKilled".into(),
+        exit_code: 137,
+        finished_at: Some(at(8_990)),
+    });
+    events.push(applied(9_000, killed.clone()));
+    events.push(infer_done(9_010, 100, false));
+    let mut ready_again = killed.clone();
+    ready_again.conditions[1].status = true;
+    ready_again.containers[0].ready = true;
+    events.push(applied(11_000, ready_again));
+    events.push(probe(11_500, "ollama-b", true));
+
+    let s = state_of(&events);
+    assert_eq!(s.timeline.trials.len(), 2);
+    let first = &s.timeline.trials[0];
+    assert_eq!(first.reason(), Some("oom_killed"));
+    assert_eq!(first.marks.t3, Some(at(2410)), "marks are kept on failure");
+    let second = &s.timeline.trials[1];
+    assert!(second.external);
+    assert!(second.trigger.contains("OOMKilled"), "{}", second.trigger);
+    assert_eq!(second.marks.t0, Some(at(9_000)));
+    assert_eq!(second.marks.t1, Some(at(11_000)));
+    assert_eq!(second.marks.t2, Some(at(11_500)));
+    assert!(s.pods["ollama-b"].oom_killed());
+}
+
+#[test]
+fn failed_inference_fails_the_trial_with_its_reason() {
+    let mut events = with_initial_pod(
+        full_trial(0, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b"))[..10].to_vec(),
+        "ollama-a",
+        "uid-a",
+    );
+    events.push(infer_done(3_000, 100, false));
+    let s = state_of(&events);
+    let t = &s.timeline.trials[0];
+    assert!(
+        t.reason()
+            .is_some_and(|r| r.starts_with("inference_error: llama runner")),
+        "{:?}",
+        t.status
+    );
+    assert_eq!(t.marks.t4, None);
+    assert_eq!(t.inference_end, Some(at(3_000)));
+    assert_eq!(t.marks.t2, Some(at(2_400)));
+    assert_eq!(t.metric(Metric::K8sRecovery), Some(1.7));
+    assert_eq!(t.metric(Metric::ReadyToInference), None);
+}
+
+#[test]
+fn two_trials_back_to_back() {
+    let mut events = with_initial_pod(
+        full_trial(0, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b")),
+        "ollama-a",
+        "uid-a",
+    );
+    events.push(ev(
+        8_500,
+        Source::Kube,
+        EventKind::PodDeleted(pod("ollama-a", "uid-a", Stage::Ready, 0)),
+    ));
+    events.extend(full_trial(
+        20_000,
+        2,
+        ("ollama-b", "uid-b"),
+        ("ollama-c", "uid-c"),
+    ));
+    let s = state_of(&events);
+    assert_eq!(s.timeline.trials.len(), 2);
+    let (a, b) = (&s.timeline.trials[0], &s.timeline.trials[1]);
+    assert!(a.is_ok() && b.is_ok());
+    assert_eq!(b.index, 2);
+    assert_eq!(b.new_pod.as_deref(), Some("ollama-c"));
+    assert_eq!(b.marks.t0, Some(at(20_000)));
+    assert_eq!(b.marks.t1, Some(at(21_700)));
+    assert_eq!(a.marks.t4, Some(at(8_000)), "the first trial is untouched");
+}
+
+#[test]
+fn runtime_probe_arriving_before_the_ready_event() {
+    // Arrival order: delete, new pod pending, probe OK of the new pod (stamped 1.65 s), then
+    // the watch event saying Ready (stamped 1.70 s, lastTransitionTime 1.60 s).
+    let mut events = vec![applied(
+        -5_000,
+        pod("ollama-a", "uid-a", Stage::Ready, -5_000),
+    )];
+    events.extend(delete_pod(0, 1, "ollama-a"));
+    events.push(applied(40, pod("ollama-b", "uid-b", Stage::Pending, 40)));
+    events.push(probe(1_650, "ollama-b", true));
+    events.push(infer_start(1_660, 100, "ollama-b"));
+    events.push(applied(
+        1_700,
+        pod("ollama-b", "uid-b", Stage::Ready, 1_600),
+    ));
+    events.push(infer_done(5_000, 100, true));
+    let s = state_of(&events);
+    let t = &s.timeline.trials[0];
+    assert_eq!(t.marks.t1, Some(at(1_700)));
+    assert_eq!(t.marks.t1_api, Some(at(1_600)));
+    assert_eq!(t.marks.t2, Some(at(1_650)));
+    assert_eq!(t.marks.t3, Some(at(1_660)));
+    assert_eq!(t.marks.t4, Some(at(5_000)));
+    assert!(t.is_ok());
+    // ready_to_runtime is negative here, and is reported as measured.
+    assert!((t.metric(Metric::ReadyToRuntime).unwrap() + 0.05).abs() < 1e-9);
+}
+
+#[test]
+fn t4_arriving_before_the_ready_event_closes_the_trial_when_t1_comes() {
+    let mut events = vec![applied(
+        -5_000,
+        pod("ollama-a", "uid-a", Stage::Ready, -5_000),
+    )];
+    events.extend(delete_pod(0, 1, "ollama-a"));
+    events.push(probe(1_650, "ollama-b", true));
+    events.push(infer_start(1_660, 100, "ollama-b"));
+    events.push(infer_done(4_000, 100, true));
+    let open = state_of(&events);
+    assert!(open.timeline.trials[0].is_running());
+    events.push(applied(
+        1_700,
+        pod("ollama-b", "uid-b", Stage::Ready, 1_600),
+    ));
+    let s = state_of(&events);
+    assert!(s.timeline.trials[0].is_ok());
+    assert_eq!(s.timeline.trials[0].marks.t4, Some(at(4_000)));
+}
+
+#[test]
+fn probes_of_the_old_pod_do_not_count() {
+    let mut events = vec![applied(
+        -5_000,
+        pod("ollama-a", "uid-a", Stage::Ready, -5_000),
+    )];
+    events.extend(delete_pod(0, 1, "ollama-a"));
+    events.push(probe(100, "ollama-a", true));
+    events.push(applied(
+        1_700,
+        pod("ollama-b", "uid-b", Stage::Ready, 1_600),
+    ));
+    let s = state_of(&events);
+    assert_eq!(s.timeline.trials[0].marks.t2, None);
+}
+
+#[test]
+fn runner_abort_and_cold_step_are_kept() {
+    let mut events = vec![applied(
+        -5_000,
+        pod("ollama-a", "uid-a", Stage::Ready, -5_000),
+    )];
+    events.push(ev(
+        -2_000,
+        Source::Runner,
+        EventKind::TrialBegin { cold: true },
+    ));
+    events.push(ev(
+        -1_000,
+        Source::Action,
+        EventKind::CachesDropped(CacheDrop {
+            node: "lab-node-1".into(),
+            cached_kb_before: Some(2_900_000),
+            cached_kb_after: Some(740_000),
+            dropped: true,
+            error: None,
+        }),
+    ));
+    events.extend(delete_pod(0, 1, "ollama-a"));
+    events.push(ev(
+        60_000,
+        Source::Runner,
+        EventKind::TrialAbort {
+            reason: "timeout: replacement not Ready after 60 s".into(),
+        },
+    ));
+    let s = state_of(&events);
+    let t = &s.timeline.trials[0];
+    assert_eq!(
+        t.cold.as_ref().and_then(|c| c.cached_kb_after),
+        Some(740_000)
+    );
+    assert_eq!(
+        t.reason(),
+        Some("timeout: replacement not Ready after 60 s")
+    );
+}
+
+#[test]
+fn rollout_restart_replaces_every_pod_present() {
+    let mut events = vec![
+        applied(-5_000, pod("ollama-a", "uid-a", Stage::Ready, -5_000)),
+        applied(-5_000, pod("ollama-x", "uid-x", Stage::Ready, -5_000)),
+    ];
+    events.extend(action(
+        0,
+        1,
+        Action::RolloutRestart {
+            deployment: "ollama".into(),
+        },
+    ));
+    events.push(deleting(
+        500,
+        pod("ollama-x", "uid-x", Stage::Ready, -5_000),
+    ));
+    events.push(applied(
+        2_000,
+        pod("ollama-n", "uid-n", Stage::Ready, 2_000),
+    ));
+    let s = state_of(&events);
+    assert_eq!(
+        s.timeline.trials.len(),
+        1,
+        "the old pod's deletion is expected"
+    );
+    assert_eq!(s.timeline.trials[0].marks.t1, Some(at(2_000)));
+    assert_eq!(s.timeline.trials[0].marks.deletion_seen, Some(at(500)));
+}
