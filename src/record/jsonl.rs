@@ -207,7 +207,7 @@ pub fn for_each(path: &Path, mut f: impl FnMut(Event)) -> Result<(Header, Vec<St
         let mut line = first_line;
         for p in parsed.into_iter().flatten() {
             match p {
-                Parsed::Event(ev) => f(ev),
+                Parsed::Event(ev) => f(*ev),
                 Parsed::Blank => {}
                 Parsed::Torn(e) => warnings.push(format!(
                     "{}:{line}: torn last line skipped (the writer stopped mid-line: {e})",
@@ -226,7 +226,7 @@ pub fn for_each(path: &Path, mut f: impl FnMut(Event)) -> Result<(Header, Vec<St
 const CHUNK_BYTES: usize = 4 << 20;
 
 enum Parsed {
-    Event(Event),
+    Event(Box<Event>),
     Blank,
     /// The last line, without its newline, does not parse: the writer was killed mid-line.
     Torn(String),
@@ -240,7 +240,7 @@ fn parse_line(raw: &[u8]) -> Parsed {
         return Parsed::Blank;
     }
     match serde_json::from_slice::<Event>(text) {
-        Ok(ev) => Parsed::Event(ev),
+        Ok(ev) => Parsed::Event(Box::new(ev)),
         Err(e) if !complete => Parsed::Torn(e.to_string()),
         Err(e) => Parsed::Bad(e.to_string()),
     }
