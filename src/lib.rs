@@ -1,5 +1,4 @@
 //! readygap: a terminal dashboard and instrument for LLM recovery experiments on Kubernetes.
 
 pub mod lab;
-
 pub mod rbac;

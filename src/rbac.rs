@@ -93,7 +93,7 @@ const SLICES: &str = "see endpoint readiness as the Service sees it";
 const ROLLOUTS: &str = "follow rollouts";
 
 /// Everything readygap asks the API server for.
-pub const READYGAP_PERMISSIONS: &[Permission] = &[
+pub static READYGAP_PERMISSIONS: &[Permission] = &[
     ns("get", "", "pods", true, WATCH_PODS),
     ns("list", "", "pods", true, WATCH_PODS),
     ns("watch", "", "pods", true, WATCH_PODS),

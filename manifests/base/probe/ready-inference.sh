@@ -61,8 +61,9 @@ fi
 status_line="${response%%$'\r'*}"
 if [[ ! "$status_line" =~ ^HTTP/1\.[01]\ 200 ]]; then
     error=""
-    if [[ "$response" =~ (\"error\":\"[^\"]*\") ]]; then
-        error="${BASH_REMATCH[1]}"
+    error_re='"error":"([^"\\]|\\.)*"'
+    if [[ "$response" =~ $error_re ]]; then
+        error="${BASH_REMATCH[0]}"
     fi
     echo "not ready: /api/generate answered '${status_line:-nothing}' ${error}"
     exit 1
