@@ -336,7 +336,16 @@ fn resource_name(group: &str, resource: &str) -> String {
 
 /// One sentence for a parsed refusal: who, which verb on what, where, and what to apply.
 pub fn explain(forbidden: &Forbidden) -> String {
-    let who = format!("readygap (as {})", forbidden.user);
+    let who = if forbidden.user.is_empty() {
+        "readygap".to_owned()
+    } else {
+        format!("readygap (as {})", forbidden.user)
+    };
+    let as_user = if forbidden.user.is_empty() {
+        String::new()
+    } else {
+        format!(" --as {}", forbidden.user)
+    };
     let verb = &forbidden.verb;
     let mut text = match &forbidden.target {
         ForbiddenTarget::Path(path) => format!(
@@ -366,11 +375,8 @@ pub fn explain(forbidden: &Forbidden) -> String {
                     .to_owned(),
             };
             let check = match namespace {
-                Some(ns) => format!(
-                    "kubectl auth can-i {verb} {what} -n {ns} --as {}",
-                    forbidden.user
-                ),
-                None => format!("kubectl auth can-i {verb} {what} --as {}", forbidden.user),
+                Some(ns) => format!("kubectl auth can-i {verb} {what} -n {ns}{as_user}"),
+                None => format!("kubectl auth can-i {verb} {what}{as_user}"),
             };
             format!(
                 "forbidden: {who} may not `{verb} {what}` {place}; {remedy}; check with `{check}`"
@@ -407,6 +413,47 @@ pub fn explain_forbidden(status: &Status) -> String {
          (and manifests/rbac/cluster)",
         status.code
     )
+}
+
+/// A request readygap made, for refusals that come without a [`Status`] body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request<'a> {
+    pub verb: &'a str,
+    pub group: &'a str,
+    /// With `/subresource`, as RBAC writes it (`pods/exec`).
+    pub resource: &'a str,
+    /// `None` for cluster-scoped requests.
+    pub namespace: Option<&'a str>,
+}
+
+/// Explains a refused request when only the request itself is known. WebSocket
+/// upgrades (exec, port-forward) fail with a bare 403 and no Status to parse.
+pub fn explain_request(request: &Request<'_>) -> String {
+    explain(&Forbidden {
+        user: String::new(),
+        verb: request.verb.to_owned(),
+        target: ForbiddenTarget::Resource {
+            group: request.group.to_owned(),
+            resource: request.resource.to_owned(),
+            namespace: request.namespace.map(str::to_owned),
+        },
+        reason: None,
+    })
+}
+
+/// The explanation of a kube client error if it is a refusal (HTTP 403), else `None`.
+/// `request` is what was asked; it is used when the error carries no Status (a refused
+/// WebSocket upgrade).
+pub fn explain_kube_error(error: &kube::Error, request: &Request<'_>) -> Option<String> {
+    match error {
+        kube::Error::Api(status) if status.code == 403 || status.reason == "Forbidden" => {
+            Some(explain_forbidden(status))
+        }
+        kube::Error::UpgradeConnection(kube::client::UpgradeConnectionError::ProtocolSwitch(
+            code,
+        )) if code.as_u16() == 403 => Some(explain_request(request)),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -614,6 +661,113 @@ mod tests {
         );
         let empty = explain_forbidden(&Status::default());
         assert!(empty.contains("no message"), "{empty}");
+    }
+
+    const EXEC_REQUEST: Request<'static> = Request {
+        verb: "create",
+        group: "",
+        resource: "pods/exec",
+        namespace: Some("llm-recovery-lab"),
+    };
+
+    #[test]
+    fn explains_a_request_without_a_status() {
+        assert_eq!(
+            explain_request(&EXEC_REQUEST),
+            "forbidden: readygap may not `create pods/exec` in namespace llm-recovery-lab; \
+             apply manifests/rbac (or use --read-only); check with `kubectl auth can-i create \
+             pods/exec -n llm-recovery-lab`"
+        );
+    }
+
+    #[test]
+    fn kube_errors_are_explained_only_when_forbidden() {
+        let refused_upgrade = kube::Error::UpgradeConnection(
+            kube::client::UpgradeConnectionError::ProtocolSwitch(axum::http::StatusCode::FORBIDDEN),
+        );
+        assert_eq!(
+            explain_kube_error(&refused_upgrade, &EXEC_REQUEST),
+            Some(explain_request(&EXEC_REQUEST))
+        );
+        let other_upgrade = kube::Error::UpgradeConnection(
+            kube::client::UpgradeConnectionError::ProtocolSwitch(axum::http::StatusCode::NOT_FOUND),
+        );
+        assert_eq!(explain_kube_error(&other_upgrade, &EXEC_REQUEST), None);
+
+        let m = msg(
+            "pods \"ollama-0\"",
+            "delete resource \"pods\" in API group \"\" in the namespace \"llm-recovery-lab\"",
+        );
+        let forbidden = Status {
+            code: 403,
+            reason: "Forbidden".into(),
+            message: m,
+            ..Status::default()
+        };
+        let text = explain_kube_error(&kube::Error::Api(forbidden.boxed()), &EXEC_REQUEST)
+            .expect("a refusal");
+        // The Status wins over the caller's guess of the request.
+        assert!(text.contains("may not `delete pods`"), "{text}");
+        let not_found = Status {
+            code: 404,
+            reason: "NotFound".into(),
+            message: "pods \"x\" not found".into(),
+            ..Status::default()
+        };
+        assert_eq!(
+            explain_kube_error(&kube::Error::Api(not_found.boxed()), &EXEC_REQUEST),
+            None
+        );
+    }
+
+    /// Go's %q for the characters these tests generate.
+    fn go_quote(s: &str) -> String {
+        format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parse_never_panics(message in ".{0,200}") {
+            let _ = parse_forbidden(&message);
+        }
+
+        #[test]
+        fn parses_what_the_api_server_writes(
+            user in "[a-z:\"\\\\-]{1,40}",
+            verb in "(get|list|watch|create|patch|delete)",
+            resource in "[a-z]{1,12}(/[a-z]{1,8})?",
+            group in "([a-z.]{1,20})?",
+            namespace in proptest::option::of("[a-z0-9-]{1,20}"),
+            name in proptest::option::of("[a-z0-9-]{1,20}"),
+            reason in proptest::option::of("[ -~]{1,40}"),
+        ) {
+            let base = resource.split('/').next().unwrap_or_default();
+            let gr = if group.is_empty() { base.to_owned() } else { format!("{base}.{group}") };
+            let subject = match &name {
+                Some(n) => format!("{gr} {}", go_quote(n)),
+                None => gr,
+            };
+            let place = match &namespace {
+                Some(ns) => format!(" in the namespace {}", go_quote(ns)),
+                None => " at the cluster scope".to_owned(),
+            };
+            let mut message = format!(
+                "{subject} is forbidden: User {} cannot {verb} resource {} in API group {}{place}",
+                go_quote(&user), go_quote(&resource), go_quote(&group)
+            );
+            let reason = reason.map(|r| r.trim().to_owned()).filter(|r| !r.is_empty());
+            if let Some(r) = &reason {
+                message.push_str(": ");
+                message.push_str(r);
+            }
+            let parsed = parse_forbidden(&message).expect("parses");
+            proptest::prop_assert_eq!(parsed, Forbidden {
+                user,
+                verb,
+                target: ForbiddenTarget::Resource { group, resource, namespace },
+                reason,
+            });
+        }
     }
 
     fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
