@@ -648,6 +648,49 @@ fn rendered_overlays_have_the_intended_differences() {
             .expect("named port");
         assert_eq!(container_port.container_port, 11434);
 
+        // What the API server would reject: a probe needs exactly one handler, the
+        // selector must match the template, a Job pod may not restart Always.
+        for (what, probe) in [
+            ("startup", &c.startup_probe),
+            ("readiness", &c.readiness_probe),
+            ("liveness", &c.liveness_probe),
+        ] {
+            let p = probe
+                .as_ref()
+                .unwrap_or_else(|| panic!("{rel}: no {what} probe"));
+            let handlers = [
+                p.exec.is_some(),
+                p.http_get.is_some(),
+                p.tcp_socket.is_some(),
+                p.grpc.is_some(),
+            ];
+            assert_eq!(
+                handlers.iter().filter(|h| **h).count(),
+                1,
+                "{rel}: {what} probe handlers"
+            );
+        }
+        let template_labels = spec
+            .template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.clone())
+            .unwrap_or_default();
+        for (k, v) in spec.selector.match_labels.iter().flatten() {
+            assert_eq!(
+                template_labels.get(k),
+                Some(v),
+                "{rel}: Deployment selector {k}"
+            );
+        }
+        assert!(
+            matches!(
+                job_pod.restart_policy.as_deref(),
+                Some("OnFailure" | "Never")
+            ),
+            "{rel}: Job restartPolicy"
+        );
+
         // Startup and liveness are lenient and never exec an inference.
         let startup = c.startup_probe.as_ref().expect("startupProbe");
         assert!(startup.exec.is_none());
