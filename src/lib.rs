@@ -5,6 +5,9 @@
 
 pub mod cli;
 pub mod core;
+pub mod host;
 pub mod lab;
+pub mod node;
+pub mod rbac;
 pub mod record;
 pub mod report;
