@@ -98,7 +98,10 @@ pub fn parse_cpu_line(line: &str) -> Result<CpuTimes, String> {
     }
     let values: Vec<u64> = fields
         .take(8)
-        .map(|f| f.parse::<u64>().map_err(|_| format!("bad number {f:?} in {line:?}")))
+        .map(|f| {
+            f.parse::<u64>()
+                .map_err(|_| format!("bad number {f:?} in {line:?}"))
+        })
         .collect::<Result<_, _>>()?;
     if values.len() < 4 {
         return Err(format!("too few fields in {line:?}"));
@@ -203,7 +206,10 @@ pub enum StreamItem {
     /// empty when not over ssh.
     Connection(String),
     /// `@sample … @end`: one block of counters.
-    Sample { meminfo: Meminfo, cpu: Option<CpuTimes> },
+    Sample {
+        meminfo: Meminfo,
+        cpu: Option<CpuTimes>,
+    },
 }
 
 /// Splits the remote sampler's output into items. Pure: feed it lines.
@@ -338,7 +344,8 @@ impl RemoteHostSampler {
                 Ok(None) => {}
                 Ok(Some(StreamItem::Connection(c))) => self.connection = Some(c),
                 Ok(Some(StreamItem::Sample { meminfo, cpu })) => {
-                    let sample = HostSample::from_counters(Utc::now(), &meminfo, cpu, self.prev_cpu);
+                    let sample =
+                        HostSample::from_counters(Utc::now(), &meminfo, cpu, self.prev_cpu);
                     if cpu.is_some() {
                         self.prev_cpu = cpu;
                     }
@@ -426,7 +433,13 @@ Hugepagesize:       2048 kB
     #[test]
     fn cpu_lines_and_percent() {
         let a = parse_cpu_line("cpu  100 0 100 700 100 0 0 0 0 0").expect("a");
-        assert_eq!(a, CpuTimes { busy: 200, idle: 800 });
+        assert_eq!(
+            a,
+            CpuTimes {
+                busy: 200,
+                idle: 800
+            }
+        );
         let b = parse_cpu_line("cpu  200 0 200 1300 100 0 0 0 0 0").expect("b");
         assert_eq!(cpu_percent(a, b), Some(25.0));
         assert_eq!(cpu_percent(a, a), None);

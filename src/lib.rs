@@ -1,5 +1,5 @@
 //! readygap: a terminal dashboard and instrument for LLM recovery experiments on Kubernetes.
 
-pub mod lab;
 pub mod host;
+pub mod lab;
 pub mod node;

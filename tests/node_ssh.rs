@@ -72,7 +72,11 @@ fn lab() -> Option<Lab> {
     let dir = std::env::var_os("READYGAP_SSH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/tmp/readygap-ssh"));
-    if std::process::Command::new("ssh").arg("-V").output().is_err() {
+    if std::process::Command::new("ssh")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
         return skip_or_fail("the OpenSSH client (ssh) is not installed");
     }
     if !dir.join("ready").exists() {
@@ -232,11 +236,19 @@ async fn a_wrong_key_is_reported_as_key_refused() {
     let err = run(&cmd, TIMEOUT).await.expect_err("refused");
     assert!(matches!(err, NodeError::KeyRefused { .. }), "{err}");
     let msg = err.to_string();
-    assert!(msg.contains("key refused") && msg.contains("127.0.0.1:"), "{msg}");
+    assert!(
+        msg.contains("key refused") && msg.contains("127.0.0.1:"),
+        "{msg}"
+    );
     // The same through drop_caches: no figures, the error in the result.
     let r = drop_caches("n", &access, &DropThreshold::default(), TIMEOUT).await;
     assert!(!r.dropped && r.cached_kb_before.is_none());
-    assert!(r.error.as_deref().is_some_and(|e| e.contains("key refused")), "{r:?}");
+    assert!(
+        r.error
+            .as_deref()
+            .is_some_and(|e| e.contains("key refused")),
+        "{r:?}"
+    );
 }
 
 #[tokio::test]
@@ -247,7 +259,9 @@ async fn unknown_and_changed_host_keys_are_refused() {
     std::fs::write(&empty, "").expect("write");
     let mut ssh = lab.access("root", tmp.path());
     ssh.known_hosts = Some(empty.clone());
-    let cmd = NodeAccess::Ssh(ssh).command(RemoteScript::Whoami).expect("command");
+    let cmd = NodeAccess::Ssh(ssh)
+        .command(RemoteScript::Whoami)
+        .expect("command");
     let err = run(&cmd, TIMEOUT).await.expect_err("unknown host key");
     assert!(matches!(err, NodeError::HostKeyUnknown { .. }), "{err}");
     assert!(err.to_string().contains("host key unknown"), "{err}");
@@ -265,7 +279,9 @@ async fn unknown_and_changed_host_keys_are_refused() {
     std::fs::write(&changed, format!("[127.0.0.1]:{} {kind} {key}\n", lab.port)).expect("write");
     let mut ssh = lab.access("root", tmp.path());
     ssh.known_hosts = Some(changed);
-    let cmd = NodeAccess::Ssh(ssh).command(RemoteScript::Whoami).expect("command");
+    let cmd = NodeAccess::Ssh(ssh)
+        .command(RemoteScript::Whoami)
+        .expect("command");
     let err = run(&cmd, TIMEOUT).await.expect_err("changed host key");
     assert!(matches!(err, NodeError::HostKeyChanged { .. }), "{err}");
 }
@@ -280,11 +296,17 @@ async fn accept_new_adds_an_unknown_key_when_configured() {
     ssh.known_hosts = Some(kh.clone());
     ssh.host_key_policy = readygap::node::HostKeyPolicy::AcceptNew;
     ssh.control_persist = None;
-    let cmd = NodeAccess::Ssh(ssh).command(RemoteScript::Whoami).expect("command");
+    let cmd = NodeAccess::Ssh(ssh)
+        .command(RemoteScript::Whoami)
+        .expect("command");
     let out = run(&cmd, TIMEOUT).await.expect("accept-new connects");
     assert!(out.stdout.contains("@user root"), "{out:?}");
+    // The server's host key was added (the host part may be hashed: HashKnownHosts).
     let added = std::fs::read_to_string(&kh).expect("read");
-    assert!(added.contains("[127.0.0.1]:"), "key not added: {added:?}");
+    let host_pub =
+        std::fs::read_to_string(lab.dir.join("ssh_host_ed25519_key.pub")).expect("host key");
+    let host_key = host_pub.split_whitespace().nth(1).expect("key");
+    assert!(added.contains(host_key), "host key not added: {added:?}");
 }
 
 /// A TCP port that accepts and never says a word: counts connections accepted and
@@ -297,7 +319,9 @@ struct SilentPort {
 }
 
 async fn silent_port() -> SilentPort {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let accepted = Arc::new(AtomicUsize::new(0));
     let closed = Arc::new(AtomicUsize::new(0));
@@ -354,8 +378,15 @@ async fn a_port_that_never_answers_times_out_and_the_child_is_killed() {
     let err = run(&cmd, deadline).await.expect_err("timeout");
     let took = start.elapsed();
     assert!(matches!(err, NodeError::Timeout { .. }), "{err}");
-    assert!(took >= deadline && took < deadline + Duration::from_secs(10), "{took:?}");
-    assert_eq!(silent.accepted.load(Ordering::SeqCst), 1, "ssh connected once");
+    assert!(
+        took >= deadline && took < deadline + Duration::from_secs(10),
+        "{took:?}"
+    );
+    assert_eq!(
+        silent.accepted.load(Ordering::SeqCst),
+        1,
+        "ssh connected once"
+    );
     // The killed ssh closes its end of the connection.
     assert!(
         wait_for(&silent.closed, 1, Duration::from_secs(10)).await,
@@ -364,11 +395,19 @@ async fn a_port_that_never_answers_times_out_and_the_child_is_killed() {
 
     // ssh's own ConnectTimeout (banner exchange) is reported as a connect timeout.
     ssh.connect_timeout = Duration::from_secs(2);
-    let cmd = NodeAccess::Ssh(ssh).command(RemoteScript::Whoami).expect("command");
+    let cmd = NodeAccess::Ssh(ssh)
+        .command(RemoteScript::Whoami)
+        .expect("command");
     let start = Instant::now();
-    let err = run(&cmd, Duration::from_secs(60)).await.expect_err("timeout");
+    let err = run(&cmd, Duration::from_secs(60))
+        .await
+        .expect_err("timeout");
     assert!(matches!(err, NodeError::ConnectTimeout { .. }), "{err}");
-    assert!(start.elapsed() < Duration::from_secs(30), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
     silent.task.abort();
 }
 
@@ -389,7 +428,9 @@ async fn a_closed_port_is_connection_refused() {
         port,
     );
     ssh.control_persist = None;
-    let cmd = NodeAccess::Ssh(ssh).command(RemoteScript::Whoami).expect("command");
+    let cmd = NodeAccess::Ssh(ssh)
+        .command(RemoteScript::Whoami)
+        .expect("command");
     let err = run(&cmd, TIMEOUT).await.expect_err("refused");
     assert!(matches!(err, NodeError::ConnectionRefused { .. }), "{err}");
 }
@@ -435,8 +476,7 @@ async fn injected_names_are_refused_before_any_process_starts() {
         assert!(start.elapsed() < Duration::from_secs(2));
     }
     // Serde refuses too: a config or recording cannot smuggle a bad name in.
-    let bad: Result<NodeAccess, _> =
-        serde_json::from_str(r#"{"via":"kind","node":"a;rm -rf /"}"#);
+    let bad: Result<NodeAccess, _> = serde_json::from_str(r#"{"via":"kind","node":"a;rm -rf /"}"#);
     assert!(bad.is_err());
     // An ssh option that would run a local command is refused when building the argv.
     let mut ssh = SshAccess::new(
@@ -450,7 +490,11 @@ async fn injected_names_are_refused_before_any_process_starts() {
         Err(NodeError::InvalidOption { .. })
     ));
     assert!(!marker.exists(), "a command ran");
-    assert_eq!(silent.accepted.load(Ordering::SeqCst), 0, "something connected");
+    assert_eq!(
+        silent.accepted.load(Ordering::SeqCst),
+        0,
+        "something connected"
+    );
     silent.task.abort();
 }
 
@@ -487,16 +531,29 @@ async fn two_commands_share_one_control_master_connection() {
         .collect();
     assert_eq!(sockets.len(), 1, "one control socket expected");
     let check = ssh.control_command(ControlOp::Check).expect("check");
-    let checked = run(&check, TIMEOUT).await.expect("ssh -O check: master running");
+    let checked = run(&check, TIMEOUT)
+        .await
+        .expect("ssh -O check: master running");
     assert!(checked.stderr.contains("Master running"), "{checked:?}");
 
     let second = run(&cmd, TIMEOUT).await.expect("second");
     let (c1, c2) = (conn_of(&first.stdout), conn_of(&second.stdout));
-    assert_eq!(c1, c2, "both sessions must come over the same TCP connection");
-    let client_port = c1.split_whitespace().nth(1).expect("client port").to_owned();
+    assert_eq!(
+        c1, c2,
+        "both sessions must come over the same TCP connection"
+    );
+    let client_port = c1
+        .split_whitespace()
+        .nth(1)
+        .expect("client port")
+        .to_owned();
     let needle = format!("port {client_port} ");
     let sessions = log_lines(&lab, from, &["Starting session", &needle], 2).await;
-    assert_eq!(sessions.len(), 2, "two sessions on one connection: {sessions:?}");
+    assert_eq!(
+        sessions.len(),
+        2,
+        "two sessions on one connection: {sessions:?}"
+    );
     let logins = log_lines(&lab, from, &["Accepted publickey", &needle], 1).await;
     assert_eq!(logins.len(), 1, "one authentication only: {logins:?}");
 
@@ -518,7 +575,11 @@ async fn remote_sampler_streams_samples_over_one_session() {
     let mut samples = Vec::new();
     for _ in 0..3 {
         samples.push(sampler.next_sample().await.expect("sample"));
-        assert_eq!(sampler.process_id(), pid, "the same child process throughout");
+        assert_eq!(
+            sampler.process_id(),
+            pid,
+            "the same child process throughout"
+        );
     }
     let conn = sampler.connection().expect("@conn").to_owned();
     sampler.stop().await;
@@ -529,11 +590,17 @@ async fn remote_sampler_streams_samples_over_one_session() {
         assert!(s.cached_bytes.is_some() && s.mem_available_bytes.is_some());
     }
     assert_eq!(samples[0].cpu_percent, None);
-    let cpu = samples[2].cpu_percent.expect("cpu share from the second sample on");
+    let cpu = samples[2]
+        .cpu_percent
+        .expect("cpu share from the second sample on");
     assert!((0.0..=100.0).contains(&cpu), "{cpu}");
     assert!(samples[0].at < samples[2].at);
     // sshd saw one login and one session for the sampler's connection.
-    let client_port = conn.split_whitespace().nth(1).expect("client port").to_owned();
+    let client_port = conn
+        .split_whitespace()
+        .nth(1)
+        .expect("client port")
+        .to_owned();
     let needle = format!("port {client_port} ");
     let sessions = log_lines(&lab, from, &["Starting session", &needle], 1).await;
     assert_eq!(sessions.len(), 1, "{sessions:?}");

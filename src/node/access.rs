@@ -92,10 +92,10 @@ impl SshAccess {
         let rest = url
             .strip_prefix("ssh://")
             .ok_or_else(|| invalid("expected ssh://USER@HOST:PORT"))?;
-        let rest = rest.strip_suffix('/').unwrap_or(rest);
-        if rest.contains('/') || rest.contains('?') || rest.contains('#') {
-            return Err(invalid("a path, query or fragment is not allowed"));
-        }
+        // The authority ends at the first '/', '?' or '#'; it is checked first so that
+        // a bad host is reported as such.
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let (rest, tail) = rest.split_at(end);
         let (user, hostport) = match rest.rsplit_once('@') {
             Some((u, hp)) => (User::new(u)?, hp),
             None => (default_user.clone(), rest),
@@ -105,7 +105,11 @@ impl SshAccess {
             Some(p) => super::validate::parse_port(p)?,
             None => 22,
         };
-        Ok(Self::new(user, Host::new(host)?, port))
+        let host = Host::new(host)?;
+        if !tail.is_empty() && tail != "/" {
+            return Err(invalid("a path, query or fragment is not allowed"));
+        }
+        Ok(Self::new(user, host, port))
     }
 
     /// `user@host:port` for messages.
@@ -451,7 +455,11 @@ fn check_control_dir_path(dir: &Path) -> Result<(), NodeError> {
 /// A path as an `-o Key=Value` value: no whitespace, control characters or `%`.
 fn path_option_value(path: &Path) -> Result<String, NodeError> {
     let text = path.to_string_lossy().into_owned();
-    if text.is_empty() || text.chars().any(|c| c.is_whitespace() || c.is_control() || c == '%') {
+    if text.is_empty()
+        || text
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '%')
+    {
         return Err(NodeError::InvalidOption {
             option: format!("UserKnownHostsFile={text}"),
             reason: "the path must be non-empty without spaces, '%' or control characters".into(),
@@ -502,7 +510,9 @@ mod tests {
     }
 
     fn strings(args: &[OsString]) -> Vec<String> {
-        args.iter().map(|a| a.to_string_lossy().into_owned()).collect()
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
     }
 
     #[test]
@@ -534,7 +544,10 @@ mod tests {
             "ControlPath=/run/user/1000/readygap-ssh/%C",
             "ControlPersist=300",
         ] {
-            assert!(args.contains(&want.to_owned()), "{want} missing in {args:?}");
+            assert!(
+                args.contains(&want.to_owned()),
+                "{want} missing in {args:?}"
+            );
         }
         assert!(!args.iter().any(|a| a.contains("StrictHostKeyChecking")));
         let n = args.len();
@@ -553,12 +566,22 @@ mod tests {
     fn ssh_non_root_uses_sudo_only_for_root_scripts() {
         let access = NodeAccess::Ssh(ssh("ubuntu"));
         let drop = access.command(RemoteScript::DropCaches).expect("command");
-        let last = drop.args.last().expect("remote").to_string_lossy().into_owned();
+        let last = drop
+            .args
+            .last()
+            .expect("remote")
+            .to_string_lossy()
+            .into_owned();
         assert!(last.starts_with("sudo -n sh -c 'sync;"), "{last}");
         let sample = access
             .command(RemoteScript::SampleHost { interval_secs: 2 })
             .expect("command");
-        let last = sample.args.last().expect("remote").to_string_lossy().into_owned();
+        let last = sample
+            .args
+            .last()
+            .expect("remote")
+            .to_string_lossy()
+            .into_owned();
         assert!(last.starts_with("sh -c 'echo"), "{last}");
     }
 
@@ -624,7 +647,9 @@ mod tests {
         .expect("command");
         assert_eq!(k.program, "docker");
         assert_eq!(&strings(&k.args)[..4], ["exec", "kind-worker", "sh", "-c"]);
-        let l = NodeAccess::Local.command(RemoteScript::Whoami).expect("command");
+        let l = NodeAccess::Local
+            .command(RemoteScript::Whoami)
+            .expect("command");
         assert_eq!(l.program, "sh");
     }
 
@@ -632,7 +657,10 @@ mod tests {
     fn parse_ssh_urls() {
         let me = User::new("me").expect("user");
         let s = SshAccess::parse_url("ssh://root@127.0.0.1:2222", &me).expect("url");
-        assert_eq!((s.user.as_str(), s.host.as_str(), s.port), ("root", "127.0.0.1", 2222));
+        assert_eq!(
+            (s.user.as_str(), s.host.as_str(), s.port),
+            ("root", "127.0.0.1", 2222)
+        );
         let s = SshAccess::parse_url("ssh://node-1", &me).expect("url");
         assert_eq!((s.user.as_str(), s.port), ("me", 22));
         let s = SshAccess::parse_url("ssh://u@[::1]:22/", &me).expect("url");

@@ -73,7 +73,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .parse()
         .map_err(|_| format!("invalid duration {text:?} (try 30s, 500ms or 2m)"))?;
     if !value.is_finite() || value <= 0.0 || value * scale_ms > 86_400_000.0 {
-        return Err(format!("duration {text:?} must be positive and at most a day"));
+        return Err(format!(
+            "duration {text:?} must be positive and at most a day"
+        ));
     }
     Ok(Duration::from_millis((value * scale_ms).round() as u64))
 }
@@ -158,7 +160,10 @@ pub fn exit_code(result: &DropCachesResult) -> i32 {
 }
 
 fn mib(kb: Option<u64>) -> String {
-    kb.map_or_else(|| "-".to_owned(), |kb| format!("{:.1} MiB", kb as f64 / 1024.0))
+    kb.map_or_else(
+        || "-".to_owned(),
+        |kb| format!("{:.1} MiB", kb as f64 / 1024.0),
+    )
 }
 
 /// The table shown for `--format table`.
@@ -310,9 +315,18 @@ mod tests {
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 3);
         assert!(lines[0].starts_with("NODE    CACHED BEFORE"), "{table}");
-        assert!(lines[1].contains("2048.0 MiB") && lines[1].contains("50.0 MiB"), "{table}");
-        assert!(lines[1].contains(" yes ") && lines[1].ends_with('-'), "{table}");
-        assert!(lines[2].contains(" no ") && lines[2].ends_with("fell by only 10 kB"), "{table}");
+        assert!(
+            lines[1].contains("2048.0 MiB") && lines[1].contains("50.0 MiB"),
+            "{table}"
+        );
+        assert!(
+            lines[1].contains(" yes ") && lines[1].ends_with('-'),
+            "{table}"
+        );
+        assert!(
+            lines[2].contains(" no ") && lines[2].ends_with("fell by only 10 kB"),
+            "{table}"
+        );
         assert_eq!(exit_code(&ok), 0);
         assert_eq!(exit_code(&weak), 2);
     }

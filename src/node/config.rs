@@ -30,9 +30,7 @@ use k8s_openapi::api::core::v1::Node;
 use serde::{Deserialize, Serialize};
 
 use super::NodeError;
-use super::access::{
-    DEFAULT_DEBUG_IMAGE, HostKeyPolicy, NodeAccess, SshAccess, current_user,
-};
+use super::access::{DEFAULT_DEBUG_IMAGE, HostKeyPolicy, NodeAccess, SshAccess, current_user};
 use super::validate::{Host, NodeName, User, check_jump, check_profile, check_ssh_option};
 
 /// One `[nodes."PATTERN"]` table. Every field is optional.
@@ -72,9 +70,9 @@ impl NodesSection {
     pub fn from_toml(text: &str) -> Result<Self, NodeError> {
         let section: Self = toml::from_str(text).map_err(|e| NodeError::Config(e.to_string()))?;
         for (pattern, config) in &section.nodes {
-            config.check().map_err(|e| {
-                NodeError::Config(format!("[nodes.{pattern:?}]: {e}"))
-            })?;
+            config
+                .check()
+                .map_err(|e| NodeError::Config(format!("[nodes.{pattern:?}]: {e}")))?;
         }
         Ok(section)
     }
@@ -87,11 +85,7 @@ impl NodesSection {
         self.nodes
             .iter()
             .filter(|(pattern, _)| glob_match(pattern, node))
-            .max_by(|(a, _), (b, _)| {
-                literal_len(a)
-                    .cmp(&literal_len(b))
-                    .then_with(|| b.cmp(a))
-            })
+            .max_by(|(a, _), (b, _)| literal_len(a).cmp(&literal_len(b)).then_with(|| b.cmp(a)))
             .map(|(k, v)| (k.as_str(), v))
     }
 
@@ -213,7 +207,7 @@ impl NodeConfig {
                     .clone()
                     .unwrap_or_else(|| DEFAULT_DEBUG_IMAGE.to_owned()),
             },
-            Via::Ssh(url) => NodeAccess::Ssh(self.to_ssh(facts, url, guess)?),
+            Via::Ssh(url) => NodeAccess::Ssh(self.to_ssh(facts, url.map(|u| *u), guess)?),
         })
     }
 
@@ -262,7 +256,7 @@ impl NodeConfig {
 }
 
 enum Via {
-    Ssh(Option<SshAccess>),
+    Ssh(Option<Box<SshAccess>>),
     Minikube,
     Kind,
     Local,
@@ -279,12 +273,13 @@ fn parse_via(via: &str) -> Result<Via, NodeError> {
         url if url.starts_with("ssh://") => {
             // The user defaults to the current user unless the URL names one.
             let fallback = current_user().unwrap_or(User::new("root")?);
-            Ok(Via::Ssh(Some(SshAccess::parse_url(url, &fallback)?)))
+            Ok(Via::Ssh(Some(Box::new(SshAccess::parse_url(
+                url, &fallback,
+            )?))))
         }
         other => Err(NodeError::InvalidAccess {
             spec: other.to_owned(),
-            reason: "expected ssh, ssh://USER@HOST:PORT, minikube, kind, local or debug-pod"
-                .into(),
+            reason: "expected ssh, ssh://USER@HOST:PORT, minikube, kind, local or debug-pod".into(),
         }),
     }
 }
@@ -447,7 +442,9 @@ mod tests {
         assert_eq!(section.lookup("gpu-7").map(|(p, _)| p), Some("gpu-7"));
         assert_eq!(section.lookup("gpu-1").map(|(p, _)| p), Some("gpu-*"));
         assert_eq!(section.lookup("cpu-1").map(|(p, _)| p), Some("*"));
-        let (access, why) = section.resolve(&facts("gpu-1", Some("10.1.2.3"))).expect("access");
+        let (access, why) = section
+            .resolve(&facts("gpu-1", Some("10.1.2.3")))
+            .expect("access");
         assert!(why.contains("gpu-*"), "{why}");
         let NodeAccess::Ssh(ssh) = access else {
             panic!("expected ssh, got {access:?}");
@@ -474,7 +471,9 @@ mod tests {
             "#,
         )
         .expect("config");
-        let (access, _) = section.resolve(&facts("n1", Some("10.0.0.1"))).expect("access");
+        let (access, _) = section
+            .resolve(&facts("n1", Some("10.0.0.1")))
+            .expect("access");
         let NodeAccess::Ssh(ssh) = access else {
             panic!("expected ssh");
         };
@@ -526,9 +525,13 @@ mod tests {
         assert!(matches!(a, NodeAccess::Kind { .. }));
         let (a, _) = guess_access("docker-desktop", &BTreeMap::new(), None, None).expect("guess");
         assert!(matches!(a, NodeAccess::DebugPod { .. }));
-        let (a, why) =
-            guess_access("ip-10-0-0-1", &BTreeMap::new(), Some("aws:///x"), Some("10.0.0.1"))
-                .expect("guess");
+        let (a, why) = guess_access(
+            "ip-10-0-0-1",
+            &BTreeMap::new(),
+            Some("aws:///x"),
+            Some("10.0.0.1"),
+        )
+        .expect("guess");
         let NodeAccess::Ssh(ssh) = a else {
             panic!("expected ssh");
         };
@@ -551,7 +554,10 @@ mod tests {
         .expect("node");
         let f = NodeFacts::from_node(&node);
         assert_eq!(f.internal_ip.as_deref(), Some("172.18.0.3"));
-        assert_eq!(f.provider_id.as_deref(), Some("kind://docker/kind/kind-worker"));
+        assert_eq!(
+            f.provider_id.as_deref(),
+            Some("kind://docker/kind/kind-worker")
+        );
         let (a, _) = NodesSection::default().resolve(&f).expect("access");
         assert!(matches!(a, NodeAccess::Kind { .. }));
     }

@@ -7,8 +7,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, HostPathVolumeSource, Pod, PodSpec, SecurityContext, Toleration, Volume,
-    VolumeMount,
+    Container, HostPathVolumeSource, Pod, PodSpec, SecurityContext, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -33,7 +32,10 @@ pub fn debug_pod_manifest_with_image(node: &NodeName, image: &str) -> Pod {
     let name = name.trim_end_matches(['-', '.']).to_owned();
     let mut labels = BTreeMap::new();
     labels.insert("app.kubernetes.io/name".to_owned(), "readygap".to_owned());
-    labels.insert("app.kubernetes.io/component".to_owned(), "node-access".to_owned());
+    labels.insert(
+        "app.kubernetes.io/component".to_owned(),
+        "node-access".to_owned(),
+    );
     let mut annotations = BTreeMap::new();
     annotations.insert("readygap.io/node".to_owned(), node.to_string());
     Pod {
@@ -57,10 +59,7 @@ pub fn debug_pod_manifest_with_image(node: &NodeName, image: &str) -> Pod {
             containers: vec![Container {
                 name: "node".into(),
                 image: Some(image.to_owned()),
-                command: Some(vec![
-                    "sleep".into(),
-                    DEBUG_POD_LIFETIME_SECS.to_string(),
-                ]),
+                command: Some(vec!["sleep".into(), DEBUG_POD_LIFETIME_SECS.to_string()]),
                 security_context: Some(SecurityContext {
                     privileged: Some(true),
                     ..SecurityContext::default()
@@ -98,11 +97,17 @@ mod tests {
         assert_eq!(spec.node_name.as_deref(), Some("worker-1"));
         assert_eq!(spec.host_pid, Some(true));
         let c = &spec.containers[0];
-        assert_eq!(c.security_context.as_ref().and_then(|s| s.privileged), Some(true));
+        assert_eq!(
+            c.security_context.as_ref().and_then(|s| s.privileged),
+            Some(true)
+        );
         let mount = &c.volume_mounts.as_ref().expect("mounts")[0];
         assert_eq!(mount.mount_path, "/host/proc");
         let vol = &spec.volumes.as_ref().expect("volumes")[0];
-        assert_eq!(vol.host_path.as_ref().map(|h| h.path.as_str()), Some("/proc"));
+        assert_eq!(
+            vol.host_path.as_ref().map(|h| h.path.as_str()),
+            Some("/proc")
+        );
         assert_eq!(vol.name, mount.name);
         assert_eq!(pod.metadata.name.as_deref(), Some("readygap-node-worker-1"));
         // It serialises to a valid Pod that round-trips.

@@ -71,7 +71,10 @@ impl DropThreshold {
             None => {
                 // Rounded up, so 0.5 of 3 kB needs 2 kB.
                 let need = (before_kb as f64 * self.min_fraction).ceil() as u64;
-                (need, format!("{:.0}% of {before_kb} kB", self.min_fraction * 100.0))
+                (
+                    need,
+                    format!("{:.0}% of {before_kb} kB", self.min_fraction * 100.0),
+                )
             }
         };
         if fell >= needed {
@@ -136,19 +139,15 @@ pub async fn drop_caches(
         Err(e) => return DropCachesResult::failed(node, e.to_string()),
     };
     match parse_drop_output(&output.stdout) {
-        Err(detail) => DropCachesResult::failed(
-            node,
-            format!("{}: unexpected output: {detail}", cmd.target),
-        ),
+        Err(detail) => {
+            DropCachesResult::failed(node, format!("{}: unexpected output: {detail}", cmd.target))
+        }
         Ok((before, None)) => DropCachesResult {
             node: node.to_owned(),
             cached_kb_before: Some(before),
             cached_kb_after: None,
             dropped: false,
-            error: Some(format!(
-                "{}: no \"Cached:\" after the drop",
-                cmd.target
-            )),
+            error: Some(format!("{}: no \"Cached:\" after the drop", cmd.target)),
         },
         Ok((before, Some(after))) => {
             let reason = threshold.judge(before, after);
@@ -212,7 +211,10 @@ mod tests {
         };
         assert_eq!(t.judge(1_000_000, 960_000), None);
         let reason = t.judge(1_000_000, 990_000).expect("not enough");
-        assert!(reason.contains("10000 kB") && reason.contains("32768 kB"), "{reason}");
+        assert!(
+            reason.contains("10000 kB") && reason.contains("32768 kB"),
+            "{reason}"
+        );
     }
 
     #[tokio::test]
@@ -221,9 +223,18 @@ mod tests {
             node: crate::node::NodeName::new("ok").expect("name"),
             image: "busybox".into(),
         };
-        let r = drop_caches("ok", &pod, &DropThreshold::default(), Duration::from_secs(1)).await;
+        let r = drop_caches(
+            "ok",
+            &pod,
+            &DropThreshold::default(),
+            Duration::from_secs(1),
+        )
+        .await;
         assert!(!r.dropped);
         assert_eq!((r.cached_kb_before, r.cached_kb_after), (None, None));
-        assert!(r.error.as_deref().is_some_and(|e| e.contains("debug pod")), "{r:?}");
+        assert!(
+            r.error.as_deref().is_some_and(|e| e.contains("debug pod")),
+            "{r:?}"
+        );
     }
 }

@@ -69,7 +69,9 @@ pub enum NodeError {
     SudoMissing { target: String },
     #[error("{target}: node not found: {stderr}")]
     NodeNotFound { target: String, stderr: String },
-    #[error("{target}: writing /proc/sys/vm/drop_caches failed (not root, or /proc/sys is read-only): {stderr}")]
+    #[error(
+        "{target}: writing /proc/sys/vm/drop_caches failed (not root, or /proc/sys is read-only): {stderr}"
+    )]
     DropRefused { target: String, stderr: String },
     #[error("{target}: the command failed with {status}: {stderr}")]
     CommandFailed {

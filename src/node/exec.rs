@@ -53,7 +53,9 @@ fn spawn_error(cmd: &NodeCommand, source: std::io::Error) -> NodeError {
     let program = cmd.program.to_string_lossy().into_owned();
     let hint = if source.kind() == std::io::ErrorKind::NotFound {
         match cmd.transport {
-            Transport::Ssh => " (install the OpenSSH client: apt-get install openssh-client)".into(),
+            Transport::Ssh => {
+                " (install the OpenSSH client: apt-get install openssh-client)".into()
+            }
             Transport::Minikube => " (is minikube installed and on PATH?)".into(),
             Transport::Docker => " (is docker installed and on PATH?)".into(),
             Transport::Local => format!(" ({program} not found on PATH)"),
@@ -173,38 +175,66 @@ pub fn classify_failure(
         return NodeError::SudoMissing { target };
     }
     if transport == Transport::Ssh && code == Some(255) {
-        if has("REMOTE HOST IDENTIFICATION HAS CHANGED") || has("has changed and you have requested strict checking") {
-            return NodeError::HostKeyChanged { target, stderr: text };
+        if has("REMOTE HOST IDENTIFICATION HAS CHANGED")
+            || has("has changed and you have requested strict checking")
+        {
+            return NodeError::HostKeyChanged {
+                target,
+                stderr: text,
+            };
         }
         if has("Host key verification failed") || (has("host key") && has("is known")) {
-            return NodeError::HostKeyUnknown { target, stderr: text };
+            return NodeError::HostKeyUnknown {
+                target,
+                stderr: text,
+            };
         }
         if has("Permission denied (") || has("Too many authentication failures") {
-            return NodeError::KeyRefused { target, stderr: text };
+            return NodeError::KeyRefused {
+                target,
+                stderr: text,
+            };
         }
         if has("Connection refused") {
             return NodeError::ConnectionRefused { target };
         }
         if has("Could not resolve hostname") {
-            return NodeError::HostUnresolved { target, stderr: text };
+            return NodeError::HostUnresolved {
+                target,
+                stderr: text,
+            };
         }
         if has("timed out") {
-            return NodeError::ConnectTimeout { target, stderr: text };
+            return NodeError::ConnectTimeout {
+                target,
+                stderr: text,
+            };
         }
         if has("No route to host") || has("Network is unreachable") {
-            return NodeError::Unreachable { target, stderr: text };
+            return NodeError::Unreachable {
+                target,
+                stderr: text,
+            };
         }
     }
     if transport == Transport::Docker && (has("No such container") || has("is not running")) {
-        return NodeError::NodeNotFound { target, stderr: text };
+        return NodeError::NodeNotFound {
+            target,
+            stderr: text,
+        };
     }
-    if transport == Transport::Minikube
-        && (has("not found") || has("Profile") && has("not exist"))
+    if transport == Transport::Minikube && (has("not found") || has("Profile") && has("not exist"))
     {
-        return NodeError::NodeNotFound { target, stderr: text };
+        return NodeError::NodeNotFound {
+            target,
+            stderr: text,
+        };
     }
     if code == Some(DROP_REFUSED_STATUS) {
-        return NodeError::DropRefused { target, stderr: text };
+        return NodeError::DropRefused {
+            target,
+            stderr: text,
+        };
     }
     let status = match code {
         Some(c) => format!("exit status {c}"),
@@ -242,11 +272,15 @@ mod tests {
             NodeError::HostKeyUnknown { .. }
         ));
         assert!(matches!(
-            ssh("No ED25519 host key is known for [127.0.0.1]:2222 and you have requested strict checking.\nHost key verification failed.\n"),
+            ssh(
+                "No ED25519 host key is known for [127.0.0.1]:2222 and you have requested strict checking.\nHost key verification failed.\n"
+            ),
             NodeError::HostKeyUnknown { .. }
         ));
         assert!(matches!(
-            ssh("@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\nHost key for [127.0.0.1]:2222 has changed and you have requested strict checking.\nHost key verification failed.\n"),
+            ssh(
+                "@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\nHost key for [127.0.0.1]:2222 has changed and you have requested strict checking.\nHost key verification failed.\n"
+            ),
             NodeError::HostKeyChanged { .. }
         ));
         assert!(matches!(
@@ -254,7 +288,9 @@ mod tests {
             NodeError::ConnectionRefused { .. }
         ));
         assert!(matches!(
-            ssh("Connection timed out during banner exchange\nConnection to 127.0.0.1 port 2298 timed out\n"),
+            ssh(
+                "Connection timed out during banner exchange\nConnection to 127.0.0.1 port 2298 timed out\n"
+            ),
             NodeError::ConnectTimeout { .. }
         ));
         assert!(matches!(
@@ -291,7 +327,10 @@ mod tests {
         let e = classify_failure(Transport::Ssh, T, Some(2), "grep: /proc/meminfo: nope\n");
         let msg = e.to_string();
         assert!(matches!(e, NodeError::CommandFailed { .. }));
-        assert!(msg.contains("exit status 2") && msg.contains("grep: /proc/meminfo"), "{msg}");
+        assert!(
+            msg.contains("exit status 2") && msg.contains("grep: /proc/meminfo"),
+            "{msg}"
+        );
         assert!(matches!(
             classify_failure(
                 Transport::Docker,
@@ -308,7 +347,10 @@ mod tests {
         let msg = ssh("root@127.0.0.1: Permission denied (publickey).\n").to_string();
         assert!(msg.contains("key refused") && msg.contains(T), "{msg}");
         let msg = ssh("Host key verification failed.\n").to_string();
-        assert!(msg.contains("host key unknown") && msg.contains("accept-new"), "{msg}");
+        assert!(
+            msg.contains("host key unknown") && msg.contains("accept-new"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -316,7 +358,12 @@ mod tests {
         let long = "é".repeat(1000);
         let text = useful_stderr(&long);
         assert!(text.len() <= 604 && text.ends_with('…'));
-        assert_eq!(useful_stderr("Warning: Permanently added 'x' (ED25519) to the list of known hosts.\nreal\n"), "real");
+        assert_eq!(
+            useful_stderr(
+                "Warning: Permanently added 'x' (ED25519) to the list of known hosts.\nreal\n"
+            ),
+            "real"
+        );
     }
 
     #[test]
@@ -348,7 +395,9 @@ mod tests {
             control_dir: None,
         };
         let start = std::time::Instant::now();
-        let err = run(&cmd, Duration::from_millis(300)).await.expect_err("timeout");
+        let err = run(&cmd, Duration::from_millis(300))
+            .await
+            .expect_err("timeout");
         assert!(matches!(err, NodeError::Timeout { .. }), "{err}");
         assert!(start.elapsed() < Duration::from_secs(10));
     }

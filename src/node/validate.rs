@@ -64,7 +64,10 @@ fn dns_subdomain_problem(name: &str) -> Option<String> {
         return Some("it is empty".into());
     }
     if name.len() > 253 {
-        return Some(format!("it is {} characters long (at most 253)", name.len()));
+        return Some(format!(
+            "it is {} characters long (at most 253)",
+            name.len()
+        ));
     }
     if let Some(c) = name
         .chars()
@@ -169,14 +172,10 @@ impl User {
             .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
         {
             Some("it must start with a lower-case letter or '_'".to_owned())
-        } else if let Some(c) = user.chars().find(|c| {
-            !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_' || *c == '-')
-        }) {
-            Some(format!(
-                "it contains {c:?}; allowed are [a-z_][a-z0-9_-]*"
-            ))
         } else {
-            None
+            user.chars()
+                .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_' || *c == '-'))
+                .map(|c| format!("it contains {c:?}; allowed are [a-z_][a-z0-9_-]*"))
         };
         match problem {
             None => Ok(Self(user.to_owned())),
@@ -288,7 +287,8 @@ pub fn check_ssh_option(option: &str) -> Result<String, NodeError> {
     if REFUSED_SSH_OPTIONS.contains(&lower.as_str()) {
         return refuse("this option is managed by readygap or can run local commands");
     }
-    if lower == "stricthostkeychecking" && matches!(value.to_ascii_lowercase().as_str(), "no" | "off")
+    if lower == "stricthostkeychecking"
+        && matches!(value.to_ascii_lowercase().as_str(), "no" | "off")
     {
         return refuse(
             "host key checking is never turned off; set host_key_policy = \"accept-new\" to trust a first-seen key",
@@ -352,7 +352,13 @@ mod tests {
 
     #[test]
     fn node_names_follow_rfc1123() {
-        for ok in ["minikube", "minikube-m02", "ip-10-0-0-1.ec2.internal", "a", "0"] {
+        for ok in [
+            "minikube",
+            "minikube-m02",
+            "ip-10-0-0-1.ec2.internal",
+            "a",
+            "0",
+        ] {
             assert!(NodeName::new(ok).is_ok(), "{ok}");
         }
         for bad in [
@@ -372,22 +378,39 @@ mod tests {
         }
         let long = "a".repeat(64);
         assert!(NodeName::new(&long).is_err());
-        let long_total = ["a".repeat(63); 5].join(".");
+        let long_total = vec!["a".repeat(63); 5].join(".");
         assert!(NodeName::new(&long_total).is_err());
     }
 
     #[test]
     fn injection_names_explain_the_character() {
-        let err = NodeName::new("a;rm -rf /").expect_err("refused").to_string();
+        let err = NodeName::new("a;rm -rf /")
+            .expect_err("refused")
+            .to_string();
         assert!(err.contains("';'"), "{err}");
     }
 
     #[test]
     fn hosts_are_names_or_ip_literals() {
-        for ok in ["127.0.0.1", "::1", "[::1]", "fe80::1", "Node-1.Example.com", "localhost"] {
+        for ok in [
+            "127.0.0.1",
+            "::1",
+            "[::1]",
+            "fe80::1",
+            "Node-1.Example.com",
+            "localhost",
+        ] {
             assert!(Host::new(ok).is_ok(), "{ok}");
         }
-        for bad in ["a;rm -rf /", "-oProxyCommand=x", "", "host name", "h/x", "a@b", "[::1"] {
+        for bad in [
+            "a;rm -rf /",
+            "-oProxyCommand=x",
+            "",
+            "host name",
+            "h/x",
+            "a@b",
+            "[::1",
+        ] {
             assert!(Host::new(bad).is_err(), "{bad}");
         }
         assert_eq!(Host::new("[::1]").expect("v6").as_str(), "::1");
