@@ -43,7 +43,9 @@ rm -f "$DIR/ready"
 # Stop a server this script started before (by its pid file only).
 if [ -f "$DIR/sshd.pid" ]; then
   old="$(cat "$DIR/sshd.pid" || true)"
-  if [ -n "$old" ] && kill -0 "$old" 2>/dev/null; then
+  # Only if that pid is still our sshd (a pid file from an earlier boot may name another process).
+  if [ -n "$old" ] && kill -0 "$old" 2>/dev/null \
+      && tr '\0' ' ' < "/proc/$old/cmdline" 2>/dev/null | grep -q -- "$DIR/sshd_config"; then
     kill "$old" || true
     for _ in $(seq 1 50); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
   fi

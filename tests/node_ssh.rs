@@ -446,6 +446,7 @@ async fn injected_names_are_refused_before_any_process_starts() {
         identity: None,
         known_hosts: None,
         accept_new_host_key: false,
+        no_connection_sharing: true,
         profile: None,
         format: readygap::node::cli::OutputFormat::Json,
         timeout: Duration::from_secs(5),
@@ -622,4 +623,59 @@ async fn remote_sampler_reports_a_refused_key() {
     .expect("start");
     let err = sampler.next_sample().await.expect_err("refused");
     assert!(matches!(err, NodeError::KeyRefused { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn the_cli_drops_caches_over_ssh_and_reports_json() {
+    let Some(lab) = lab() else { return };
+    let _one_at_a_time = DROP_LOCK.lock().await;
+    let disk = disk_tempdir();
+    cache_a_fresh_file(disk.path(), 64);
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: readygap::node::DropCachesArgs,
+    }
+    let port = lab.port.to_string();
+    let via = format!("ssh://root@127.0.0.1:{port}");
+    let identity = lab.key();
+    let known_hosts = lab.known_hosts();
+    let cli = Cli::try_parse_from([
+        "drop-caches".as_ref(),
+        "--node".as_ref(),
+        "cli-node".as_ref(),
+        "--via".as_ref(),
+        via.as_ref(),
+        "--identity".as_ref(),
+        identity.as_os_str(),
+        "--known-hosts".as_ref(),
+        known_hosts.as_os_str(),
+        "--no-connection-sharing".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--timeout".as_ref(),
+        "60s".as_ref(),
+        "--min-drop-kb".as_ref(),
+        "32768".as_ref(),
+    ] as [&std::ffi::OsStr; 16])
+    .expect("args");
+    let result = readygap::node::cli::drop_caches_for_args(&cli.args).await;
+    assert_eq!(result.error, None, "{result:?}");
+    assert!(result.dropped);
+    assert_eq!(readygap::node::cli::exit_code(&result), 0);
+    let json: serde_json::Value = serde_json::to_value(&result).expect("json");
+    let keys: Vec<&str> = json
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys.len(),
+        5,
+        "node, cached_kb_before, cached_kb_after, dropped, error: {keys:?}"
+    );
+    assert_eq!(json["node"], "cli-node");
+    assert!(json["cached_kb_before"].as_u64().expect("before") >= 32 * 1024);
 }

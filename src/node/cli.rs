@@ -41,6 +41,9 @@ pub struct DropCachesArgs {
     /// changed key is still refused).
     #[arg(long)]
     pub accept_new_host_key: bool,
+    /// Do not keep the ssh connection open for later commands (ControlMaster off).
+    #[arg(long)]
+    pub no_connection_sharing: bool,
     /// minikube profile (with --via minikube).
     #[arg(long)]
     pub profile: Option<String>,
@@ -100,6 +103,9 @@ async fn access_for(args: &DropCachesArgs) -> Result<NodeAccess, NodeError> {
             }
             if args.accept_new_host_key {
                 ssh.host_key_policy = HostKeyPolicy::AcceptNew;
+            }
+            if args.no_connection_sharing {
+                ssh.control_persist = None;
             }
             let budget = args.timeout.min(super::access::DEFAULT_CONNECT_TIMEOUT);
             ssh.connect_timeout = budget.max(Duration::from_secs(1));
