@@ -381,6 +381,80 @@ impl RemoteHostSampler {
     }
 }
 
+/// What a sampling task sends: a sample, or an error after which it restarts.
+pub type SampleResult = Result<HostSample, NodeError>;
+
+/// Runs a [`RemoteHostSampler`] until `cancel` fires, sending every sample and every
+/// error to `tx`. After an error (connection lost, timeout) it waits `retry_after` and
+/// starts a new remote loop. Ends when `cancel` fires or the receiver is gone; the remote
+/// loop's process is killed then.
+pub async fn run_remote_sampler(
+    access: NodeAccess,
+    interval: Duration,
+    retry_after: Duration,
+    tx: tokio::sync::mpsc::Sender<SampleResult>,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    let sample_timeout = interval * 2 + Duration::from_secs(20);
+    while !cancel.is_cancelled() {
+        let mut sampler = match RemoteHostSampler::start(&access, interval, sample_timeout) {
+            Ok(s) => s,
+            Err(e) => {
+                let fatal = e.is_validation();
+                if tx.send(Err(e)).await.is_err() || fatal {
+                    return;
+                }
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(retry_after) => continue,
+                }
+            }
+        };
+        loop {
+            let next = tokio::select! {
+                () = cancel.cancelled() => {
+                    sampler.stop().await;
+                    return;
+                }
+                next = sampler.next_sample() => next,
+            };
+            let failed = next.is_err();
+            if tx.send(next).await.is_err() {
+                sampler.stop().await;
+                return;
+            }
+            if failed {
+                sampler.stop().await;
+                break;
+            }
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(retry_after) => {}
+        }
+    }
+}
+
+/// Samples this machine every `interval` until `cancel` fires or the receiver is gone.
+pub async fn run_local_sampler(
+    interval: Duration,
+    tx: tokio::sync::mpsc::Sender<HostSample>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<(), String> {
+    let mut sampler = LocalHostSampler::new()?;
+    let mut ticks = tokio::time::interval(interval.max(sysinfo::MINIMUM_CPU_UPDATE_INTERVAL));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return Ok(()),
+            _ = ticks.tick() => {}
+        }
+        if tx.send(sampler.sample()).await.is_err() {
+            return Ok(());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -519,5 +593,29 @@ Hugepagesize:       2048 kB
         let second = s.sample();
         let cpu = second.cpu_percent.expect("cpu share on the second sample");
         assert!((0.0..=100.0).contains(&cpu), "{cpu}");
+    }
+
+    #[tokio::test]
+    async fn local_runner_sends_samples_and_stops_on_cancel() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(run_local_sampler(
+            Duration::from_millis(250),
+            tx,
+            cancel.clone(),
+        ));
+        let deadline = Duration::from_secs(20);
+        let first = tokio::time::timeout(deadline, rx.recv())
+            .await
+            .expect("in time");
+        let second = tokio::time::timeout(deadline, rx.recv())
+            .await
+            .expect("in time");
+        let (first, second) = (first.expect("sample"), second.expect("sample"));
+        assert!(first.at <= second.at);
+        assert!(second.cpu_percent.is_some());
+        cancel.cancel();
+        let ended = tokio::time::timeout(deadline, task).await.expect("stops");
+        assert_eq!(ended.expect("join"), Ok(()));
     }
 }

@@ -679,3 +679,64 @@ async fn the_cli_drops_caches_over_ssh_and_reports_json() {
     assert_eq!(json["node"], "cli-node");
     assert!(json["cached_kb_before"].as_u64().expect("before") >= 32 * 1024);
 }
+
+#[tokio::test]
+async fn the_remote_sampling_task_streams_and_stops_on_cancel() {
+    let Some(lab) = lab() else { return };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut ssh = lab.access("root", tmp.path());
+    ssh.control_persist = None;
+    let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(readygap::host::run_remote_sampler(
+        NodeAccess::Ssh(ssh),
+        Duration::from_secs(1),
+        Duration::from_secs(1),
+        tx,
+        cancel.clone(),
+    ));
+    for _ in 0..2 {
+        let got = tokio::time::timeout(TIMEOUT, rx.recv())
+            .await
+            .expect("a sample in time")
+            .expect("channel open");
+        let sample = got.expect("no error");
+        assert!(sample.mem_total_bytes > 0);
+    }
+    cancel.cancel();
+    tokio::time::timeout(Duration::from_secs(15), task)
+        .await
+        .expect("the task stops after cancel")
+        .expect("join");
+}
+
+#[tokio::test]
+async fn the_remote_sampling_task_reports_errors_and_retries() {
+    let Some(lab) = lab() else { return };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut ssh = lab.access("root", tmp.path());
+    ssh.identity = Some(lab.wrong_key());
+    ssh.control_persist = None;
+    let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(readygap::host::run_remote_sampler(
+        NodeAccess::Ssh(ssh),
+        Duration::from_secs(1),
+        Duration::from_millis(200),
+        tx,
+        cancel.clone(),
+    ));
+    // Two errors: the task did not give up after the first one.
+    for _ in 0..2 {
+        let got = tokio::time::timeout(TIMEOUT, rx.recv())
+            .await
+            .expect("an error in time")
+            .expect("channel open");
+        assert!(matches!(got, Err(NodeError::KeyRefused { .. })), "{got:?}");
+    }
+    cancel.cancel();
+    tokio::time::timeout(Duration::from_secs(15), task)
+        .await
+        .expect("the task stops after cancel")
+        .expect("join");
+}
