@@ -144,6 +144,10 @@ impl SshAccess {
             opt(format!("ControlPersist={}", persist.as_secs().max(1)));
         }
         if self.host_key_policy == HostKeyPolicy::AcceptNew {
+            tracing::warn!(
+                target_host = %self.host,
+                "host_key_policy accept-new: a host key seen for the first time is trusted and recorded (a changed key is still refused)"
+            );
             opt("StrictHostKeyChecking=accept-new".into());
         }
         if let Some(kh) = &self.known_hosts {
