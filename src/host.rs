@@ -618,4 +618,16 @@ Hugepagesize:       2048 kB
         let ended = tokio::time::timeout(deadline, task).await.expect("stops");
         assert_eq!(ended.expect("join"), Ok(()));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic(lines in proptest::collection::vec("\\PC{0,40}|@sample|@end|@conn x|cpu  1 2 3 4|MemTotal: 5 kB", 0..40)) {
+            let mut p = SampleStreamParser::default();
+            for l in &lines {
+                let _ = p.push_line(l);
+                let _ = parse_cpu_line(l);
+            }
+            let _ = parse_meminfo(&lines.join("\n"));
+        }
+    }
 }

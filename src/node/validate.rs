@@ -474,4 +474,27 @@ mod tests {
         assert!(check_profile("-p").is_err());
         assert!(check_profile("a;b").is_err());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn accepted_values_never_carry_shell_or_option_syntax(
+            text in "[a-z0-9._:;$ -]{1,24}|\\PC{0,80}"
+        ) {
+            // Whatever the input, validation returns (never panics), and what it accepts
+            // cannot start an option or carry shell syntax.
+            let shell = |s: &str| s.chars().any(|c| " \t\n;&|$`'\"\\<>(){}*?!#~%".contains(c));
+            if let Ok(n) = NodeName::new(&text) {
+                proptest::prop_assert!(!shell(n.as_str()) && !n.as_str().starts_with('-'));
+            }
+            if let Ok(h) = Host::new(&text) {
+                proptest::prop_assert!(!shell(h.as_str()) && !h.as_str().starts_with('-'));
+            }
+            if let Ok(u) = User::new(&text) {
+                proptest::prop_assert!(!shell(u.as_str()) && !u.as_str().starts_with('-'));
+            }
+            let _ = check_jump(&text);
+            let _ = check_ssh_option(&text);
+            let _ = split_host_port(&text);
+        }
+    }
 }
