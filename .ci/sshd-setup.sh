@@ -12,13 +12,15 @@
 #   known_hosts                                 "[127.0.0.1]:2222 <host key>"
 #   port                                        the port (2222)
 #   ready                                       written last, once a login has worked
-# A user "rgtest" (no password, not in sudoers) is created so the tests can check the
-# "sudo needs a password" error; sudo is installed for that.
+# Users "rgtest" (no password, not in sudoers: the "sudo needs a password" error) and
+# "rgsudo" (passwordless sudo for sh only, /etc/sudoers.d/readygap-test: the sudo path that
+# works) are created; sudo is installed for them. Both log in with id_ed25519.
 set -euo pipefail
 
 DIR="${READYGAP_SSH_DIR:-/tmp/readygap-ssh}"
 PORT="${READYGAP_SSH_PORT:-2222}"
 TEST_USER=rgtest
+SUDO_USER_NAME=rgsudo
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "sshd-setup: must run as root" >&2
@@ -60,11 +62,19 @@ chmod 0644 "$DIR/authorized_keys"
 echo "[127.0.0.1]:$PORT $(cut -d' ' -f1,2 "$DIR/ssh_host_ed25519_key.pub")" > "$DIR/known_hosts"
 echo "$PORT" > "$DIR/port"
 
-if ! id "$TEST_USER" >/dev/null 2>&1; then
-  useradd --create-home --shell /bin/sh "$TEST_USER"
-fi
-# A '*' password: no password login, but not "locked" for sshd's public-key check.
-usermod -p '*' "$TEST_USER"
+for u in "$TEST_USER" "$SUDO_USER_NAME"; do
+  if ! id "$u" >/dev/null 2>&1; then
+    useradd --create-home --shell /bin/sh "$u"
+  fi
+  # A '*' password: no password login, but not "locked" for sshd's public-key check.
+  usermod -p '*' "$u"
+done
+# rgsudo may run `sh` as root without a password (the drop-caches path for non-root users).
+sudoers="$(mktemp)"
+printf '%s ALL=(root) NOPASSWD: /bin/sh, /usr/bin/sh\n' "$SUDO_USER_NAME" > "$sudoers"
+visudo -cqf "$sudoers"
+install -m 0440 "$sudoers" /etc/sudoers.d/readygap-test
+rm -f "$sudoers"
 
 mkdir -p /run/sshd
 chmod 0755 /run/sshd
@@ -82,7 +92,7 @@ PubkeyAuthentication yes
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 UsePAM no
-AllowUsers root $TEST_USER
+AllowUsers root $TEST_USER $SUDO_USER_NAME
 LogLevel VERBOSE
 MaxStartups 100
 MaxSessions 50

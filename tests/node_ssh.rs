@@ -1,8 +1,9 @@
 //! Node access against a REAL OpenSSH server on 127.0.0.1 (started by
-//! `bash .ci/sshd-setup.sh`, files in /tmp/readygap-ssh): dropping caches as root, the
-//! typed failures (key refused, unknown and changed host keys, a port that never answers,
-//! sudo needing a password), refusing injected names before any process starts,
-//! ControlMaster connection reuse, and the remote host sampler on one session.
+//! `bash .ci/sshd-setup.sh`, files in /tmp/readygap-ssh): dropping caches as root and
+//! through sudo as a non-root user, the typed failures (key refused, unknown and changed
+//! host keys, a closed port, a port that never answers, sudo needing a password), refusing
+//! injected names before any process starts, ControlMaster connection reuse, and the
+//! remote host sampler on one session.
 //!
 //! Without the setup the tests print "skipped" and pass, unless CI is set: then they fail.
 
@@ -510,6 +511,38 @@ async fn sudo_needing_a_password_is_reported() {
     close_master(&ssh).await;
     assert!(matches!(err, NodeError::SudoNeedsPassword { .. }), "{err}");
     assert!(err.to_string().contains("sudo needs a password"), "{err}");
+}
+
+#[tokio::test]
+async fn a_non_root_user_drops_caches_through_passwordless_sudo() {
+    let Some(lab) = lab() else { return };
+    let _one_at_a_time = DROP_LOCK.lock().await;
+    let disk = disk_tempdir();
+    cache_a_fresh_file(disk.path(), 64);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ssh = lab.access("rgsudo", tmp.path());
+    let access = NodeAccess::Ssh(ssh.clone());
+    // The remote command goes through `sudo -n` for this user.
+    let cmd = access.command(RemoteScript::DropCaches).expect("command");
+    let remote = cmd
+        .args
+        .last()
+        .expect("remote")
+        .to_string_lossy()
+        .into_owned();
+    assert!(remote.starts_with("sudo -n sh -c '"), "{remote}");
+    let threshold = DropThreshold {
+        min_drop_kb: Some(32 * 1024),
+        ..DropThreshold::default()
+    };
+    let result = drop_caches("sudo-node", &access, &threshold, TIMEOUT).await;
+    close_master(&ssh).await;
+    assert_eq!(result.error, None, "{result:?}");
+    let (before, after) = (
+        result.cached_kb_before.expect("before"),
+        result.cached_kb_after.expect("after"),
+    );
+    assert!(before >= after + 32 * 1024, "{before} → {after} kB");
 }
 
 #[tokio::test]
