@@ -223,8 +223,10 @@ pub fn classify_failure(
             stderr: text,
         };
     }
-    if transport == Transport::Minikube && (has("not found") || has("Profile") && has("not exist"))
-    {
+    // minikube: "Node m05 was not found", "Profile \"x\" not found", "profile … does not exist".
+    let minikube_missing = has("was not found")
+        || ((has("Profile") || has("profile")) && (has("not found") || has("not exist")));
+    if transport == Transport::Minikube && minikube_missing {
         return NodeError::NodeNotFound {
             target,
             stderr: text,
@@ -331,6 +333,25 @@ mod tests {
             msg.contains("exit status 2") && msg.contains("grep: /proc/meminfo"),
             "{msg}"
         );
+        assert!(matches!(
+            classify_failure(
+                Transport::Minikube,
+                "minikube node m05",
+                Some(80),
+                "X Exiting due to GUEST_NODE_RETRIEVE: Node m05 was not found\n"
+            ),
+            NodeError::NodeNotFound { .. }
+        ));
+        // A remote "not found" is the command's failure, not a missing node.
+        assert!(matches!(
+            classify_failure(
+                Transport::Minikube,
+                "minikube node m",
+                Some(2),
+                "grep: /proc/x: not found\n"
+            ),
+            NodeError::CommandFailed { .. }
+        ));
         assert!(matches!(
             classify_failure(
                 Transport::Docker,
