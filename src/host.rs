@@ -1,0 +1,633 @@
+//! Host memory and CPU samples: of this machine ([`LocalHostSampler`]: sysinfo plus
+//! `/proc/meminfo` for the page-cache figures sysinfo lacks) and of a node
+//! ([`RemoteHostSampler`]: one long-lived remote `while` loop streaming `/proc/meminfo`
+//! and `/proc/stat` over a single ssh session, never a connection per sample).
+//!
+//! Parsing is done by pure functions ([`parse_meminfo`], [`parse_cpu_line`],
+//! [`cpu_percent`], [`SampleStreamParser`]) that tests call on fixtures and real files.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout};
+
+use crate::node::exec::{classify_failure, spawn_streaming};
+use crate::node::{NodeAccess, NodeError, RemoteScript, Transport};
+
+/// One sample of a machine's memory and CPU. Byte counts come from `/proc/meminfo` (kB × 1024).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostSample {
+    /// When the sample was taken (local wall clock when received).
+    pub at: DateTime<Utc>,
+    /// CPU busy share over all CPUs since the previous sample, 0–100; `None` for the first.
+    pub cpu_percent: Option<f64>,
+    pub mem_total_bytes: u64,
+    /// `MemAvailable` (the kernel's estimate of memory usable without swapping).
+    pub mem_available_bytes: Option<u64>,
+    pub mem_free_bytes: Option<u64>,
+    /// `Cached` (page cache, including shared memory and tmpfs).
+    pub cached_bytes: Option<u64>,
+    pub buffers_bytes: Option<u64>,
+    pub shmem_bytes: Option<u64>,
+    pub swap_total_bytes: Option<u64>,
+    pub swap_free_bytes: Option<u64>,
+}
+
+/// The `/proc/meminfo` fields readygap uses, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Meminfo {
+    pub total: Option<u64>,
+    pub free: Option<u64>,
+    pub available: Option<u64>,
+    pub buffers: Option<u64>,
+    pub cached: Option<u64>,
+    pub shmem: Option<u64>,
+    pub swap_total: Option<u64>,
+    pub swap_free: Option<u64>,
+}
+
+/// Parses `/proc/meminfo` text (lines `Key:   N kB`). Unknown keys are ignored; a known key
+/// with an unreadable value is an error naming the line; `MemTotal` is required.
+pub fn parse_meminfo(text: &str) -> Result<Meminfo, String> {
+    let mut m = Meminfo::default();
+    for (n, line) in text.lines().enumerate() {
+        let Some((key, rest)) = line.split_once(':') else {
+            if line.trim().is_empty() {
+                continue;
+            }
+            return Err(format!("line {}: no ':' in {line:?}", n + 1));
+        };
+        let slot = match key.trim() {
+            "MemTotal" => &mut m.total,
+            "MemFree" => &mut m.free,
+            "MemAvailable" => &mut m.available,
+            "Buffers" => &mut m.buffers,
+            "Cached" => &mut m.cached,
+            "Shmem" => &mut m.shmem,
+            "SwapTotal" => &mut m.swap_total,
+            "SwapFree" => &mut m.swap_free,
+            _ => continue,
+        };
+        let kb = crate::node::drop_caches::parse_kb(rest)
+            .ok_or_else(|| format!("line {}: cannot read {line:?}", n + 1))?;
+        *slot = Some(kb.saturating_mul(1024));
+    }
+    if m.total.is_none() {
+        return Err("no MemTotal line".into());
+    }
+    Ok(m)
+}
+
+/// The aggregate `cpu` line of `/proc/stat`, in clock ticks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// Ticks not idle: user, nice, system, irq, softirq, steal.
+    pub busy: u64,
+    /// Ticks idle: idle and iowait.
+    pub idle: u64,
+}
+
+/// Parses `cpu  user nice system idle iowait irq softirq steal [guest guest_nice]`.
+/// Guest time is already counted in user and nice, so it is not added again.
+pub fn parse_cpu_line(line: &str) -> Result<CpuTimes, String> {
+    let mut fields = line.split_whitespace();
+    if fields.next() != Some("cpu") {
+        return Err(format!("not the aggregate cpu line: {line:?}"));
+    }
+    let values: Vec<u64> = fields
+        .take(8)
+        .map(|f| {
+            f.parse::<u64>()
+                .map_err(|_| format!("bad number {f:?} in {line:?}"))
+        })
+        .collect::<Result<_, _>>()?;
+    if values.len() < 4 {
+        return Err(format!("too few fields in {line:?}"));
+    }
+    let get = |i: usize| values.get(i).copied().unwrap_or(0);
+    let idle = get(3).saturating_add(get(4));
+    let busy = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .fold(0u64, |acc, &i| acc.saturating_add(get(i)));
+    Ok(CpuTimes { busy, idle })
+}
+
+/// Busy share in percent between two readings; `None` when no ticks passed or a counter
+/// went backwards (a reboot).
+pub fn cpu_percent(prev: CpuTimes, cur: CpuTimes) -> Option<f64> {
+    let busy = cur.busy.checked_sub(prev.busy)?;
+    let idle = cur.idle.checked_sub(prev.idle)?;
+    let total = busy + idle;
+    if total == 0 {
+        return None;
+    }
+    Some(100.0 * busy as f64 / total as f64)
+}
+
+impl HostSample {
+    /// A sample from parsed counters; `prev_cpu` gives the CPU share.
+    pub fn from_counters(
+        at: DateTime<Utc>,
+        meminfo: &Meminfo,
+        cpu: Option<CpuTimes>,
+        prev_cpu: Option<CpuTimes>,
+    ) -> Self {
+        let cpu_percent = match (prev_cpu, cpu) {
+            (Some(p), Some(c)) => cpu_percent(p, c),
+            _ => None,
+        };
+        Self {
+            at,
+            cpu_percent,
+            mem_total_bytes: meminfo.total.unwrap_or(0),
+            mem_available_bytes: meminfo.available,
+            mem_free_bytes: meminfo.free,
+            cached_bytes: meminfo.cached,
+            buffers_bytes: meminfo.buffers,
+            shmem_bytes: meminfo.shmem,
+            swap_total_bytes: meminfo.swap_total,
+            swap_free_bytes: meminfo.swap_free,
+        }
+    }
+}
+
+/// Samples this machine: CPU and memory totals from sysinfo, page-cache figures from
+/// `/proc/meminfo` (absent on systems without it).
+pub struct LocalHostSampler {
+    system: sysinfo::System,
+    primed: bool,
+}
+
+impl LocalHostSampler {
+    /// A sampler; the first sample has no CPU share (sysinfo needs two readings).
+    pub fn new() -> Result<Self, String> {
+        let system = sysinfo::System::new().map_err(|e| format!("sysinfo: {e:?}"))?;
+        Ok(Self {
+            system,
+            primed: false,
+        })
+    }
+
+    /// Takes one sample now.
+    pub fn sample(&mut self) -> HostSample {
+        self.system.refresh_cpu_usage();
+        self.system.refresh_memory();
+        let cpu_percent = if self.primed {
+            Some(f64::from(self.system.global_cpu_usage()))
+        } else {
+            None
+        };
+        self.primed = true;
+        let meminfo = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|t| parse_meminfo(&t).ok())
+            .unwrap_or_default();
+        HostSample {
+            at: Utc::now(),
+            cpu_percent,
+            mem_total_bytes: self.system.total_memory(),
+            mem_available_bytes: Some(self.system.available_memory()),
+            mem_free_bytes: meminfo.free,
+            cached_bytes: meminfo.cached,
+            buffers_bytes: meminfo.buffers,
+            shmem_bytes: meminfo.shmem,
+            swap_total_bytes: meminfo.swap_total,
+            swap_free_bytes: meminfo.swap_free,
+        }
+    }
+}
+
+/// What one line of the remote sampler's stream completed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamItem {
+    /// `@conn …`: the remote `$SSH_CONNECTION` (client ip, client port, server ip, port);
+    /// empty when not over ssh.
+    Connection(String),
+    /// `@sample … @end`: one block of counters.
+    Sample {
+        meminfo: Meminfo,
+        cpu: Option<CpuTimes>,
+    },
+}
+
+/// Splits the remote sampler's output into items. Pure: feed it lines.
+#[derive(Debug, Default)]
+pub struct SampleStreamParser {
+    block: Option<Vec<String>>,
+}
+
+impl SampleStreamParser {
+    /// Consumes one line; returns an item when the line completes one. Lines outside a
+    /// block other than `@conn` are ignored (login banners, shell noise).
+    pub fn push_line(&mut self, line: &str) -> Result<Option<StreamItem>, String> {
+        let line = line.trim_end_matches('\r');
+        if let Some(conn) = line.strip_prefix("@conn") {
+            return Ok(Some(StreamItem::Connection(conn.trim().to_owned())));
+        }
+        if line == "@sample" {
+            if self.block.is_some() {
+                return Err("@sample inside an unfinished block".into());
+            }
+            self.block = Some(Vec::new());
+            return Ok(None);
+        }
+        if line == "@end" {
+            let block = self.block.take().ok_or("@end without @sample")?;
+            let mut meminfo_text = String::new();
+            let mut cpu = None;
+            for l in &block {
+                if l.starts_with("cpu ") {
+                    cpu = Some(parse_cpu_line(l)?);
+                } else {
+                    meminfo_text.push_str(l);
+                    meminfo_text.push('\n');
+                }
+            }
+            let meminfo = parse_meminfo(&meminfo_text)?;
+            return Ok(Some(StreamItem::Sample { meminfo, cpu }));
+        }
+        if let Some(block) = &mut self.block {
+            if block.len() >= 64 {
+                return Err("block longer than 64 lines".into());
+            }
+            block.push(line.to_owned());
+        }
+        Ok(None)
+    }
+}
+
+/// Samples a node every `interval` through ONE long-lived remote process (a `while` loop)
+/// whose output streams back over one ssh session (sharing the ControlMaster connection
+/// when one runs). The process is killed when the sampler is dropped or stopped.
+pub struct RemoteHostSampler {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+    parser: SampleStreamParser,
+    prev_cpu: Option<CpuTimes>,
+    target: String,
+    transport: Transport,
+    sample_timeout: Duration,
+    connection: Option<String>,
+}
+
+impl RemoteHostSampler {
+    /// Starts the remote loop. `interval` is rounded to whole seconds (at least 1). Each
+    /// sample must arrive within `sample_timeout` (the first includes connecting), else
+    /// [`Self::next_sample`] fails with a timeout.
+    pub fn start(
+        access: &NodeAccess,
+        interval: Duration,
+        sample_timeout: Duration,
+    ) -> Result<Self, NodeError> {
+        let secs = u32::try_from(interval.as_secs().max(1)).unwrap_or(u32::MAX);
+        let cmd = access.command(RemoteScript::SampleHost {
+            interval_secs: secs,
+        })?;
+        let mut child = spawn_streaming(&cmd)?;
+        let stdout = child.stdout.take().ok_or_else(|| NodeError::Io {
+            target: cmd.target.clone(),
+            source: std::io::Error::other("no stdout pipe"),
+        })?;
+        Ok(Self {
+            child,
+            lines: BufReader::new(stdout).lines(),
+            parser: SampleStreamParser::default(),
+            prev_cpu: None,
+            target: cmd.target,
+            transport: cmd.transport,
+            sample_timeout,
+            connection: None,
+        })
+    }
+
+    /// The remote `$SSH_CONNECTION` once the stream reported it (`client_ip client_port
+    /// server_ip server_port`).
+    pub fn connection(&self) -> Option<&str> {
+        self.connection.as_deref()
+    }
+
+    /// The OS process id of the local ssh (or docker/minikube) child.
+    pub fn process_id(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Waits for the next sample. After an error the sampler is finished: stop it and
+    /// start a new one to continue.
+    pub async fn next_sample(&mut self) -> Result<HostSample, NodeError> {
+        let deadline = tokio::time::Instant::now() + self.sample_timeout;
+        loop {
+            let line = match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
+                Err(_) => {
+                    return Err(NodeError::Timeout {
+                        target: self.target.clone(),
+                        after: self.sample_timeout,
+                    });
+                }
+                Ok(Err(source)) => {
+                    return Err(NodeError::Io {
+                        target: self.target.clone(),
+                        source,
+                    });
+                }
+                Ok(Ok(None)) => return Err(self.ended().await),
+                Ok(Ok(Some(line))) => line,
+            };
+            match self.parser.push_line(&line) {
+                Err(detail) => {
+                    return Err(NodeError::UnexpectedOutput {
+                        target: self.target.clone(),
+                        detail,
+                    });
+                }
+                Ok(None) => {}
+                Ok(Some(StreamItem::Connection(c))) => self.connection = Some(c),
+                Ok(Some(StreamItem::Sample { meminfo, cpu })) => {
+                    let sample =
+                        HostSample::from_counters(Utc::now(), &meminfo, cpu, self.prev_cpu);
+                    if cpu.is_some() {
+                        self.prev_cpu = cpu;
+                    }
+                    return Ok(sample);
+                }
+            }
+        }
+    }
+
+    /// The stream ended: find out why from the exit status and stderr.
+    async fn ended(&mut self) -> NodeError {
+        let status = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.child.stderr.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), pipe.read_to_string(&mut stderr))
+                .await;
+        }
+        match status {
+            Ok(Ok(s)) if !s.success() => {
+                classify_failure(self.transport, &self.target, s.code(), &stderr)
+            }
+            _ => NodeError::UnexpectedOutput {
+                target: self.target.clone(),
+                detail: format!("the sample stream ended; stderr: {}", stderr.trim()),
+            },
+        }
+    }
+
+    /// Kills the remote loop's local process and waits for it.
+    pub async fn stop(mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+    }
+}
+
+/// What a sampling task sends: a sample, or an error after which it restarts.
+pub type SampleResult = Result<HostSample, NodeError>;
+
+/// Runs a [`RemoteHostSampler`] until `cancel` fires, sending every sample and every
+/// error to `tx`. After an error (connection lost, timeout) it waits `retry_after` and
+/// starts a new remote loop. Ends when `cancel` fires or the receiver is gone; the remote
+/// loop's process is killed then.
+pub async fn run_remote_sampler(
+    access: NodeAccess,
+    interval: Duration,
+    retry_after: Duration,
+    tx: tokio::sync::mpsc::Sender<SampleResult>,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    let sample_timeout = interval * 2 + Duration::from_secs(20);
+    while !cancel.is_cancelled() {
+        let mut sampler = match RemoteHostSampler::start(&access, interval, sample_timeout) {
+            Ok(s) => s,
+            Err(e) => {
+                let fatal = e.is_validation();
+                if tx.send(Err(e)).await.is_err() || fatal {
+                    return;
+                }
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(retry_after) => continue,
+                }
+            }
+        };
+        loop {
+            let next = tokio::select! {
+                () = cancel.cancelled() => {
+                    sampler.stop().await;
+                    return;
+                }
+                next = sampler.next_sample() => next,
+            };
+            let failed = next.is_err();
+            if tx.send(next).await.is_err() {
+                sampler.stop().await;
+                return;
+            }
+            if failed {
+                sampler.stop().await;
+                break;
+            }
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(retry_after) => {}
+        }
+    }
+}
+
+/// Samples this machine every `interval` until `cancel` fires or the receiver is gone.
+pub async fn run_local_sampler(
+    interval: Duration,
+    tx: tokio::sync::mpsc::Sender<HostSample>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<(), String> {
+    let mut sampler = LocalHostSampler::new()?;
+    let mut ticks = tokio::time::interval(interval.max(sysinfo::MINIMUM_CPU_UPDATE_INTERVAL));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return Ok(()),
+            _ = ticks.tick() => {}
+        }
+        if tx.send(sampler.sample()).await.is_err() {
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MEMINFO: &str = "MemTotal:       24684084 kB
+MemFree:        20864444 kB
+MemAvailable:   23577540 kB
+Buffers:           22708 kB
+Cached:          1735500 kB
+SwapCached:            0 kB
+Active:          1105876 kB
+Shmem:              8872 kB
+SwapTotal:             0 kB
+SwapFree:              0 kB
+HugePages_Total:       0
+Hugepagesize:       2048 kB
+";
+
+    #[test]
+    fn meminfo_fixture() {
+        let m = parse_meminfo(MEMINFO).expect("parse");
+        assert_eq!(m.total, Some(24_684_084 * 1024));
+        assert_eq!(m.available, Some(23_577_540 * 1024));
+        assert_eq!(m.cached, Some(1_735_500 * 1024));
+        assert_eq!(m.shmem, Some(8872 * 1024));
+        assert_eq!(m.swap_total, Some(0));
+    }
+
+    #[test]
+    fn meminfo_errors_name_the_line() {
+        assert!(parse_meminfo("").is_err());
+        let err = parse_meminfo("MemTotal: 10 kB\nCached: lots kB\n").expect_err("bad");
+        assert!(err.contains("line 2"), "{err}");
+        assert!(parse_meminfo("garbage\n").is_err());
+    }
+
+    #[test]
+    fn real_proc_meminfo_parses() {
+        let Ok(text) = std::fs::read_to_string("/proc/meminfo") else {
+            println!("skipped: no /proc/meminfo on this system");
+            return;
+        };
+        let m = parse_meminfo(&text).expect("real meminfo");
+        let total = m.total.expect("total");
+        assert!(total > 0);
+        assert!(m.available.expect("available") <= total);
+        assert!(m.cached.expect("cached") <= total);
+    }
+
+    #[test]
+    fn cpu_lines_and_percent() {
+        let a = parse_cpu_line("cpu  100 0 100 700 100 0 0 0 0 0").expect("a");
+        assert_eq!(
+            a,
+            CpuTimes {
+                busy: 200,
+                idle: 800
+            }
+        );
+        let b = parse_cpu_line("cpu  200 0 200 1300 100 0 0 0 0 0").expect("b");
+        assert_eq!(cpu_percent(a, b), Some(25.0));
+        assert_eq!(cpu_percent(a, a), None);
+        assert_eq!(cpu_percent(b, a), None);
+        assert!(parse_cpu_line("cpu0 1 2 3 4").is_err());
+        assert!(parse_cpu_line("cpu 1 2").is_err());
+        assert!(parse_cpu_line("cpu 1 x 3 4").is_err());
+        // Old kernels print only four fields.
+        assert_eq!(
+            parse_cpu_line("cpu 1 2 3 4").expect("short"),
+            CpuTimes { busy: 6, idle: 4 }
+        );
+    }
+
+    #[test]
+    fn real_proc_stat_parses() {
+        let Ok(text) = std::fs::read_to_string("/proc/stat") else {
+            println!("skipped: no /proc/stat on this system");
+            return;
+        };
+        let line = text.lines().next().expect("first line");
+        let t = parse_cpu_line(line).expect("real cpu line");
+        assert!(t.busy + t.idle > 0);
+    }
+
+    #[test]
+    fn stream_parser_yields_connection_and_samples() {
+        let mut p = SampleStreamParser::default();
+        let mut items = Vec::new();
+        let stream = "Welcome banner\n@conn 127.0.0.1 5000 127.0.0.1 2222\n@sample\nMemTotal: 1000 kB\nMemAvailable: 600 kB\nCached: 300 kB\ncpu  10 0 10 80 0 0 0 0 0 0\n@end\n@sample\nMemTotal: 1000 kB\nCached: 100 kB\ncpu  20 0 20 160 0 0 0 0 0 0\n@end\n";
+        for line in stream.lines() {
+            if let Some(item) = p.push_line(line).expect("line") {
+                items.push(item);
+            }
+        }
+        assert_eq!(items.len(), 3);
+        assert_eq!(
+            items[0],
+            StreamItem::Connection("127.0.0.1 5000 127.0.0.1 2222".into())
+        );
+        let StreamItem::Sample { meminfo, cpu } = &items[2] else {
+            panic!("expected a sample");
+        };
+        assert_eq!(meminfo.cached, Some(100 * 1024));
+        let StreamItem::Sample { cpu: first, .. } = &items[1] else {
+            panic!("expected a sample");
+        };
+        let s = HostSample::from_counters(Utc::now(), meminfo, *cpu, *first);
+        assert_eq!(s.cpu_percent, Some(20.0));
+        assert_eq!(s.mem_total_bytes, 1000 * 1024);
+    }
+
+    #[test]
+    fn stream_parser_rejects_broken_framing() {
+        let mut p = SampleStreamParser::default();
+        assert!(p.push_line("@end").is_err());
+        p.push_line("@sample").expect("open");
+        assert!(p.push_line("@sample").is_err());
+        let mut p = SampleStreamParser::default();
+        p.push_line("@sample").expect("open");
+        p.push_line("Cached: 1 kB").expect("line");
+        // No MemTotal in the block.
+        assert!(p.push_line("@end").is_err());
+    }
+
+    #[test]
+    fn local_sampler_reports_this_machine() {
+        let mut s = LocalHostSampler::new().expect("sysinfo");
+        let first = s.sample();
+        assert_eq!(first.cpu_percent, None);
+        assert!(first.mem_total_bytes > 0);
+        assert!(first.mem_available_bytes.expect("available") <= first.mem_total_bytes);
+        if std::path::Path::new("/proc/meminfo").exists() {
+            assert!(first.cached_bytes.is_some());
+        }
+        std::thread::sleep(sysinfo::MINIMUM_CPU_UPDATE_INTERVAL);
+        let second = s.sample();
+        let cpu = second.cpu_percent.expect("cpu share on the second sample");
+        assert!((0.0..=100.0).contains(&cpu), "{cpu}");
+    }
+
+    #[tokio::test]
+    async fn local_runner_sends_samples_and_stops_on_cancel() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(run_local_sampler(
+            Duration::from_millis(250),
+            tx,
+            cancel.clone(),
+        ));
+        let deadline = Duration::from_secs(20);
+        let first = tokio::time::timeout(deadline, rx.recv())
+            .await
+            .expect("in time");
+        let second = tokio::time::timeout(deadline, rx.recv())
+            .await
+            .expect("in time");
+        let (first, second) = (first.expect("sample"), second.expect("sample"));
+        assert!(first.at <= second.at);
+        assert!(second.cpu_percent.is_some());
+        cancel.cancel();
+        let ended = tokio::time::timeout(deadline, task).await.expect("stops");
+        assert_eq!(ended.expect("join"), Ok(()));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic(lines in proptest::collection::vec("\\PC{0,40}|@sample|@end|@conn x|cpu  1 2 3 4|MemTotal: 5 kB", 0..40)) {
+            let mut p = SampleStreamParser::default();
+            for l in &lines {
+                let _ = p.push_line(l);
+                let _ = parse_cpu_line(l);
+            }
+            let _ = parse_meminfo(&lines.join("\n"));
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! Reaching a Kubernetes node's kernel from readygap: how (ssh through the system OpenSSH
+//! client, `minikube ssh`, `docker exec` into a kind node, locally, or a privileged debug
+//! pod), per-node configuration and guesses, validated argv-only commands from fixed
+//! templates, and dropping a node's page cache before a cold-cache trial.
+//!
+//! Layout: [`validate`] (names and hosts), [`access`] (the access kinds and command
+//! templates), [`exec`] (running with deadlines, sorting failures), [`config`]
+//! (`[nodes."PATTERN"]` and [`guess_access`]), [`drop_caches`] (the drop and its
+//! judgement), [`debug_pod`] (the pod spec), [`cli`] (`readygap drop-caches`). Host
+//! sampling of a node lives in [`crate::host`].
+
+pub mod access;
+pub mod cli;
+pub mod config;
+pub mod debug_pod;
+pub mod drop_caches;
+pub mod error;
+pub mod exec;
+pub mod validate;
+
+pub use access::{
+    ControlOp, HostKeyPolicy, NodeAccess, NodeCommand, ProcRoot, RemoteScript, SshAccess,
+    Transport, debug_pod_exec_argv,
+};
+pub use cli::{DropCachesArgs, drop_caches_cli};
+pub use config::{NodeConfig, NodeFacts, NodesSection, guess_access};
+pub use debug_pod::debug_pod_manifest;
+pub use drop_caches::{DropCachesResult, DropThreshold, drop_caches};
+pub use error::NodeError;
+pub use validate::{Host, NodeName, User};
