@@ -29,6 +29,9 @@ pub enum Command {
         #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
         warnings: bool,
     },
+    /// Drop a node's page cache (sync; echo 3 > /proc/sys/vm/drop_caches) for cold-cache
+    /// trials, reporting `Cached:` before and after.
+    DropCaches(crate::node::cli::DropCachesArgs),
     /// Write the trials of a recording (or CSV) in the study's CSV column order.
     Export {
         file: PathBuf,
@@ -60,6 +63,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             std::io::stdout().write_all(text.as_bytes())?;
             Ok(0)
         }
+        Command::DropCaches(args) => runtime()?.block_on(crate::node::cli::drop_caches_cli(args)),
         Command::Export { file, csv } => {
             let loaded = report::load_trials(&file)?;
             let trials = loaded.trials;
@@ -77,4 +81,12 @@ pub fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// A multi-threaded tokio runtime for the commands that do network I/O.
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .wrap_err("starting the async runtime")
 }
