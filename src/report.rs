@@ -27,6 +27,9 @@ pub struct FileReport {
     pub trials: usize,
     pub failed: usize,
     pub metrics: BTreeMap<String, Summary>,
+    /// OOM verdicts and warnings of a recording, by kind (`overlapping_residency_oom`, ...).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub verdicts: BTreeMap<String, usize>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     #[serde(skip)]
@@ -46,6 +49,7 @@ impl FileReport {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
                 .collect(),
+            verdicts: BTreeMap::new(),
             warnings,
             trial_list: trials,
         }
@@ -63,6 +67,7 @@ pub struct Loaded {
     pub trials: Vec<Trial>,
     pub warnings: Vec<String>,
     pub extra: BTreeMap<String, Summary>,
+    pub verdicts: BTreeMap<String, usize>,
 }
 
 /// Trials of a file: a recording replayed through the reducer, or a study CSV.
@@ -76,14 +81,22 @@ pub fn load_trials(path: &Path) -> Result<Loaded> {
             trials: csv.trials,
             warnings: csv.warnings,
             extra: csv.metrics,
+            verdicts: BTreeMap::new(),
         });
     }
     let mut state = State::new();
     let (_, warnings) = jsonl::for_each(path, |ev| state.apply(&ev))?;
+    let verdicts = state
+        .oom
+        .counts()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     Ok(Loaded {
         trials: state.timeline.trials,
         warnings,
         extra: BTreeMap::new(),
+        verdicts,
     })
 }
 
@@ -92,6 +105,7 @@ pub fn report_file(path: &Path) -> Result<FileReport> {
     let l = load_trials(path)?;
     let mut r = FileReport::from_trials(&path.display().to_string(), l.trials, l.warnings);
     r.metrics.extend(l.extra);
+    r.verdicts = l.verdicts;
     Ok(r)
 }
 
@@ -247,6 +261,19 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
                 }
                 if f.metrics.is_empty() {
                     writeln!(out, "  (no completed trial)")?;
+                }
+                if !f.verdicts.is_empty() {
+                    let list: Vec<String> = f
+                        .verdicts
+                        .iter()
+                        .map(|(k, n)| format!("{k}: {n}"))
+                        .collect();
+                    writeln!(
+                        out,
+                        "{}verdicts: {}",
+                        if md { "\n" } else { "  " },
+                        list.join(", ")
+                    )?;
                 }
             }
         }

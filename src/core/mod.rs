@@ -2,6 +2,7 @@
 //! statistics. Nothing here does I/O or reads a clock.
 
 pub mod event;
+pub mod residency;
 pub mod series;
 pub mod state;
 pub mod stats;

@@ -6,6 +6,7 @@ use super::event::{
     Action, EndpointSliceView, Event, EventKind, HostSample, KubeEventView, MemorySource, NodeView,
     Outcome, PodView, ResidentModel, SessionInfo, Source, Timestamp,
 };
+use super::residency::OomDetector;
 use super::series::Series;
 use super::timeline::Timeline;
 use serde::{Deserialize, Serialize};
@@ -117,6 +118,8 @@ pub struct State {
     pub actions: BTreeMap<u64, ActionView>,
     pub inferences: VecDeque<InferenceView>,
     pub timeline: Timeline,
+    /// OOM verdicts and warnings (overlapping residency and friends).
+    pub oom: OomDetector,
     pub feeds: BTreeMap<String, FeedStatus>,
     pub messages: VecDeque<Message>,
     /// Objects seen during an ongoing re-list, per resource.
@@ -166,6 +169,12 @@ impl State {
             _ => None,
         };
         self.timeline.apply(ev, &self.pods, prev);
+        let verdicts_before = self.oom.verdicts.len();
+        if let Some(v) = self.oom.apply(ev, prev) {
+            // The trial that lost its pod ends with the verdict as its reason.
+            self.timeline
+                .attribute_oom(&v.pod, &format!("{}: {}", v.kind.name(), v.message));
+        }
 
         match &ev.kind {
             EventKind::Session(info) => self.session = info.clone(),
@@ -380,6 +389,22 @@ impl State {
             }
             EventKind::Note { text } => self.message(ts, Severity::Info, text.clone()),
             EventKind::TrialBegin { .. } => {}
+        }
+        // Verdicts last, so the footer shows them rather than the plainer facts above.
+        let new_verdicts: Vec<_> = self.oom.verdicts
+            [verdicts_before.min(self.oom.verdicts.len())..]
+            .iter()
+            .map(|v| {
+                let sev = if v.kind.is_kill() {
+                    Severity::Error
+                } else {
+                    Severity::Warn
+                };
+                (sev, format!("{}: {}", v.kind.name(), v.message))
+            })
+            .collect();
+        for (sev, text) in new_verdicts {
+            self.message(ts, sev, text);
         }
     }
 

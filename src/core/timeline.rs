@@ -477,6 +477,22 @@ impl Timeline {
         }
     }
 
+    /// The latest trial that failed because `pod` was OOM-killed (or whose inference failed
+    /// on it) takes `reason` as its reason.
+    pub fn attribute_oom(&mut self, pod: &str, reason: &str) {
+        let hit = self.trials.iter_mut().rev().take(3).find(|t| {
+            (t.new_pod.as_deref() == Some(pod) || t.observed.contains_key(pod))
+                && t.reason().is_some_and(|r| {
+                    r.starts_with("oom_killed") || r.starts_with("inference_error")
+                })
+        });
+        if let Some(t) = hit {
+            t.status = TrialStatus::Failed {
+                reason: reason.to_string(),
+            };
+        }
+    }
+
     /// The trial whose T3 inference has this request id (pending or confirmed).
     fn trial_of_request(&mut self, id: u64) -> Option<&mut Trial> {
         let t = self.trials.last_mut()?;
