@@ -8,7 +8,6 @@ use readygap::lab::ground_truth::Transition;
 use readygap::lab::profile::Stage;
 use readygap::lab::runtime::RuntimeEvent;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 const IDLE: u64 = 14_987_264;
 

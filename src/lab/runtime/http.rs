@@ -156,40 +156,46 @@ async fn ps(State(rt): State<Rt>) -> Response {
     axum::Json(json!({ "models": models })).into_response()
 }
 
-/// Parse a JSON body; Ollama answers 400 with `{"error": ...}` on bad input.
-fn parse_body(body: &Bytes) -> Result<Value, Response> {
-    if body.is_empty() {
-        return Err(error(StatusCode::BAD_REQUEST, "missing request body"));
+/// A bad request, answered 400 with `{"error": ...}` as Ollama does.
+struct BadRequest(String);
+
+impl IntoResponse for BadRequest {
+    fn into_response(self) -> Response {
+        error(StatusCode::BAD_REQUEST, self.0)
     }
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("invalid JSON: {e}")))?;
+}
+
+/// Parse a JSON object body.
+fn parse_body(body: &Bytes) -> Result<Value, BadRequest> {
+    if body.is_empty() {
+        return Err(BadRequest("missing request body".into()));
+    }
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| BadRequest(format!("invalid JSON: {e}")))?;
     if !value.is_object() {
-        return Err(error(
-            StatusCode::BAD_REQUEST,
-            "request body must be an object",
-        ));
+        return Err(BadRequest("request body must be an object".into()));
     }
     Ok(value)
 }
 
 /// The `model` (or legacy `name`) field.
-fn model_field(body: &Value) -> Result<String, Response> {
+fn model_field(body: &Value) -> Result<String, BadRequest> {
     body.get("model")
         .or_else(|| body.get("name"))
         .and_then(Value::as_str)
         .filter(|s| !s.trim().is_empty())
         .map(str::to_string)
-        .ok_or_else(|| error(StatusCode::BAD_REQUEST, "model is required"))
+        .ok_or_else(|| BadRequest("model is required".into()))
 }
 
 async fn show(State(rt): State<Rt>, body: Bytes) -> Response {
     let body = match parse_body(&body) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     let name = match model_field(&body) {
         Ok(n) => n,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     let Some((spec, modified)) = rt.spec.disk.get(&name) else {
         return model_not_found(&name);
@@ -224,11 +230,11 @@ async fn show(State(rt): State<Rt>, body: Bytes) -> Response {
 async fn pull(State(rt): State<Rt>, body: Bytes) -> Response {
     let body = match parse_body(&body) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     let name = match model_field(&body) {
         Ok(n) => n,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     let wanted = normalize_name(&name);
     let Some(spec) = rt
@@ -268,9 +274,7 @@ pub(crate) fn parse_keep_alive(value: Option<&Value>) -> Result<KeepAlive, Strin
         Some(Value::String(s)) => parse_go_duration(s)?,
         Some(other) => return Err(format!("invalid keep_alive: {other}")),
     };
-    if seconds < 0.0 {
-        Ok(KeepAlive::Forever)
-    } else if !seconds.is_finite() || seconds > 1e12 {
+    if seconds < 0.0 || !seconds.is_finite() || seconds > 1e12 {
         Ok(KeepAlive::Forever)
     } else {
         Ok(KeepAlive::For(Duration::from_secs_f64(seconds)))
@@ -380,11 +384,11 @@ async fn generate(State(rt): State<Rt>, body: Bytes) -> Response {
     );
     let body = match parse_body(&body) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     let name = match model_field(&body) {
         Ok(n) => n,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     let keep_alive = match parse_keep_alive(body.get("keep_alive")) {
         Ok(k) => k,
