@@ -364,7 +364,7 @@ async fn memory_rises_linearly_while_loading_and_keep_alive_expires() {
 #[tokio::test]
 async fn boot_refuses_connections_until_listening_and_stop_frees_the_port() {
     let mut p = fixed(profile("azure-1b"));
-    p.runtime_listen = Stage::fixed(1500.0);
+    p.runtime_listen = Stage::fixed(3000.0);
     let mut lab = start(
         p.clone(),
         Options {

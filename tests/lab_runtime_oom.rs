@@ -89,6 +89,29 @@ async fn loading_3b_next_to_a_resident_1b_under_4gib_is_oom_killed() {
     .await;
     let out = lab.handle.exec(vec!["true".into()]).collect().await;
     assert_eq!(out.code, Some(126));
+
+    // The kubelet restarts the container: same pod, same address, a fresh cgroup.
+    let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let restarted = readygap::lab::runtime::start(lab.spec.clone(), tx)
+        .await
+        .expect("restart on the same address");
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some(RuntimeEvent::Listening)) => break,
+            Ok(Some(_)) => continue,
+            other => panic!("restarted runtime never listened: {other:?}"),
+        }
+    }
+    let mem = restarted.memory();
+    assert_eq!((mem.current_bytes, mem.oom_kill_count), (14_987_264, 0));
+    let tags = http
+        .get(lab.url("/api/tags"))
+        .send()
+        .await
+        .expect("tags after restart");
+    assert_eq!(tags.status(), 200);
+    restarted.stop().await;
     lab.handle.stop().await;
 }
 

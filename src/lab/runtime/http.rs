@@ -8,7 +8,7 @@
 
 use super::disk::normalize_name;
 use super::format::rfc3339;
-use super::{KeepAlive, RunError, Runtime};
+use super::{AddrClaim, KeepAlive, RunError, Runtime};
 use crate::lab::ground_truth::Transition;
 use crate::lab::profile::ModelSpec;
 use axum::Router;
@@ -38,7 +38,7 @@ pub(crate) const OLLAMA_VERSION: &str = "0.12.6";
 type Rt = Arc<Runtime>;
 
 /// Serve until the container stops.
-pub(crate) async fn serve(runtime: Rt, listener: TcpListener) {
+pub(crate) async fn serve(runtime: Rt, listener: TcpListener, claim: AddrClaim) {
     let shutdown = runtime.shutdown.clone();
     let listener = KillableListener {
         inner: listener,
@@ -65,6 +65,8 @@ pub(crate) async fn serve(runtime: Rt, listener: TcpListener) {
     if let Err(e) = result {
         tracing::warn!("lab runtime server ended: {e}");
     }
+    // The listener is closed: the address is free for a restarted container.
+    drop(claim);
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -471,7 +473,7 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
         return;
     }
 
-    let load = match rt.acquire(&g.model).await {
+    let load = match rt.acquire(&g.model, g.keep_alive).await {
         Ok(d) => d,
         Err(e) => {
             let _ = tx.unbounded_send(fail(e));

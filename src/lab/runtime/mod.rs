@@ -228,18 +228,67 @@ pub struct RuntimeHandle {
     inner: Arc<Runtime>,
 }
 
-/// Boot a runtime. Returns at once (after reserving `ip:port`; connections are refused until
-/// the runtime listens, after the profile's `runtime_listen` stage).
+/// Addresses held by live runtimes of this process. With SO_REUSEADDR (needed so a restarted
+/// container can rebind while old connections sit in TIME_WAIT) the kernel would let two
+/// booting runtimes bind the same address; this registry refuses the second.
+static CLAIMED: Mutex<std::collections::BTreeSet<SocketAddr>> =
+    Mutex::new(std::collections::BTreeSet::new());
+
+/// A claim on `ip:port`, released when the runtime's listener is gone.
+pub(crate) struct AddrClaim(SocketAddr);
+
+impl AddrClaim {
+    fn take(addr: SocketAddr) -> Option<Self> {
+        let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+        claimed.insert(addr).then_some(Self(addr))
+    }
+}
+
+impl Drop for AddrClaim {
+    fn drop(&mut self) {
+        CLAIMED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.0);
+    }
+}
+
+fn bind(addr: SocketAddr) -> std::io::Result<(AddrClaim, tokio::net::TcpSocket)> {
+    let in_use = || std::io::Error::new(std::io::ErrorKind::AddrInUse, "address in use");
+    let claim = AddrClaim::take(addr).ok_or_else(in_use)?;
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    Ok((claim, socket))
+}
+
+/// How long `start` waits for a dying runtime (e.g. one just OOM-killed) to free its address.
+const REBIND_WAIT: Duration = Duration::from_secs(2);
+
+/// Boot a runtime. Returns at once after reserving `ip:port` (waiting up to 2 s if a dying
+/// runtime still holds it); connections are refused until the runtime listens, after the
+/// profile's `runtime_listen` stage. A restarted container is a new `start` with the same
+/// spec; calling `stop` on the old handle first frees the address at once.
 pub async fn start(
     spec: RuntimeSpec,
     events: UnboundedSender<RuntimeEvent>,
 ) -> std::io::Result<RuntimeHandle> {
     let addr = SocketAddr::from((spec.ip, spec.port));
-    let socket = tokio::net::TcpSocket::new_v4()?;
-    socket.set_reuseaddr(true)?;
-    socket
-        .bind(addr)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("lab runtime binding {addr}: {e}")))?;
+    let deadline = Instant::now() + REBIND_WAIT;
+    let (claim, socket) = loop {
+        match bind(addr) {
+            Ok(bound) => break bound,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("lab runtime binding {addr}: {e}"),
+                ));
+            }
+        }
+    };
     let runtime = Arc::new(Runtime {
         spec,
         events,
@@ -260,12 +309,12 @@ pub async fn start(
         rng: Mutex::new(rand::make_rng()),
         running_execs: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
     });
-    let boot = tokio::spawn(boot(runtime.clone(), socket));
+    let boot = tokio::spawn(boot(runtime.clone(), socket, claim));
     runtime.track(boot);
     Ok(RuntimeHandle { inner: runtime })
 }
 
-async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket) {
+async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrClaim) {
     let delay = runtime.sample(&runtime.spec.profile.runtime_listen);
     tokio::select! {
         _ = tokio::time::sleep(delay) => {}
@@ -287,7 +336,7 @@ async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket) {
         }
         state.phase = Phase::Listening;
     }
-    let server = tokio::spawn(http::serve(runtime.clone(), listener));
+    let server = tokio::spawn(http::serve(runtime.clone(), listener, claim));
     runtime.track(server);
     runtime.listening.store(true, Ordering::SeqCst);
     runtime.spec.ground_truth.log(
@@ -511,7 +560,13 @@ impl Runtime {
 
     /// Make `spec` resident (loading it if needed) and mark it in use. Returns how long the
     /// load took (Ollama's `load_duration`).
-    pub(crate) async fn acquire(self: &Arc<Self>, spec: &ModelSpec) -> Result<Duration, RunError> {
+    /// Until the request ends, `expires_at` shows the request's keep-alive counted from the
+    /// load, as Ollama does.
+    pub(crate) async fn acquire(
+        self: &Arc<Self>,
+        spec: &ModelSpec,
+        keep_alive: KeepAlive,
+    ) -> Result<Duration, RunError> {
         let _load = self.load_lock.lock().await;
         let start = Instant::now();
         let reuse = {
@@ -523,6 +578,7 @@ impl Runtime {
                 Some(r) => {
                     r.in_use += 1;
                     r.generation = generation;
+                    r.expires_at = self.expiry(keep_alive);
                     true
                 }
                 None => false,
@@ -578,7 +634,7 @@ impl Runtime {
                 spec.name.clone(),
                 Resident {
                     spec: spec.clone(),
-                    expires_at: Utc::now(),
+                    expires_at: self.expiry(keep_alive),
                     in_use: 1,
                     generation,
                 },
@@ -631,15 +687,11 @@ impl Runtime {
             };
             r.in_use = r.in_use.saturating_sub(1);
             r.generation = generation;
+            r.expires_at = self.expiry(keep_alive);
             match keep_alive {
-                KeepAlive::Forever => {
-                    r.expires_at = Utc::now() + chrono::Duration::nanoseconds(i64::MAX);
-                    None
-                }
+                KeepAlive::Forever => None,
                 KeepAlive::For(d) => {
                     let d = self.scaled(d);
-                    r.expires_at =
-                        Utc::now() + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX);
                     Some((d, generation, r.in_use == 0 && d.is_zero()))
                 }
             }
@@ -658,6 +710,18 @@ impl Runtime {
                 self.track(task);
             }
             None => {}
+        }
+    }
+
+    /// When a model kept alive for `keep_alive` from now expires (the lab's clock: / speed).
+    fn expiry(&self, keep_alive: KeepAlive) -> DateTime<Utc> {
+        match keep_alive {
+            // Go's time.Now().Add(math.MaxInt64): about 292 years ahead.
+            KeepAlive::Forever => Utc::now() + chrono::Duration::nanoseconds(i64::MAX),
+            KeepAlive::For(d) => {
+                Utc::now()
+                    + chrono::Duration::from_std(self.scaled(d)).unwrap_or(chrono::Duration::MAX)
+            }
         }
     }
 
