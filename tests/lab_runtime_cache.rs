@@ -39,7 +39,7 @@ async fn generate_and_unload(lab: &mut Lab) -> (f64, u64, u64) {
 
 #[tokio::test]
 async fn drop_caches_makes_the_next_load_cold_then_warm_again() {
-    // Fixed stages (no sampling noise); speed 4 makes the 3B load ~1 s warm, ~1.15 s cold.
+    // Fixed stages (no sampling noise); speed 2 makes the 3B load ~2 s warm, ~2.3 s cold.
     let p = fixed(profile("azure-3b-cold"));
     let factor = p.cold_load_factor;
     let limit = p.memory_limit_bytes;

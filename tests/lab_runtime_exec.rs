@@ -265,6 +265,11 @@ async fn ollama_cli_tables_and_shell_builtins() {
         (script.stdout_text(), script.code),
         ("a\nb\nc\ne\n".to_string(), Some(3))
     );
+    let date = lab.handle.exec(argv(&["date", "+%s"])).collect().await;
+    let secs: i64 = date.stdout_text().trim().parse().expect("epoch seconds");
+    assert!((secs - chrono::Utc::now().timestamp()).abs() < 60);
+    let bad_date = lab.handle.exec(argv(&["date", "+%Q"])).collect().await;
+    assert_eq!(bad_date.code, Some(1), "{}", bad_date.stderr_text());
     let syntax = lab.handle.exec(sh("while :; do echo")).collect().await;
     assert_eq!(syntax.code, Some(2));
     assert!(

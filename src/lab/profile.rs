@@ -110,8 +110,17 @@ impl Stage {
             }
             _ => self.mean_ms,
         };
-        std::time::Duration::from_secs_f64(ms.clamp(lo, hi.max(lo)) / 1000.0)
+        duration_from_ms(ms.clamp(lo, hi.max(lo)))
     }
+}
+
+/// Milliseconds as a `Duration`, without panicking: negative or NaN is zero, too large is
+/// `Duration::MAX`.
+pub fn duration_from_ms(ms: f64) -> std::time::Duration {
+    if ms.is_nan() || ms <= 0.0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::try_from_secs_f64(ms / 1000.0).unwrap_or(std::time::Duration::MAX)
 }
 
 /// A model the lab's runtime knows.
@@ -415,6 +424,54 @@ impl Profile {
         ]
     }
 
+    /// Check a (possibly user-supplied) profile: finite, non-negative stages; sizes below
+    /// 1 PiB; the served model among the models; a sane cold-load factor.
+    pub fn validate(&self) -> Result<(), String> {
+        const MAX_BYTES: u64 = 1 << 50;
+        let stage_ok = |what: &str, s: &Stage| -> Result<(), String> {
+            let values = [s.mean_ms, s.sd_ms, s.min_ms, s.max_ms];
+            if values.iter().all(|v| v.is_finite()) && s.mean_ms >= 0.0 && s.sd_ms >= 0.0 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "profile {}: stage {what} is invalid: {s:?}",
+                    self.name
+                ))
+            }
+        };
+        stage_ok("schedule", &self.schedule)?;
+        stage_ok("container_start", &self.container_start)?;
+        stage_ok("runtime_listen", &self.runtime_listen)?;
+        stage_ok("request_overhead", &self.request_overhead)?;
+        if !(self.cold_load_factor.is_finite() && (0.0..=100.0).contains(&self.cold_load_factor)) {
+            return Err(format!(
+                "profile {}: cold_load_factor {} is not in [0, 100]",
+                self.name, self.cold_load_factor
+            ));
+        }
+        if self.memory_limit_bytes > MAX_BYTES || self.idle_bytes > MAX_BYTES {
+            return Err(format!("profile {}: memory sizes above 1 PiB", self.name));
+        }
+        if self.models.len() > 1024 {
+            return Err(format!("profile {}: more than 1024 models", self.name));
+        }
+        for m in &self.models {
+            if m.disk_bytes > MAX_BYTES || m.resident_bytes > MAX_BYTES {
+                return Err(format!("model {}: sizes above 1 PiB", m.name));
+            }
+            stage_ok(&format!("{} load", m.name), &m.load)?;
+            stage_ok(&format!("{} prompt_eval", m.name), &m.prompt_eval)?;
+            stage_ok(&format!("{} eval", m.name), &m.eval)?;
+        }
+        if self.served_model().is_none() {
+            return Err(format!(
+                "profile {}: served model {} is not among its models",
+                self.name, self.model
+            ));
+        }
+        Ok(())
+    }
+
     /// The served model.
     pub fn served_model(&self) -> Option<&ModelSpec> {
         self.model_named(&self.model)
@@ -621,6 +678,43 @@ mod tests {
                 "{name}: 1B+3B must exceed the limit"
             );
         }
+    }
+
+    #[test]
+    fn built_in_profiles_validate_and_bad_ones_do_not() {
+        for p in Profile::all() {
+            assert_eq!(p.validate(), Ok(()), "{}", p.name);
+        }
+        let good = Profile::named("azure-3b").expect("profile");
+        let mut bad = good.clone();
+        bad.cold_load_factor = f64::NAN;
+        assert!(bad.validate().unwrap_err().contains("cold_load_factor"));
+        let mut bad = good.clone();
+        bad.models[0].load.mean_ms = f64::INFINITY;
+        assert!(bad.validate().unwrap_err().contains("load"));
+        let mut bad = good.clone();
+        bad.models[0].resident_bytes = u64::MAX;
+        assert!(bad.validate().unwrap_err().contains("1 PiB"));
+        let mut bad = good;
+        bad.model = "other:1b".into();
+        assert!(bad.validate().unwrap_err().contains("served model"));
+    }
+
+    #[test]
+    fn durations_from_bad_numbers_do_not_panic() {
+        use std::time::Duration;
+        assert_eq!(duration_from_ms(f64::NAN), Duration::ZERO);
+        assert_eq!(duration_from_ms(-5.0), Duration::ZERO);
+        assert_eq!(duration_from_ms(f64::INFINITY), Duration::MAX);
+        assert_eq!(duration_from_ms(1500.0), Duration::from_millis(1500));
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let weird = Stage {
+            mean_ms: f64::NAN,
+            sd_ms: f64::NAN,
+            min_ms: f64::NAN,
+            max_ms: f64::NAN,
+        };
+        assert_eq!(weird.sample(&mut rng), Duration::ZERO);
     }
 
     #[test]

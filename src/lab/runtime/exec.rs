@@ -811,16 +811,24 @@ impl Shell {
     }
 
     async fn date(&self, args: &[String], r: Redirect) -> Result<i32, Flow> {
+        use std::fmt::Write;
         let now = Utc::now();
-        let text = match args.first().map(String::as_str) {
-            None => now.format("%a %b %e %H:%M:%S UTC %Y").to_string(),
-            Some(fmt) if fmt.starts_with('+') => now.format(&fmt[1..]).to_string(),
+        let fmt = match args.first().map(String::as_str) {
+            None => "%a %b %e %H:%M:%S UTC %Y",
+            Some(f) if f.starts_with('+') => &f[1..],
             Some(other) => {
                 self.err(r, format!("date: invalid date '{other}'\n"))
                     .await?;
                 return Ok(1);
             }
         };
+        let mut text = String::new();
+        // chrono reports an unknown specifier as a formatting error.
+        if write!(text, "{}", now.format(fmt)).is_err() {
+            self.err(r, format!("date: invalid format '{fmt}'\n"))
+                .await?;
+            return Ok(1);
+        }
         self.out(r, format!("{text}\n")).await?;
         Ok(0)
     }

@@ -24,7 +24,7 @@ pub use disk::{ModelDisk, NodeCache};
 pub use exec::{ExecChunk, ExecOutput, ExecStream};
 
 use crate::lab::ground_truth::{GroundTruth, Transition};
-use crate::lab::profile::{ModelSpec, Profile, Stage};
+use crate::lab::profile::{ModelSpec, Profile, Stage, duration_from_ms};
 use chrono::{DateTime, Utc};
 use rand::rngs::StdRng;
 use std::collections::BTreeMap;
@@ -273,6 +273,15 @@ pub async fn start(
     spec: RuntimeSpec,
     events: UnboundedSender<RuntimeEvent>,
 ) -> std::io::Result<RuntimeHandle> {
+    spec.profile
+        .validate()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    if spec.memory_limit_bytes > 1 << 50 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("memory limit {} above 1 PiB", spec.memory_limit_bytes),
+        ));
+    }
     let addr = SocketAddr::from((spec.ip, spec.port));
     let deadline = Instant::now() + REBIND_WAIT;
     let (claim, socket) = loop {
@@ -470,7 +479,7 @@ impl Runtime {
     pub(crate) fn sample(&self, stage: &Stage) -> Duration {
         let raw = match self.rng.lock() {
             Ok(mut rng) => stage.sample(&mut *rng),
-            Err(_) => Duration::from_secs_f64(stage.mean_ms.max(0.0) / 1000.0),
+            Err(_) => duration_from_ms(stage.mean_ms),
         };
         self.scaled(raw)
     }
@@ -479,7 +488,7 @@ impl Runtime {
     pub(crate) fn scaled(&self, d: Duration) -> Duration {
         let speed = self.spec.speed;
         if speed.is_finite() && speed > 0.0 {
-            d.div_f64(speed)
+            mul(d, 1.0 / speed)
         } else {
             d
         }
@@ -515,7 +524,7 @@ impl Runtime {
                 .resident
                 .values()
                 .map(|r| r.spec.resident_bytes)
-                .sum::<u64>();
+                .fold(0u64, u64::saturating_add);
         let mut cache = state.cache_bytes;
         if let Some(loading) = &state.loading {
             let progress = if loading.duration.is_zero() {
@@ -593,7 +602,7 @@ impl Runtime {
         let cold = !self.spec.node_cache.is_warm(&spec.name);
         let mut duration = self.sample(&spec.load);
         if cold {
-            duration = duration.mul_f64(self.spec.profile.cold_load_factor.max(0.0));
+            duration = mul(duration, self.spec.profile.cold_load_factor);
         }
         // Anon memory that cannot be reclaimed: idle + every resident model.
         let kill_after = {
@@ -615,7 +624,7 @@ impl Runtime {
             });
             (limit > 0 && pinned + spec.resident_bytes > limit).then(|| {
                 let room = limit.saturating_sub(pinned) as f64;
-                duration.mul_f64((room / spec.resident_bytes.max(1) as f64).clamp(0.0, 1.0))
+                mul(duration, room / spec.resident_bytes.max(1) as f64)
             })
         };
         if let Some(after) = kill_after {
@@ -717,11 +726,15 @@ impl Runtime {
     fn expiry(&self, keep_alive: KeepAlive) -> DateTime<Utc> {
         match keep_alive {
             // Go's time.Now().Add(math.MaxInt64): about 292 years ahead.
-            KeepAlive::Forever => Utc::now() + chrono::Duration::nanoseconds(i64::MAX),
-            KeepAlive::For(d) => {
-                Utc::now()
-                    + chrono::Duration::from_std(self.scaled(d)).unwrap_or(chrono::Duration::MAX)
+            KeepAlive::Forever => {
+                let now = Utc::now();
+                now.checked_add_signed(chrono::Duration::nanoseconds(i64::MAX))
+                    .unwrap_or(now)
             }
+            KeepAlive::For(d) => chrono::Duration::from_std(self.scaled(d))
+                .ok()
+                .and_then(|d| Utc::now().checked_add_signed(d))
+                .unwrap_or_else(|| self.expiry(KeepAlive::Forever)),
         }
     }
 
@@ -812,4 +825,9 @@ impl Runtime {
             .events
             .send(RuntimeEvent::OomKilled { resident, limit });
     }
+}
+
+/// `d × f` without panicking (negative or NaN is zero, overflow is `Duration::MAX`).
+fn mul(d: Duration, f: f64) -> Duration {
+    duration_from_ms(d.as_secs_f64() * 1000.0 * f)
 }
