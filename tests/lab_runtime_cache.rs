@@ -47,7 +47,7 @@ async fn drop_caches_makes_the_next_load_cold_then_warm_again() {
     let mut lab = start_listening(
         p,
         Options {
-            speed: 4.0,
+            speed: 2.0,
             node_cache: Some(cache.clone()),
             ..Options::default()
         },
@@ -94,7 +94,7 @@ async fn a_node_started_cold_loads_cold_first() {
     let mut lab = start_listening(
         p,
         Options {
-            speed: 4.0,
+            speed: 2.0,
             node_cache: Some(cache.clone()),
             ..Options::default()
         },
