@@ -189,6 +189,31 @@ async fn every_endpoint_answers_and_generate_loads_the_model() {
     assert_eq!(last["done"], true);
     assert!(last["eval_duration"].as_u64().is_some_and(|e| e > 0));
 
+    // /api/chat: the same model, the answer in an assistant message.
+    let chat: Value = http
+        .post(lab.url("/api/chat"))
+        .json(
+            &json!({"model": "llama3.2:3b", "stream": false, "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Reply with exactly: READY"}]}),
+        )
+        .send()
+        .await
+        .expect("chat")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        chat["message"],
+        json!({"role": "assistant", "content": "READY"})
+    );
+    assert_eq!(chat["done"], true);
+    assert!(
+        chat.get("context").is_none() && chat.get("response").is_none(),
+        "{chat}"
+    );
+    assert!(chat["eval_duration"].as_u64().is_some_and(|e| e > 0));
+
     // Empty prompt with keep_alive 0 unloads, as Ollama does.
     let unload: Value = http
         .post(lab.url("/api/generate"))
@@ -230,7 +255,7 @@ async fn every_endpoint_answers_and_generate_loads_the_model() {
         gt.iter()
             .filter(|t| **t == Transition::InferenceDone)
             .count(),
-        3
+        4
     );
     assert_eq!(
         gt.iter()
