@@ -402,6 +402,24 @@ async fn boot_refuses_connections_until_listening_and_stop_frees_the_port() {
     let refused = tokio::net::TcpStream::connect((lab.spec.ip, 11434)).await;
     assert!(refused.is_err(), "connected while booting");
     assert!(!lab.handle.is_listening());
+    // The container runs while the runtime boots: exec works, the ollama CLI cannot connect.
+    let cat = lab
+        .handle
+        .exec(vec!["cat".into(), "/sys/fs/cgroup/memory.current".into()])
+        .collect()
+        .await;
+    assert_eq!(cat.stdout_text(), "14987264\n");
+    let ps = lab
+        .handle
+        .exec(vec!["ollama".into(), "ps".into()])
+        .collect()
+        .await;
+    assert_eq!(ps.code, Some(1));
+    assert!(
+        ps.stderr_text().contains("could not connect"),
+        "{}",
+        ps.stderr_text()
+    );
     lab.wait_event(|e| matches!(e, RuntimeEvent::Listening))
         .await;
     assert!(
@@ -423,4 +441,40 @@ async fn boot_refuses_connections_until_listening_and_stop_frees_the_port() {
         .await
         .expect("rebind after stop");
     again.stop().await;
+}
+
+#[tokio::test]
+async fn an_empty_volume_has_no_models_until_pulled() {
+    // The emptyDir scenario (the study's archived failing runs): nothing on disk after a
+    // replacement, so generate is a 404 until the model is pulled again.
+    let disk = std::sync::Arc::new(readygap::lab::runtime::ModelDisk::empty());
+    let lab = start_listening(
+        profile("azure-1b"),
+        Options { disk: Some(disk.clone()), ..Options::default() },
+    )
+    .await;
+    let http = client();
+    let tags: Value = http.get(lab.url("/api/tags")).send().await.expect("tags").json().await.expect("json");
+    assert_eq!(tags, json!({"models": []}));
+    let gen = http
+        .post(lab.url("/api/generate"))
+        .json(&json!({"model": "llama3.2:1b", "prompt": "Reply with exactly: READY", "stream": false}))
+        .send()
+        .await
+        .expect("generate");
+    assert_eq!(gen.status(), 404);
+    let pulled: Value = http
+        .post(lab.url("/api/pull"))
+        .json(&json!({"model": "llama3.2:1b", "stream": false}))
+        .send().await.expect("pull").json().await.expect("json");
+    assert_eq!(pulled, json!({"status": "success"}));
+    assert_eq!(disk.list().len(), 1);
+    let unknown = http.post(lab.url("/api/pull")).json(&json!({"model": "nope:1b"})).send().await.expect("pull");
+    assert_eq!(unknown.status(), 500);
+    let gen: Value = http
+        .post(lab.url("/api/generate"))
+        .json(&json!({"model": "llama3.2:1b", "prompt": "Reply with exactly: READY", "stream": false}))
+        .send().await.expect("generate").json().await.expect("json");
+    assert_eq!(gen["response"], "READY");
+    lab.handle.stop().await;
 }
