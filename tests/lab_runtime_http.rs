@@ -450,31 +450,51 @@ async fn an_empty_volume_has_no_models_until_pulled() {
     let disk = std::sync::Arc::new(readygap::lab::runtime::ModelDisk::empty());
     let lab = start_listening(
         profile("azure-1b"),
-        Options { disk: Some(disk.clone()), ..Options::default() },
+        Options {
+            disk: Some(disk.clone()),
+            ..Options::default()
+        },
     )
     .await;
     let http = client();
-    let tags: Value = http.get(lab.url("/api/tags")).send().await.expect("tags").json().await.expect("json");
+    let tags: Value = http
+        .get(lab.url("/api/tags"))
+        .send()
+        .await
+        .expect("tags")
+        .json()
+        .await
+        .expect("json");
     assert_eq!(tags, json!({"models": []}));
-    let gen = http
+    let missing = http
         .post(lab.url("/api/generate"))
         .json(&json!({"model": "llama3.2:1b", "prompt": "Reply with exactly: READY", "stream": false}))
         .send()
         .await
         .expect("generate");
-    assert_eq!(gen.status(), 404);
+    assert_eq!(missing.status(), 404);
     let pulled: Value = http
         .post(lab.url("/api/pull"))
         .json(&json!({"model": "llama3.2:1b", "stream": false}))
-        .send().await.expect("pull").json().await.expect("json");
+        .send()
+        .await
+        .expect("pull")
+        .json()
+        .await
+        .expect("json");
     assert_eq!(pulled, json!({"status": "success"}));
     assert_eq!(disk.list().len(), 1);
-    let unknown = http.post(lab.url("/api/pull")).json(&json!({"model": "nope:1b"})).send().await.expect("pull");
+    let unknown = http
+        .post(lab.url("/api/pull"))
+        .json(&json!({"model": "nope:1b"}))
+        .send()
+        .await
+        .expect("pull");
     assert_eq!(unknown.status(), 500);
-    let gen: Value = http
+    let reply: Value = http
         .post(lab.url("/api/generate"))
         .json(&json!({"model": "llama3.2:1b", "prompt": "Reply with exactly: READY", "stream": false}))
         .send().await.expect("generate").json().await.expect("json");
-    assert_eq!(gen["response"], "READY");
+    assert_eq!(reply["response"], "READY");
     lab.handle.stop().await;
 }
