@@ -498,3 +498,90 @@ async fn an_empty_volume_has_no_models_until_pulled() {
     assert_eq!(reply["response"], "READY");
     lab.handle.stop().await;
 }
+
+#[tokio::test]
+async fn default_keep_alive_is_five_minutes_and_zero_unloads_after_answering() {
+    let mut lab = start_listening(profile("azure-1b"), Options::default()).await;
+    let http = client();
+    let ask = |keep_alive: Option<Value>| {
+        let mut body =
+            json!({"model": "llama3.2:1b", "prompt": "Reply with exactly: READY", "stream": false});
+        if let Some(k) = keep_alive {
+            body["keep_alive"] = k;
+        }
+        http.post(lab.url("/api/generate")).json(&body).send()
+    };
+    let reply: Value = ask(None)
+        .await
+        .expect("generate")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(reply["response"], "READY");
+    let ps: Value = http
+        .get(lab.url("/api/ps"))
+        .send()
+        .await
+        .expect("ps")
+        .json()
+        .await
+        .expect("json");
+    let expires = chrono::DateTime::parse_from_rfc3339(
+        ps["models"][0]["expires_at"].as_str().expect("expires_at"),
+    )
+    .expect("rfc3339");
+    // 5 minutes at speed 50 = 6 s.
+    let left = expires
+        .signed_duration_since(chrono::Utc::now())
+        .num_milliseconds();
+    assert!((3_000..=6_000).contains(&left), "expires in {left} ms");
+    // A number of seconds works too: 600 s at speed 50 = 12 s.
+    let reply: Value = ask(Some(json!(600)))
+        .await
+        .expect("generate")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(reply["response"], "READY");
+    let ps: Value = http
+        .get(lab.url("/api/ps"))
+        .send()
+        .await
+        .expect("ps")
+        .json()
+        .await
+        .expect("json");
+    let expires = chrono::DateTime::parse_from_rfc3339(
+        ps["models"][0]["expires_at"].as_str().expect("expires_at"),
+    )
+    .expect("rfc3339");
+    let left = expires
+        .signed_duration_since(chrono::Utc::now())
+        .num_milliseconds();
+    assert!((9_000..=12_000).contains(&left), "expires in {left} ms");
+    // keep_alive 0 with a prompt: answered, then unloaded.
+    let reply: Value = ask(Some(json!(0)))
+        .await
+        .expect("generate")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(reply["response"], "READY");
+    assert_eq!(
+        lab.wait_event(|e| matches!(e, RuntimeEvent::ModelUnloaded { .. }))
+            .await,
+        RuntimeEvent::ModelUnloaded {
+            model: "llama3.2:1b".into()
+        }
+    );
+    let ps: Value = http
+        .get(lab.url("/api/ps"))
+        .send()
+        .await
+        .expect("ps")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(ps["models"], json!([]));
+    lab.handle.stop().await;
+}
