@@ -1152,6 +1152,13 @@ mod tests {
         assert!(parse("echo $(date").is_err());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_script_parses_or_fails_without_panicking(script in "[ -~\\n$()'\"&|;>µ]{0,80}") {
+            let _ = parse(&script);
+        }
+    }
+
     #[test]
     fn bad_scripts_are_errors_not_panics() {
         for bad in [

@@ -776,6 +776,16 @@ mod tests {
         assert!(parse_keep_alive(Some(&json!([1]))).is_err());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn durations_and_prompts_never_panic(text in "\\PC{0,40}") {
+            let _ = parse_go_duration(&text);
+            let _ = parse_keep_alive(Some(&json!(text)));
+            let _ = tokens(&answer(&text));
+            let _ = prompt_tokens(&text);
+        }
+    }
+
     #[test]
     fn ready_prompt_answers_ready() {
         assert_eq!(answer("Reply with exactly: READY"), "READY");
