@@ -89,7 +89,8 @@ impl RuntimeFaults {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Accept connections and never answer.
+    /// Accept connections and never answer. Requests that arrived while hung stay hung until
+    /// the container stops, even after the fault is cleared.
     pub fn set_hang(&self, on: bool) {
         self.hang.store(on, Ordering::SeqCst);
     }
@@ -358,6 +359,7 @@ async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrC
 
 impl RuntimeHandle {
     /// Run a command inside the container (`kubectl exec`). Dropping the stream cancels it.
+    /// Call it from within a Tokio runtime (the command runs as a task).
     pub fn exec(&self, argv: Vec<String>) -> ExecStream {
         exec::spawn(self.inner.clone(), argv)
     }
