@@ -1,5 +1,6 @@
 //! Recordings and file formats: JSON-lines event recordings (write, read, replay) and the
-//! study's CSV schema (import, export).
+//! study's CSV schema (import, export), asciicast v2 export.
 
+pub mod cast;
 pub mod jsonl;
 pub mod labcsv;
