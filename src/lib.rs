@@ -11,3 +11,4 @@ pub mod node;
 pub mod rbac;
 pub mod record;
 pub mod report;
+pub mod session;

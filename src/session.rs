@@ -1,0 +1,221 @@
+//! The session's event pump: every source sends its events into one channel; the pump keeps
+//! a reducer of its own (for snapshots), writes each event to the recording when recording is
+//! on, and forwards it to the consumer (the dashboard or the trial runner).
+//!
+//! Recording can be switched on and off while the session runs (`R` in the dashboard): each
+//! start opens a new file, whose first events are a snapshot of the current state (session,
+//! pods, EndpointSlices, nodes, runtimes, the latest memory and host samples), so the file
+//! replays to the same screen on its own. Trials already under way when a recording starts
+//! are not reconstructed in it (their T0 came before the file did).
+
+use crate::core::event::{Event, EventKind, MemorySample, Source, Timestamp};
+use crate::core::state::State;
+use crate::record::jsonl::{Header, Recorder};
+use std::path::{Path, PathBuf};
+use tokio::sync::{mpsc, oneshot};
+
+/// Recording commands.
+#[derive(Debug)]
+pub enum RecordControl {
+    /// Start a new recording at this path (replies with the result).
+    Start {
+        path: PathBuf,
+        reply: Option<oneshot::Sender<Result<PathBuf, String>>>,
+    },
+    /// Stop the current recording, if any.
+    Stop,
+}
+
+/// What the pump tells its owner about recording.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecordStatus {
+    Recording(PathBuf),
+    Stopped { path: PathBuf, events: u64 },
+    Failed(String),
+}
+
+/// The default path of a new recording: `recordings/readygap-<context>-<time>.jsonl`.
+pub fn default_recording_path(dir: &Path, context: &str, at: Timestamp) -> PathBuf {
+    let ctx: String = context
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    dir.join(format!(
+        "readygap-{}-{}.jsonl",
+        if ctx.is_empty() { "session" } else { &ctx },
+        at.format("%Y%m%dT%H%M%SZ")
+    ))
+}
+
+impl State {
+    /// Events that rebuild the current state's facts (not its trials) from nothing, stamped `ts`.
+    pub fn snapshot_events(&self, ts: Timestamp) -> Vec<Event> {
+        let mut out = vec![Event::new(
+            ts,
+            Source::Session,
+            EventKind::Session(self.session.clone()),
+        )];
+        let kube = |kind| Event::new(ts, Source::Kube, kind);
+        out.extend(
+            self.nodes
+                .values()
+                .map(|n| kube(EventKind::NodeApplied(n.clone()))),
+        );
+        out.extend(
+            self.pods
+                .values()
+                .map(|p| kube(EventKind::PodApplied(p.clone()))),
+        );
+        out.extend(
+            self.slices
+                .values()
+                .map(|s| kube(EventKind::EndpointSliceApplied(s.clone()))),
+        );
+        for (pod, r) in &self.runtimes {
+            out.push(Event::new(
+                ts,
+                Source::Runtime,
+                EventKind::ModelsOnDisk {
+                    pod: pod.clone(),
+                    models: r.on_disk.clone(),
+                },
+            ));
+            out.push(Event::new(
+                ts,
+                Source::Runtime,
+                EventKind::Residency {
+                    pod: pod.clone(),
+                    models: r.resident.clone(),
+                },
+            ));
+        }
+        for (pod, m) in &self.memory {
+            if let Some(p) = m.series.last_value() {
+                out.push(Event::new(
+                    ts,
+                    Source::Memory,
+                    EventKind::MemorySample(MemorySample {
+                        pod: pod.clone(),
+                        current: p.current,
+                        working_set: p.working_set,
+                        limit: m.limit,
+                        oom_kill: m.oom_kill,
+                        source: m.source,
+                    }),
+                ));
+            }
+        }
+        for series in self.hosts.values() {
+            if let Some(h) = series.last_value() {
+                out.push(Event::new(
+                    ts,
+                    Source::Host,
+                    EventKind::HostSample(h.clone()),
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// The pump. Ends when every sender of `input` is gone; the recording is closed then.
+pub struct Pump {
+    pub input: mpsc::Receiver<Event>,
+    pub output: mpsc::Sender<Event>,
+    pub control: mpsc::Receiver<RecordControl>,
+    pub status: mpsc::UnboundedSender<RecordStatus>,
+    /// Header fields for new recordings (context, namespace, target, settings).
+    pub header: Header,
+    /// Start recording at once to this path.
+    pub record_to: Option<PathBuf>,
+}
+
+impl Pump {
+    pub async fn run(mut self) {
+        let mut state = State::new();
+        let mut recorder: Option<Recorder> = None;
+        if let Some(path) = self.record_to.take() {
+            recorder = self.start(&state, &path, chrono::Utc::now());
+        }
+        let mut control_open = true;
+        loop {
+            tokio::select! {
+                ev = self.input.recv() => {
+                    let Some(ev) = ev else { break };
+                    state.apply(&ev);
+                    if let Some(r) = recorder.as_mut()
+                        && let Err(e) = r.write(&ev)
+                    {
+                        let _ = self.status.send(RecordStatus::Failed(format!(
+                            "writing {}: {e}; recording stopped",
+                            r.path().display()
+                        )));
+                        recorder = None;
+                    }
+                    if self.output.send(ev).await.is_err() {
+                        break;
+                    }
+                }
+                ctl = self.control.recv(), if control_open => match ctl {
+                    None => control_open = false,
+                    Some(RecordControl::Start { path, reply }) => {
+                        if let Some(r) = recorder.take() {
+                            let _ = self.status.send(RecordStatus::Stopped { path: r.path().to_path_buf(), events: r.written() });
+                        }
+                        let ts = state.now.unwrap_or_else(chrono::Utc::now);
+                        recorder = self.start(&state, &path, ts);
+                        if let Some(reply) = reply {
+                            let _ = reply.send(match &recorder {
+                                Some(r) => Ok(r.path().to_path_buf()),
+                                None => Err(format!("could not record to {}", path.display())),
+                            });
+                        }
+                    }
+                    Some(RecordControl::Stop) => {
+                        if let Some(r) = recorder.take() {
+                            let _ = self.status.send(RecordStatus::Stopped { path: r.path().to_path_buf(), events: r.written() });
+                        }
+                    }
+                },
+            }
+        }
+        if let Some(r) = recorder.take() {
+            let _ = self.status.send(RecordStatus::Stopped {
+                path: r.path().to_path_buf(),
+                events: r.written(),
+            });
+        }
+    }
+
+    fn start(&self, state: &State, path: &Path, ts: Timestamp) -> Option<Recorder> {
+        let mut header = self.header.clone();
+        header.started = ts;
+        let result = Recorder::create(path, &header).and_then(|mut r| {
+            for ev in state.snapshot_events(ts) {
+                r.write(&ev)?;
+            }
+            Ok(r)
+        });
+        match result {
+            Ok(r) => {
+                let _ = self
+                    .status
+                    .send(RecordStatus::Recording(path.to_path_buf()));
+                Some(r)
+            }
+            Err(e) => {
+                let _ = self.status.send(RecordStatus::Failed(format!(
+                    "recording to {}: {e}",
+                    path.display()
+                )));
+                None
+            }
+        }
+    }
+}
