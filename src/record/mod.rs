@@ -2,5 +2,6 @@
 //! study's CSV schema (import, export), asciicast v2 export.
 
 pub mod cast;
+pub mod index;
 pub mod jsonl;
 pub mod labcsv;
