@@ -44,9 +44,47 @@ pub mod ts_format {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        chrono::DateTime::parse_from_rfc3339(&s)
-            .map(|t| t.with_timezone(&chrono::Utc))
-            .map_err(serde::de::Error::custom)
+        parse(&s).map_err(serde::de::Error::custom)
+    }
+
+    /// Parse RFC 3339. The form readygap writes (`2026-11-30T10:00:00.123456Z`) takes a fast
+    /// path (replay parses millions of these); anything else goes through chrono.
+    pub fn parse(s: &str) -> Result<Timestamp, chrono::ParseError> {
+        fast(s.as_bytes()).map_or_else(
+            || chrono::DateTime::parse_from_rfc3339(s).map(|t| t.with_timezone(&chrono::Utc)),
+            Ok,
+        )
+    }
+
+    fn fast(b: &[u8]) -> Option<Timestamp> {
+        // YYYY-MM-DDTHH:MM:SS.ffffffZ (27 bytes)
+        if b.len() != 27
+            || b[4] != b'-'
+            || b[7] != b'-'
+            || b[10] != b'T'
+            || b[13] != b':'
+            || b[16] != b':'
+            || b[19] != b'.'
+            || b[26] != b'Z'
+        {
+            return None;
+        }
+        let num = |r: std::ops::Range<usize>| -> Option<u32> {
+            b[r].iter().try_fold(0u32, |acc, c| {
+                c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0'))
+            })
+        };
+        let date = chrono::NaiveDate::from_ymd_opt(num(0..4)? as i32, num(5..7)?, num(8..10)?)?;
+        let time = chrono::NaiveTime::from_hms_micro_opt(
+            num(11..13)?,
+            num(14..16)?,
+            num(17..19)?,
+            num(20..26)?,
+        )?;
+        Some(chrono::DateTime::from_naive_utc_and_offset(
+            date.and_time(time),
+            chrono::Utc,
+        ))
     }
 }
 
@@ -491,12 +529,8 @@ pub mod opt_ts {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
         let s = <Option<std::borrow::Cow<'de, str>>>::deserialize(d)?;
-        s.map(|s| {
-            chrono::DateTime::parse_from_rfc3339(&s)
-                .map(|t| t.with_timezone(&chrono::Utc))
-                .map_err(serde::de::Error::custom)
-        })
-        .transpose()
+        s.map(|s| super::ts_format::parse(&s).map_err(serde::de::Error::custom))
+            .transpose()
     }
 }
 
@@ -525,6 +559,22 @@ mod tests {
             ev.ts.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
             "2026-11-30T10:00:00.000250Z"
         );
+    }
+
+    #[test]
+    fn fast_timestamp_path_agrees_with_chrono() {
+        for s in [
+            "2026-11-30T10:00:00.123456Z",
+            "1999-12-31T23:59:59.999999Z",
+            "2024-02-29T00:00:00.000001Z",
+        ] {
+            let slow = chrono::DateTime::parse_from_rfc3339(s).unwrap();
+            assert_eq!(ts_format::parse(s).unwrap(), slow);
+        }
+        // Not the fast form: still parsed, or refused, by chrono.
+        assert!(ts_format::parse("2026-11-30T10:00:00Z").is_ok());
+        assert!(ts_format::parse("2026-02-30T10:00:00.000000Z").is_err());
+        assert!(ts_format::parse("2026-11-30T1a:00:00.000000Z").is_err());
     }
 
     #[test]

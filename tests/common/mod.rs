@@ -202,3 +202,62 @@ pub fn full_trial(t: i64, id: u64, old: (&str, &str), new: (&str, &str)) -> Vec<
     v.push(memory(t + 8100, new.0, 2_900_000_000));
     v
 }
+
+/// A long session: a trial every 30 s, with memory, residency and probe samples at 4 Hz and a
+/// host sample every 2 s, as the live sources produce them.
+pub fn session(n: usize) -> Vec<Event> {
+    let mut out = Vec::with_capacity(n + 64);
+    let mut block = 0i64;
+    out.push(applied(-1, pod("ollama-0", "uid-0", Stage::Ready, -1)));
+    while out.len() < n {
+        let t = block * 30_000;
+        let old = format!("ollama-{block}");
+        let new = format!("ollama-{}", block + 1);
+        let (old_uid, new_uid) = (format!("uid-{block}"), format!("uid-{}", block + 1));
+        let mut trial = full_trial(t, block as u64 + 1, (&old, &old_uid), (&new, &new_uid));
+        trial.push(ev(
+            t + 9_000,
+            Source::Kube,
+            EventKind::PodDeleted(pod(&old, &old_uid, Stage::Ready, t)),
+        ));
+        let mut samples = Vec::with_capacity(400);
+        for k in 0..120i64 {
+            let ms = t + k * 250;
+            samples.push(memory(ms, &new, 14 << 20 | (k as u64) << 24));
+            samples.push(probe(ms + 5, &new, k > 10));
+            samples.push(ev(
+                ms + 7,
+                Source::Runtime,
+                EventKind::Residency {
+                    pod: new.clone(),
+                    models: vec![ResidentModel {
+                        name: "llama3.2:3b".into(),
+                        size: 2_900_000_000,
+                        size_vram: 0,
+                        expires_at: Some(at(ms + 300_000)),
+                    }],
+                },
+            ));
+            if k % 8 == 0 {
+                samples.push(ev(
+                    ms + 9,
+                    Source::Host,
+                    EventKind::HostSample(HostSample {
+                        node: None,
+                        cpu_percent: 12.5,
+                        mem_total: 24 << 30,
+                        mem_available: 20 << 30,
+                        cached: 3 << 30,
+                    }),
+                ));
+            }
+        }
+        // Merge by time, as a channel would deliver them.
+        trial.extend(samples);
+        trial.sort_by_key(|e| e.ts);
+        out.extend(trial);
+        block += 1;
+    }
+    out.truncate(n);
+    out
+}
