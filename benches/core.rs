@@ -7,7 +7,6 @@ mod common;
 
 use common::*;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use readygap::core::event::*;
 use readygap::core::state::State;
 use readygap::record::jsonl::{Header, Recorder};
 use std::hint::black_box;
