@@ -12,3 +12,6 @@
 pub mod ground_truth;
 pub mod profile;
 pub mod runtime;
+pub mod kube;
+pub mod scenario;
+pub mod serve;
