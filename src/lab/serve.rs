@@ -199,6 +199,13 @@ impl LabHandle {
         self.stop.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(5), self.server).await;
         let _ = tokio::time::timeout(Duration::from_secs(5), self.controllers).await;
+        // Let the kubelets stop their runtimes (bounded), then free the pod IPs.
+        let cluster = self.api.cluster.clone();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !cluster.runtimes().is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        cluster.release_all_ips();
     }
 }
 

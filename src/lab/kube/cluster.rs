@@ -25,6 +25,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+/// Pod IPs in use by any lab of this process.
+static IPS_IN_USE: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+
 /// The alphabet Kubernetes uses for generated name suffixes.
 const SAFE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
@@ -186,24 +189,40 @@ impl Cluster {
             .collect()
     }
 
-    /// Take the smallest free pod IP (127.0.0.10 and up).
+    /// Take the smallest free pod IP (127.0.0.10 and up). The pool is shared by every lab in
+    /// the process, and an address whose Ollama port is taken (another process) is skipped.
     pub fn allocate_ip(&self) -> Ipv4Addr {
-        let mut used = lock(&self.ips);
+        let mut used = lock(&IPS_IN_USE);
         let mut n: u32 = 10;
         loop {
             let last = n & 0xFF;
             if last != 0 && last != 255 && !used.contains(&n) {
-                break;
+                let ip = Ipv4Addr::from(0x7F00_0000 | n);
+                if std::net::TcpListener::bind((ip, objects::OLLAMA_PORT)).is_ok() {
+                    break;
+                }
             }
             n += 1;
         }
         used.insert(n);
+        lock(&self.ips).insert(n);
         Ipv4Addr::from(0x7F00_0000 | n)
     }
 
     /// Return a pod IP to the pool.
     pub fn release_ip(&self, ip: Ipv4Addr) {
-        lock(&self.ips).remove(&(u32::from(ip) & 0x00FF_FFFF));
+        let n = u32::from(ip) & 0x00FF_FFFF;
+        lock(&self.ips).remove(&n);
+        lock(&IPS_IN_USE).remove(&n);
+    }
+
+    /// Return every IP this lab still holds (at shutdown).
+    pub fn release_all_ips(&self) {
+        let mine: Vec<u32> = lock(&self.ips).iter().copied().collect();
+        let mut all = lock(&IPS_IN_USE);
+        for n in mine {
+            all.remove(&n);
+        }
     }
 
     /// Run `f` on the pod's entry.

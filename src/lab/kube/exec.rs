@@ -8,7 +8,7 @@ use super::api::{Api, error};
 use super::resources::PODS;
 use crate::lab::runtime::ExecChunk;
 use axum::body::Bytes;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use futures::{SinkExt, StreamExt};
 use serde_json::json;
@@ -129,7 +129,10 @@ pub async fn exec(api: Arc<Api>, ns: String, name: String, pairs: Vec<(String, S
             if let Some(payload) = exit_status(protocol, code) {
                 let _ = sink.send(frame(3, &payload)).await;
             }
-            let _ = sink.send(Message::Close(None)).await;
+            // A normal closure (1000): client-go treats anything else as an error.
+            let _ = sink
+                .send(Message::Close(Some(CloseFrame { code: 1000, reason: "".into() })))
+                .await;
         };
         tokio::select! {
             _ = writer => {}

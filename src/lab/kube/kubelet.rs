@@ -254,7 +254,7 @@ pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: Strin
     if !sleep_or(cluster.sample(&profile.schedule), &deleting).await {
         return finish(&run, None, &deleting).await;
     }
-    let node = pick_node(&cluster);
+    let node = pick_node(&cluster, &pod_json);
     let now = Utc::now();
     let node_c = node.clone();
     let Some(pod) = run.update(|p| {
@@ -312,6 +312,7 @@ pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: Strin
             }
             _ = cluster.shutdown.cancelled() => {
                 if let Some(rt) = container.runtime.take() { rt.stop().await; }
+                cluster.with_pod(&run.ns, &run.name, |e| e.runtime = None);
                 return;
             }
             e = ev => {
@@ -319,8 +320,6 @@ pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: Strin
                 match e {
                     Some(RuntimeEvent::OomKilled { resident, limit }) => {
                         container = oom_restart(&run, container, &deleting, resident, limit).await;
-                        let Some(c) = Some(container) else { return };
-                        container = c;
                         if deleting.is_cancelled() {
                             return finish(&run, Some(container), &deleting).await;
                         }
@@ -466,8 +465,15 @@ fn node_ip(cluster: &Cluster, node: &str) -> String {
         .unwrap_or_else(|| "127.0.0.2".into())
 }
 
-/// The node with the fewest pods bound to it (ties: the first by name).
-fn pick_node(cluster: &Cluster) -> String {
+/// Where a pod goes: pods mounting a PVC go to the node the (ReadWriteOnce) volume is
+/// attached to, the first node; others to the node with the fewest pods (ties: the first).
+fn pick_node(cluster: &Cluster, pod: &serde_json::Value) -> String {
+    let uses_pvc = pod["spec"]["volumes"]
+        .as_array()
+        .is_some_and(|vs| vs.iter().any(|v| v.get("persistentVolumeClaim").is_some()));
+    if uses_pvc {
+        return objects::NODE_NAMES[0].to_string();
+    }
     let pods = cluster.store.list(PODS, None).0;
     let nodes: Vec<String> = cluster
         .store
