@@ -145,6 +145,11 @@ impl LabHandle {
         serde_json::json!({"api_url": self.api_url, "kubeconfig": self.kubeconfig, "namespace": self.namespace})
     }
 
+    /// How many watch streams clients opened so far.
+    pub fn watches_opened(&self) -> u64 {
+        self.api.watches_opened.load(Ordering::Relaxed)
+    }
+
     /// Drop every open watch connection (clients must resume).
     pub fn drop_watches(&self) {
         self.api.drop_watches();

@@ -37,6 +37,8 @@ pub struct Api {
     /// Set by `POST /lab/faults {"restart_api_server": true}`; the server loop watches it.
     pub restart: tokio::sync::Notify,
     pub port: AtomicU64,
+    /// How many watch streams were opened (for tests of resumption).
+    pub watches_opened: AtomicU64,
 }
 
 impl Api {
@@ -50,6 +52,7 @@ impl Api {
             bookmark_interval,
             restart: tokio::sync::Notify::new(),
             port: AtomicU64::new(0),
+            watches_opened: AtomicU64::new(0),
         }
     }
 
@@ -400,6 +403,7 @@ fn watch_response(api: Arc<Api>, rp: &ResourcePath, pairs: &[(String, String)], 
         bookmark_interval: api.bookmark_interval,
         table: wants_table(headers).then(|| IncludeObject::parse(q(pairs, "includeObject"))),
     };
+    api.watches_opened.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(256);
     let store = api.cluster.store.clone();
     let drop = api.watch_drop_token();

@@ -404,11 +404,17 @@ impl Store {
         self.lock().history.iter().cloned().collect()
     }
 
-    /// Forget the history: any watch from a version before now gets 410 Expired.
+    /// Forget the history, as a compaction does: the resourceVersion moves on by one and any
+    /// watch from a version before it (including every version handed out so far) gets 410
+    /// Expired; a list made afterwards returns a version watches may start from.
     pub fn expire_history(&self) {
         let mut inner = self.lock();
+        inner.rv += 1;
         inner.oldest = inner.rv;
         inner.history.clear();
+        let rv = inner.rv;
+        drop(inner);
+        self.notify(rv);
     }
 }
 
@@ -462,8 +468,9 @@ mod tests {
         let now = s.resource_version();
         assert_eq!(s.changes_since(now - 2).unwrap().len(), 2);
         s.expire_history();
-        assert!(s.changes_since(now - 1).is_err());
-        assert!(s.changes_since(now).unwrap().is_empty());
+        assert!(s.changes_since(now).is_err());
+        assert_eq!(s.resource_version(), now + 1);
+        assert!(s.changes_since(now + 1).unwrap().is_empty());
     }
 
     #[test]
