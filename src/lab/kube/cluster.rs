@@ -67,6 +67,8 @@ pub struct Cluster {
     ips: Mutex<BTreeSet<u32>>,
     pub shutdown: CancellationToken,
     pub http: reqwest::Client,
+    /// Whether the first emptyDir pod (the one with pulled models) was started.
+    pub emptydir_seeded: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -158,6 +160,7 @@ impl Cluster {
                 .no_proxy()
                 .build()
                 .unwrap_or_else(|_| reqwest::Client::new()),
+            emptydir_seeded: std::sync::atomic::AtomicBool::new(false),
             settings,
         }
     }

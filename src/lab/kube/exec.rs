@@ -174,6 +174,8 @@ async fn forward(socket: WebSocket, ip: std::net::Ipv4Addr, ports: Vec<u16>) {
     let sink = Arc::new(tokio::sync::Mutex::new(sink));
     let mut writers = Vec::new();
     let mut tasks = Vec::new();
+    // The WebSocket closes when the pod side of every forwarded connection has closed.
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(ports.len()));
     for (i, port) in ports.iter().enumerate() {
         let data_ch = (2 * i) as u8;
         let prefix = port.to_le_bytes();
@@ -188,6 +190,7 @@ async fn forward(socket: WebSocket, ip: std::net::Ipv4Addr, ports: Vec<u16>) {
                 let (mut rd, wr) = tcp.into_split();
                 writers.push(Some(wr));
                 let sink = sink.clone();
+                let open = open.clone();
                 tasks.push(tokio::spawn(async move {
                     let mut buf = vec![0u8; 32 * 1024];
                     loop {
@@ -200,10 +203,18 @@ async fn forward(socket: WebSocket, ip: std::net::Ipv4Addr, ports: Vec<u16>) {
                             }
                         }
                     }
+                    if open.fetch_sub(1, Ordering::SeqCst) == 1 {
+                        let _ = sink
+                            .lock()
+                            .await
+                            .send(Message::Close(Some(CloseFrame { code: 1000, reason: "".into() })))
+                            .await;
+                    }
                 }));
             }
             Err(e) => {
                 writers.push(None);
+                open.fetch_sub(1, Ordering::SeqCst);
                 let msg = format!("error forwarding port {port} to pod: {e}");
                 let _ = sink.lock().await.send(frame(data_ch + 1, msg.as_bytes())).await;
             }

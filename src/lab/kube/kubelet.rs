@@ -244,7 +244,13 @@ pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: Strin
         .as_array()
         .is_some_and(|vs| vs.iter().any(|v| v["name"] == "models" && v.get("emptyDir").is_some()));
     let disk = if emptydir {
-        Arc::new(ModelDisk::empty())
+        // The first pod had its models pulled into its emptyDir; they die with it, so every
+        // later pod starts with an empty model store (the published archive experiment).
+        if cluster.emptydir_seeded.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            Arc::new(ModelDisk::empty())
+        } else {
+            Arc::new(ModelDisk::with_models(&profile.models))
+        }
     } else {
         cluster.shared_disk.clone()
     };
