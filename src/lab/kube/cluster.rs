@@ -59,7 +59,10 @@ pub struct PodEntry {
 pub struct Cluster {
     pub store: Arc<Store>,
     pub settings: LabSettings,
+    /// Names and IDs.
     rng: Mutex<StdRng>,
+    /// Stage timings only, so the same seed gives the same timings whatever else happens.
+    timing_rng: Mutex<StdRng>,
     pub node_caches: BTreeMap<String, Arc<NodeCache>>,
     pub shared_disk: Arc<ModelDisk>,
     pub runtime_faults: Arc<RuntimeFaults>,
@@ -147,9 +150,11 @@ impl Cluster {
             .collect();
         let shared_disk = Arc::new(ModelDisk::with_models(&settings.profile.models));
         let rng = Mutex::new(StdRng::seed_from_u64(settings.seed));
+        let timing_rng = Mutex::new(StdRng::seed_from_u64(settings.seed ^ 0x7111_1135));
         Self {
             store,
             rng,
+            timing_rng,
             node_caches,
             shared_disk,
             runtime_faults: Arc::new(RuntimeFaults::new()),
@@ -167,7 +172,7 @@ impl Cluster {
 
     /// A sample of a stage, divided by the lab's speed.
     pub fn sample(&self, stage: &Stage) -> Duration {
-        let d = stage.sample(&mut *lock(&self.rng));
+        let d = stage.sample(&mut *lock(&self.timing_rng));
         self.scaled(d)
     }
 
@@ -354,12 +359,13 @@ impl Cluster {
         let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
         let name = pod["metadata"]["name"].as_str().unwrap_or_default().to_string();
         let uid = pod["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+        let created = Instant::now();
         let deleting = CancellationToken::new();
         lock(&self.pods).insert(
             (ns.clone(), name.clone()),
             PodEntry { uid: uid.clone(), ip: None, node: None, runtime: None, deleting: deleting.clone(), remove_at: None, own_disk: None },
         );
-        tokio::spawn(kubelet::run_pod(self.clone(), ns, name, uid, deleting));
+        tokio::spawn(kubelet::run_pod(self.clone(), ns, name, uid, deleting, created));
     }
 
     /// Background cascading deletion: the ReplicaSets and pods owned by `owner_uid`.

@@ -220,14 +220,21 @@ impl PodRun {
 }
 
 async fn sleep_or(d: Duration, cancel: &CancellationToken) -> bool {
+    sleep_until_or(Instant::now() + d, cancel).await
+}
+
+async fn sleep_until_or(at: Instant, cancel: &CancellationToken) -> bool {
     tokio::select! {
-        _ = tokio::time::sleep(d) => true,
+        _ = tokio::time::sleep_until(at.into()) => true,
         _ = cancel.cancelled() => false,
     }
 }
 
 /// Drive one pod from creation to removal.
-pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: String, deleting: CancellationToken) {
+///
+/// Stage delays run from planned instants (creation, then the planned scheduling instant), so
+/// the lab's own processing time does not add up along the chain.
+pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: String, deleting: CancellationToken, created: Instant) {
     let profile = cluster.settings.profile.clone();
     let pod_json = cluster.store.get(PODS, &ns, &name);
     let Some(pod_json) = pod_json else {
@@ -257,7 +264,9 @@ pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: Strin
     let mut run = PodRun { cluster: cluster.clone(), ns: ns.clone(), name: name.clone(), uid, node: String::new(), ip: None, disk, runs_ollama, memory_limit };
 
     // Scheduling.
-    if !sleep_or(cluster.sample(&profile.schedule), &deleting).await {
+    let schedule = cluster.sample(&profile.schedule);
+    let scheduled_at = created + schedule;
+    if !sleep_until_or(scheduled_at, &deleting).await {
         return finish(&run, None, &deleting).await;
     }
     let node = pick_node(&cluster, &pod_json);
@@ -269,7 +278,7 @@ pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: Strin
     }) else {
         return finish(&run, None, &deleting).await;
     };
-    run.log(now, Transition::PodScheduled, json!({"node": node}));
+    run.log(now, Transition::PodScheduled, json!({"node": node, "sampled_ms": schedule.as_secs_f64() * 1000.0}));
     cluster.record_event(&pod, "Normal", "Scheduled", &format!("Successfully assigned {ns}/{name} to {node}"), "default-scheduler", "");
     run.node = node.clone();
     let ip = cluster.allocate_ip();
@@ -294,7 +303,8 @@ pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: Strin
     });
 
     // Container start.
-    if !sleep_or(cluster.sample(&profile.container_start), &deleting).await {
+    let container_start = cluster.sample(&profile.container_start);
+    if !sleep_until_or(scheduled_at + container_start, &deleting).await {
         return finish(&run, None, &deleting).await;
     }
     let mut container = run.start_container(0).await;
