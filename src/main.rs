@@ -13,10 +13,14 @@ async fn main() -> Result<()> {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Lab { command: LabCommand::Serve(args) } => {
+        Command::Lab {
+            command: LabCommand::Serve(args),
+        } => {
             let lab = readygap::lab::serve::serve(args.to_options()?).await?;
             println!("{}", lab.announce());
-            tokio::signal::ctrl_c().await.wrap_err("waiting for Ctrl-C")?;
+            tokio::signal::ctrl_c()
+                .await
+                .wrap_err("waiting for Ctrl-C")?;
             lab.shutdown().await;
         }
     }

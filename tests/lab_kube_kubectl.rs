@@ -19,7 +19,11 @@ struct Kubectl {
 
 impl Kubectl {
     fn new(bin: PathBuf, lab: &LabHandle) -> Self {
-        Self { bin, kubeconfig: lab.kubeconfig.clone(), home: tempfile::tempdir().unwrap() }
+        Self {
+            bin,
+            kubeconfig: lab.kubeconfig.clone(),
+            home: tempfile::tempdir().unwrap(),
+        }
     }
 
     fn command(&self, args: &[&str]) -> tokio::process::Command {
@@ -84,8 +88,15 @@ async fn ready_lab(speed: f64) -> (LabHandle, tempfile::TempDir) {
 
 fn header_and_rows(out: &str) -> (Vec<String>, Vec<Vec<String>>) {
     let mut lines = out.lines();
-    let header = lines.next().unwrap_or_default().split_whitespace().map(str::to_string).collect();
-    let rows = lines.map(|l| l.split_whitespace().map(str::to_string).collect()).collect();
+    let header = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let rows = lines
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect();
     (header, rows)
 }
 
@@ -97,28 +108,57 @@ async fn kubectl_get_pods_endpointslices_and_exec() {
 
     let out = k.ok(&["get", "pods"]).await;
     let (header, rows) = header_and_rows(&out);
-    assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"], "{out}");
+    assert_eq!(
+        header,
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "{out}"
+    );
     assert_eq!(rows.len(), 1, "{out}");
     let pod = rows[0][0].clone();
     assert!(pod.starts_with("ollama-"), "{out}");
     assert_eq!(&rows[0][1..4], ["1/1", "Running", "0"], "{out}");
 
     let wide = k.ok(&["get", "pods", "-o", "wide"]).await;
-    assert!(wide.contains("127.0.0.") && wide.contains("lab-node-"), "{wide}");
+    assert!(
+        wide.contains("127.0.0.") && wide.contains("lab-node-"),
+        "{wide}"
+    );
 
-    let out = k.ok(&["get", "endpointslices", "-l", "kubernetes.io/service-name=ollama"]).await;
+    let out = k
+        .ok(&[
+            "get",
+            "endpointslices",
+            "-l",
+            "kubernetes.io/service-name=ollama",
+        ])
+        .await;
     let (header, rows) = header_and_rows(&out);
-    assert_eq!(header, ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"], "{out}");
-    let pod_ip = k.ok(&["get", "pod", &pod, "-o", "jsonpath={.status.podIP}"]).await;
+    assert_eq!(
+        header,
+        ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"],
+        "{out}"
+    );
+    let pod_ip = k
+        .ok(&["get", "pod", &pod, "-o", "jsonpath={.status.podIP}"])
+        .await;
     assert_eq!(rows.len(), 1, "{out}");
-    assert_eq!(rows[0][1..4], ["IPv4".to_string(), "11434".into(), pod_ip.clone()], "{out}");
+    assert_eq!(
+        rows[0][1..4],
+        ["IPv4".to_string(), "11434".into(), pod_ip.clone()],
+        "{out}"
+    );
     let cond = k
         .ok(&["get", "endpointslices", "-l", "kubernetes.io/service-name=ollama", "-o", "jsonpath={.items[0].endpoints[0].conditions.ready} {.items[0].endpoints[0].targetRef.name}"])
         .await;
     assert_eq!(cond, format!("true {pod}"));
 
-    let mem = k.ok(&["exec", &pod, "--", "cat", "/sys/fs/cgroup/memory.current"]).await;
-    let bytes: u64 = mem.trim().parse().unwrap_or_else(|_| panic!("memory.current was {mem:?}"));
+    let mem = k
+        .ok(&["exec", &pod, "--", "cat", "/sys/fs/cgroup/memory.current"])
+        .await;
+    let bytes: u64 = mem
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("memory.current was {mem:?}"));
     assert!(bytes > 1 << 20, "memory.current {bytes}");
 
     // A failing command gives kubectl the exit code through the error channel.
@@ -127,14 +167,27 @@ async fn kubectl_get_pods_endpointslices_and_exec() {
     assert!(err.contains("command terminated with exit code"), "{err}");
 
     // Other tables render too.
-    for (what, col) in [("deployments", "UP-TO-DATE"), ("nodes", "VERSION"), ("services", "CLUSTER-IP"), ("events", "REASON"), ("pvc", "CAPACITY")] {
+    for (what, col) in [
+        ("deployments", "UP-TO-DATE"),
+        ("nodes", "VERSION"),
+        ("services", "CLUSTER-IP"),
+        ("events", "REASON"),
+        ("pvc", "CAPACITY"),
+    ] {
         let out = k.ok(&["get", what]).await;
-        assert!(out.lines().next().unwrap_or_default().contains(col), "{what}: {out}");
+        assert!(
+            out.lines().next().unwrap_or_default().contains(col),
+            "{what}: {out}"
+        );
     }
     lab.shutdown().await;
 }
 
-async fn read_until(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>, seen: &mut Vec<String>, pred: impl Fn(&str) -> bool) -> bool {
+async fn read_until(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    seen: &mut Vec<String>,
+    pred: impl Fn(&str) -> bool,
+) -> bool {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         match tokio::time::timeout_at(deadline, lines.next_line()).await {
@@ -157,22 +210,53 @@ async fn kubectl_watch_sees_the_replacement_after_delete() {
     let k = Kubectl::new(bin, &lab);
     let old = k.live_pods().await.pop().unwrap();
 
-    let mut child = k.command(&["get", "pods", "-w"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = k
+        .command(&["get", "pods", "-w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut seen = Vec::new();
-    assert!(read_until(&mut lines, &mut seen, |l| l.starts_with(&old)).await, "initial list: {seen:?}");
+    assert!(
+        read_until(&mut lines, &mut seen, |l| l.starts_with(&old)).await,
+        "initial list: {seen:?}"
+    );
 
     let out = k.ok(&["delete", "pod", &old, "--wait=false"]).await;
     assert!(out.contains(&old) && out.contains("deleted"), "{out}");
 
-    let new_running = |l: &str| l.starts_with("ollama-") && !l.starts_with(&old) && l.contains("1/1") && l.contains("Running");
-    assert!(read_until(&mut lines, &mut seen, new_running).await, "watch output: {seen:?}");
-    assert!(seen.iter().any(|l| l.starts_with(&old) && l.contains("Terminating")), "{seen:?}");
+    let new_running = |l: &str| {
+        l.starts_with("ollama-")
+            && !l.starts_with(&old)
+            && l.contains("1/1")
+            && l.contains("Running")
+    };
+    assert!(
+        read_until(&mut lines, &mut seen, new_running).await,
+        "watch output: {seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|l| l.starts_with(&old) && l.contains("Terminating")),
+        "{seen:?}"
+    );
     // The replacement went through Pending and ContainerCreating on the way.
-    assert!(seen.iter().any(|l| !l.starts_with(&old) && l.contains("Pending")), "{seen:?}");
-    assert!(seen.iter().any(|l| !l.starts_with(&old) && l.contains("ContainerCreating")), "{seen:?}");
+    assert!(
+        seen.iter()
+            .any(|l| !l.starts_with(&old) && l.contains("Pending")),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|l| !l.starts_with(&old) && l.contains("ContainerCreating")),
+        "{seen:?}"
+    );
     // Every watch line is a table row (no header repeated, five columns).
-    assert!(seen.iter().all(|l| l.split_whitespace().count() >= 5), "{seen:?}");
+    assert!(
+        seen.iter().all(|l| l.split_whitespace().count() >= 5),
+        "{seen:?}"
+    );
     child.kill().await.ok();
     lab.shutdown().await;
 }
@@ -187,33 +271,74 @@ async fn kubectl_rollout_restart_and_scale() {
 
     let out = k.ok(&["rollout", "restart", "deployment/ollama"]).await;
     assert!(out.contains("restarted"), "{out}");
-    let new = wait_for(Duration::from_secs(60), "a new pod and the old one gone", || async {
-        let all = k.ok(&["get", "pods", "-o", "jsonpath={.items[*].metadata.name}"]).await;
-        let names: Vec<String> = all.split_whitespace().map(str::to_string).collect();
-        (names.len() == 1 && names[0] != old[0]).then(|| names[0].clone())
-    })
+    let new = wait_for(
+        Duration::from_secs(60),
+        "a new pod and the old one gone",
+        || async {
+            let all = k
+                .ok(&["get", "pods", "-o", "jsonpath={.items[*].metadata.name}"])
+                .await;
+            let names: Vec<String> = all.split_whitespace().map(str::to_string).collect();
+            (names.len() == 1 && names[0] != old[0]).then(|| names[0].clone())
+        },
+    )
     .await;
     // A new ReplicaSet (template hash) made it.
     let old_hash = old[0].rsplitn(2, '-').nth(1).unwrap().to_string();
-    assert!(!new.starts_with(&format!("{old_hash}-")), "{new} vs {old_hash}");
-    let status = k.ok(&["rollout", "status", "deployment/ollama", "--timeout=60s"]).await;
+    assert!(
+        !new.starts_with(&format!("{old_hash}-")),
+        "{new} vs {old_hash}"
+    );
+    let status = k
+        .ok(&["rollout", "status", "deployment/ollama", "--timeout=60s"])
+        .await;
     assert!(status.contains("successfully rolled out"), "{status}");
-    let rs = k.ok(&["get", "rs", "-o", "jsonpath={range .items[*]}{.spec.replicas}{\" \"}{end}"]).await;
+    let rs = k
+        .ok(&[
+            "get",
+            "rs",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.replicas}{\" \"}{end}",
+        ])
+        .await;
     let mut replicas: Vec<&str> = rs.split_whitespace().collect();
     replicas.sort();
-    assert_eq!(replicas, ["0", "1"], "two ReplicaSets, the old one scaled to 0");
+    assert_eq!(
+        replicas,
+        ["0", "1"],
+        "two ReplicaSets, the old one scaled to 0"
+    );
 
     let out = k.ok(&["scale", "deployment/ollama", "--replicas=2"]).await;
     assert!(out.contains("scaled"), "{out}");
     wait_for(Duration::from_secs(60), "two ready pods", || async {
         let out = k.ok(&["get", "pods", "--no-headers"]).await;
         let rows: Vec<&str> = out.lines().collect();
-        (rows.len() == 2 && rows.iter().all(|r| r.contains("1/1") && r.contains("Running"))).then_some(())
+        (rows.len() == 2
+            && rows
+                .iter()
+                .all(|r| r.contains("1/1") && r.contains("Running")))
+        .then_some(())
     })
     .await;
-    let ready = k.ok(&["get", "deployment", "ollama", "-o", "jsonpath={.status.readyReplicas}/{.spec.replicas}"]).await;
+    let ready = k
+        .ok(&[
+            "get",
+            "deployment",
+            "ollama",
+            "-o",
+            "jsonpath={.status.readyReplicas}/{.spec.replicas}",
+        ])
+        .await;
     assert_eq!(ready, "2/2");
-    let eps = k.ok(&["get", "endpointslices", "-o", "jsonpath={.items[0].endpoints[*].addresses[0]}"]).await;
+    let eps = k
+        .ok(&[
+            "get",
+            "endpointslices",
+            "-o",
+            "jsonpath={.items[0].endpoints[*].addresses[0]}",
+        ])
+        .await;
     assert_eq!(eps.split_whitespace().count(), 2, "{eps}");
     lab.shutdown().await;
 }

@@ -87,13 +87,21 @@ impl LabArgs {
     pub fn to_options(&self) -> Result<LabOptions> {
         let profile = Profile::named(&self.profile).ok_or_else(|| {
             let known: Vec<String> = Profile::all().into_iter().map(|p| p.name).collect();
-            eyre!("unknown profile {:?}; known: {}", self.profile, known.join(", "))
+            eyre!(
+                "unknown profile {:?}; known: {}",
+                self.profile,
+                known.join(", ")
+            )
         })?;
         if !(self.speed.is_finite() && self.speed > 0.0) {
-            return Err(eyre!("--speed must be a positive number, got {}", self.speed));
+            return Err(eyre!(
+                "--speed must be a positive number, got {}",
+                self.speed
+            ));
         }
         let ground_truth = match &self.ground_truth {
-            Some(p) => GroundTruth::to_file(p).wrap_err_with(|| format!("opening the ground-truth log {}", p.display()))?,
+            Some(p) => GroundTruth::to_file(p)
+                .wrap_err_with(|| format!("opening the ground-truth log {}", p.display()))?,
             None => GroundTruth::in_memory(),
         };
         let mut o = LabOptions::new(profile);
@@ -167,15 +175,20 @@ impl LabHandle {
 
     /// Delay every exec's output by `d` (slow exec fault).
     pub fn set_exec_delay(&self, d: Duration) {
-        self.api.exec_delay_ms.store(d.as_millis() as u64, Ordering::Relaxed);
+        self.api
+            .exec_delay_ms
+            .store(d.as_millis() as u64, Ordering::Relaxed);
     }
 
     /// Drop a node's page cache: (cached kB before, after).
     pub fn drop_caches(&self, node: &str) -> Option<(u64, u64)> {
         let cache = self.api.cluster.node_caches.get(node)?;
         let r = cache.drop_caches();
-        self.ground_truth().log(node, crate::lab::ground_truth::Transition::CachesDropped,
-            serde_json::json!({"cached_kb_before": r.0, "cached_kb_after": r.1}));
+        self.ground_truth().log(
+            node,
+            crate::lab::ground_truth::Transition::CachesDropped,
+            serde_json::json!({"cached_kb_before": r.0, "cached_kb_after": r.1}),
+        );
         Some(r)
     }
 
@@ -187,12 +200,19 @@ impl LabHandle {
         loop {
             if let Some(d) = store.get(DEPLOYMENTS, &self.namespace, "ollama") {
                 let want = d["spec"]["replicas"].as_i64().unwrap_or(1);
-                if d["status"]["readyReplicas"].as_i64().unwrap_or(0) >= want && d["status"]["replicas"].as_i64() == Some(want) {
+                if d["status"]["readyReplicas"].as_i64().unwrap_or(0) >= want
+                    && d["status"]["replicas"].as_i64() == Some(want)
+                {
                     return Ok(());
                 }
             }
-            if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
-                return Err(eyre!("the lab's ollama deployment was not ready within {timeout:?}"));
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                return Err(eyre!(
+                    "the lab's ollama deployment was not ready within {timeout:?}"
+                ));
             }
         }
     }
@@ -246,7 +266,8 @@ async fn server_loop(api: Arc<Api>, first: TcpListener, addr: SocketAddr, stop: 
         };
         let graceful = CancellationToken::new();
         let g = graceful.clone();
-        let serve = axum::serve(l, api::router(api.clone())).with_graceful_shutdown(async move { g.cancelled().await });
+        let serve = axum::serve(l, api::router(api.clone()))
+            .with_graceful_shutdown(async move { g.cancelled().await });
         let mut serve = std::pin::pin!(serve.into_future());
         tokio::select! {
             _ = &mut serve => return,
@@ -271,13 +292,16 @@ pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
     let listener = bind(SocketAddr::from(([127, 0, 0, 1], opts.port)))
         .await
         .wrap_err_with(|| format!("binding the lab API server on 127.0.0.1:{}", opts.port))?;
-    let addr = listener.local_addr().wrap_err("reading the lab's listen address")?;
+    let addr = listener
+        .local_addr()
+        .wrap_err("reading the lab's listen address")?;
     let api_url = format!("http://{addr}");
     let namespace = NAMESPACE.to_string();
-    let kubeconfig_path = opts
-        .kubeconfig_out
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("readygap-lab-{}", addr.port())).join("kubeconfig"));
+    let kubeconfig_path = opts.kubeconfig_out.clone().unwrap_or_else(|| {
+        std::env::temp_dir()
+            .join(format!("readygap-lab-{}", addr.port()))
+            .join("kubeconfig")
+    });
     kubeconfig::write(&kubeconfig_path, &api_url, &namespace)
         .wrap_err_with(|| format!("writing the lab kubeconfig {}", kubeconfig_path.display()))?;
 
@@ -295,14 +319,34 @@ pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
     let now = chrono::Utc::now();
     let invalid = |e: String| eyre!("building the lab's objects: {e}");
     for ns in ["default", namespace.as_str()] {
-        store.create(NAMESPACES, typed::<Namespace>(objects::namespace(ns)).map_err(invalid)?)?;
+        store.create(
+            NAMESPACES,
+            typed::<Namespace>(objects::namespace(ns)).map_err(invalid)?,
+        )?;
     }
     for (i, n) in objects::NODE_NAMES.iter().enumerate() {
-        store.create(NODES, typed::<Node>(objects::node(n, i + 1, now)).map_err(invalid)?)?;
+        store.create(
+            NODES,
+            typed::<Node>(objects::node(n, i + 1, now)).map_err(invalid)?,
+        )?;
     }
-    store.create(PVCS, typed::<PersistentVolumeClaim>(objects::pvc(&namespace)).map_err(invalid)?)?;
-    store.create(SERVICES, typed::<Service>(objects::service(&namespace)).map_err(invalid)?)?;
-    let dep = objects::deployment(&namespace, "ollama", opts.replicas, OLLAMA_IMAGE, profile.memory_limit_bytes, opts.scenario, &profile.model);
+    store.create(
+        PVCS,
+        typed::<PersistentVolumeClaim>(objects::pvc(&namespace)).map_err(invalid)?,
+    )?;
+    store.create(
+        SERVICES,
+        typed::<Service>(objects::service(&namespace)).map_err(invalid)?,
+    )?;
+    let dep = objects::deployment(
+        &namespace,
+        "ollama",
+        opts.replicas,
+        OLLAMA_IMAGE,
+        profile.memory_limit_bytes,
+        opts.scenario,
+        &profile.model,
+    );
     store.create(DEPLOYMENTS, typed::<Deployment>(dep).map_err(invalid)?)?;
 
     let api = Arc::new(Api::new(cluster.clone(), opts.bookmark_interval));
@@ -310,7 +354,16 @@ pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
     let stop = CancellationToken::new();
     let server = tokio::spawn(server_loop(api.clone(), listener, addr, stop.clone()));
     let controllers = tokio::spawn(cluster::run_controllers(cluster.clone()));
-    Ok(LabHandle { api_url, kubeconfig: kubeconfig_path, namespace, addr, api, stop, server, controllers })
+    Ok(LabHandle {
+        api_url,
+        kubeconfig: kubeconfig_path,
+        namespace,
+        addr,
+        api,
+        stop,
+        server,
+        controllers,
+    })
 }
 
 /// The scenario names (for help texts).

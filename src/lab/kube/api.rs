@@ -13,8 +13,8 @@ use super::watch::{self, WatchRequest, status};
 use super::{exec, objects, proxy};
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequestParts, Request, State};
 use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -90,7 +90,12 @@ impl Api {
 
 /// A JSON response.
 pub fn json_response(code: StatusCode, v: &Value) -> Response {
-    (code, [(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
 }
 
 /// A Status error response.
@@ -101,10 +106,20 @@ pub fn error(code: u16, reason: &str, message: &str) -> Response {
 
 fn store_error(e: StoreError) -> Response {
     match e {
-        StoreError::NotFound { kind, name } => error(404, "NotFound", &format!("{kind} \"{name}\" not found")),
-        StoreError::AlreadyExists { kind, name } => error(409, "AlreadyExists", &format!("{kind} \"{name}\" already exists")),
+        StoreError::NotFound { kind, name } => {
+            error(404, "NotFound", &format!("{kind} \"{name}\" not found"))
+        }
+        StoreError::AlreadyExists { kind, name } => error(
+            409,
+            "AlreadyExists",
+            &format!("{kind} \"{name}\" already exists"),
+        ),
         StoreError::Invalid(m) => error(422, "Invalid", &m),
-        StoreError::Expired { requested, oldest } => error(410, "Expired", &format!("too old resource version: {requested} ({oldest})")),
+        StoreError::Expired { requested, oldest } => error(
+            410,
+            "Expired",
+            &format!("too old resource version: {requested} ({oldest})"),
+        ),
     }
 }
 
@@ -141,10 +156,23 @@ pub fn parse_path(path: &str) -> Option<ResourcePath> {
         (None, rest[0], &rest[1..])
     };
     let resource = resources::find(group, plural)?;
-    let name = tail.first().filter(|s| !s.is_empty()).map(|s| s.to_string());
+    let name = tail
+        .first()
+        .filter(|s| !s.is_empty())
+        .map(|s| s.to_string());
     let sub = tail.get(1).map(|s| s.to_string());
-    let rest_path = if tail.len() > 2 { tail[2..].join("/") } else { String::new() };
-    Some(ResourcePath { resource, namespace, name, sub, rest: rest_path })
+    let rest_path = if tail.len() > 2 {
+        tail[2..].join("/")
+    } else {
+        String::new()
+    };
+    Some(ResourcePath {
+        resource,
+        namespace,
+        name,
+        sub,
+        rest: rest_path,
+    })
 }
 
 fn query_pairs(uri: &axum::http::Uri) -> Vec<(String, String)> {
@@ -154,7 +182,10 @@ fn query_pairs(uri: &axum::http::Uri) -> Vec<(String, String)> {
 }
 
 fn q<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    pairs
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
 }
 
 fn truthy(v: Option<&str>) -> bool {
@@ -182,14 +213,22 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
     if let Some(gv) = discovery_group_version(&path) {
         return match resource_list(gv) {
             Some(v) if method == Method::GET => json_response(StatusCode::OK, &v),
-            _ => error(404, "NotFound", "the server could not find the requested resource"),
+            _ => error(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ),
         };
     }
     if path.starts_with("/lab/") {
         return admin(api, req).await;
     }
     let Some(rp) = parse_path(&path) else {
-        return error(404, "NotFound", "the server could not find the requested resource");
+        return error(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
     };
     let pairs = query_pairs(req.uri());
     // Upgrades first: exec and port-forward take the request whole.
@@ -198,7 +237,11 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
         let ws = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
             Ok(ws) => ws,
             Err(_) => {
-                return error(400, "BadRequest", "Upgrade request required (the lab speaks the WebSocket channel protocols only)");
+                return error(
+                    400,
+                    "BadRequest",
+                    "Upgrade request required (the lab speaks the WebSocket channel protocols only)",
+                );
             }
         };
         let ns = rp.namespace.clone().unwrap_or_default();
@@ -219,7 +262,11 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
         return proxy::proxy(api, rp, method, uri, headers, body).await;
     }
     if !rp.resource.namespaced && rp.namespace.is_some() {
-        return error(404, "NotFound", "the server could not find the requested resource");
+        return error(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
     }
     match (&method, rp.name.as_deref(), rp.sub.as_deref()) {
         (&Method::GET, None, _) => {
@@ -236,18 +283,27 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
         (&Method::PATCH, Some(name), sub) => patch_object(&api, &rp, name, sub, &headers, &body),
         (&Method::PUT, Some(name), sub) => replace(&api, &rp, name, sub, &body),
         (&Method::DELETE, Some(name), None) => delete(&api, &rp, name, &pairs, &body),
-        _ => error(405, "MethodNotAllowed", &format!("the server does not allow this method on the requested resource: {method} {path}")),
+        _ => error(
+            405,
+            "MethodNotAllowed",
+            &format!(
+                "the server does not allow this method on the requested resource: {method} {path}"
+            ),
+        ),
     }
 }
 
 fn version() -> Response {
-    json_response(StatusCode::OK, &json!({
-        "major": "1", "minor": "33", "emulationMajor": "1", "emulationMinor": "33",
-        "minCompatibilityMajor": "1", "minCompatibilityMinor": "32",
-        "gitVersion": objects::KUBE_VERSION, "gitCommit": "readygap-lab", "gitTreeState": "clean",
-        "buildDate": "2026-11-30T00:00:00Z", "goVersion": "go1.24.6", "compiler": "gc",
-        "platform": "linux/amd64"
-    }))
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "major": "1", "minor": "33", "emulationMajor": "1", "emulationMinor": "33",
+            "minCompatibilityMajor": "1", "minCompatibilityMinor": "32",
+            "gitVersion": objects::KUBE_VERSION, "gitCommit": "readygap-lab", "gitTreeState": "clean",
+            "buildDate": "2026-11-30T00:00:00Z", "goVersion": "go1.24.6", "compiler": "gc",
+            "platform": "linux/amd64"
+        }),
+    )
 }
 
 fn api_versions(api: &Api) -> Value {
@@ -290,7 +346,16 @@ fn resource_list(gv: &str) -> Option<Value> {
     if version != "v1" || !(group.is_empty() || resources::GROUPS.contains(&group)) {
         return None;
     }
-    let verbs = json!(["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]);
+    let verbs = json!([
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch"
+    ]);
     let mut list: Vec<Value> = resources::ALL
         .iter()
         .filter(|r| r.group == group)
@@ -306,36 +371,85 @@ fn resource_list(gv: &str) -> Option<Value> {
             v
         })
         .collect();
-    let sub = |name: &str, namespaced: bool, kind: &str, verbs: Value| {
-        json!({"name": name, "singularName": "", "namespaced": namespaced, "kind": kind, "verbs": verbs})
-    };
+    let sub = |name: &str, namespaced: bool, kind: &str, verbs: Value| json!({"name": name, "singularName": "", "namespaced": namespaced, "kind": kind, "verbs": verbs});
     match group {
         "" => {
-            list.push(sub("pods/exec", true, "PodExecOptions", json!(["create", "get"])));
-            list.push(sub("pods/portforward", true, "PodPortForwardOptions", json!(["create", "get"])));
-            list.push(sub("pods/proxy", true, "PodProxyOptions", json!(["create", "delete", "get", "patch", "update"])));
+            list.push(sub(
+                "pods/exec",
+                true,
+                "PodExecOptions",
+                json!(["create", "get"]),
+            ));
+            list.push(sub(
+                "pods/portforward",
+                true,
+                "PodPortForwardOptions",
+                json!(["create", "get"]),
+            ));
+            list.push(sub(
+                "pods/proxy",
+                true,
+                "PodProxyOptions",
+                json!(["create", "delete", "get", "patch", "update"]),
+            ));
             list.push(sub("pods/log", true, "Pod", json!(["get"])));
-            list.push(sub("pods/status", true, "Pod", json!(["get", "patch", "update"])));
-            list.push(sub("services/proxy", true, "ServiceProxyOptions", json!(["create", "delete", "get", "patch", "update"])));
-            list.push(sub("nodes/proxy", false, "NodeProxyOptions", json!(["create", "delete", "get", "patch", "update"])));
+            list.push(sub(
+                "pods/status",
+                true,
+                "Pod",
+                json!(["get", "patch", "update"]),
+            ));
+            list.push(sub(
+                "services/proxy",
+                true,
+                "ServiceProxyOptions",
+                json!(["create", "delete", "get", "patch", "update"]),
+            ));
+            list.push(sub(
+                "nodes/proxy",
+                false,
+                "NodeProxyOptions",
+                json!(["create", "delete", "get", "patch", "update"]),
+            ));
         }
         "apps" => {
             for r in ["deployments", "replicasets"] {
-                let mut s = sub(&format!("{r}/scale"), true, "Scale", json!(["get", "patch", "update"]));
+                let mut s = sub(
+                    &format!("{r}/scale"),
+                    true,
+                    "Scale",
+                    json!(["get", "patch", "update"]),
+                );
                 s["group"] = json!("autoscaling");
                 s["version"] = json!("v1");
                 list.push(s);
-                list.push(sub(&format!("{r}/status"), true, if r == "deployments" { "Deployment" } else { "ReplicaSet" }, json!(["get", "patch", "update"])));
+                list.push(sub(
+                    &format!("{r}/status"),
+                    true,
+                    if r == "deployments" {
+                        "Deployment"
+                    } else {
+                        "ReplicaSet"
+                    },
+                    json!(["get", "patch", "update"]),
+                ));
             }
         }
         _ => {}
     }
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}))
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}),
+    )
 }
 
 fn selectors(pairs: &[(String, String)]) -> Result<(LabelSelector, FieldSelector), Response> {
-    let labels = LabelSelector::parse(q(pairs, "labelSelector").unwrap_or(""))
-        .map_err(|e| error(400, "BadRequest", &format!("unable to parse requirement: {e}")))?;
+    let labels = LabelSelector::parse(q(pairs, "labelSelector").unwrap_or("")).map_err(|e| {
+        error(
+            400,
+            "BadRequest",
+            &format!("unable to parse requirement: {e}"),
+        )
+    })?;
     let fields = FieldSelector::parse(q(pairs, "fieldSelector").unwrap_or(""))
         .map_err(|e| error(400, "BadRequest", &format!("invalid field selector: {e}")))?;
     Ok((labels, fields))
@@ -354,39 +468,79 @@ fn list(api: &Api, rp: &ResourcePath, pairs: &[(String, String)], headers: &Head
         .collect();
     if wants_table(headers) {
         let include = IncludeObject::parse(q(pairs, "includeObject"));
-        return json_response(StatusCode::OK, &tables::table(&rp.resource, items, rv, include, chrono::Utc::now()));
+        return json_response(
+            StatusCode::OK,
+            &tables::table(&rp.resource, items, rv, include, chrono::Utc::now()),
+        );
     }
-    json_response(StatusCode::OK, &json!({
-        "kind": format!("{}List", rp.resource.kind), "apiVersion": rp.resource.api_version(),
-        "metadata": {"resourceVersion": rv.to_string()}, "items": items
-    }))
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "kind": format!("{}List", rp.resource.kind), "apiVersion": rp.resource.api_version(),
+            "metadata": {"resourceVersion": rv.to_string()}, "items": items
+        }),
+    )
 }
 
-fn get(api: &Api, rp: &ResourcePath, name: &str, headers: &HeaderMap, pairs: &[(String, String)]) -> Response {
+fn get(
+    api: &Api,
+    rp: &ResourcePath,
+    name: &str,
+    headers: &HeaderMap,
+    pairs: &[(String, String)],
+) -> Response {
     let ns = rp.namespace.as_deref().unwrap_or("");
     match api.cluster.store.get(rp.resource, ns, name) {
         Some(o) if wants_table(headers) => {
             let include = IncludeObject::parse(q(pairs, "includeObject"));
-            json_response(StatusCode::OK, &tables::table(&rp.resource, [o.as_ref()], rv_of(&o), include, chrono::Utc::now()))
+            json_response(
+                StatusCode::OK,
+                &tables::table(
+                    &rp.resource,
+                    [o.as_ref()],
+                    rv_of(&o),
+                    include,
+                    chrono::Utc::now(),
+                ),
+            )
         }
         Some(o) => json_response(StatusCode::OK, &o),
-        None => error(404, "NotFound", &format!("{} \"{name}\" not found", rp.resource.plural)),
+        None => error(
+            404,
+            "NotFound",
+            &format!("{} \"{name}\" not found", rp.resource.plural),
+        ),
     }
 }
 
-fn watch_response(api: Arc<Api>, rp: &ResourcePath, pairs: &[(String, String)], headers: &HeaderMap) -> Response {
+fn watch_response(
+    api: Arc<Api>,
+    rp: &ResourcePath,
+    pairs: &[(String, String)],
+    headers: &HeaderMap,
+) -> Response {
     let (labels, fields) = match selectors(pairs) {
         Ok(s) => s,
         Err(r) => return r,
     };
     if truthy(q(pairs, "sendInitialEvents")) {
-        return error(422, "Invalid", "sendInitialEvents is not supported by the lab; list, then watch");
+        return error(
+            422,
+            "Invalid",
+            "sendInitialEvents is not supported by the lab; list, then watch",
+        );
     }
     let resource_version = match q(pairs, "resourceVersion").filter(|s| !s.is_empty()) {
         None => None,
         Some(s) => match s.parse::<u64>() {
             Ok(v) => Some(v),
-            Err(_) => return error(400, "BadRequest", &format!("invalid resource version {s:?}")),
+            Err(_) => {
+                return error(
+                    400,
+                    "BadRequest",
+                    &format!("invalid resource version {s:?}"),
+                );
+            }
         },
     };
     let timeout = q(pairs, "timeoutSeconds")
@@ -426,7 +580,13 @@ pub fn tokio_stream_from<T: Send + 'static>(
 }
 
 fn parse_body(body: &Bytes) -> Result<Value, Response> {
-    serde_json::from_slice(body).map_err(|e| error(400, "BadRequest", &format!("the request body is not valid JSON: {e}")))
+    serde_json::from_slice(body).map_err(|e| {
+        error(
+            400,
+            "BadRequest",
+            &format!("the request body is not valid JSON: {e}"),
+        )
+    })
 }
 
 /// Check an object against its k8s-openapi type.
@@ -441,7 +601,9 @@ fn validate(resource: &Resource, obj: Value) -> Result<Value, String> {
         ("", "persistentvolumeclaims") => objects::typed::<k::core::v1::PersistentVolumeClaim>(obj),
         ("apps", "deployments") => objects::typed::<k::apps::v1::Deployment>(obj),
         ("apps", "replicasets") => objects::typed::<k::apps::v1::ReplicaSet>(obj),
-        ("discovery.k8s.io", "endpointslices") => objects::typed::<k::discovery::v1::EndpointSlice>(obj),
+        ("discovery.k8s.io", "endpointslices") => {
+            objects::typed::<k::discovery::v1::EndpointSlice>(obj)
+        }
         ("events.k8s.io", "events") => objects::typed::<k::events::v1::Event>(obj),
         _ => Ok(obj),
     }
@@ -492,10 +654,21 @@ fn create(api: &Api, rp: &ResourcePath, body: &Bytes) -> Response {
     if obj["metadata"]["name"].as_str().is_none_or(str::is_empty) {
         match obj["metadata"]["generateName"].as_str() {
             Some(g) => obj["metadata"]["name"] = json!(format!("{g}{}", api.cluster.suffix(5))),
-            None => return error(422, "Invalid", "metadata.name: Required value: name or generateName is required"),
+            None => {
+                return error(
+                    422,
+                    "Invalid",
+                    "metadata.name: Required value: name or generateName is required",
+                );
+            }
         }
     }
-    for f in ["uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"] {
+    for f in [
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "deletionTimestamp",
+    ] {
         if let Some(m) = obj["metadata"].as_object_mut() {
             m.remove(f);
         }
@@ -505,7 +678,13 @@ fn create(api: &Api, rp: &ResourcePath, body: &Bytes) -> Response {
     }
     let obj = match validate(&rp.resource, obj) {
         Ok(v) => v,
-        Err(e) => return error(422, "Invalid", &format!("{} is invalid: {e}", rp.resource.kind)),
+        Err(e) => {
+            return error(
+                422,
+                "Invalid",
+                &format!("{} is invalid: {e}", rp.resource.kind),
+            );
+        }
     };
     match api.cluster.store.create(rp.resource, obj) {
         Ok(created) => {
@@ -529,7 +708,13 @@ fn merge_for_write(resource: &Resource, cur: &Value, mut next: Value, sub: Optio
     if cur.get("status").is_some() && !matches!(resource.plural, "events" | "endpointslices") {
         next["status"] = cur["status"].clone();
     }
-    for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+    for f in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
         match cur["metadata"].get(f) {
             Some(v) => next["metadata"][f] = v.clone(),
             None => {
@@ -546,7 +731,13 @@ fn merge_for_write(resource: &Resource, cur: &Value, mut next: Value, sub: Optio
     next
 }
 
-fn write(api: &Api, rp: &ResourcePath, name: &str, sub: Option<&str>, f: impl FnOnce(&Value) -> Result<Value, Response>) -> Response {
+fn write(
+    api: &Api,
+    rp: &ResourcePath,
+    name: &str,
+    sub: Option<&str>,
+    f: impl FnOnce(&Value) -> Result<Value, Response>,
+) -> Response {
     let ns = rp.namespace.clone().unwrap_or_default();
     let mut failure: Option<Response> = None;
     let resource = rp.resource;
@@ -572,22 +763,46 @@ fn write(api: &Api, rp: &ResourcePath, name: &str, sub: Option<&str>, f: impl Fn
     }
 }
 
-fn patch_object(api: &Api, rp: &ResourcePath, name: &str, sub: Option<&str>, headers: &HeaderMap, body: &Bytes) -> Response {
-    let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+fn patch_object(
+    api: &Api,
+    rp: &ResourcePath,
+    name: &str,
+    sub: Option<&str>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let Some(kind) = PatchKind::from_content_type(ct) else {
-        return error(415, "UnsupportedMediaType", &format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {ct:?})"));
+        return error(
+            415,
+            "UnsupportedMediaType",
+            &format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {ct:?})"
+            ),
+        );
     };
     let p = match parse_body(body) {
         Ok(v) => v,
         Err(r) => return r,
     };
     if sub == Some("scale") {
-        return scale_write(api, rp, name, |scale| patch::apply(kind, scale, &p).map_err(|e| error(422, "Invalid", &e)));
+        return scale_write(api, rp, name, |scale| {
+            patch::apply(kind, scale, &p).map_err(|e| error(422, "Invalid", &e))
+        });
     }
     if !matches!(sub, None | Some("status")) {
-        return error(405, "MethodNotAllowed", "PATCH is not supported on this subresource");
+        return error(
+            405,
+            "MethodNotAllowed",
+            "PATCH is not supported on this subresource",
+        );
     }
-    write(api, rp, name, sub, |cur| patch::apply(kind, cur, &p).map_err(|e| error(422, "Invalid", &e)))
+    write(api, rp, name, sub, |cur| {
+        patch::apply(kind, cur, &p).map_err(|e| error(422, "Invalid", &e))
+    })
 }
 
 fn replace(api: &Api, rp: &ResourcePath, name: &str, sub: Option<&str>, body: &Bytes) -> Response {
@@ -599,14 +814,27 @@ fn replace(api: &Api, rp: &ResourcePath, name: &str, sub: Option<&str>, body: &B
         return scale_write(api, rp, name, |_| Ok(obj.clone()));
     }
     if !matches!(sub, None | Some("status")) {
-        return error(405, "MethodNotAllowed", "PUT is not supported on this subresource");
+        return error(
+            405,
+            "MethodNotAllowed",
+            "PUT is not supported on this subresource",
+        );
     }
-    let wanted_rv = obj["metadata"]["resourceVersion"].as_str().map(str::to_string);
+    let wanted_rv = obj["metadata"]["resourceVersion"]
+        .as_str()
+        .map(str::to_string);
     write(api, rp, name, sub, |cur| {
         if let Some(rv) = &wanted_rv
             && cur["metadata"]["resourceVersion"].as_str() != Some(rv.as_str())
         {
-            return Err(error(409, "Conflict", &format!("Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again", rp.resource.plural)));
+            return Err(error(
+                409,
+                "Conflict",
+                &format!(
+                    "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                    rp.resource.plural
+                ),
+            ));
         }
         Ok(obj.clone())
     })
@@ -615,7 +843,12 @@ fn replace(api: &Api, rp: &ResourcePath, name: &str, sub: Option<&str>, body: &B
 fn scale_of(obj: &Value) -> Value {
     let selector = obj["spec"]["selector"]["matchLabels"]
         .as_object()
-        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
         .unwrap_or_default();
     json!({
         "kind": "Scale", "apiVersion": "autoscaling/v1",
@@ -629,28 +862,57 @@ fn scale_of(obj: &Value) -> Value {
 
 fn scale_get(api: &Api, rp: &ResourcePath, name: &str) -> Response {
     if !matches!(rp.resource, DEPLOYMENTS | REPLICASETS) {
-        return error(404, "NotFound", "the server could not find the requested resource");
+        return error(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
     }
-    match api.cluster.store.get(rp.resource, rp.namespace.as_deref().unwrap_or(""), name) {
+    match api
+        .cluster
+        .store
+        .get(rp.resource, rp.namespace.as_deref().unwrap_or(""), name)
+    {
         Some(o) => json_response(StatusCode::OK, &scale_of(&o)),
-        None => error(404, "NotFound", &format!("{} \"{name}\" not found", rp.resource.plural)),
+        None => error(
+            404,
+            "NotFound",
+            &format!("{} \"{name}\" not found", rp.resource.plural),
+        ),
     }
 }
 
-fn scale_write(api: &Api, rp: &ResourcePath, name: &str, f: impl FnOnce(&Value) -> Result<Value, Response>) -> Response {
+fn scale_write(
+    api: &Api,
+    rp: &ResourcePath,
+    name: &str,
+    f: impl FnOnce(&Value) -> Result<Value, Response>,
+) -> Response {
     if !matches!(rp.resource, DEPLOYMENTS | REPLICASETS) {
-        return error(404, "NotFound", "the server could not find the requested resource");
+        return error(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
     }
     let ns = rp.namespace.clone().unwrap_or_default();
     let Some(cur) = api.cluster.store.get(rp.resource, &ns, name) else {
-        return error(404, "NotFound", &format!("{} \"{name}\" not found", rp.resource.plural));
+        return error(
+            404,
+            "NotFound",
+            &format!("{} \"{name}\" not found", rp.resource.plural),
+        );
     };
     let new_scale = match f(&scale_of(&cur)) {
         Ok(v) => v,
         Err(r) => return r,
     };
     let Some(replicas) = new_scale["spec"]["replicas"].as_i64().filter(|r| *r >= 0) else {
-        return error(422, "Invalid", "Scale.spec.replicas: Invalid value: must be a non-negative integer");
+        return error(
+            422,
+            "Invalid",
+            "Scale.spec.replicas: Invalid value: must be a non-negative integer",
+        );
     };
     let resource = rp.resource;
     let r = api.cluster.store.mutate(resource, &ns, name, |o| {
@@ -674,19 +936,37 @@ fn logs(api: &Api, rp: &ResourcePath, name: &str) -> Response {
         Some(p) if p["status"]["containerStatuses"][0]["state"]["running"].is_null() => error(
             400,
             "BadRequest",
-            &format!("container \"ollama\" in pod \"{name}\" is waiting to start: ContainerCreating"),
+            &format!(
+                "container \"ollama\" in pod \"{name}\" is waiting to start: ContainerCreating"
+            ),
         ),
         Some(p) => {
             let ip = p["status"]["podIP"].as_str().unwrap_or("");
-            let text = format!("time={} level=INFO source=routes.go msg=\"Listening on {ip}:{} (version 0.6.8)\"\n", p["status"]["containerStatuses"][0]["state"]["running"]["startedAt"].as_str().unwrap_or(""), objects::OLLAMA_PORT);
+            let text = format!(
+                "time={} level=INFO source=routes.go msg=\"Listening on {ip}:{} (version 0.6.8)\"\n",
+                p["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
+                    .as_str()
+                    .unwrap_or(""),
+                objects::OLLAMA_PORT
+            );
             (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response()
         }
     }
 }
 
-fn delete(api: &Api, rp: &ResourcePath, name: &str, pairs: &[(String, String)], body: &Bytes) -> Response {
+fn delete(
+    api: &Api,
+    rp: &ResourcePath,
+    name: &str,
+    pairs: &[(String, String)],
+    body: &Bytes,
+) -> Response {
     let ns = rp.namespace.clone().unwrap_or_default();
-    let opts: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(json!({})) };
+    let opts: Value = if body.is_empty() {
+        json!({})
+    } else {
+        serde_json::from_slice(body).unwrap_or(json!({}))
+    };
     let grace = q(pairs, "gracePeriodSeconds")
         .and_then(|s| s.parse::<i64>().ok())
         .or_else(|| opts["gracePeriodSeconds"].as_i64());
@@ -752,7 +1032,8 @@ async fn admin(api: Arc<Api>, req: Request) -> Response {
                 applied.push("exec_delay_ms");
             }
             if let Some(rt) = &f.runtime {
-                if let Err(e) = super::faults::apply_runtime_faults(&api.cluster.runtime_faults, rt) {
+                if let Err(e) = super::faults::apply_runtime_faults(&api.cluster.runtime_faults, rt)
+                {
                     return error(400, "BadRequest", &e);
                 }
                 applied.push("runtime");
@@ -763,18 +1044,27 @@ async fn admin(api: Arc<Api>, req: Request) -> Response {
             }
             json_response(StatusCode::OK, &json!({"applied": applied}))
         }
-        (Method::POST, ["lab", "nodes", node, "drop-caches"]) => match api.cluster.node_caches.get(*node) {
-            Some(cache) => {
-                let (before, after) = cache.drop_caches();
-                api.cluster.settings.ground_truth.log(node, crate::lab::ground_truth::Transition::CachesDropped,
-                    json!({"cached_kb_before": before, "cached_kb_after": after}));
-                json_response(StatusCode::OK, &json!({"node": node, "cached_kb_before": before, "cached_kb_after": after}))
+        (Method::POST, ["lab", "nodes", node, "drop-caches"]) => {
+            match api.cluster.node_caches.get(*node) {
+                Some(cache) => {
+                    let (before, after) = cache.drop_caches();
+                    api.cluster.settings.ground_truth.log(
+                        node,
+                        crate::lab::ground_truth::Transition::CachesDropped,
+                        json!({"cached_kb_before": before, "cached_kb_after": after}),
+                    );
+                    json_response(
+                        StatusCode::OK,
+                        &json!({"node": node, "cached_kb_before": before, "cached_kb_after": after}),
+                    )
+                }
+                None => error(404, "NotFound", &format!("nodes \"{node}\" not found")),
             }
-            None => error(404, "NotFound", &format!("nodes \"{node}\" not found")),
-        },
-        (Method::GET, ["lab", "ground-truth"]) => {
-            json_response(StatusCode::OK, &json!(api.cluster.settings.ground_truth.entries()))
         }
+        (Method::GET, ["lab", "ground-truth"]) => json_response(
+            StatusCode::OK,
+            &json!(api.cluster.settings.ground_truth.entries()),
+        ),
         _ => error(404, "NotFound", "unknown lab endpoint"),
     }
 }
@@ -786,13 +1076,27 @@ mod tests {
     #[test]
     fn paths_parse_like_the_api_server() {
         let p = parse_path("/api/v1/namespaces/ns/pods/p1/exec").unwrap();
-        assert_eq!((p.resource, p.namespace.as_deref(), p.name.as_deref(), p.sub.as_deref()), (PODS, Some("ns"), Some("p1"), Some("exec")));
+        assert_eq!(
+            (
+                p.resource,
+                p.namespace.as_deref(),
+                p.name.as_deref(),
+                p.sub.as_deref()
+            ),
+            (PODS, Some("ns"), Some("p1"), Some("exec"))
+        );
         let p = parse_path("/api/v1/pods").unwrap();
         assert_eq!((p.resource, p.namespace, p.name), (PODS, None, None));
         let p = parse_path("/api/v1/namespaces/ns").unwrap();
-        assert_eq!((p.resource.plural, p.name.as_deref()), ("namespaces", Some("ns")));
+        assert_eq!(
+            (p.resource.plural, p.name.as_deref()),
+            ("namespaces", Some("ns"))
+        );
         let p = parse_path("/api/v1/namespaces/ns/pods/p1:11434/proxy/api/tags").unwrap();
-        assert_eq!((p.name.as_deref(), p.sub.as_deref(), p.rest.as_str()), (Some("p1:11434"), Some("proxy"), "api/tags"));
+        assert_eq!(
+            (p.name.as_deref(), p.sub.as_deref(), p.rest.as_str()),
+            (Some("p1:11434"), Some("proxy"), "api/tags")
+        );
         let p = parse_path("/apis/apps/v1/namespaces/ns/deployments/ollama/scale").unwrap();
         assert_eq!((p.resource, p.sub.as_deref()), (DEPLOYMENTS, Some("scale")));
         let p = parse_path("/api/v1/nodes/lab-node-1/proxy/stats/summary").unwrap();
@@ -805,12 +1109,30 @@ mod tests {
     #[test]
     fn discovery_lists_subresources() {
         let v = resource_list("v1").unwrap();
-        let names: Vec<&str> = v["resources"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
-        for n in ["pods", "pods/exec", "nodes/proxy", "services", "events", "persistentvolumeclaims"] {
+        let names: Vec<&str> = v["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        for n in [
+            "pods",
+            "pods/exec",
+            "nodes/proxy",
+            "services",
+            "events",
+            "persistentvolumeclaims",
+        ] {
             assert!(names.contains(&n), "{n}");
         }
         let apps = resource_list("apps/v1").unwrap();
-        assert!(apps["resources"].as_array().unwrap().iter().any(|r| r["name"] == "deployments/scale" && r["group"] == "autoscaling"));
+        assert!(
+            apps["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["name"] == "deployments/scale" && r["group"] == "autoscaling")
+        );
         assert!(resource_list("bogus/v1").is_none());
     }
 }

@@ -5,7 +5,9 @@
 
 use super::kubelet;
 use super::objects::{self, time};
-use super::resources::{CORE_EVENTS, DEPLOYMENTS, ENDPOINT_SLICES, EVENTS, PODS, REPLICASETS, SERVICES};
+use super::resources::{
+    CORE_EVENTS, DEPLOYMENTS, ENDPOINT_SLICES, EVENTS, PODS, REPLICASETS, SERVICES,
+};
 use super::selectors::LabelSelector;
 use super::store::{Store, StoreError};
 use crate::lab::ground_truth::{GroundTruth, Transition};
@@ -112,9 +114,10 @@ fn owned_by(obj: &Value, uid: &str) -> bool {
 
 /// Is the pod's Ready condition True?
 pub fn pod_ready(pod: &Value) -> bool {
-    pod["status"]["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    pod["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
 }
 
 fn terminating(pod: &Value) -> bool {
@@ -122,7 +125,11 @@ fn terminating(pod: &Value) -> bool {
 }
 
 fn active(pod: &Value) -> bool {
-    !terminating(pod) && !matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+    !terminating(pod)
+        && !matches!(
+            pod["status"]["phase"].as_str(),
+            Some("Succeeded" | "Failed")
+        )
 }
 
 /// Resolve an intOrString against a total (percent: surge rounds up, unavailable down).
@@ -132,11 +139,19 @@ fn resolve(v: Option<&IntOrString>, total: i32, round_up: bool, default_pct: i32
         Some(IntOrString::String(s)) => {
             let pct: i32 = s.trim_end_matches('%').parse().unwrap_or(default_pct);
             let x = f64::from(pct) * f64::from(total) / 100.0;
-            if round_up { x.ceil() as i32 } else { x.floor() as i32 }
+            if round_up {
+                x.ceil() as i32
+            } else {
+                x.floor() as i32
+            }
         }
         None => {
             let x = f64::from(default_pct) * f64::from(total) / 100.0;
-            if round_up { x.ceil() as i32 } else { x.floor() as i32 }
+            if round_up {
+                x.ceil() as i32
+            } else {
+                x.floor() as i32
+            }
         }
     }
 }
@@ -146,7 +161,12 @@ impl Cluster {
     pub fn new(store: Arc<Store>, settings: LabSettings) -> Self {
         let node_caches = objects::NODE_NAMES
             .iter()
-            .map(|n| (n.to_string(), Arc::new(NodeCache::new(settings.profile.start_cold))))
+            .map(|n| {
+                (
+                    n.to_string(),
+                    Arc::new(NodeCache::new(settings.profile.start_cold)),
+                )
+            })
             .collect();
         let shared_disk = Arc::new(ModelDisk::with_models(&settings.profile.models));
         let rng = Mutex::new(StdRng::seed_from_u64(settings.seed));
@@ -234,7 +254,12 @@ impl Cluster {
     }
 
     /// Run `f` on the pod's entry.
-    pub fn with_pod<R>(&self, ns: &str, name: &str, f: impl FnOnce(&mut PodEntry) -> R) -> Option<R> {
+    pub fn with_pod<R>(
+        &self,
+        ns: &str,
+        name: &str,
+        f: impl FnOnce(&mut PodEntry) -> R,
+    ) -> Option<R> {
         lock(&self.pods)
             .get_mut(&(ns.to_string(), name.to_string()))
             .map(f)
@@ -254,12 +279,24 @@ impl Cluster {
     pub fn runtimes(&self) -> Vec<(String, String, Option<String>, Arc<RuntimeHandle>)> {
         lock(&self.pods)
             .iter()
-            .filter_map(|((ns, n), e)| e.runtime.clone().map(|r| (ns.clone(), n.clone(), e.node.clone(), r)))
+            .filter_map(|((ns, n), e)| {
+                e.runtime
+                    .clone()
+                    .map(|r| (ns.clone(), n.clone(), e.node.clone(), r))
+            })
             .collect()
     }
 
     /// Record an event (core/v1 and events.k8s.io/v1) about an object.
-    pub fn record_event(&self, regarding: &Value, ty: &str, reason: &str, message: &str, component: &str, host: &str) {
+    pub fn record_event(
+        &self,
+        regarding: &Value,
+        ty: &str,
+        reason: &str,
+        message: &str,
+        component: &str,
+        host: &str,
+    ) {
         let ns = regarding["metadata"]["namespace"]
             .as_str()
             .filter(|s| !s.is_empty())
@@ -269,7 +306,17 @@ impl Cluster {
             regarding["metadata"]["name"].as_str().unwrap_or("object"),
             self.hex(16)
         );
-        let (core, new) = objects::events(regarding, ns, &name, ty, reason, message, component, host, Utc::now());
+        let (core, new) = objects::events(
+            regarding,
+            ns,
+            &name,
+            ty,
+            reason,
+            message,
+            component,
+            host,
+            Utc::now(),
+        );
         if let Err(e) = self.store.create(CORE_EVENTS, core) {
             tracing::warn!("lab: recording event {name}: {e}");
         }
@@ -281,9 +328,17 @@ impl Cluster {
     /// Accept a pod deletion: with a grace period, set deletionTimestamp and let the kubelet
     /// stop the container and remove the object when the grace ends; an unscheduled pod or
     /// grace 0 is removed at once.
-    pub fn delete_pod(&self, ns: &str, name: &str, grace: Option<i64>) -> Result<Value, StoreError> {
+    pub fn delete_pod(
+        &self,
+        ns: &str,
+        name: &str,
+        grace: Option<i64>,
+    ) -> Result<Value, StoreError> {
         let Some(pod) = self.store.get(PODS, ns, name) else {
-            return Err(StoreError::NotFound { kind: "pods".into(), name: name.into() });
+            return Err(StoreError::NotFound {
+                kind: "pods".into(),
+                name: name.into(),
+            });
         };
         if terminating(&pod) {
             return Ok((*pod).clone());
@@ -292,12 +347,19 @@ impl Cluster {
             .or_else(|| pod["spec"]["terminationGracePeriodSeconds"].as_i64())
             .unwrap_or(30)
             .max(0);
-        let scheduled = pod["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty());
+        let scheduled = pod["spec"]["nodeName"]
+            .as_str()
+            .is_some_and(|n| !n.is_empty());
         let now = Utc::now();
         let gt = &self.settings.ground_truth;
         if grace == 0 || !scheduled {
             let gone = self.store.delete(PODS, ns, name)?;
-            gt.log_at(now, name, Transition::DeleteAccepted, json!({"grace_seconds": grace}));
+            gt.log_at(
+                now,
+                name,
+                Transition::DeleteAccepted,
+                json!({"grace_seconds": grace}),
+            );
             gt.log_at(now, name, Transition::PodGone, json!({}));
             self.with_pod(ns, name, |e| e.deleting.cancel());
             return Ok(gone);
@@ -309,18 +371,33 @@ impl Cluster {
             p["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
             Ok(())
         })?;
-        gt.log_at(now, name, Transition::DeleteAccepted, json!({"grace_seconds": grace}));
+        gt.log_at(
+            now,
+            name,
+            Transition::DeleteAccepted,
+            json!({"grace_seconds": grace}),
+        );
         self.with_pod(ns, name, |e| {
             e.remove_at = Some(Instant::now() + wait);
             e.deleting.cancel();
         });
-        self.record_event(&updated, "Normal", "Killing", "Stopping container ollama", "kubelet", pod["spec"]["nodeName"].as_str().unwrap_or(""));
+        self.record_event(
+            &updated,
+            "Normal",
+            "Killing",
+            "Stopping container ollama",
+            "kubelet",
+            pod["spec"]["nodeName"].as_str().unwrap_or(""),
+        );
         Ok(updated)
     }
 
     /// Create a pod from a ReplicaSet and start its kubelet.
     fn create_pod(self: &Arc<Self>, rs: &Value) -> Result<(), StoreError> {
-        let ns = rs["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
+        let ns = rs["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let rs_name = rs["metadata"]["name"].as_str().unwrap_or_default();
         let name = format!("{rs_name}-{}", self.suffix(5));
         let template = &rs["spec"]["template"];
@@ -348,35 +425,83 @@ impl Cluster {
         let pod = json!({"metadata": meta, "spec": spec, "status": {"phase": "Pending", "qosClass": "Guaranteed"}});
         let pod = objects::typed::<Pod>(pod).map_err(StoreError::Invalid)?;
         let created = self.store.create(PODS, pod)?;
-        self.settings.ground_truth.log_at(now, &name, Transition::PodCreated, json!({"replicaset": rs_name}));
-        self.record_event(rs, "Normal", "SuccessfulCreate", &format!("Created pod: {name}"), "replicaset-controller", "");
+        self.settings.ground_truth.log_at(
+            now,
+            &name,
+            Transition::PodCreated,
+            json!({"replicaset": rs_name}),
+        );
+        self.record_event(
+            rs,
+            "Normal",
+            "SuccessfulCreate",
+            &format!("Created pod: {name}"),
+            "replicaset-controller",
+            "",
+        );
         self.start_kubelet(&created);
         Ok(())
     }
 
     /// Start the kubelet task of a pod that was just created.
     pub fn start_kubelet(self: &Arc<Self>, pod: &Value) {
-        let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
-        let name = pod["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        let uid = pod["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+        let ns = pod["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = pod["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let uid = pod["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let created = Instant::now();
         let deleting = CancellationToken::new();
         lock(&self.pods).insert(
             (ns.clone(), name.clone()),
-            PodEntry { uid: uid.clone(), ip: None, node: None, runtime: None, deleting: deleting.clone(), remove_at: None, own_disk: None },
+            PodEntry {
+                uid: uid.clone(),
+                ip: None,
+                node: None,
+                runtime: None,
+                deleting: deleting.clone(),
+                remove_at: None,
+                own_disk: None,
+            },
         );
-        tokio::spawn(kubelet::run_pod(self.clone(), ns, name, uid, deleting, created));
+        tokio::spawn(kubelet::run_pod(
+            self.clone(),
+            ns,
+            name,
+            uid,
+            deleting,
+            created,
+        ));
     }
 
     /// Background cascading deletion: the ReplicaSets and pods owned by `owner_uid`.
     pub fn delete_dependents(&self, ns: &str, owner_uid: &str) {
-        for rs in self.store.list(REPLICASETS, Some(ns)).0.iter().filter(|r| owned_by(r, owner_uid)) {
+        for rs in self
+            .store
+            .list(REPLICASETS, Some(ns))
+            .0
+            .iter()
+            .filter(|r| owned_by(r, owner_uid))
+        {
             let name = rs["metadata"]["name"].as_str().unwrap_or_default();
             if self.store.delete(REPLICASETS, ns, name).is_ok() {
                 self.delete_dependents(ns, rs["metadata"]["uid"].as_str().unwrap_or_default());
             }
         }
-        for p in self.store.list(PODS, Some(ns)).0.iter().filter(|p| owned_by(p, owner_uid)) {
+        for p in self
+            .store
+            .list(PODS, Some(ns))
+            .0
+            .iter()
+            .filter(|p| owned_by(p, owner_uid))
+        {
             let name = p["metadata"]["name"].as_str().unwrap_or_default();
             let _ = self.delete_pod(ns, name, None);
         }
@@ -411,7 +536,8 @@ impl Cluster {
     }
 
     fn reconcile_deployment(self: &Arc<Self>, d: &Value) -> Result<(), StoreError> {
-        let dep: Deployment = serde_json::from_value(d.clone()).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let dep: Deployment =
+            serde_json::from_value(d.clone()).map_err(|e| StoreError::Invalid(e.to_string()))?;
         let ns = dep.metadata.namespace.clone().unwrap_or_default();
         let name = dep.metadata.name.clone().unwrap_or_default();
         let uid = dep.metadata.uid.clone().unwrap_or_default();
@@ -439,7 +565,9 @@ impl Cluster {
         let new_rs = match new_rs {
             Some(r) => r,
             None => {
-                let any_old_active = rss.iter().any(|r| r["spec"]["replicas"].as_i64().unwrap_or(0) > 0);
+                let any_old_active = rss
+                    .iter()
+                    .any(|r| r["spec"]["replicas"].as_i64().unwrap_or(0) > 0);
                 let rs_name = format!("{name}-{hash}");
                 let mut template = d["spec"]["template"].clone();
                 template["metadata"]["labels"]["pod-template-hash"] = json!(hash);
@@ -461,43 +589,81 @@ impl Cluster {
                 let rs = objects::typed::<ReplicaSet>(rs).map_err(StoreError::Invalid)?;
                 let created = Arc::new(self.store.create(REPLICASETS, rs)?);
                 self.store.mutate(DEPLOYMENTS, &ns, &name, |o| {
-                    o["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = json!((max_rev + 1).to_string());
+                    o["metadata"]["annotations"]["deployment.kubernetes.io/revision"] =
+                        json!((max_rev + 1).to_string());
                     Ok(())
                 })?;
                 let scaled = created["spec"]["replicas"].as_i64().unwrap_or(0);
-                self.record_event(d, "Normal", "ScalingReplicaSet",
-                    &format!("Scaled up replica set {rs_name} from 0 to {scaled}"), "deployment-controller", "");
+                self.record_event(
+                    d,
+                    "Normal",
+                    "ScalingReplicaSet",
+                    &format!("Scaled up replica set {rs_name} from 0 to {scaled}"),
+                    "deployment-controller",
+                    "",
+                );
                 rss.push(created.clone());
                 created
             }
         };
-        let new_name = new_rs["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        let new_uid = new_rs["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+        let new_name = new_rs["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let new_uid = new_rs["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let replicas_of = |r: &Value| r["spec"]["replicas"].as_i64().unwrap_or(0) as i32;
         let available_of = |r: &Value| -> i32 {
             let uid = r["metadata"]["uid"].as_str().unwrap_or_default();
-            self.pods_of(&ns, uid).iter().filter(|p| active(p) && pod_ready(p)).count() as i32
+            self.pods_of(&ns, uid)
+                .iter()
+                .filter(|p| active(p) && pod_ready(p))
+                .count() as i32
         };
-        let olds: Vec<Arc<Value>> = rss.iter().filter(|r| r["metadata"]["uid"] != new_uid.as_str()).cloned().collect();
+        let olds: Vec<Arc<Value>> = rss
+            .iter()
+            .filter(|r| r["metadata"]["uid"] != new_uid.as_str())
+            .cloned()
+            .collect();
         let recreate = spec.strategy.as_ref().and_then(|s| s.type_.as_deref()) == Some("Recreate");
-        let ru = spec.strategy.as_ref().and_then(|s| s.rolling_update.clone()).unwrap_or_default();
+        let ru = spec
+            .strategy
+            .as_ref()
+            .and_then(|s| s.rolling_update.clone())
+            .unwrap_or_default();
         let mut surge = resolve(ru.max_surge.as_ref(), desired, true, 25);
         let unavailable = resolve(ru.max_unavailable.as_ref(), desired, false, 25);
         if surge == 0 && unavailable == 0 {
             surge = 0;
         }
-        let unavailable = if surge == 0 && unavailable == 0 { 1 } else { unavailable };
+        let unavailable = if surge == 0 && unavailable == 0 {
+            1
+        } else {
+            unavailable
+        };
         let scale = |r: &Value, to: i32| -> Result<(), StoreError> {
             let from = replicas_of(r);
-            let rname = r["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let rname = r["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             self.store.mutate(REPLICASETS, &ns, &rname, |o| {
                 o["spec"]["replicas"] = json!(to);
-                o["metadata"]["annotations"]["deployment.kubernetes.io/desired-replicas"] = json!(desired.to_string());
+                o["metadata"]["annotations"]["deployment.kubernetes.io/desired-replicas"] =
+                    json!(desired.to_string());
                 Ok(())
             })?;
             let verb = if to > from { "up" } else { "down" };
-            self.record_event(d, "Normal", "ScalingReplicaSet",
-                &format!("Scaled {verb} replica set {rname} from {from} to {to}"), "deployment-controller", "");
+            self.record_event(
+                d,
+                "Normal",
+                "ScalingReplicaSet",
+                &format!("Scaled {verb} replica set {rname} from {from} to {to}"),
+                "deployment-controller",
+                "",
+            );
             Ok(())
         };
         let old_total: i32 = olds.iter().map(|r| replicas_of(r)).sum();
@@ -507,7 +673,9 @@ impl Cluster {
                 scale(r, 0)?;
             }
             let old_pods_left = olds.iter().any(|r| {
-                !self.pods_of(&ns, r["metadata"]["uid"].as_str().unwrap_or_default()).is_empty()
+                !self
+                    .pods_of(&ns, r["metadata"]["uid"].as_str().unwrap_or_default())
+                    .is_empty()
             });
             if !old_pods_left && new_replicas != desired {
                 scale(&new_rs, desired)?;
@@ -602,8 +770,14 @@ impl Cluster {
     }
 
     fn reconcile_replicaset(self: &Arc<Self>, rs: &Value) -> Result<(), StoreError> {
-        let ns = rs["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
-        let name = rs["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let ns = rs["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = rs["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let uid = rs["metadata"]["uid"].as_str().unwrap_or_default();
         let want = rs["spec"]["replicas"].as_i64().unwrap_or(1) as usize;
         let pods = self.pods_of(&ns, uid);
@@ -617,13 +791,23 @@ impl Cluster {
             live.sort_by_key(|p| {
                 let scheduled = p["spec"]["nodeName"].is_string();
                 let ready = pod_ready(p);
-                let created = p["metadata"]["creationTimestamp"].as_str().unwrap_or_default().to_string();
+                let created = p["metadata"]["creationTimestamp"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
                 (scheduled, ready, std::cmp::Reverse(created))
             });
             for p in live.iter().take(live.len() - want) {
                 let pname = p["metadata"]["name"].as_str().unwrap_or_default();
                 self.delete_pod(&ns, pname, None)?;
-                self.record_event(rs, "Normal", "SuccessfulDelete", &format!("Deleted pod: {pname}"), "replicaset-controller", "");
+                self.record_event(
+                    rs,
+                    "Normal",
+                    "SuccessfulDelete",
+                    &format!("Deleted pod: {pname}"),
+                    "replicaset-controller",
+                    "",
+                );
             }
         }
         let pods = self.pods_of(&ns, uid);
@@ -643,14 +827,25 @@ impl Cluster {
     }
 
     fn reconcile_endpoints(self: &Arc<Self>, svc: &Value) -> Result<(), StoreError> {
-        let ns = svc["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
-        let name = svc["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let ns = svc["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = svc["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let Some(sel) = svc["spec"]["selector"].as_object() else {
             return Ok(());
         };
         let selector = LabelSelector(
             sel.iter()
-                .map(|(k, v)| super::selectors::LabelReq::Eq(k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .map(|(k, v)| {
+                    super::selectors::LabelReq::Eq(
+                        k.clone(),
+                        v.as_str().unwrap_or_default().to_string(),
+                    )
+                })
                 .collect(),
         );
         let mut pods: Vec<Arc<Value>> = self
@@ -661,8 +856,14 @@ impl Cluster {
             .filter(|p| selector.matches(p) && p["status"]["podIP"].is_string())
             .collect();
         pods.sort_by(|a, b| {
-            a["metadata"]["creationTimestamp"].as_str().cmp(&b["metadata"]["creationTimestamp"].as_str())
-                .then(a["metadata"]["name"].as_str().cmp(&b["metadata"]["name"].as_str()))
+            a["metadata"]["creationTimestamp"]
+                .as_str()
+                .cmp(&b["metadata"]["creationTimestamp"].as_str())
+                .then(
+                    a["metadata"]["name"]
+                        .as_str()
+                        .cmp(&b["metadata"]["name"].as_str()),
+                )
         });
         let endpoints: Vec<Value> = pods
             .iter()
@@ -693,7 +894,10 @@ impl Cluster {
             .find(|s| s["metadata"]["labels"]["kubernetes.io/service-name"] == name.as_str());
         match existing {
             Some(slice) => {
-                let sname = slice["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                let sname = slice["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
                 self.store.mutate(ENDPOINT_SLICES, &ns, &sname, |o| {
                     o["endpoints"] = json!(endpoints);
                     o["ports"] = json!(ports);
@@ -710,7 +914,8 @@ impl Cluster {
                             "uid": svc["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]},
                     "addressType": "IPv4", "endpoints": endpoints, "ports": ports
                 });
-                let slice = objects::typed::<k8s_openapi::api::discovery::v1::EndpointSlice>(slice).map_err(StoreError::Invalid)?;
+                let slice = objects::typed::<k8s_openapi::api::discovery::v1::EndpointSlice>(slice)
+                    .map_err(StoreError::Invalid)?;
                 self.store.create(ENDPOINT_SLICES, slice)?;
             }
         }
@@ -751,13 +956,23 @@ mod tests {
         let mut restarted = t.clone();
         restarted["metadata"]["annotations"] = json!({"kubectl.kubernetes.io/restartedAt": "now"});
         assert_ne!(template_hash(&t), template_hash(&restarted));
-        assert!(template_hash(&t).bytes().all(|b| SAFE_ALPHABET.contains(&b)));
+        assert!(
+            template_hash(&t)
+                .bytes()
+                .all(|b| SAFE_ALPHABET.contains(&b))
+        );
     }
 
     #[test]
     fn int_or_percent() {
-        assert_eq!(resolve(Some(&IntOrString::String("25%".into())), 3, true, 25), 1);
-        assert_eq!(resolve(Some(&IntOrString::String("25%".into())), 3, false, 25), 0);
+        assert_eq!(
+            resolve(Some(&IntOrString::String("25%".into())), 3, true, 25),
+            1
+        );
+        assert_eq!(
+            resolve(Some(&IntOrString::String("25%".into())), 3, false, 25),
+            0
+        );
         assert_eq!(resolve(Some(&IntOrString::Int(2)), 3, false, 25), 2);
         assert_eq!(resolve(None, 4, true, 25), 1);
     }

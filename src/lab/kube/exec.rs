@@ -61,40 +61,81 @@ fn frame(channel: u8, data: &[u8]) -> Message {
     Message::Binary(Bytes::from(v))
 }
 
-fn running_pod_check(api: &Api, ns: &str, name: &str, container: Option<&str>) -> Result<(), Response> {
+fn running_pod_check(
+    api: &Api,
+    ns: &str,
+    name: &str,
+    container: Option<&str>,
+) -> Result<(), Response> {
     let Some(pod) = api.cluster.store.get(PODS, ns, name) else {
-        return Err(error(404, "NotFound", &format!("pods \"{name}\" not found")));
+        return Err(error(
+            404,
+            "NotFound",
+            &format!("pods \"{name}\" not found"),
+        ));
     };
-    let cname = pod["spec"]["containers"][0]["name"].as_str().unwrap_or("ollama");
+    let cname = pod["spec"]["containers"][0]["name"]
+        .as_str()
+        .unwrap_or("ollama");
     if let Some(c) = container
         && c != cname
     {
-        return Err(error(400, "BadRequest", &format!("container {c} is not valid for pod {name}")));
+        return Err(error(
+            400,
+            "BadRequest",
+            &format!("container {c} is not valid for pod {name}"),
+        ));
     }
     if pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
-        return Err(error(400, "BadRequest", &format!("pod {name} does not have a host assigned")));
+        return Err(error(
+            400,
+            "BadRequest",
+            &format!("pod {name} does not have a host assigned"),
+        ));
     }
     if pod["status"]["containerStatuses"][0]["state"]["running"].is_null() {
-        return Err(error(400, "BadRequest", &format!("unable to upgrade connection: container not found (\"{cname}\")")));
+        return Err(error(
+            400,
+            "BadRequest",
+            &format!("unable to upgrade connection: container not found (\"{cname}\")"),
+        ));
     }
     Ok(())
 }
 
 /// Handle `pods/{name}/exec`.
-pub async fn exec(api: Arc<Api>, ns: String, name: String, pairs: Vec<(String, String)>, ws: WebSocketUpgrade) -> Response {
-    let command: Vec<String> = pairs.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
+pub async fn exec(
+    api: Arc<Api>,
+    ns: String,
+    name: String,
+    pairs: Vec<(String, String)>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let command: Vec<String> = pairs
+        .iter()
+        .filter(|(k, _)| k == "command")
+        .map(|(_, v)| v.clone())
+        .collect();
     if command.is_empty() {
         return error(400, "BadRequest", "you must specify at least 1 command");
     }
-    let container = pairs.iter().find(|(k, _)| k == "container").map(|(_, v)| v.as_str());
+    let container = pairs
+        .iter()
+        .find(|(k, _)| k == "container")
+        .map(|(_, v)| v.as_str());
     if let Err(r) = running_pod_check(&api, &ns, &name, container) {
         return r;
     }
     let Some(runtime) = api.cluster.runtime_of(&ns, &name) else {
-        return error(400, "BadRequest", "unable to upgrade connection: container not found (\"ollama\")");
+        return error(
+            400,
+            "BadRequest",
+            "unable to upgrade connection: container not found (\"ollama\")",
+        );
     };
     let ws = ws.protocols(PROTOCOLS);
-    let protocol = ChannelProtocol::from_header(ws.selected_protocol().and_then(|h| h.to_str().ok()));
+    let protocol =
+        ChannelProtocol::from_header(ws.selected_protocol().and_then(|h| h.to_str().ok()));
     let delay = Duration::from_millis(api.exec_delay_ms.load(Ordering::Relaxed));
     let drop = api.conn_drop_token();
     ws.on_upgrade(move |socket| async move {
@@ -131,7 +172,10 @@ pub async fn exec(api: Arc<Api>, ns: String, name: String, pairs: Vec<(String, S
             }
             // A normal closure (1000): client-go treats anything else as an error.
             let _ = sink
-                .send(Message::Close(Some(CloseFrame { code: 1000, reason: "".into() })))
+                .send(Message::Close(Some(CloseFrame {
+                    code: 1000,
+                    reason: "".into(),
+                })))
                 .await;
         };
         tokio::select! {
@@ -143,11 +187,22 @@ pub async fn exec(api: Arc<Api>, ns: String, name: String, pairs: Vec<(String, S
 }
 
 /// Handle `pods/{name}/portforward` (one TCP connection to the pod per requested port).
-pub async fn portforward(api: Arc<Api>, ns: String, name: String, pairs: Vec<(String, String)>, ws: WebSocketUpgrade) -> Response {
+pub async fn portforward(
+    api: Arc<Api>,
+    ns: String,
+    name: String,
+    pairs: Vec<(String, String)>,
+    ws: WebSocketUpgrade,
+) -> Response {
     let ports: Vec<u16> = pairs
         .iter()
         .filter(|(k, _)| k == "ports")
-        .flat_map(|(_, v)| v.split(',').map(str::trim).map(str::to_string).collect::<Vec<_>>())
+        .flat_map(|(_, v)| {
+            v.split(',')
+                .map(str::trim)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
         .filter_map(|p| p.parse().ok())
         .collect();
     if ports.is_empty() {
@@ -157,7 +212,11 @@ pub async fn portforward(api: Arc<Api>, ns: String, name: String, pairs: Vec<(St
         return r;
     }
     let Some(ip) = api.cluster.with_pod(&ns, &name, |e| e.ip).flatten() else {
-        return error(400, "BadRequest", "unable to upgrade connection: pod has no IP");
+        return error(
+            400,
+            "BadRequest",
+            "unable to upgrade connection: pod has no IP",
+        );
     };
     let ws = ws.protocols(PROTOCOLS);
     let drop = api.conn_drop_token();
@@ -181,7 +240,9 @@ async fn forward(socket: WebSocket, ip: std::net::Ipv4Addr, ports: Vec<u16>) {
         let prefix = port.to_le_bytes();
         {
             let mut s = sink.lock().await;
-            if s.send(frame(data_ch, &prefix)).await.is_err() || s.send(frame(data_ch + 1, &prefix)).await.is_err() {
+            if s.send(frame(data_ch, &prefix)).await.is_err()
+                || s.send(frame(data_ch + 1, &prefix)).await.is_err()
+            {
                 return;
             }
         }
@@ -197,7 +258,13 @@ async fn forward(socket: WebSocket, ip: std::net::Ipv4Addr, ports: Vec<u16>) {
                         match rd.read(&mut buf).await {
                             Ok(0) | Err(_) => break,
                             Ok(n) => {
-                                if sink.lock().await.send(frame(data_ch, &buf[..n])).await.is_err() {
+                                if sink
+                                    .lock()
+                                    .await
+                                    .send(frame(data_ch, &buf[..n]))
+                                    .await
+                                    .is_err()
+                                {
                                     break;
                                 }
                             }
@@ -207,7 +274,10 @@ async fn forward(socket: WebSocket, ip: std::net::Ipv4Addr, ports: Vec<u16>) {
                         let _ = sink
                             .lock()
                             .await
-                            .send(Message::Close(Some(CloseFrame { code: 1000, reason: "".into() })))
+                            .send(Message::Close(Some(CloseFrame {
+                                code: 1000,
+                                reason: "".into(),
+                            })))
                             .await;
                     }
                 }));
@@ -216,7 +286,11 @@ async fn forward(socket: WebSocket, ip: std::net::Ipv4Addr, ports: Vec<u16>) {
                 writers.push(None);
                 open.fetch_sub(1, Ordering::SeqCst);
                 let msg = format!("error forwarding port {port} to pod: {e}");
-                let _ = sink.lock().await.send(frame(data_ch + 1, msg.as_bytes())).await;
+                let _ = sink
+                    .lock()
+                    .await
+                    .send(frame(data_ch + 1, msg.as_bytes()))
+                    .await;
             }
         }
     }
@@ -256,11 +330,16 @@ mod tests {
     #[test]
     fn exit_statuses_per_protocol() {
         assert_eq!(exit_status(ChannelProtocol::V1, 0), None);
-        let ok: serde_json::Value = serde_json::from_slice(&exit_status(ChannelProtocol::V5, 0).unwrap()).unwrap();
+        let ok: serde_json::Value =
+            serde_json::from_slice(&exit_status(ChannelProtocol::V5, 0).unwrap()).unwrap();
         assert_eq!(ok["status"], "Success");
-        let fail: serde_json::Value = serde_json::from_slice(&exit_status(ChannelProtocol::V4, 3).unwrap()).unwrap();
+        let fail: serde_json::Value =
+            serde_json::from_slice(&exit_status(ChannelProtocol::V4, 3).unwrap()).unwrap();
         assert_eq!(fail["reason"], "NonZeroExitCode");
         assert_eq!(fail["details"]["causes"][0]["message"], "3");
-        assert_eq!(ChannelProtocol::from_header(Some("v4.channel.k8s.io")), ChannelProtocol::V4);
+        assert_eq!(
+            ChannelProtocol::from_header(Some("v4.channel.k8s.io")),
+            ChannelProtocol::V4
+        );
     }
 }

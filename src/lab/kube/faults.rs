@@ -8,11 +8,17 @@ use serde_json::Value;
 pub fn apply_runtime_faults(faults: &RuntimeFaults, v: &Value) -> Result<(), String> {
     let obj = v.as_object().ok_or("runtime faults must be an object")?;
     for (k, val) in obj {
-        let on = val.as_bool().ok_or_else(|| format!("runtime fault {k:?} must be true or false"))?;
+        let on = val
+            .as_bool()
+            .ok_or_else(|| format!("runtime fault {k:?} must be true or false"))?;
         match k.as_str() {
             "hang" => faults.set_hang(on),
             "http_500" => faults.set_http_500(on),
-            other => return Err(format!("unknown runtime fault {other:?} (known: hang, http_500)")),
+            other => {
+                return Err(format!(
+                    "unknown runtime fault {other:?} (known: hang, http_500)"
+                ));
+            }
         }
     }
     Ok(())

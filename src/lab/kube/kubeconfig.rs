@@ -22,7 +22,8 @@ pub fn kubeconfig(api_url: &str, namespace: &str) -> Value {
 
 /// Write the kubeconfig to `path`.
 pub fn write(path: &Path, api_url: &str, namespace: &str) -> std::io::Result<()> {
-    let text = serde_json::to_string_pretty(&kubeconfig(api_url, namespace)).map_err(std::io::Error::other)?;
+    let text = serde_json::to_string_pretty(&kubeconfig(api_url, namespace))
+        .map_err(std::io::Error::other)?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
@@ -40,7 +41,18 @@ mod tests {
         write(&p, "http://127.0.0.1:1234", "llm-recovery-lab").unwrap();
         let kc = kube::config::Kubeconfig::read_from(&p).unwrap();
         assert_eq!(kc.current_context.as_deref(), Some(CONTEXT));
-        assert_eq!(kc.clusters[0].cluster.as_ref().unwrap().server.as_deref(), Some("http://127.0.0.1:1234"));
-        assert_eq!(kc.contexts[0].context.as_ref().unwrap().namespace.as_deref(), Some("llm-recovery-lab"));
+        assert_eq!(
+            kc.clusters[0].cluster.as_ref().unwrap().server.as_deref(),
+            Some("http://127.0.0.1:1234")
+        );
+        assert_eq!(
+            kc.contexts[0]
+                .context
+                .as_ref()
+                .unwrap()
+                .namespace
+                .as_deref(),
+            Some("llm-recovery-lab")
+        );
     }
 }

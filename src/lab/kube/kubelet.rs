@@ -13,8 +13,8 @@ use crate::lab::runtime::{self, ModelDisk, RuntimeEvent, RuntimeHandle, RuntimeS
 use crate::lab::scenario::Readiness;
 use chrono::Utc;
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, Pod,
-    PodCondition, PodIP,
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+    ContainerStatus, Pod, PodCondition, PodIP,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;
@@ -29,7 +29,14 @@ pub fn k8s_time(ts: chrono::DateTime<Utc>) -> Time {
     Time(k8s_openapi::jiff::Timestamp::from_microsecond(ts.timestamp_micros()).unwrap_or_default())
 }
 
-fn set_condition(pod: &mut Pod, ty: &str, status: bool, reason: Option<&str>, message: Option<String>, now: chrono::DateTime<Utc>) {
+fn set_condition(
+    pod: &mut Pod,
+    ty: &str,
+    status: bool,
+    reason: Option<&str>,
+    message: Option<String>,
+    now: chrono::DateTime<Utc>,
+) {
     let st = pod.status.get_or_insert_with(Default::default);
     let conds = st.conditions.get_or_insert_with(Vec::new);
     let status_s = if status { "True" } else { "False" }.to_string();
@@ -51,12 +58,28 @@ fn set_condition(pod: &mut Pod, ty: &str, status: bool, reason: Option<&str>, me
         });
     }
     // Keep the order a real kubelet reports.
-    let order = ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"];
-    conds.sort_by_key(|c| order.iter().position(|o| *o == c.type_).unwrap_or(order.len()));
+    let order = [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ];
+    conds.sort_by_key(|c| {
+        order
+            .iter()
+            .position(|o| *o == c.type_)
+            .unwrap_or(order.len())
+    });
 }
 
 fn container_status(pod: &mut Pod) -> &mut ContainerStatus {
-    let spec_container = pod.spec.as_ref().and_then(|s| s.containers.first()).cloned().unwrap_or_default();
+    let spec_container = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .cloned()
+        .unwrap_or_default();
     let st = pod.status.get_or_insert_with(Default::default);
     let list = st.container_statuses.get_or_insert_with(Vec::new);
     if list.is_empty() {
@@ -74,11 +97,19 @@ fn container_status(pod: &mut Pod) -> &mut ContainerStatus {
 }
 
 fn set_ready(pod: &mut Pod, ready: bool, now: chrono::DateTime<Utc>) {
-    let cname = pod.spec.as_ref().and_then(|s| s.containers.first()).map(|c| c.name.clone()).unwrap_or_default();
+    let cname = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .map(|c| c.name.clone())
+        .unwrap_or_default();
     let (reason, msg) = if ready {
         (None, None)
     } else {
-        (Some("ContainersNotReady"), Some(format!("containers with unready status: [{cname}]")))
+        (
+            Some("ContainersNotReady"),
+            Some(format!("containers with unready status: [{cname}]")),
+        )
     };
     set_condition(pod, "Ready", ready, reason, msg.clone(), now);
     set_condition(pod, "ContainersReady", ready, reason, msg, now);
@@ -108,7 +139,11 @@ struct PodRun {
 
 impl PodRun {
     fn update(&self, f: impl FnOnce(&mut Pod)) -> Option<serde_json::Value> {
-        match self.cluster.store.mutate_typed::<Pod>(PODS, &self.ns, &self.name, f) {
+        match self
+            .cluster
+            .store
+            .mutate_typed::<Pod>(PODS, &self.ns, &self.name, f)
+        {
             Ok(p) => serde_json::to_value(p).ok(),
             Err(e) => {
                 tracing::debug!("lab kubelet: updating pod {}: {e}", self.name);
@@ -118,11 +153,15 @@ impl PodRun {
     }
 
     fn event(&self, pod: &serde_json::Value, ty: &str, reason: &str, msg: &str) {
-        self.cluster.record_event(pod, ty, reason, msg, "kubelet", &self.node);
+        self.cluster
+            .record_event(pod, ty, reason, msg, "kubelet", &self.node);
     }
 
     fn log(&self, at: chrono::DateTime<Utc>, t: Transition, detail: serde_json::Value) {
-        self.cluster.settings.ground_truth.log_at(at, &self.name, t, detail);
+        self.cluster
+            .settings
+            .ground_truth
+            .log_at(at, &self.name, t, detail);
     }
 
     async fn start_container(&self, restart_count: i32) -> Container {
@@ -155,7 +194,8 @@ impl PodRun {
                 Err(e) => tracing::warn!("lab kubelet: starting the runtime of {}: {e}", self.name),
             }
         }
-        self.cluster.with_pod(&self.ns, &self.name, |e| e.runtime = runtime.clone());
+        self.cluster
+            .with_pod(&self.ns, &self.name, |e| e.runtime = runtime.clone());
         let now = Utc::now();
         let container_id = format!("containerd://{}", self.cluster.hex(64));
         let baseline = self.cluster.settings.scenario.readiness() == Readiness::Started;
@@ -177,17 +217,32 @@ impl PodRun {
             cs.image_id = "docker.io/ollama/ollama@sha256:5d9a3e3a1b0b2ba6a0d2b0c3f1e0f2e6a4e2c4d1b7f5a8f0e4c1d2b3a4f5e6d7".into();
             set_ready(p, baseline, now);
         });
-        self.log(now, Transition::ContainerStarted, json!({"restart_count": restart_count}));
+        self.log(
+            now,
+            Transition::ContainerStarted,
+            json!({"restart_count": restart_count}),
+        );
         if baseline {
             self.log(now, Transition::PodReady, json!({}));
         }
         if let Some(pod) = &pod {
             let image = objects::OLLAMA_IMAGE;
-            self.event(pod, "Normal", "Pulled", &format!("Container image \"{image}\" already present on machine"));
+            self.event(
+                pod,
+                "Normal",
+                "Pulled",
+                &format!("Container image \"{image}\" already present on machine"),
+            );
             self.event(pod, "Normal", "Created", "Created container: ollama");
             self.event(pod, "Normal", "Started", "Started container ollama");
         }
-        Container { runtime, events: Some(rx), ready: baseline, started_at: now, container_id }
+        Container {
+            runtime,
+            events: Some(rx),
+            ready: baseline,
+            started_at: now,
+            container_id,
+        }
     }
 
     /// Run one readiness probe; true when it passed.
@@ -201,13 +256,25 @@ impl PodRun {
         match readiness {
             Readiness::Started => true,
             Readiness::Http => {
-                let timeout = self.cluster.scaled(Duration::from_secs(1)).max(Duration::from_millis(200));
+                let timeout = self
+                    .cluster
+                    .scaled(Duration::from_secs(1))
+                    .max(Duration::from_millis(200));
                 matches!(http.get(format!("{base}/api/tags")).timeout(timeout).send().await, Ok(r) if r.status().is_success())
             }
             Readiness::Inference => {
-                let timeout = self.cluster.scaled(Duration::from_secs(120)).max(Duration::from_secs(5));
+                let timeout = self
+                    .cluster
+                    .scaled(Duration::from_secs(120))
+                    .max(Duration::from_secs(5));
                 let body = json!({"model": self.cluster.settings.profile.model, "prompt": "Reply with exactly: READY", "stream": false});
-                match http.post(format!("{base}/api/generate")).json(&body).timeout(timeout).send().await {
+                match http
+                    .post(format!("{base}/api/generate"))
+                    .json(&body)
+                    .timeout(timeout)
+                    .send()
+                    .await
+                {
                     Ok(r) if r.status().is_success() => r
                         .json::<serde_json::Value>()
                         .await
@@ -234,7 +301,14 @@ async fn sleep_until_or(at: Instant, cancel: &CancellationToken) -> bool {
 ///
 /// Stage delays run from planned instants (creation, then the planned scheduling instant), so
 /// the lab's own processing time does not add up along the chain.
-pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: String, deleting: CancellationToken, created: Instant) {
+pub async fn run_pod(
+    cluster: Arc<Cluster>,
+    ns: String,
+    name: String,
+    uid: String,
+    deleting: CancellationToken,
+    created: Instant,
+) {
     let profile = cluster.settings.profile.clone();
     let pod_json = cluster.store.get(PODS, &ns, &name);
     let Some(pod_json) = pod_json else {
@@ -242,18 +316,24 @@ pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: Strin
         return;
     };
     let container0 = &pod_json["spec"]["containers"][0];
-    let runs_ollama = container0["image"].as_str().is_some_and(|i| i.starts_with("ollama/ollama"));
+    let runs_ollama = container0["image"]
+        .as_str()
+        .is_some_and(|i| i.starts_with("ollama/ollama"));
     let memory_limit = container0["resources"]["limits"]["memory"]
         .as_str()
         .and_then(objects::parse_quantity)
         .unwrap_or(profile.memory_limit_bytes);
-    let emptydir = pod_json["spec"]["volumes"]
-        .as_array()
-        .is_some_and(|vs| vs.iter().any(|v| v["name"] == "models" && v.get("emptyDir").is_some()));
+    let emptydir = pod_json["spec"]["volumes"].as_array().is_some_and(|vs| {
+        vs.iter()
+            .any(|v| v["name"] == "models" && v.get("emptyDir").is_some())
+    });
     let disk = if emptydir {
         // The first pod had its models pulled into its emptyDir; they die with it, so every
         // later pod starts with an empty model store (the published archive experiment).
-        if cluster.emptydir_seeded.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        if cluster
+            .emptydir_seeded
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
             Arc::new(ModelDisk::empty())
         } else {
             Arc::new(ModelDisk::with_models(&profile.models))
@@ -261,7 +341,17 @@ pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: Strin
     } else {
         cluster.shared_disk.clone()
     };
-    let mut run = PodRun { cluster: cluster.clone(), ns: ns.clone(), name: name.clone(), uid, node: String::new(), ip: None, disk, runs_ollama, memory_limit };
+    let mut run = PodRun {
+        cluster: cluster.clone(),
+        ns: ns.clone(),
+        name: name.clone(),
+        uid,
+        node: String::new(),
+        ip: None,
+        disk,
+        runs_ollama,
+        memory_limit,
+    };
 
     // Scheduling.
     let schedule = cluster.sample(&profile.schedule);
@@ -278,8 +368,19 @@ pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: Strin
     }) else {
         return finish(&run, None, &deleting).await;
     };
-    run.log(now, Transition::PodScheduled, json!({"node": node, "sampled_ms": schedule.as_secs_f64() * 1000.0}));
-    cluster.record_event(&pod, "Normal", "Scheduled", &format!("Successfully assigned {ns}/{name} to {node}"), "default-scheduler", "");
+    run.log(
+        now,
+        Transition::PodScheduled,
+        json!({"node": node, "sampled_ms": schedule.as_secs_f64() * 1000.0}),
+    );
+    cluster.record_event(
+        &pod,
+        "Normal",
+        "Scheduled",
+        &format!("Successfully assigned {ns}/{name} to {node}"),
+        "default-scheduler",
+        "",
+    );
     run.node = node.clone();
     let ip = cluster.allocate_ip();
     run.ip = Some(ip);
@@ -293,13 +394,21 @@ pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: Strin
     run.update(|p| {
         let st = p.status.get_or_insert_with(Default::default);
         st.host_ip = Some(host_ip.clone());
-        st.host_ips = Some(vec![k8s_openapi::api::core::v1::HostIP { ip: host_ip.clone() }]);
+        st.host_ips = Some(vec![k8s_openapi::api::core::v1::HostIP {
+            ip: host_ip.clone(),
+        }]);
         st.start_time = Some(k8s_time(now));
         set_condition(p, "PodReadyToStartContainers", false, None, None, now);
         set_condition(p, "Initialized", true, None, None, now);
         set_ready(p, false, now);
         let cs = container_status(p);
-        cs.state = Some(ContainerState { waiting: Some(ContainerStateWaiting { reason: Some("ContainerCreating".into()), message: None }), ..Default::default() });
+        cs.state = Some(ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some("ContainerCreating".into()),
+                message: None,
+            }),
+            ..Default::default()
+        });
     });
 
     // Container start.
@@ -309,7 +418,9 @@ pub async fn run_pod(cluster: Arc<Cluster>, ns: String, name: String, uid: Strin
     }
     let mut container = run.start_container(0).await;
     let readiness = cluster.settings.scenario.readiness();
-    let period = cluster.scaled(Duration::from_secs(u64::from(cluster.settings.scenario.probe_period_seconds().max(1))));
+    let period = cluster.scaled(Duration::from_secs(u64::from(
+        cluster.settings.scenario.probe_period_seconds().max(1),
+    )));
     let mut failures = 0u32;
     let mut next_probe = Instant::now();
     loop {
@@ -385,7 +496,8 @@ async fn oom_restart(
     if let Some(rt) = container.runtime.take() {
         rt.stop().await;
     }
-    run.cluster.with_pod(&run.ns, &run.name, |e| e.runtime = None);
+    run.cluster
+        .with_pod(&run.ns, &run.name, |e| e.runtime = None);
     let now = Utc::now();
     let started_at = container.started_at;
     let cid = container.container_id.clone();
@@ -403,20 +515,51 @@ async fn oom_restart(
             container_id: Some(cid.clone()),
             ..Default::default()
         };
-        cs.last_state = Some(ContainerState { terminated: Some(term), ..Default::default() });
-        cs.state = Some(ContainerState { waiting: Some(ContainerStateWaiting { reason: Some("ContainerCreating".into()), message: None }), ..Default::default() });
+        cs.last_state = Some(ContainerState {
+            terminated: Some(term),
+            ..Default::default()
+        });
+        cs.state = Some(ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some("ContainerCreating".into()),
+                message: None,
+            }),
+            ..Default::default()
+        });
         cs.started = Some(false);
     });
     if let Some(node) = run.cluster.store.get(NODES, "", &run.node) {
-        let models: Vec<String> = resident.iter().map(|(m, b)| format!("{m} ({b} bytes)")).collect();
-        run.cluster.record_event(&node, "Warning", "SystemOOM",
-            &format!("System OOM encountered, victim process: ollama, limit {limit} bytes, resident: {}", models.join(", ")), "kubelet", &run.node);
+        let models: Vec<String> = resident
+            .iter()
+            .map(|(m, b)| format!("{m} ({b} bytes)"))
+            .collect();
+        run.cluster.record_event(
+            &node,
+            "Warning",
+            "SystemOOM",
+            &format!(
+                "System OOM encountered, victim process: ollama, limit {limit} bytes, resident: {}",
+                models.join(", ")
+            ),
+            "kubelet",
+            &run.node,
+        );
     }
     if let Some(pod) = &pod {
-        run.event(pod, "Warning", "BackOff", &format!("Back-off restarting failed container ollama in pod {}_{}({})", run.name, run.ns, run.uid));
+        run.event(
+            pod,
+            "Warning",
+            "BackOff",
+            &format!(
+                "Back-off restarting failed container ollama in pod {}_{}({})",
+                run.name, run.ns, run.uid
+            ),
+        );
     }
     // The kubelet restarts the container at once (first restart: no back-off).
-    let delay = run.cluster.sample(&run.cluster.settings.profile.container_start);
+    let delay = run
+        .cluster
+        .sample(&run.cluster.settings.profile.container_start);
     if !sleep_or(delay, deleting).await {
         return container;
     }
@@ -453,14 +596,18 @@ async fn finish(run: &PodRun, container: Option<Container>, deleting: &Cancellat
         });
     }
     let _ = deleting;
-    let remove_at = cluster.with_pod(&run.ns, &run.name, |e| e.remove_at).flatten();
+    let remove_at = cluster
+        .with_pod(&run.ns, &run.name, |e| e.remove_at)
+        .flatten();
     if let Some(at) = remove_at {
         tokio::select! {
             _ = tokio::time::sleep_until(at.into()) => {}
             _ = cluster.shutdown.cancelled() => {}
         }
     }
-    if cluster.store.get(PODS, &run.ns, &run.name).is_some() && cluster.store.delete(PODS, &run.ns, &run.name).is_ok() {
+    if cluster.store.get(PODS, &run.ns, &run.name).is_some()
+        && cluster.store.delete(PODS, &run.ns, &run.name).is_ok()
+    {
         run.log(Utc::now(), Transition::PodGone, json!({}));
     }
     if let Some(ip) = run.ip {
@@ -475,7 +622,9 @@ fn node_ip(cluster: &Cluster, node: &str) -> String {
         .get(NODES, "", node)
         .and_then(|n| {
             n["status"]["addresses"].as_array().and_then(|a| {
-                a.iter().find(|x| x["type"] == "InternalIP").and_then(|x| x["address"].as_str().map(str::to_string))
+                a.iter()
+                    .find(|x| x["type"] == "InternalIP")
+                    .and_then(|x| x["address"].as_str().map(str::to_string))
             })
         })
         .unwrap_or_else(|| "127.0.0.2".into())
@@ -500,7 +649,11 @@ fn pick_node(cluster: &Cluster, pod: &serde_json::Value) -> String {
         .collect();
     nodes
         .iter()
-        .min_by_key(|n| pods.iter().filter(|p| p["spec"]["nodeName"] == n.as_str()).count())
+        .min_by_key(|n| {
+            pods.iter()
+                .filter(|p| p["spec"]["nodeName"] == n.as_str())
+                .count()
+        })
         .cloned()
         .unwrap_or_else(|| objects::NODE_NAMES[0].to_string())
 }

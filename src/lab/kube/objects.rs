@@ -51,7 +51,9 @@ pub fn memory_quantity(bytes: u64) -> String {
 /// Parse a memory quantity (`4Gi`, `512Mi`, `1G`, plain bytes) into bytes.
 pub fn parse_quantity(q: &str) -> Option<u64> {
     let q = q.trim();
-    let split = q.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(q.len());
+    let split = q
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(q.len());
     let (num, unit) = q.split_at(split);
     let n: f64 = num.parse().ok()?;
     let mult: f64 = match unit {
@@ -279,14 +281,40 @@ mod tests {
         typed::<Node>(node("lab-node-1", 1, now)).unwrap();
         typed::<Service>(service(NAMESPACE)).unwrap();
         typed::<PersistentVolumeClaim>(pvc(NAMESPACE)).unwrap();
-        for sc in [Scenario::Baseline, Scenario::HttpReadiness, Scenario::Rollout, Scenario::Emptydir] {
-            let d = typed::<Deployment>(deployment(NAMESPACE, "ollama", 1, OLLAMA_IMAGE, 4 << 30, sc, "llama3.2:1b")).unwrap();
+        for sc in [
+            Scenario::Baseline,
+            Scenario::HttpReadiness,
+            Scenario::Rollout,
+            Scenario::Emptydir,
+        ] {
+            let d = typed::<Deployment>(deployment(
+                NAMESPACE,
+                "ollama",
+                1,
+                OLLAMA_IMAGE,
+                4 << 30,
+                sc,
+                "llama3.2:1b",
+            ))
+            .unwrap();
             let c = &d["spec"]["template"]["spec"]["containers"][0];
             assert_eq!(c["resources"]["limits"]["memory"], "4Gi");
-            assert_eq!(c.get("readinessProbe").is_some(), sc.readiness() != Readiness::Started);
+            assert_eq!(
+                c.get("readinessProbe").is_some(),
+                sc.readiness() != Readiness::Started
+            );
         }
-        let (core, new) = events(&json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p"}}),
-            NAMESPACE, "p.1", "Normal", "Scheduled", "m", "default-scheduler", "", now);
+        let (core, new) = events(
+            &json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p"}}),
+            NAMESPACE,
+            "p.1",
+            "Normal",
+            "Scheduled",
+            "m",
+            "default-scheduler",
+            "",
+            now,
+        );
         typed::<k8s_openapi::api::core::v1::Event>(core).unwrap();
         typed::<k8s_openapi::api::events::v1::Event>(new).unwrap();
     }

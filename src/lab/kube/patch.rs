@@ -35,7 +35,9 @@ pub fn apply(kind: PatchKind, doc: &Value, patch: &Value) -> Result<Value, Strin
 }
 
 fn named_list(v: &[Value]) -> bool {
-    !v.is_empty() && v.iter().all(|x| x.get("name").is_some_and(Value::is_string))
+    !v.is_empty()
+        && v.iter()
+            .all(|x| x.get("name").is_some_and(Value::is_string))
 }
 
 fn merge(mut target: Value, patch: &Value, strategic: bool) -> Value {
@@ -55,7 +57,9 @@ fn merge(mut target: Value, patch: &Value, strategic: bool) -> Value {
                 continue;
             }
             match (tm.get_mut(k), v) {
-                (Some(Value::Array(cur)), Value::Array(new)) if strategic && named_list(new) && named_list(cur) => {
+                (Some(Value::Array(cur)), Value::Array(new))
+                    if strategic && named_list(new) && named_list(cur) =>
+                {
                     for item in new {
                         let name = &item["name"];
                         if item.get("$patch").and_then(Value::as_str) == Some("delete") {
@@ -97,10 +101,13 @@ fn parent<'a>(doc: &'a mut Value, segs: &[String]) -> Result<&'a mut Value, Stri
     let mut cur = doc;
     for s in segs {
         cur = match cur {
-            Value::Object(m) => m.get_mut(s).ok_or_else(|| format!("path segment {s:?} not found"))?,
+            Value::Object(m) => m
+                .get_mut(s)
+                .ok_or_else(|| format!("path segment {s:?} not found"))?,
             Value::Array(a) => {
                 let i: usize = s.parse().map_err(|_| format!("bad array index {s:?}"))?;
-                a.get_mut(i).ok_or_else(|| format!("index {i} out of range"))?
+                a.get_mut(i)
+                    .ok_or_else(|| format!("index {i} out of range"))?
             }
             _ => return Err(format!("cannot descend into {s:?}")),
         };
@@ -109,16 +116,26 @@ fn parent<'a>(doc: &'a mut Value, segs: &[String]) -> Result<&'a mut Value, Stri
 }
 
 fn get_at(doc: &Value, path: &str) -> Result<Value, String> {
-    doc.pointer(path).cloned().ok_or_else(|| format!("path {path:?} not found"))
+    doc.pointer(path)
+        .cloned()
+        .ok_or_else(|| format!("path {path:?} not found"))
 }
 
 fn remove_at(doc: &mut Value, path: &str) -> Result<Value, String> {
     let (segs, last) = split_pointer(path)?;
     match parent(doc, &segs)? {
-        Value::Object(m) => m.remove(&last).ok_or_else(|| format!("path {path:?} not found")),
+        Value::Object(m) => m
+            .remove(&last)
+            .ok_or_else(|| format!("path {path:?} not found")),
         Value::Array(a) => {
-            let i: usize = last.parse().map_err(|_| format!("bad array index {last:?}"))?;
-            if i < a.len() { Ok(a.remove(i)) } else { Err(format!("index {i} out of range")) }
+            let i: usize = last
+                .parse()
+                .map_err(|_| format!("bad array index {last:?}"))?;
+            if i < a.len() {
+                Ok(a.remove(i))
+            } else {
+                Err(format!("index {i} out of range"))
+            }
         }
         _ => Err(format!("path {path:?} not found")),
     }
@@ -143,9 +160,13 @@ fn add_at(doc: &mut Value, path: &str, value: Value, replace: bool) -> Result<()
                 a.push(value);
                 return Ok(());
             }
-            let i: usize = last.parse().map_err(|_| format!("bad array index {last:?}"))?;
+            let i: usize = last
+                .parse()
+                .map_err(|_| format!("bad array index {last:?}"))?;
             if replace {
-                let slot = a.get_mut(i).ok_or_else(|| format!("index {i} out of range"))?;
+                let slot = a
+                    .get_mut(i)
+                    .ok_or_else(|| format!("index {i} out of range"))?;
                 *slot = value;
             } else if i <= a.len() {
                 a.insert(i, value);
@@ -159,12 +180,24 @@ fn add_at(doc: &mut Value, path: &str, value: Value, replace: bool) -> Result<()
 }
 
 fn json_patch(mut doc: Value, patch: &Value) -> Result<Value, String> {
-    let ops = patch.as_array().ok_or("a JSON patch must be an array of operations")?;
+    let ops = patch
+        .as_array()
+        .ok_or("a JSON patch must be an array of operations")?;
     for op in ops {
         let path = op["path"].as_str().ok_or("operation without a path")?;
         match op["op"].as_str() {
-            Some("add") => add_at(&mut doc, path, op.get("value").cloned().ok_or("add without a value")?, false)?,
-            Some("replace") => add_at(&mut doc, path, op.get("value").cloned().ok_or("replace without a value")?, true)?,
+            Some("add") => add_at(
+                &mut doc,
+                path,
+                op.get("value").cloned().ok_or("add without a value")?,
+                false,
+            )?,
+            Some("replace") => add_at(
+                &mut doc,
+                path,
+                op.get("value").cloned().ok_or("replace without a value")?,
+                true,
+            )?,
             Some("remove") => {
                 remove_at(&mut doc, path)?;
             }
@@ -199,8 +232,14 @@ mod tests {
         let d = json!({"spec": {"template": {"metadata": {"labels": {"app": "ollama"}}, "spec": {"containers": [{"name": "ollama", "image": "a"}]}}}});
         let p = json!({"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "2026-11-30T10:00:00Z"}}}}});
         let out = apply(PatchKind::Strategic, &d, &p).unwrap();
-        assert_eq!(out["spec"]["template"]["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"], "2026-11-30T10:00:00Z");
-        assert_eq!(out["spec"]["template"]["metadata"]["labels"]["app"], "ollama");
+        assert_eq!(
+            out["spec"]["template"]["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"],
+            "2026-11-30T10:00:00Z"
+        );
+        assert_eq!(
+            out["spec"]["template"]["metadata"]["labels"]["app"],
+            "ollama"
+        );
     }
 
     #[test]
@@ -208,16 +247,29 @@ mod tests {
         let d = json!({"containers": [{"name": "ollama", "image": "a", "ports": [1]}, {"name": "side", "image": "s"}]});
         let p = json!({"$setElementOrder/containers": [{"name": "ollama"}], "containers": [{"name": "ollama", "image": "b"}]});
         let s = apply(PatchKind::Strategic, &d, &p).unwrap();
-        assert_eq!(s["containers"][0], json!({"name": "ollama", "image": "b", "ports": [1]}));
+        assert_eq!(
+            s["containers"][0],
+            json!({"name": "ollama", "image": "b", "ports": [1]})
+        );
         assert_eq!(s["containers"].as_array().unwrap().len(), 2);
         assert!(s.get("$setElementOrder/containers").is_none());
-        let m = apply(PatchKind::Merge, &d, &json!({"containers": [{"name": "ollama", "image": "b"}]})).unwrap();
+        let m = apply(
+            PatchKind::Merge,
+            &d,
+            &json!({"containers": [{"name": "ollama", "image": "b"}]}),
+        )
+        .unwrap();
         assert_eq!(m["containers"].as_array().unwrap().len(), 1);
     }
 
     #[test]
     fn merge_patch_null_removes() {
-        let out = apply(PatchKind::Merge, &json!({"a": 1, "b": {"c": 2}}), &json!({"a": null, "b": {"d": 3}})).unwrap();
+        let out = apply(
+            PatchKind::Merge,
+            &json!({"a": 1, "b": {"c": 2}}),
+            &json!({"a": null, "b": {"d": 3}}),
+        )
+        .unwrap();
         assert_eq!(out, json!({"b": {"c": 2, "d": 3}}));
     }
 
@@ -233,15 +285,38 @@ mod tests {
             {"op": "copy", "from": "/spec/replicas", "path": "/copy"}
         ]);
         let out = apply(PatchKind::Json, &d, &p).unwrap();
-        assert_eq!(out, json!({"spec": {"replicas": 3, "list": [2, 9]}, "metadata": {"a~b/c": 1}, "copy": 3}));
-        assert!(apply(PatchKind::Json, &d, &json!([{"op": "replace", "path": "/nope", "value": 1}])).is_err());
+        assert_eq!(
+            out,
+            json!({"spec": {"replicas": 3, "list": [2, 9]}, "metadata": {"a~b/c": 1}, "copy": 3})
+        );
+        assert!(
+            apply(
+                PatchKind::Json,
+                &d,
+                &json!([{"op": "replace", "path": "/nope", "value": 1}])
+            )
+            .is_err()
+        );
         assert!(apply(PatchKind::Json, &d, &json!({"op": "add"})).is_err());
-        assert!(apply(PatchKind::Json, &d, &json!([{"op": "test", "path": "/spec/replicas", "value": 2}])).is_err());
+        assert!(
+            apply(
+                PatchKind::Json,
+                &d,
+                &json!([{"op": "test", "path": "/spec/replicas", "value": 2}])
+            )
+            .is_err()
+        );
     }
 
     #[test]
     fn content_types() {
-        assert_eq!(PatchKind::from_content_type("application/strategic-merge-patch+json; charset=utf-8"), Some(PatchKind::Strategic));
-        assert_eq!(PatchKind::from_content_type("application/apply-patch+yaml"), None);
+        assert_eq!(
+            PatchKind::from_content_type("application/strategic-merge-patch+json; charset=utf-8"),
+            Some(PatchKind::Strategic)
+        );
+        assert_eq!(
+            PatchKind::from_content_type("application/apply-patch+yaml"),
+            None
+        );
     }
 }

@@ -26,7 +26,14 @@ pub fn split_name_port(s: &str) -> (String, Option<u16>) {
 }
 
 /// Forward a proxied request.
-pub async fn proxy(api: Arc<Api>, rp: ResourcePath, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn proxy(
+    api: Arc<Api>,
+    rp: ResourcePath,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let ns = rp.namespace.clone().unwrap_or_default();
     let (name, port) = split_name_port(rp.name.as_deref().unwrap_or(""));
     let target = match rp.resource {
@@ -36,7 +43,13 @@ pub async fn proxy(api: Arc<Api>, rp: ResourcePath, method: Method, uri: Uri, he
             };
             match pod["status"]["podIP"].as_str() {
                 Some(ip) => (ip.to_string(), port.unwrap_or(OLLAMA_PORT)),
-                None => return error(503, "ServiceUnavailable", &format!("pod {name} has no IP yet")),
+                None => {
+                    return error(
+                        503,
+                        "ServiceUnavailable",
+                        &format!("pod {name} has no IP yet"),
+                    );
+                }
             }
         }
         SERVICES => {
@@ -49,15 +62,31 @@ pub async fn proxy(api: Arc<Api>, rp: ResourcePath, method: Method, uri: Uri, he
                 .list(PODS, Some(&ns))
                 .0
                 .iter()
-                .filter(|p| p["metadata"]["labels"]["app"] == name.as_str() && pod_ready(p) && p["metadata"]["deletionTimestamp"].is_null())
+                .filter(|p| {
+                    p["metadata"]["labels"]["app"] == name.as_str()
+                        && pod_ready(p)
+                        && p["metadata"]["deletionTimestamp"].is_null()
+                })
                 .find_map(|p| p["status"]["podIP"].as_str().map(str::to_string));
             match ready_ip {
                 Some(ip) => (ip, port.unwrap_or(OLLAMA_PORT)),
-                None => return error(503, "ServiceUnavailable", &format!("no endpoints available for service \"{name}\"")),
+                None => {
+                    return error(
+                        503,
+                        "ServiceUnavailable",
+                        &format!("no endpoints available for service \"{name}\""),
+                    );
+                }
             }
         }
         NODES => return node_proxy(&api, &name, &rp.rest),
-        _ => return error(404, "NotFound", "the server could not find the requested resource"),
+        _ => {
+            return error(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            );
+        }
     };
     let (ip, port) = target;
     let mut url = format!("http://{ip}:{port}/{}", rp.rest);
@@ -73,7 +102,8 @@ pub async fn proxy(api: Arc<Api>, rp: ResourcePath, method: Method, uri: Uri, he
     }
     match req.send().await {
         Ok(resp) => {
-            let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+            let status =
+                StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
             let ct = resp.headers().get(header::CONTENT_TYPE).cloned();
             let stream = resp.bytes_stream().map_err(std::io::Error::other);
             let mut b = Response::builder().status(status);
@@ -83,7 +113,11 @@ pub async fn proxy(api: Arc<Api>, rp: ResourcePath, method: Method, uri: Uri, he
             b.body(Body::from_stream(stream))
                 .unwrap_or_else(|_| error(502, "InternalError", "building the proxy response"))
         }
-        Err(e) => error(503, "ServiceUnavailable", &format!("error trying to reach service: {e}")),
+        Err(e) => error(
+            503,
+            "ServiceUnavailable",
+            &format!("error trying to reach service: {e}"),
+        ),
     }
 }
 
@@ -97,7 +131,11 @@ fn node_proxy(api: &Api, node: &str, rest: &str) -> Response {
             .status(StatusCode::OK)
             .body(Body::from("ok"))
             .unwrap_or_else(|_| error(500, "InternalError", "healthz")),
-        _ => error(404, "NotFound", &format!("the lab's kubelet does not serve /{rest}")),
+        _ => error(
+            404,
+            "NotFound",
+            &format!("the lab's kubelet does not serve /{rest}"),
+        ),
     }
 }
 
@@ -112,7 +150,12 @@ pub fn summary(api: &Api, node: &str) -> Value {
         }
         let m = rt.memory();
         total_ws += m.working_set_bytes;
-        let uid = api.cluster.store.get(PODS, &ns, &name).and_then(|p| p["metadata"]["uid"].as_str().map(str::to_string)).unwrap_or_default();
+        let uid = api
+            .cluster
+            .store
+            .get(PODS, &ns, &name)
+            .and_then(|p| p["metadata"]["uid"].as_str().map(str::to_string))
+            .unwrap_or_default();
         let mem = json!({"time": now, "usageBytes": m.current_bytes, "workingSetBytes": m.working_set_bytes,
                          "rssBytes": m.anon_bytes, "pageFaults": 0, "majorPageFaults": 0,
                          "availableBytes": m.limit_bytes.saturating_sub(m.working_set_bytes)});
@@ -124,7 +167,12 @@ pub fn summary(api: &Api, node: &str) -> Value {
             "cpu": {"time": now, "usageNanoCores": 0, "usageCoreNanoSeconds": 0}
         }));
     }
-    let cached_kb = api.cluster.node_caches.get(node).map(|c| c.cached_kb()).unwrap_or(0);
+    let cached_kb = api
+        .cluster
+        .node_caches
+        .get(node)
+        .map(|c| c.cached_kb())
+        .unwrap_or(0);
     json!({
         "node": {"nodeName": node, "startTime": now,
                  "memory": {"time": now, "availableBytes": (32u64 << 30).saturating_sub(total_ws), "usageBytes": total_ws + cached_kb * 1024,
@@ -141,8 +189,14 @@ mod tests {
     #[test]
     fn name_and_port() {
         assert_eq!(split_name_port("ollama"), ("ollama".into(), None));
-        assert_eq!(split_name_port("ollama:11434"), ("ollama".into(), Some(11434)));
-        assert_eq!(split_name_port("http:ollama:11434"), ("ollama".into(), Some(11434)));
+        assert_eq!(
+            split_name_port("ollama:11434"),
+            ("ollama".into(), Some(11434))
+        );
+        assert_eq!(
+            split_name_port("http:ollama:11434"),
+            ("ollama".into(), Some(11434))
+        );
         assert_eq!(split_name_port("ollama:bad"), ("ollama".into(), None));
     }
 }

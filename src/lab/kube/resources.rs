@@ -48,10 +48,28 @@ const fn res(
     }
 }
 
-pub const NAMESPACES: Resource = res("", "v1", "namespaces", "namespace", "Namespace", false, &["ns"], &[]);
+pub const NAMESPACES: Resource = res(
+    "",
+    "v1",
+    "namespaces",
+    "namespace",
+    "Namespace",
+    false,
+    &["ns"],
+    &[],
+);
 pub const NODES: Resource = res("", "v1", "nodes", "node", "Node", false, &["no"], &[]);
 pub const PODS: Resource = res("", "v1", "pods", "pod", "Pod", true, &["po"], &["all"]);
-pub const SERVICES: Resource = res("", "v1", "services", "service", "Service", true, &["svc"], &["all"]);
+pub const SERVICES: Resource = res(
+    "",
+    "v1",
+    "services",
+    "service",
+    "Service",
+    true,
+    &["svc"],
+    &["all"],
+);
 pub const CORE_EVENTS: Resource = res("", "v1", "events", "event", "Event", true, &["ev"], &[]);
 pub const PVCS: Resource = res(
     "",
@@ -63,8 +81,26 @@ pub const PVCS: Resource = res(
     &["pvc"],
     &[],
 );
-pub const DEPLOYMENTS: Resource = res("apps", "v1", "deployments", "deployment", "Deployment", true, &["deploy"], &["all"]);
-pub const REPLICASETS: Resource = res("apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, &["rs"], &["all"]);
+pub const DEPLOYMENTS: Resource = res(
+    "apps",
+    "v1",
+    "deployments",
+    "deployment",
+    "Deployment",
+    true,
+    &["deploy"],
+    &["all"],
+);
+pub const REPLICASETS: Resource = res(
+    "apps",
+    "v1",
+    "replicasets",
+    "replicaset",
+    "ReplicaSet",
+    true,
+    &["rs"],
+    &["all"],
+);
 pub const ENDPOINT_SLICES: Resource = res(
     "discovery.k8s.io",
     "v1",
@@ -75,7 +111,16 @@ pub const ENDPOINT_SLICES: Resource = res(
     &[],
     &[],
 );
-pub const EVENTS: Resource = res("events.k8s.io", "v1", "events", "event", "Event", true, &["ev"], &[]);
+pub const EVENTS: Resource = res(
+    "events.k8s.io",
+    "v1",
+    "events",
+    "event",
+    "Event",
+    true,
+    &["ev"],
+    &[],
+);
 
 /// Every served resource.
 pub const ALL: &[Resource] = &[

@@ -238,10 +238,17 @@ mod tests {
             ("spec.missing=", true),
         ];
         for (sel, want) in cases {
-            assert_eq!(FieldSelector::parse(sel).unwrap().matches(&o), want, "{sel}");
+            assert_eq!(
+                FieldSelector::parse(sel).unwrap().matches(&o),
+                want,
+                "{sel}"
+            );
         }
         assert!(FieldSelector::parse("nonsense").is_err());
-        assert_eq!(FieldSelector::parse("metadata.name=x").unwrap().name(), Some("x"));
+        assert_eq!(
+            FieldSelector::parse("metadata.name=x").unwrap().name(),
+            Some("x")
+        );
     }
 
     proptest::proptest! {

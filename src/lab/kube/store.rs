@@ -252,7 +252,12 @@ impl Store {
     ) -> Result<Value, StoreError> {
         let mut inner = self.lock();
         let key = (ns.to_string(), name.to_string());
-        let Some(cur) = inner.objects.get(&resource).and_then(|m| m.get(&key)).cloned() else {
+        let Some(cur) = inner
+            .objects
+            .get(&resource)
+            .and_then(|m| m.get(&key))
+            .cloned()
+        else {
             return Err(StoreError::NotFound {
                 kind: resource.plural.to_string(),
                 name: name.to_string(),
@@ -266,7 +271,11 @@ impl Store {
         if resource.namespaced {
             set_meta(&mut next, "namespace", json!(ns));
         }
-        set_meta(&mut next, "resourceVersion", cur["metadata"]["resourceVersion"].clone());
+        set_meta(
+            &mut next,
+            "resourceVersion",
+            cur["metadata"]["resourceVersion"].clone(),
+        );
         if next == *cur {
             return Ok(next);
         }
@@ -319,7 +328,11 @@ impl Store {
     pub fn delete(&self, resource: Resource, ns: &str, name: &str) -> Result<Value, StoreError> {
         let mut inner = self.lock();
         let key = (ns.to_string(), name.to_string());
-        let Some(cur) = inner.objects.get_mut(&resource).and_then(|m| m.remove(&key)) else {
+        let Some(cur) = inner
+            .objects
+            .get_mut(&resource)
+            .and_then(|m| m.remove(&key))
+        else {
             return Err(StoreError::NotFound {
                 kind: resource.plural.to_string(),
                 name: name.to_string(),
@@ -355,7 +368,12 @@ impl Store {
     }
 
     /// One object, typed.
-    pub fn get_typed<T: DeserializeOwned>(&self, resource: Resource, ns: &str, name: &str) -> Option<T> {
+    pub fn get_typed<T: DeserializeOwned>(
+        &self,
+        resource: Resource,
+        ns: &str,
+        name: &str,
+    ) -> Option<T> {
         self.get(resource, ns, name)
             .and_then(|v| serde_json::from_value((*v).clone()).ok())
     }
@@ -439,7 +457,12 @@ mod tests {
         .unwrap();
         let d = s.delete(PODS, "ns", "a").unwrap();
         assert!(rv_of(&d) > rv_a);
-        let after: Vec<_> = s.changes_since(rv_a).unwrap().iter().map(|c| c.kind).collect();
+        let after: Vec<_> = s
+            .changes_since(rv_a)
+            .unwrap()
+            .iter()
+            .map(|c| c.kind)
+            .collect();
         assert_eq!(after, vec![ChangeKind::Modified, ChangeKind::Deleted]);
         assert_eq!(s.resource_version(), rv_of(&d));
     }

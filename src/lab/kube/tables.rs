@@ -76,7 +76,11 @@ pub fn human_duration(d: chrono::Duration) -> String {
     let mins = secs / 60;
     if mins < 10 {
         let rem = secs % 60;
-        return if rem == 0 { format!("{mins}m") } else { format!("{mins}m{rem}s") };
+        return if rem == 0 {
+            format!("{mins}m")
+        } else {
+            format!("{mins}m{rem}s")
+        };
     }
     if mins < 180 {
         return format!("{mins}m");
@@ -180,28 +184,83 @@ fn selector_string(sel: &Value) -> String {
 }
 
 fn columns(resource: &Resource) -> Vec<Value> {
-    let name = col("Name", "string", 0, "Name must be unique within a namespace.");
+    let name = col(
+        "Name",
+        "string",
+        0,
+        "Name must be unique within a namespace.",
+    );
     let age = col("Age", "string", 0, "CreationTimestamp of the object.");
     match (resource.group, resource.plural) {
         ("", "pods") => vec![
             name,
-            col("Ready", "string", 0, "The aggregate readiness state of this pod for accepting traffic."),
-            col("Status", "string", 0, "The aggregate status of the containers in this pod."),
-            col("Restarts", "string", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
+            col(
+                "Ready",
+                "string",
+                0,
+                "The aggregate readiness state of this pod for accepting traffic.",
+            ),
+            col(
+                "Status",
+                "string",
+                0,
+                "The aggregate status of the containers in this pod.",
+            ),
+            col(
+                "Restarts",
+                "string",
+                0,
+                "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+            ),
             age,
             col("IP", "string", 1, "IP address allocated to the pod."),
-            col("Node", "string", 1, "Name of the node the pod is assigned to."),
-            col("Nominated Node", "string", 1, "Name of the node the pod is nominated to."),
-            col("Readiness Gates", "string", 1, "Readiness gates of the pod."),
+            col(
+                "Node",
+                "string",
+                1,
+                "Name of the node the pod is assigned to.",
+            ),
+            col(
+                "Nominated Node",
+                "string",
+                1,
+                "Name of the node the pod is nominated to.",
+            ),
+            col(
+                "Readiness Gates",
+                "string",
+                1,
+                "Readiness gates of the pod.",
+            ),
         ],
         ("apps", "deployments") => vec![
             name,
             col("Ready", "string", 0, "Number of the pod with ready state"),
-            col("Up-to-date", "integer", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
-            col("Available", "integer", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
+            col(
+                "Up-to-date",
+                "integer",
+                0,
+                "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+            ),
+            col(
+                "Available",
+                "integer",
+                0,
+                "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+            ),
             age,
-            col("Containers", "string", 1, "Names of each container in the template."),
-            col("Images", "string", 1, "Images referenced by each container in the template."),
+            col(
+                "Containers",
+                "string",
+                1,
+                "Names of each container in the template.",
+            ),
+            col(
+                "Images",
+                "string",
+                1,
+                "Images referenced by each container in the template.",
+            ),
             col("Selector", "string", 1, "Label selector for pods."),
         ],
         ("apps", "replicasets") => vec![
@@ -210,8 +269,18 @@ fn columns(resource: &Resource) -> Vec<Value> {
             col("Current", "integer", 0, "Number of actual pods."),
             col("Ready", "integer", 0, "Number of pods ready."),
             age,
-            col("Containers", "string", 1, "Names of each container in the template."),
-            col("Images", "string", 1, "Images referenced by each container in the template."),
+            col(
+                "Containers",
+                "string",
+                1,
+                "Names of each container in the template.",
+            ),
+            col(
+                "Images",
+                "string",
+                1,
+                "Images referenced by each container in the template.",
+            ),
             col("Selector", "string", 1, "Label selector for pods."),
         ],
         ("discovery.k8s.io", "endpointslices") => vec![
@@ -226,31 +295,86 @@ fn columns(resource: &Resource) -> Vec<Value> {
             col("Status", "string", 0, "The status of the node"),
             col("Roles", "string", 0, "The roles of the node"),
             age,
-            col("Version", "string", 0, "Kubelet Version reported by the node."),
-            col("Internal-IP", "string", 1, "List of internal IPs for the node."),
-            col("External-IP", "string", 1, "List of external IPs for the node."),
+            col(
+                "Version",
+                "string",
+                0,
+                "Kubelet Version reported by the node.",
+            ),
+            col(
+                "Internal-IP",
+                "string",
+                1,
+                "List of internal IPs for the node.",
+            ),
+            col(
+                "External-IP",
+                "string",
+                1,
+                "List of external IPs for the node.",
+            ),
             col("OS-Image", "string", 1, "OS image reported by the node."),
-            col("Kernel-Version", "string", 1, "Kernel version reported by the node."),
-            col("Container-Runtime", "string", 1, "Container runtime reported by the node."),
+            col(
+                "Kernel-Version",
+                "string",
+                1,
+                "Kernel version reported by the node.",
+            ),
+            col(
+                "Container-Runtime",
+                "string",
+                1,
+                "Container runtime reported by the node.",
+            ),
         ],
         ("", "services") => vec![
             name,
             col("Type", "string", 0, "The type of service."),
             col("Cluster-IP", "string", 0, "The cluster IP of the service."),
-            col("External-IP", "string", 0, "The external IP of the service."),
+            col(
+                "External-IP",
+                "string",
+                0,
+                "The external IP of the service.",
+            ),
             col("Port(s)", "string", 0, "The ports of the service."),
             age,
             col("Selector", "string", 1, "The selector of the service."),
         ],
         (_, "events") => vec![
-            col("Last Seen", "string", 0, "Time when last this event was seen."),
-            col("Type", "string", 0, "Type of this event (Normal, Warning), new types could be added in the future."),
+            col(
+                "Last Seen",
+                "string",
+                0,
+                "Time when last this event was seen.",
+            ),
+            col(
+                "Type",
+                "string",
+                0,
+                "Type of this event (Normal, Warning), new types could be added in the future.",
+            ),
             col("Reason", "string", 0, "The reason for this event."),
             col("Object", "string", 0, "The object this event is about."),
-            col("Message", "string", 0, "A human-readable description of the status of this operation."),
+            col(
+                "Message",
+                "string",
+                0,
+                "A human-readable description of the status of this operation.",
+            ),
             col("Source", "string", 1, "The component reporting this event."),
-            col("First Seen", "string", 1, "The time at which the event was first recorded."),
-            col("Count", "string", 1, "The number of times this event has occurred."),
+            col(
+                "First Seen",
+                "string",
+                1,
+                "The time at which the event was first recorded.",
+            ),
+            col(
+                "Count",
+                "string",
+                1,
+                "The number of times this event has occurred.",
+            ),
             col("Name", "string", 1, "The name of the event."),
         ],
         ("", "namespaces") => vec![
@@ -263,9 +387,24 @@ fn columns(resource: &Resource) -> Vec<Value> {
             col("Status", "string", 0, "The status of the claim."),
             col("Volume", "string", 0, "The name of the bound volume."),
             col("Capacity", "string", 0, "The capacity of the bound volume."),
-            col("Access Modes", "string", 0, "The access modes of the bound volume."),
-            col("StorageClass", "string", 0, "The storage class of the claim."),
-            col("VolumeAttributesClass", "string", 0, "The volume attributes class of the claim."),
+            col(
+                "Access Modes",
+                "string",
+                0,
+                "The access modes of the bound volume.",
+            ),
+            col(
+                "StorageClass",
+                "string",
+                0,
+                "The storage class of the claim.",
+            ),
+            col(
+                "VolumeAttributesClass",
+                "string",
+                0,
+                "The volume attributes class of the claim.",
+            ),
             age,
         ],
         _ => vec![name, age],
@@ -296,7 +435,11 @@ fn row_cells(resource: &Resource, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             let (c, im) = containers_images(&o["spec"]["template"]["spec"]);
             vec![
                 name,
-                json!(format!("{}/{}", i(o, &["status", "readyReplicas"]), i(o, &["spec", "replicas"]))),
+                json!(format!(
+                    "{}/{}",
+                    i(o, &["status", "readyReplicas"]),
+                    i(o, &["spec", "replicas"])
+                )),
                 json!(i(o, &["status", "updatedReplicas"])),
                 json!(i(o, &["status", "availableReplicas"])),
                 json!(created),
@@ -338,7 +481,11 @@ fn row_cells(resource: &Resource, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             vec![
                 name,
                 json!(s(o, &["addressType"])),
-                json!(if ports.is_empty() { "<unset>".to_string() } else { ports.join(",") }),
+                json!(if ports.is_empty() {
+                    "<unset>".to_string()
+                } else {
+                    ports.join(",")
+                }),
                 json!(eps),
                 json!(created),
             ]
@@ -347,7 +494,13 @@ fn row_cells(resource: &Resource, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             let ready = arr(o, &["status", "conditions"])
                 .iter()
                 .find(|c| s(c, &["type"]) == "Ready")
-                .map(|c| if s(c, &["status"]) == "True" { "Ready" } else { "NotReady" })
+                .map(|c| {
+                    if s(c, &["status"]) == "True" {
+                        "Ready"
+                    } else {
+                        "NotReady"
+                    }
+                })
                 .unwrap_or("Unknown");
             let roles: Vec<&str> = o["metadata"]["labels"]
                 .as_object()
@@ -365,7 +518,11 @@ fn row_cells(resource: &Resource, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             vec![
                 name,
                 json!(ready),
-                json!(if roles.is_empty() { "<none>".to_string() } else { roles.join(",") }),
+                json!(if roles.is_empty() {
+                    "<none>".to_string()
+                } else {
+                    roles.join(",")
+                }),
                 json!(created),
                 json!(s(o, &["status", "nodeInfo", "kubeletVersion"])),
                 json!(internal),
@@ -392,7 +549,10 @@ fn row_cells(resource: &Resource, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
         }
         (group, "events") => {
             let (obj_ref, reporter) = if group.is_empty() {
-                (&o["involvedObject"], s(o, &["source", "component"]).to_string())
+                (
+                    &o["involvedObject"],
+                    s(o, &["source", "component"]).to_string(),
+                )
             } else {
                 (&o["regarding"], s(o, &["reportingController"]).to_string())
             };
@@ -403,7 +563,11 @@ fn row_cells(resource: &Resource, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(s(o, &["type"])),
                 json!(s(o, &["reason"])),
                 json!(format!("{kind}/{}", s(obj_ref, &["name"]))),
-                json!(if group.is_empty() { s(o, &["message"]) } else { s(o, &["note"]) }),
+                json!(if group.is_empty() {
+                    s(o, &["message"])
+                } else {
+                    s(o, &["note"])
+                }),
                 json!(reporter),
                 json!(created),
                 json!(count.to_string()),
@@ -517,7 +681,10 @@ mod tests {
         assert_eq!(cells[5], "127.0.0.10");
         assert_eq!(t["metadata"]["resourceVersion"], "7");
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
-        assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), cells.as_array().unwrap().len());
+        assert_eq!(
+            t["columnDefinitions"].as_array().unwrap().len(),
+            cells.as_array().unwrap().len()
+        );
 
         let mut terminating = pod.clone();
         terminating["metadata"]["deletionTimestamp"] = json!("2026-11-30T10:00:30Z");

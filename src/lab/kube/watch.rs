@@ -99,7 +99,14 @@ pub async fn run(
         match store.changes_since(last) {
             Err(StoreError::Expired { requested, oldest }) => {
                 let msg = format!("too old resource version: {requested} ({oldest})");
-                let _ = send(&tx, Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": status(410, "Expired", &msg)})))).await;
+                let _ = send(
+                    &tx,
+                    Bytes::from(format!(
+                        "{}\n",
+                        json!({"type": "ERROR", "object": status(410, "Expired", &msg)})
+                    )),
+                )
+                .await;
                 return;
             }
             Err(_) => return,
