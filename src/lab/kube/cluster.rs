@@ -757,12 +757,9 @@ impl Cluster {
                 "availableReplicas": ready, "unavailableReplicas": (desired - ready).max(0),
                 "conditions": [available, progressing]
             });
-            for k in ["readyReplicas", "availableReplicas", "unavailableReplicas", "updatedReplicas", "replicas"] {
-                if o["status"][k] == 0 && k != "replicas" {
-                    if let Some(m) = o["status"].as_object_mut() {
-                        m.remove(k);
-                    }
-                }
+            // Zero counts are omitted, as the API server's omitempty does.
+            if let Some(m) = o["status"].as_object_mut() {
+                m.retain(|k, v| k == "replicas" || *v != 0);
             }
             Ok(())
         })?;
