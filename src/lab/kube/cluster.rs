@@ -27,6 +27,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+/// Pods by the uid of each owner.
+type OwnerIndex = HashMap<String, Vec<Arc<Value>>>;
+
 /// Pod IPs in use by any lab of this process.
 static IPS_IN_USE: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
 
@@ -73,7 +76,7 @@ pub struct Cluster {
     pub shutdown: CancellationToken,
     pub http: reqwest::Client,
     /// Pods by owner uid, with the pods version it was built at.
-    owner_index: Mutex<(u64, HashMap<String, Vec<Arc<Value>>>)>,
+    owner_index: Mutex<(u64, OwnerIndex)>,
     /// Whether the first emptyDir pod (the one with pulled models) was started.
     pub emptydir_seeded: std::sync::atomic::AtomicBool,
 }
@@ -535,7 +538,7 @@ impl Cluster {
         let version = self.store.last_change(PODS);
         let mut cache = lock(&self.owner_index);
         if cache.0 != version || version == 0 {
-            let mut index: HashMap<String, Vec<Arc<Value>>> = HashMap::new();
+            let mut index = OwnerIndex::new();
             for p in self.store.list(PODS, None).0 {
                 if let Some(refs) = p["metadata"]["ownerReferences"].as_array() {
                     for r in refs {
