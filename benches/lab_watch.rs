@@ -11,6 +11,7 @@ use readygap::lab::kube::resources::PODS;
 use readygap::lab::profile::Profile;
 use readygap::lab::serve::{LabHandle, LabOptions, serve};
 use serde_json::json;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const NS: &str = "llm-recovery-lab";
@@ -74,6 +75,9 @@ async fn start(extra_deployments: usize, replicas: i32) -> Lab {
     }
 }
 
+/// A value never used before by any iteration (so every mutation really changes the pod).
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
 /// Time from a store change to the watch client receiving it.
 async fn watch_delivery(lab: &Lab, iters: u64) -> Duration {
     let pods: Api<Pod> = Api::namespaced(lab.client.clone(), NS);
@@ -94,7 +98,8 @@ async fn watch_delivery(lab: &Lab, iters: u64) -> Duration {
         .boxed();
     let store = lab.handle.cluster().store.clone();
     let mut total = Duration::ZERO;
-    for i in 0..iters {
+    for _ in 0..iters {
+        let i = NEXT.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
         store
             .mutate(PODS, NS, &target, |o| {
