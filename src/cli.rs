@@ -32,6 +32,11 @@ pub enum Command {
     /// Drop a node's page cache (sync; echo 3 > /proc/sys/vm/drop_caches) for cold-cache
     /// trials, reporting `Cached:` before and after.
     DropCaches(crate::node::cli::DropCachesArgs),
+    /// The built-in lab: a Kubernetes API and Ollama-compatible runtimes on loopback.
+    Lab {
+        #[command(subcommand)]
+        command: LabCommand,
+    },
     /// Write the trials of a recording (or CSV) in the study's CSV column order.
     Export {
         file: PathBuf,
@@ -39,6 +44,14 @@ pub enum Command {
         #[arg(long)]
         csv: PathBuf,
     },
+}
+
+/// `readygap lab …`
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// Serve the lab until Ctrl-C; prints one JSON line with the API URL, kubeconfig path and
+    /// namespace.
+    Serve(crate::lab::serve::LabArgs),
 }
 
 /// Run a parsed command line; returns the process exit code.
@@ -64,6 +77,17 @@ pub fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::DropCaches(args) => runtime()?.block_on(crate::node::cli::drop_caches_cli(args)),
+        Command::Lab {
+            command: LabCommand::Serve(args),
+        } => runtime()?.block_on(async {
+            let lab = crate::lab::serve::serve(args.to_options()?).await?;
+            println!("{}", lab.announce());
+            tokio::signal::ctrl_c()
+                .await
+                .wrap_err("waiting for Ctrl-C")?;
+            lab.shutdown().await;
+            Ok(0)
+        }),
         Command::Export { file, csv } => {
             let loaded = report::load_trials(&file)?;
             let trials = loaded.trials;
