@@ -1,0 +1,118 @@
+//! The Pods panel: name, phase, Ready condition with its age (relative to `state.now`), node,
+//! restarts and the container state label; an OOM-killed pod's state is in the error style.
+
+use super::theme::Theme;
+use super::view::ViewState;
+use super::{fmt_age, panel, secs};
+use crate::core::event::{ContainerState, PodView};
+use crate::core::state::State;
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Row, Table, Widget};
+
+/// The container state label of a pod: the first container's, with the last termination
+/// when that was an OOM kill (`Running (last: OOMKilled)`).
+pub fn state_label(pod: &PodView) -> String {
+    let Some(c) = pod.containers.first() else {
+        return "–".into();
+    };
+    match (&c.state, &c.last_state) {
+        (ContainerState::Terminated { .. }, _) => c.state.label(),
+        (_, Some(last)) if last.is_oom_killed() => format!("{} (last: OOMKilled)", c.state.label()),
+        _ => c.state.label(),
+    }
+}
+
+pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
+    let area = area.intersection(buf.area);
+    if area.is_empty() {
+        return;
+    }
+    let inner = panel("Pods", theme, area, buf);
+    if inner.is_empty() {
+        return;
+    }
+    if state.pods.is_empty() {
+        buf.set_line(
+            inner.x,
+            inner.y,
+            &Line::styled("no pods seen yet", theme.muted()),
+            inner.width,
+        );
+        return;
+    }
+    let focus = view.focus_pod(state);
+    let header = Row::new(["NAME", "PHASE", "READY", "NODE", "RST", "STATE"])
+        .style(theme.muted().add_modifier(Modifier::BOLD));
+    let rows = state.pods.values().map(|p| {
+        let phase = if p.deletion_timestamp.is_some() {
+            Span::styled("Terminating", theme.warn())
+        } else {
+            let style = match p.phase.as_str() {
+                "Running" => theme.ok(),
+                "Pending" => theme.warn(),
+                "Failed" | "Unknown" => theme.error(),
+                _ => theme.text(),
+            };
+            Span::styled(p.phase.clone(), style)
+        };
+        let ready = match p.condition("Ready") {
+            Some(c) => {
+                let age = match (c.last_transition, state.now) {
+                    (Some(t), Some(now)) => format!(" {}", fmt_age(secs(t, now))),
+                    _ => String::new(),
+                };
+                let (word, style) = if c.status {
+                    ("True", theme.ok())
+                } else {
+                    ("False", theme.warn())
+                };
+                Span::styled(format!("{word}{age}"), style)
+            }
+            None => Span::styled("–", theme.muted()),
+        };
+        let restarts = p.restarts();
+        let label = state_label(p);
+        let state_style = if p.oom_killed() {
+            theme.error()
+        } else if label.starts_with("Running") {
+            theme.text()
+        } else {
+            theme.warn()
+        };
+        let name_style = if focus.as_deref() == Some(p.name.as_str()) {
+            theme.accent().add_modifier(Modifier::BOLD)
+        } else {
+            theme.text()
+        };
+        Row::new([
+            Cell::from(Span::styled(p.name.clone(), name_style)),
+            Cell::from(phase),
+            Cell::from(ready),
+            Cell::from(Span::styled(
+                p.node.clone().unwrap_or_else(|| "–".into()),
+                theme.muted(),
+            )),
+            Cell::from(Span::styled(
+                restarts.to_string(),
+                if restarts > 0 { theme.warn() } else { theme.text() },
+            )),
+            Cell::from(Span::styled(label, state_style)),
+        ])
+    });
+    let widths = [
+        Constraint::Fill(3),
+        Constraint::Length(11),
+        Constraint::Length(9),
+        Constraint::Fill(2),
+        Constraint::Length(3),
+        Constraint::Fill(4),
+    ];
+    Table::new(rows, widths)
+        .header(header)
+        .column_spacing(1)
+        .style(Style::new())
+        .render(inner, buf);
+}
