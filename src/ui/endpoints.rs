@@ -71,11 +71,17 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
         put_line(buf, inner, 0, &Line::styled("no EndpointSlice seen yet", theme.muted()));
         return;
     };
+    let wide = inner.width >= 34;
+    let (r, s, t) = if wide {
+        ("ready", "serving", "terminating")
+    } else {
+        ("rdy", "srv", "term")
+    };
     let mut head = vec![
-        Span::styled(format!("ready {} ", last.ready), Style::new().fg(theme.chart_ready)),
-        Span::styled(format!("serving {} ", last.serving), Style::new().fg(theme.chart_serving)),
+        Span::styled(format!("{r} {} ", last.ready), Style::new().fg(theme.chart_ready)),
+        Span::styled(format!("{s} {} ", last.serving), Style::new().fg(theme.chart_serving)),
         Span::styled(
-            format!("term {} ", last.terminating),
+            format!("{t} {} ", last.terminating),
             Style::new().fg(theme.chart_terminating),
         ),
         Span::styled(format!("of {}", last.total), theme.muted()),
@@ -83,10 +89,12 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
     if last.ready == 0
         && let Some(since) = zero_ready_since(state)
     {
-        head.push(Span::styled(
-            format!("  no ready endpoint for {}", fmt_secs(secs(since, now))),
-            theme.error(),
-        ));
+        let text = if wide {
+            format!("  none ready for {}", fmt_secs(secs(since, now)))
+        } else {
+            format!(" 0 ready {}", fmt_secs(secs(since, now)))
+        };
+        head.push(Span::styled(text, theme.error()));
     }
     put_line(buf, inner, 0, &Line::from(head));
 

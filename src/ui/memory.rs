@@ -5,7 +5,7 @@
 
 use super::theme::Theme;
 use super::view::ViewState;
-use super::{fmt_age, gib, panel, put_line, secs};
+use super::{fmt_age, panel, put_line, secs};
 use crate::core::event::Timestamp;
 use crate::core::state::{MemoryView, State};
 use ratatui::buffer::Buffer;
@@ -104,25 +104,26 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     let log = view.log_scale;
     let first = mem.series.points().next().map(|p| p.ts).unwrap_or(now);
     let window_start = now - chrono::Duration::milliseconds((WINDOW_SECS * 1000.0) as i64);
-    let from = first.max(window_start);
+    // The window starts at the first sample, or earlier at the current trial's T0, so the
+    // trial's start is on the axis even when the new pod's samples begin later.
+    let t0 = state.timeline.current().and_then(|t| t.marks.t0);
+    let from = first.min(t0.unwrap_or(first)).max(window_start);
     let span = secs(from, now).max(1.0);
 
     // Legend line.
     let last = mem.series.last_value();
+    let g = |b: u64| format!("{:.2}G", b as f64 / GIB);
     let mut legend = vec![
         Span::styled(format!("{pod} "), theme.accent()),
-        Span::styled("■ usage ", Style::new().fg(theme.chart_usage)),
+        Span::styled("usage ", Style::new().fg(theme.chart_usage)),
+        Span::styled(last.map_or("–".into(), |p| g(p.current)) + " ", theme.text()),
+        Span::styled("ws ", Style::new().fg(theme.chart_working_set)),
         Span::styled(
-            last.map_or("–".into(), |p| gib(p.current)) + "  ",
+            last.and_then(|p| p.working_set).map_or("–".into(), g) + " ",
             theme.text(),
         ),
-        Span::styled("■ ws ", Style::new().fg(theme.chart_working_set)),
-        Span::styled(
-            last.and_then(|p| p.working_set).map_or("–".into(), gib) + "  ",
-            theme.text(),
-        ),
-        Span::styled("─ limit ", Style::new().fg(theme.chart_limit)),
-        Span::styled(mem.limit.map_or("none".into(), gib), theme.text()),
+        Span::styled("limit ", Style::new().fg(theme.chart_limit)),
+        Span::styled(mem.limit.map_or("none".into(), g), theme.text()),
     ];
     if log {
         legend.push(Span::styled("  log", theme.warn()));
@@ -233,14 +234,18 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         return;
     }
     let row = Rect::new(graph_x, inner.y + axis_row, graph_w, 1);
-    put_line(
-        buf,
-        row,
-        0,
-        &Line::styled(format!("-{}", fmt_age(span)), theme.muted()),
-    );
+    let start_label = format!("-{}", fmt_age(span));
+    let mark_cols: Vec<u16> = marks
+        .iter()
+        .map(|(x, _)| (((x / span) * (graph_w - 1) as f64).round() as u16).min(graph_w.saturating_sub(2)))
+        .collect();
+    if mark_cols.iter().all(|c| *c as usize > start_label.len()) {
+        put_line(buf, row, 0, &Line::styled(start_label, theme.muted()));
+    }
     let now_label = "now";
-    if graph_w as usize > now_label.len() + 6 {
+    if graph_w as usize > now_label.len() + 6
+        && mark_cols.iter().all(|c| *c + 6 < graph_w)
+    {
         buf.set_string(
             row.x + graph_w - now_label.len() as u16,
             row.y,
@@ -248,9 +253,7 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             theme.muted(),
         );
     }
-    for (x, k) in &marks {
-        let col = ((x / span) * (graph_w - 1) as f64).round() as u16;
-        let col = col.min(graph_w.saturating_sub(2));
+    for ((_, k), col) in marks.iter().zip(mark_cols.iter().copied()) {
         buf.set_string(
             row.x + col,
             row.y,

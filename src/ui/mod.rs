@@ -79,18 +79,19 @@ pub fn layout(area: Rect) -> Areas {
     } else {
         let [top, middle, bottom] = Layout::vertical([
             Constraint::Percentage(28),
-            Constraint::Percentage(38),
-            Constraint::Percentage(34),
+            Constraint::Percentage(32),
+            Constraint::Percentage(40),
         ])
         .areas(body);
         let [pods, residency] =
-            Layout::horizontal([Constraint::Percentage(60), Constraint::Percentage(40)])
+            Layout::horizontal([Constraint::Percentage(62), Constraint::Percentage(38)])
                 .areas(top);
-        let [memory, right] =
-            Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)])
-                .areas(bottom);
-        let [endpoints, host] =
-            Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(right);
+        let [memory, endpoints, host] = Layout::horizontal([
+            Constraint::Percentage(46),
+            Constraint::Percentage(28),
+            Constraint::Percentage(26),
+        ])
+        .areas(bottom);
         Areas {
             header,
             pods,

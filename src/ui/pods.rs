@@ -44,8 +44,6 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         return;
     }
     let focus = view.focus_pod(state);
-    let header = Row::new(["NAME", "PHASE", "READY", "NODE", "RST", "STATE"])
-        .style(theme.muted().add_modifier(Modifier::BOLD));
     let rows = state.pods.values().map(|p| {
         let phase = if p.deletion_timestamp.is_some() {
             Span::styled("Terminating", theme.warn())
@@ -87,7 +85,7 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         } else {
             theme.text()
         };
-        Row::new([
+        vec![
             Cell::from(Span::styled(p.name.clone(), name_style)),
             Cell::from(phase),
             Cell::from(ready),
@@ -100,16 +98,46 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
                 if restarts > 0 { theme.warn() } else { theme.text() },
             )),
             Cell::from(Span::styled(label, state_style)),
-        ])
+        ]
     });
-    let widths = [
-        Constraint::Fill(3),
-        Constraint::Length(11),
-        Constraint::Length(9),
-        Constraint::Fill(2),
-        Constraint::Length(3),
-        Constraint::Fill(4),
-    ];
+    let name_w = state.pods.keys().map(|n| n.chars().count()).max().unwrap_or(4).clamp(4, 40) as u16;
+    // The node column only when there is room for it.
+    let show_node = inner.width >= name_w + 11 + 9 + 3 + 12 + 12 + 5;
+    let widths: Vec<Constraint> = if show_node {
+        vec![
+            Constraint::Length(name_w),
+            Constraint::Length(11),
+            Constraint::Length(9),
+            Constraint::Fill(1),
+            Constraint::Length(3),
+            Constraint::Fill(3),
+        ]
+    } else {
+        vec![
+            Constraint::Length(name_w),
+            Constraint::Length(11),
+            Constraint::Length(9),
+            Constraint::Length(3),
+            Constraint::Fill(1),
+        ]
+    };
+    let rows: Vec<Row> = rows
+        .map(|cells: Vec<Cell<'static>>| {
+            let cells = cells
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| show_node || *i != 3)
+                .map(|(_, c)| c);
+            Row::new(cells)
+        })
+        .collect();
+    let header_cells: Vec<&str> = ["NAME", "PHASE", "READY", "NODE", "RST", "STATE"]
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| show_node || *i != 3)
+        .map(|(_, c)| c)
+        .collect();
+    let header = Row::new(header_cells).style(theme.muted().add_modifier(Modifier::BOLD));
     Table::new(rows, widths)
         .header(header)
         .column_spacing(1)

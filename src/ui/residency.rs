@@ -54,9 +54,9 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         {
             lines.push(Line::styled(
                 format!(
-                    "  ⚠ resident {} is {:.0}% of the {} limit",
-                    gib(total),
+                    "  ⚠ {:.0}% of limit resident ({:.2}/{})",
                     100.0 * total as f64 / limit as f64,
+                    total as f64 / (1u64 << 30) as f64,
                     gib(limit)
                 ),
                 theme.warn().add_modifier(Modifier::BOLD),

@@ -109,9 +109,11 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
         }
     }
 
+    // Blank separator rows only when there is room for them.
+    let sep = u16::from(inner.height >= 10);
     let stats = TrialStats::of(&state.timeline.trials);
-    if stats.trials > 0 && y + 1 < inner.height {
-        y += 1;
+    if stats.trials > 0 && y + sep < inner.height {
+        y += sep;
         let head = format!(
             "{:<20}{:>3}{:>9}{:>9}{:>9}",
             format!("{} trials, {} failed", stats.trials, stats.failed),
@@ -152,8 +154,8 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
         .rev()
         .filter(|t| !t.is_running())
         .collect();
-    if !finished.is_empty() && y + 1 < inner.height {
-        y += 1;
+    if !finished.is_empty() && y + sep < inner.height {
+        y += sep;
         for t in finished {
             if !put_line(buf, inner, y, &trial_row(t, theme)) {
                 return;
