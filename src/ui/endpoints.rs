@@ -71,7 +71,7 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
         put_line(buf, inner, 0, &Line::styled("no EndpointSlice seen yet", theme.muted()));
         return;
     };
-    let wide = inner.width >= 34;
+    let wide = inner.width >= 50;
     let (r, s, t) = if wide {
         ("ready", "serving", "terminating")
     } else {

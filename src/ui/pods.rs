@@ -12,16 +12,25 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row, Table, Widget};
 
-/// The container state label of a pod: the first container's, with the last termination
-/// when that was an OOM kill (`Running (last: OOMKilled)`).
+/// A compact container state label of a pod (its first container): `Running`,
+/// `ContainerCreating`, `OOMKilled (137)`, or `Running, last OOMKilled` after an OOM restart.
 pub fn state_label(pod: &PodView) -> String {
     let Some(c) = pod.containers.first() else {
         return "–".into();
     };
-    match (&c.state, &c.last_state) {
-        (ContainerState::Terminated { .. }, _) => c.state.label(),
-        (_, Some(last)) if last.is_oom_killed() => format!("{} (last: OOMKilled)", c.state.label()),
-        _ => c.state.label(),
+    let now = match &c.state {
+        ContainerState::Unknown => "Unknown".to_string(),
+        ContainerState::Waiting { reason } => reason.clone(),
+        ContainerState::Running { .. } => "Running".to_string(),
+        ContainerState::Terminated {
+            reason, exit_code, ..
+        } => format!("{reason} ({exit_code})"),
+    };
+    match &c.last_state {
+        Some(last) if last.is_oom_killed() && !c.state.is_oom_killed() => {
+            format!("{now}, last OOMKilled")
+        }
+        _ => now,
     }
 }
 
