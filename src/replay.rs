@@ -49,7 +49,10 @@ pub async fn feed(events: Vec<Event>, speed: Speed, tx: mpsc::Sender<Event>) -> 
     let mut sent = 0;
     for ev in events {
         if let (Speed::Factor(f), Some(first)) = (speed, first) {
-            let offset_us = (ev.ts - first).num_microseconds().unwrap_or(i64::MAX).max(0);
+            let offset_us = (ev.ts - first)
+                .num_microseconds()
+                .unwrap_or(i64::MAX)
+                .max(0);
             let at = std::time::Duration::from_secs_f64(offset_us as f64 / 1e6 / f);
             tokio::time::sleep_until(start + at).await;
         }
@@ -63,7 +66,8 @@ pub async fn feed(events: Vec<Event>, speed: Speed, tx: mpsc::Sender<Event>) -> 
 
 /// Replay a recording in the dashboard; returns the exit code.
 pub fn run(path: &Path, speed: Speed, mut opts: DashboardOptions) -> Result<i32> {
-    let rec = jsonl::read(path).wrap_err_with(|| format!("reading recording {}", path.display()))?;
+    let rec =
+        jsonl::read(path).wrap_err_with(|| format!("reading recording {}", path.display()))?;
     if rec.events.is_empty() {
         return Err(eyre!("{}: the recording has no events", path.display()));
     }

@@ -34,7 +34,10 @@ impl Shared {
 
 impl Backend for Shared {
     type Error = std::convert::Infallible;
-    fn draw<'a, I: Iterator<Item = (u16, u16, &'a Cell)>>(&mut self, content: I) -> Result<(), Self::Error> {
+    fn draw<'a, I: Iterator<Item = (u16, u16, &'a Cell)>>(
+        &mut self,
+        content: I,
+    ) -> Result<(), Self::Error> {
         self.with(|b| b.draw(content))
     }
     fn hide_cursor(&mut self) -> Result<(), Self::Error> {
@@ -63,12 +66,15 @@ impl Backend for Shared {
         self.with(|b| b.window_size())
     }
     fn flush(&mut self) -> Result<(), Self::Error> {
-        self.with(|b| Backend::flush(b))
+        self.with(Backend::flush)
     }
 }
 
 fn key(c: char) -> std::io::Result<TermEvent> {
-    Ok(TermEvent::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)))
+    Ok(TermEvent::Key(KeyEvent::new(
+        KeyCode::Char(c),
+        KeyModifiers::NONE,
+    )))
 }
 
 /// Poll `cond` on the screen until it holds or 20 s pass.
@@ -79,7 +85,10 @@ async fn wait_screen(b: &Shared, what: &str, cond: impl Fn(&str) -> bool) {
         if cond(&s) {
             return;
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}; screen:\n{s}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; screen:\n{s}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -100,28 +109,56 @@ async fn events_reach_the_screen_and_keys_become_intents() {
     let b = backend.clone();
     let task = tokio::spawn(async move {
         let mut term = Terminal::new(b).expect("terminal");
-        run_loop(&mut term, key_rx, DashboardOptions::default(), feed_rx, Some(act_tx)).await
+        run_loop(
+            &mut term,
+            key_rx,
+            DashboardOptions::default(),
+            feed_rx,
+            Some(act_tx),
+        )
+        .await
     });
-    wait_screen(&backend, "empty dashboard", |s| s.contains("no pods seen yet")).await;
+    wait_screen(&backend, "empty dashboard", |s| {
+        s.contains("no pods seen yet")
+    })
+    .await;
     for ev in until(AFTER_T4) {
         feed_tx.send(ev).await.expect("loop is running");
     }
-    wait_screen(&backend, "the finished trial", |s| s.contains("T3→T4 5.59s") && s.contains("trial #1 ✓")).await;
+    wait_screen(&backend, "the finished trial", |s| {
+        s.contains("T3→T4 5.59s") && s.contains("trial #1 ✓")
+    })
+    .await;
 
     key_tx.unbounded_send(key('i')).expect("keys");
     assert_eq!(recv(&mut act_rx).await, Intent::InferNow);
     key_tx.unbounded_send(key('d')).expect("keys");
-    wait_screen(&backend, "confirmation", |s| s.contains("delete pod ollama-1?")).await;
+    wait_screen(&backend, "confirmation", |s| {
+        s.contains("delete pod ollama-1?")
+    })
+    .await;
     assert!(act_rx.try_recv().is_err(), "nothing sent before y");
     key_tx.unbounded_send(key('y')).expect("keys");
-    assert_eq!(recv(&mut act_rx).await, Intent::DeletePod { pod: "ollama-1".into() });
-    wait_screen(&backend, "dialog closed", |s| !s.contains("delete pod ollama-1?")).await;
+    assert_eq!(
+        recv(&mut act_rx).await,
+        Intent::DeletePod {
+            pod: "ollama-1".into()
+        }
+    );
+    wait_screen(&backend, "dialog closed", |s| {
+        !s.contains("delete pod ollama-1?")
+    })
+    .await;
 
     // Resize: the next frame has the new size and the narrow layout.
     backend.with(|b| b.resize(80, 24));
-    key_tx.unbounded_send(Ok(TermEvent::Resize(80, 24))).expect("keys");
+    key_tx
+        .unbounded_send(Ok(TermEvent::Resize(80, 24)))
+        .expect("keys");
     wait_screen(&backend, "80 columns", |s| {
-        s.lines().count() == 24 && s.lines().all(|l| l.chars().count() == 80) && s.contains("╭ Timeline")
+        s.lines().count() == 24
+            && s.lines().all(|l| l.chars().count() == 80)
+            && s.contains("╭ Timeline")
     })
     .await;
 
@@ -152,11 +189,20 @@ async fn closed_feed_is_shown_and_actions_without_executor_are_refused() {
         feed_tx.send(ev).await.expect("loop is running");
     }
     drop(feed_tx);
-    wait_screen(&backend, "end of feed", |s| s.contains("REPLAY (ended)") && s.contains("running 5.00s")).await;
+    wait_screen(&backend, "end of feed", |s| {
+        s.contains("REPLAY (ended)") && s.contains("running 5.00s")
+    })
+    .await;
     key_tx.unbounded_send(key('i')).expect("keys");
-    wait_screen(&backend, "refusal", |s| s.contains("send an inference: not available in replay")).await;
+    wait_screen(&backend, "refusal", |s| {
+        s.contains("send an inference: not available in replay")
+    })
+    .await;
     key_tx.unbounded_send(key('d')).expect("keys");
-    wait_screen(&backend, "read-only notice", |s| s.contains("read-only: `d` (delete) is disabled")).await;
+    wait_screen(&backend, "read-only notice", |s| {
+        s.contains("read-only: `d` (delete) is disabled")
+    })
+    .await;
     // With both the feed and the input closed, the loop ends by itself.
     drop(key_tx);
     let result = tokio::time::timeout(Duration::from_secs(20), task)

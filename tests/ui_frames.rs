@@ -4,9 +4,9 @@
 
 mod ui_support;
 
-use ui_support::*;
 use readygap::ui::theme::Theme;
 use readygap::ui::view::ViewState;
+use ui_support::*;
 
 fn snap(stage: &str, until_ms: i64) {
     let state = state_at(until_ms);

@@ -40,7 +40,11 @@ fn press(view: ViewState, state: &State, keys: &[KeyEvent]) -> (ViewState, Vec<I
 }
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/config")).join(name)
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/config"
+    ))
+    .join(name)
 }
 
 #[test]
@@ -61,13 +65,21 @@ fn help_screen_lists_every_binding() {
         let before = &line[..line.find(b.command.description()).unwrap_or(0)];
         let inside = before.rsplit('║').next().unwrap_or_default();
         let keys: Vec<&str> = inside.trim().split('/').collect();
-        assert!(keys.contains(&b.key.to_string().as_str()), "key {} of {:?}: {line}", b.key, b.command);
+        assert!(
+            keys.contains(&b.key.to_string().as_str()),
+            "key {} of {:?}: {line}",
+            b.key,
+            b.command
+        );
     }
     assert!(screen.contains("ctrl-c") && screen.contains("esc"));
     // The generated entries match the bindings one to one.
     let help = keymap.help();
     assert_eq!(help.len(), Command::ALL.len());
-    assert!(help.iter().all(|e| e.destructive == e.command.is_destructive()));
+    assert!(
+        help.iter()
+            .all(|e| e.destructive == e.command.is_destructive())
+    );
 }
 
 #[test]
@@ -83,11 +95,22 @@ fn config_fixture_overrides_a_binding() {
     assert_eq!(km.lookup(&key('d')), None, "the default key is replaced");
     assert_eq!(km.lookup(&ctrl('q')), Some(Command::Quit));
     assert_eq!(km.lookup(&key('q')), Some(Command::Quit));
-    assert_eq!(km.lookup(&ctrl('c')), Some(Command::Quit), "ctrl-c always quits");
-    assert_eq!(km.lookup(&key('r')), Some(Command::RolloutRestart), "others keep defaults");
+    assert_eq!(
+        km.lookup(&ctrl('c')),
+        Some(Command::Quit),
+        "ctrl-c always quits"
+    );
+    assert_eq!(
+        km.lookup(&key('r')),
+        Some(Command::RolloutRestart),
+        "others keep defaults"
+    );
     // The help shows the new key.
     let help = km.help();
-    let del = help.iter().find(|e| e.command == Command::DeletePod).expect("delete entry");
+    let del = help
+        .iter()
+        .find(|e| e.command == Command::DeletePod)
+        .expect("delete entry");
     assert_eq!(del.keys, "x");
     // And the pure update uses it: `x` asks to delete the pod.
     let view = ViewState {
@@ -116,11 +139,17 @@ fn bad_config_files_name_the_file_and_the_problem() {
     let (file, found) = config::load(Some(&path)).expect("valid TOML");
     let err = config::resolve(&file, found.as_deref(), None, false).expect_err("unknown command");
     let msg = format!("{err:#}");
-    assert!(msg.contains("bad_command.toml") && msg.contains("launch_rockets"), "{msg}");
+    assert!(
+        msg.contains("bad_command.toml") && msg.contains("launch_rockets"),
+        "{msg}"
+    );
 
     let err = config::load(Some(&fixture("unknown_field.toml"))).expect_err("unknown field");
     let msg = format!("{err:#}");
-    assert!(msg.contains("unknown_field.toml") && msg.contains("colour_scheme"), "{msg}");
+    assert!(
+        msg.contains("unknown_field.toml") && msg.contains("colour_scheme"),
+        "{msg}"
+    );
 
     let err = config::load(Some(&fixture("missing.toml"))).expect_err("--config must exist");
     assert!(format!("{err:#}").contains("missing.toml"));
@@ -136,12 +165,17 @@ fn bad_config_files_name_the_file_and_the_problem() {
     let mut both = BTreeMap::new();
     both.insert("help".to_string(), vec!["h".to_string()]);
     both.insert("quit".to_string(), vec!["h".to_string()]);
-    assert!(Keymap::with_overrides(&both).is_err(), "one key, two commands");
+    assert!(
+        Keymap::with_overrides(&both).is_err(),
+        "one key, two commands"
+    );
 }
 
 #[test]
 fn keys_parse_and_print_back() {
-    for s in ["d", "R", "?", "space", "esc", "enter", "ctrl-q", "alt-x", "f5", "up"] {
+    for s in [
+        "d", "R", "?", "space", "esc", "enter", "ctrl-q", "alt-x", "f5", "up",
+    ] {
         let k = Key::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
         assert_eq!(k.to_string(), s);
     }
@@ -157,12 +191,23 @@ fn read_only_refuses_destructive_intents() {
             read_only: true,
             ..ViewState::default()
         };
-        assert!(Keymap::default().lookup(&key(c)).is_some_and(Command::is_destructive));
+        assert!(
+            Keymap::default()
+                .lookup(&key(c))
+                .is_some_and(Command::is_destructive)
+        );
         // Even answering "y" afterwards sends nothing.
         let (view, intents) = press(view, &state, &[key(c), key('y')]);
         assert!(intents.is_empty(), "{c}: {intents:?}");
         assert_eq!(view.dialog, None);
-        let (v, _) = update(ViewState { read_only: true, ..ViewState::default() }, &state, key(c));
+        let (v, _) = update(
+            ViewState {
+                read_only: true,
+                ..ViewState::default()
+            },
+            &state,
+            key(c),
+        );
         let (sev, msg) = v.notice.expect("a notice");
         assert_eq!(sev, Severity::Warn);
         assert!(msg.contains("read-only"), "{msg}");
@@ -177,15 +222,27 @@ fn read_only_refuses_destructive_intents() {
     assert!(view.log_scale);
     // And the footer says read-only, without the destructive hints.
     let t = frame(&state, &view, &Theme::default_theme(), 160, 48);
-    let footer = text(t.backend().buffer()).lines().last().unwrap_or_default().to_string();
-    assert!(footer.contains("read-only") && !footer.contains("delete"), "{footer}");
+    let footer = text(t.backend().buffer())
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        footer.contains("read-only") && !footer.contains("delete"),
+        "{footer}"
+    );
 }
 
 #[test]
 fn destructive_keys_need_confirmation() {
     let state = state_at(AFTER_T4);
     let cases = [
-        ('d', Intent::DeletePod { pod: "ollama-1".into() }),
+        (
+            'd',
+            Intent::DeletePod {
+                pod: "ollama-1".into(),
+            },
+        ),
         ('r', Intent::RolloutRestart),
         ('c', Intent::ColdTrial),
         ('t', Intent::FullTrial),
@@ -194,10 +251,18 @@ fn destructive_keys_need_confirmation() {
     for (c, intent) in cases {
         let (view, intents) = press(ViewState::default(), &state, &[key(c)]);
         assert!(intents.is_empty(), "{c} sent before confirming");
-        assert_eq!(view.dialog, Some(Dialog::Confirm { intent: intent.clone() }));
+        assert_eq!(
+            view.dialog,
+            Some(Dialog::Confirm {
+                intent: intent.clone()
+            })
+        );
         // Other keys leave the question open; y sends.
         let (view, intents) = press(view, &state, &[key('z'), key('q')]);
-        assert!(intents.is_empty() && view.dialog.is_some(), "{c}: q answers nothing");
+        assert!(
+            intents.is_empty() && view.dialog.is_some(),
+            "{c}: q answers nothing"
+        );
         let (view, intents) = press(view, &state, &[key('y')]);
         assert_eq!(intents, vec![intent.clone()]);
         assert_eq!(view.dialog, None);
@@ -216,7 +281,11 @@ fn destructive_keys_need_confirmation() {
 fn pickers_quit_and_ui_toggles() {
     let state = state_at(AFTER_T4);
     // p: pick a pod (only ollama-1 is left) → ChoosePod and the selection.
-    let (view, intents) = press(ViewState::default(), &state, &[key('p'), code(KeyCode::Down), code(KeyCode::Enter)]);
+    let (view, intents) = press(
+        ViewState::default(),
+        &state,
+        &[key('p'), code(KeyCode::Down), code(KeyCode::Enter)],
+    );
     assert_eq!(intents, vec![Intent::ChoosePod("ollama-1".into())]);
     assert_eq!(view.selected_pod.as_deref(), Some("ollama-1"));
     // m: models on disk, sorted; the session's model is preselected; j moves down.
@@ -224,7 +293,10 @@ fn pickers_quit_and_ui_toggles() {
     assert!(intents.is_empty());
     assert_eq!(
         view.dialog,
-        Some(Dialog::ChooseModel { items: vec!["llama3.2:3b".into(), "qwen2.5:0.5b".into()], index: 0 })
+        Some(Dialog::ChooseModel {
+            items: vec!["llama3.2:3b".into(), "qwen2.5:0.5b".into()],
+            index: 0
+        })
     );
     let (view, intents) = press(view, &state, &[key('j'), code(KeyCode::Enter)]);
     assert_eq!(intents, vec![Intent::ChooseModel("qwen2.5:0.5b".into())]);
@@ -242,7 +314,10 @@ fn pickers_quit_and_ui_toggles() {
     let (view, _) = press(view, &state, &[key('?')]);
     assert_eq!(view.dialog, Some(Dialog::Help));
     let (view, intents) = press(view, &state, &[key('q')]);
-    assert!(intents.is_empty() && view.dialog.is_none() && !view.quit, "q closes help first");
+    assert!(
+        intents.is_empty() && view.dialog.is_none() && !view.quit,
+        "q closes help first"
+    );
     // Ctrl-C quits even from a dialog; q quits otherwise.
     let (view, intents) = press(view, &state, &[key('t'), ctrl('c')]);
     assert_eq!(intents, vec![Intent::Quit]);

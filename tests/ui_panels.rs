@@ -11,7 +11,9 @@ use ratatui::style::Color;
 use readygap::core::state::State;
 use readygap::ui::theme::Theme;
 use readygap::ui::view::{Dialog, ViewState};
-use readygap::ui::{self, dialog, endpoints, footer, header, host, memory, pods, residency, timeline};
+use readygap::ui::{
+    self, dialog, endpoints, footer, header, host, memory, pods, residency, timeline,
+};
 use ui_support::common::*;
 use ui_support::*;
 
@@ -46,15 +48,9 @@ fn find(buf: &Buffer, needle: &str) -> Option<(u16, u16)> {
             if buf[(x, y)].symbol() != first {
                 continue;
             }
-            let mut ok = true;
-            let mut cx = x;
-            for ch in needle.chars() {
-                if cx >= a.right() || buf[(cx, y)].symbol() != ch.to_string() {
-                    ok = false;
-                    break;
-                }
-                cx += 1;
-            }
+            let ok = (x..)
+                .zip(needle.chars())
+                .all(|(cx, ch)| cx < a.right() && buf[(cx, y)].symbol() == ch.to_string());
             if ok {
                 return Some((x, y));
             }
@@ -76,18 +72,39 @@ fn every_panel_survives_zero_and_one_cell_areas() {
         for (name, render) in PANELS {
             // Zero-size areas, inside and at the edge of a buffer, and a zero-size buffer.
             let mut buf = Buffer::empty(Rect::new(0, 0, 10, 5));
-            for area in [Rect::new(0, 0, 0, 0), Rect::new(3, 2, 0, 4), Rect::new(3, 2, 4, 0)] {
+            for area in [
+                Rect::new(0, 0, 0, 0),
+                Rect::new(3, 2, 0, 4),
+                Rect::new(3, 2, 4, 0),
+            ] {
                 render(state, &view, &theme, area, &mut buf);
             }
-            assert_eq!(buf, Buffer::empty(Rect::new(0, 0, 10, 5)), "{name} drew into a zero area");
+            assert_eq!(
+                buf,
+                Buffer::empty(Rect::new(0, 0, 10, 5)),
+                "{name} drew into a zero area"
+            );
             let mut empty = Buffer::empty(Rect::ZERO);
             render(state, &view, &theme, Rect::new(0, 0, 5, 5), &mut empty);
 
             // A 1×1 area: the panel draws at most that cell.
             let mut buf = Buffer::empty(Rect::new(0, 0, 3, 3));
             render(state, &view, &theme, Rect::new(1, 1, 1, 1), &mut buf);
-            for (x, y) in [(0, 0), (1, 0), (2, 0), (0, 1), (2, 1), (0, 2), (1, 2), (2, 2)] {
-                assert_eq!(buf[(x, y)].symbol(), " ", "{name} drew outside its 1×1 area");
+            for (x, y) in [
+                (0, 0),
+                (1, 0),
+                (2, 0),
+                (0, 1),
+                (2, 1),
+                (0, 2),
+                (1, 2),
+                (2, 2),
+            ] {
+                assert_eq!(
+                    buf[(x, y)].symbol(),
+                    " ",
+                    "{name} drew outside its 1×1 area"
+                );
             }
             // An area partly outside the buffer is clipped, not a panic.
             let mut buf = Buffer::empty(Rect::new(0, 0, 4, 4));
@@ -139,7 +156,10 @@ fn timeline_segments_use_their_role_colours() {
     let state = state_at(AFTER_T4);
     let trial = state.timeline.current().expect("a trial");
     let segs = timeline::segments(trial, state.now);
-    assert_eq!(segs.iter().map(|s| s.to_mark).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+    assert_eq!(
+        segs.iter().map(|s| s.to_mark).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4]
+    );
     assert!(segs.iter().all(|s| !s.growing));
     for theme in themes() {
         let area = Rect::new(0, 0, 62, 12);
@@ -158,7 +178,12 @@ fn timeline_segments_use_their_role_colours() {
             let mid = 1 + ((a + b) / 2.0) as u16;
             let cell = &buf[(mid, bar_y)];
             assert_eq!(cell.symbol(), timeline::BAR);
-            assert_eq!(cell.fg, theme.segment(s.to_mark), "segment to T{}", s.to_mark);
+            assert_eq!(
+                cell.fg,
+                theme.segment(s.to_mark),
+                "segment to T{}",
+                s.to_mark
+            );
         }
         // The T3→T4 segment's label is in its colour, and is the widest segment here.
         let (x, y) = find(&buf, "T3→T4 5.59s").expect("T3→T4 label");
@@ -175,7 +200,13 @@ fn running_trial_grows_with_state_now() {
     let later = state_at(MID_LOAD);
     let label = |s: &State| {
         let mut buf = Buffer::empty(Rect::new(0, 0, 60, 8));
-        timeline::render(s, &ViewState::default(), &Theme::default_theme(), buf.area, &mut buf);
+        timeline::render(
+            s,
+            &ViewState::default(),
+            &Theme::default_theme(),
+            buf.area,
+            &mut buf,
+        );
         text(&buf)
     };
     // At T0+3 s: T3 was at T0+2.41 s, so the growing segment is 0.59 s; at 15 s it is 2.59 s.
@@ -183,7 +214,11 @@ fn running_trial_grows_with_state_now() {
     assert!(label(&later).contains("T3→… 2.59s"), "{}", label(&later));
     let trial = later.timeline.current().expect("trial");
     let growing = timeline::segments(trial, later.now);
-    assert!(growing.last().is_some_and(|s| s.growing && s.to == later.now.unwrap_or_default()));
+    assert!(
+        growing
+            .last()
+            .is_some_and(|s| s.growing && s.to == later.now.unwrap_or_default())
+    );
 }
 
 #[test]
@@ -195,7 +230,11 @@ fn zero_ready_intervals_are_highlighted() {
         endpoints::render(&state, &ViewState::default(), &theme, area, &mut buf);
         // Ready row is inner row 1 → y = 2; bars start after the 6-cell label at x = 7.
         let last = 64;
-        assert_eq!(buf[(last, 2)].bg, theme.gap_highlight, "no endpoint ready at the end");
+        assert_eq!(
+            buf[(last, 2)].bg,
+            theme.gap_highlight,
+            "no endpoint ready at the end"
+        );
         assert_eq!(buf[(7, 2)].bg, Color::Reset, "ready at the start");
         assert_eq!(buf[(7, 2)].fg, theme.chart_ready);
         assert!(text(&buf).contains("none ready for"), "{}", text(&buf));
@@ -209,13 +248,19 @@ fn memory_gaps_break_the_line_instead_of_dropping_to_zero() {
     let from = mem.series.points().next().map(|p| p.ts).expect("points");
     let runs = memory::runs(mem, from, false, |p| Some(p.current));
     assert_eq!(runs.len(), 2, "one gap splits the series into two runs");
-    assert!(runs.iter().flatten().all(|(_, y)| *y > 0.1), "no zero points");
+    assert!(
+        runs.iter().flatten().all(|(_, y)| *y > 0.1),
+        "no zero points"
+    );
     let total: usize = runs.iter().map(Vec::len).sum();
     assert_eq!(total, mem.series.len() - 1);
     // Log scale keeps the order of values.
     let log = memory::runs(mem, from, true, |p| Some(p.current));
     let ys: Vec<f64> = log[0].iter().map(|p| p.1).collect();
-    assert!(ys.windows(2).all(|w| w[0] <= w[1]), "memory rises while loading");
+    assert!(
+        ys.windows(2).all(|w| w[0] <= w[1]),
+        "memory rises while loading"
+    );
 }
 
 #[test]
@@ -245,7 +290,13 @@ fn residency_warns_from_85_percent_of_the_limit() {
     let render = |events: &[readygap::core::event::Event]| {
         let state = State::from_events(events);
         let mut buf = Buffer::empty(Rect::new(0, 0, 60, 8));
-        residency::render(&state, &ViewState::default(), &Theme::default_theme(), buf.area, &mut buf);
+        residency::render(
+            &state,
+            &ViewState::default(),
+            &Theme::default_theme(),
+            buf.area,
+            &mut buf,
+        );
         (text(&buf), buf)
     };
     // 3.7 GB of a 4 GiB limit = 86 %.
@@ -269,7 +320,10 @@ fn residency_warns_from_85_percent_of_the_limit() {
     ));
     let (t, _) = render(&events);
     assert!(!t.contains("of limit"), "{t}");
-    assert!(t.contains("expires in 1m"), "expiry relative to state.now: {t}");
+    assert!(
+        t.contains("expires in 1m"),
+        "expiry relative to state.now: {t}"
+    );
 }
 
 #[test]
@@ -284,7 +338,16 @@ fn header_shows_session_trial_mode_and_recording() {
     let mut buf = Buffer::empty(Rect::new(0, 0, 160, 1));
     header::render(&state, &view, &Theme::default_theme(), buf.area, &mut buf);
     let t = text(&buf);
-    for part in ["kind-lab", "llm", "deploy/ollama", "llama3.2:3b", "trial #1 ✓", "REPLAY", "FROZEN", "● REC /tmp/r.jsonl"] {
+    for part in [
+        "kind-lab",
+        "llm",
+        "deploy/ollama",
+        "llama3.2:3b",
+        "trial #1 ✓",
+        "REPLAY",
+        "FROZEN",
+        "● REC /tmp/r.jsonl",
+    ] {
         assert!(t.contains(part), "{part} missing: {t}");
     }
 }

@@ -33,7 +33,10 @@ async fn events_arrive_at_recorded_pace_times_speed() {
         assert_eq!(feeder.await.expect("feeder"), events.len());
         let span = (events[n - 1].ts - first).num_milliseconds() as f64 / 1000.0;
         let took = start.elapsed().as_secs_f64();
-        assert!(took >= span / speed && took < span / speed + 10.0, "{took} s for {span} s at ×{speed}");
+        assert!(
+            took >= span / speed && took < span / speed + 10.0,
+            "{took} s for {span} s at ×{speed}"
+        );
     }
 }
 
@@ -66,10 +69,14 @@ fn speeds_parse() {
     for bad in ["-1", "fast", "inf", "NaN", ""] {
         assert!(bad.parse::<Speed>().is_err(), "{bad:?}");
     }
-    let cli = Cli::try_parse_from(["readygap", "replay", "r.jsonl", "--speed", "max", "--theme", "light"])
-        .expect("replay parses");
+    let cli = Cli::try_parse_from([
+        "readygap", "replay", "r.jsonl", "--speed", "max", "--theme", "light",
+    ])
+    .expect("replay parses");
     match cli.command {
-        Command::Replay { file, speed, theme, .. } => {
+        Command::Replay {
+            file, speed, theme, ..
+        } => {
             assert_eq!(file.to_str(), Some("r.jsonl"));
             assert_eq!(speed, Speed::Max);
             assert_eq!(theme.as_deref(), Some("light"));
@@ -83,11 +90,13 @@ fn speeds_parse() {
 fn bad_recordings_are_errors_naming_the_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let missing = dir.path().join("missing.jsonl");
-    let err = replay::run(&missing, Speed::Max, DashboardOptions::default()).expect_err("missing file");
+    let err =
+        replay::run(&missing, Speed::Max, DashboardOptions::default()).expect_err("missing file");
     assert!(format!("{err:#}").contains("missing.jsonl"));
     let bad = dir.path().join("bad.jsonl");
     std::fs::write(&bad, "not json\n").expect("write");
-    let err = replay::run(&bad, Speed::Max, DashboardOptions::default()).expect_err("not a recording");
+    let err =
+        replay::run(&bad, Speed::Max, DashboardOptions::default()).expect_err("not a recording");
     let msg = format!("{err:#}");
     assert!(msg.contains("bad.jsonl:1"), "{msg}");
 }

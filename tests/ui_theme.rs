@@ -11,13 +11,25 @@ use std::path::Path;
 use ui_support::*;
 
 fn fixtures() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/themes"))
+    Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/themes"
+    ))
 }
 
 #[test]
 fn every_shipped_theme_parses_and_the_default_defines_every_role() {
     let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
-    assert_eq!(names, ["default", "light", "solarized-dark", "high-contrast", "monochrome"]);
+    assert_eq!(
+        names,
+        [
+            "default",
+            "light",
+            "solarized-dark",
+            "high-contrast",
+            "monochrome"
+        ]
+    );
     let default = Theme::default_theme();
     for (name, text) in BUILTIN {
         let t = Theme::parse_over(&default, name, name, text)
@@ -55,7 +67,10 @@ fn unknown_key_names_the_file_and_the_key() {
     let err = Theme::load_file(&path).expect_err("unknown key");
     assert!(matches!(&err, ThemeError::UnknownKey { key, .. } if key == "segment_t9_t10"));
     let msg = err.to_string();
-    assert!(msg.contains("bad_key.toml") && msg.contains("segment_t9_t10"), "{msg}");
+    assert!(
+        msg.contains("bad_key.toml") && msg.contains("segment_t9_t10"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -63,10 +78,15 @@ fn bad_colour_names_the_file_and_the_key() {
     let path = fixtures().join("bad_colour.toml");
     let err = Theme::load_file(&path).expect_err("bad colour");
     let msg = err.to_string();
-    assert!(msg.contains("bad_colour.toml") && msg.contains("`error`") && msg.contains("#12345"), "{msg}");
-    let err = Theme::parse_over(&Theme::default_theme(), "x", "x.toml", "ok = 3").expect_err("not a string");
+    assert!(
+        msg.contains("bad_colour.toml") && msg.contains("`error`") && msg.contains("#12345"),
+        "{msg}"
+    );
+    let err = Theme::parse_over(&Theme::default_theme(), "x", "x.toml", "ok = 3")
+        .expect_err("not a string");
     assert!(err.to_string().contains("`ok`"), "{err}");
-    let err = Theme::parse_over(&Theme::default_theme(), "x", "x.toml", "ok = ").expect_err("syntax");
+    let err =
+        Theme::parse_over(&Theme::default_theme(), "x", "x.toml", "ok = ").expect_err("syntax");
     assert!(err.to_string().contains("x.toml"), "{err}");
 }
 
@@ -77,7 +97,10 @@ fn user_theme_inherits_missing_roles_from_the_default() {
     assert_eq!(t.name, "partial");
     assert_eq!(t.error, Color::Rgb(255, 0, 255));
     assert_eq!(t.segment_t3_t4, Color::Indexed(201));
-    for role in ROLES.iter().filter(|r| !["error", "segment_t3_t4"].contains(r)) {
+    for role in ROLES
+        .iter()
+        .filter(|r| !["error", "segment_t3_t4"].contains(r))
+    {
         assert_eq!(t.role(role), d.role(role), "{role} inherited");
     }
 }
@@ -110,8 +133,15 @@ fn bad_theme_file_falls_back_to_default_with_a_footer_message() {
     let dash = Dashboard::new(&opts);
     assert_eq!(dash.theme, Theme::default_theme());
     let t = frame(&state_at(AFTER_T4), &dash.view, &dash.theme, 160, 48);
-    let footer = text(t.backend().buffer()).lines().last().unwrap_or_default().to_string();
-    assert!(footer.contains("bad_colour.toml"), "first bad file named in the footer: {footer}");
+    let footer = text(t.backend().buffer())
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        footer.contains("bad_colour.toml"),
+        "first bad file named in the footer: {footer}"
+    );
     let buf = t.backend().buffer();
     let x = footer.chars().position(|c| c == '`').unwrap_or(0) as u16;
     assert_eq!(buf[(x, 47)].fg, Theme::default_theme().error);

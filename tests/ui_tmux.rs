@@ -40,7 +40,10 @@ impl Tmux {
             if cond(&screen) {
                 return screen;
             }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}; pane:\n{screen}");
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; pane:\n{screen}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -49,17 +52,27 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         // Only this test's own server (its own socket).
-        let _ = Command::new("tmux").arg("-L").arg(&self.socket).arg("kill-server").output();
+        let _ = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .output();
     }
 }
 
 fn tmux_available() -> bool {
-    Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success())
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 fn write_recording(path: &Path) {
-    let mut rec = Recorder::create(path, &Header::new(at(0), "kind-lab", "llm", "deploy/ollama"))
-        .expect("creating the recording");
+    let mut rec = Recorder::create(
+        path,
+        &Header::new(at(0), "kind-lab", "llm", "deploy/ollama"),
+    )
+    .expect("creating the recording");
     for ev in scenario() {
         rec.write(&ev).expect("writing an event");
     }
@@ -105,10 +118,23 @@ fn replay_in_tmux_shows_panels_and_t4_then_quits_cleanly() {
         "-c",
         &script,
     ]);
-    assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "tmux new-session: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
-    let titles = ["╭ Pods", "╭ Timeline", "╭ Residency", "╭ Memory", "╭ Endpoints", "╭ Host"];
-    tmux.wait("the six panel titles", |s| titles.iter().all(|t| s.contains(t)));
+    let titles = [
+        "╭ Pods",
+        "╭ Timeline",
+        "╭ Residency",
+        "╭ Memory",
+        "╭ Endpoints",
+        "╭ Host",
+    ];
+    tmux.wait("the six panel titles", |s| {
+        titles.iter().all(|t| s.contains(t))
+    });
     let screen = tmux.wait("the T4 mark", |s| s.contains("T3→T4 5.59s"));
     assert!(screen.contains("REPLAY"), "{screen}");
     assert!(screen.contains("deploy/ollama"), "{screen}");
@@ -118,7 +144,15 @@ fn replay_in_tmux_shows_panels_and_t4_then_quits_cleanly() {
     let screen = tmux.wait("the process to exit", |s| s.contains("EXITED"));
     assert!(screen.contains("EXITED 0"), "exit status 0: {screen}");
     // The alternate screen is gone and the terminal is back in canonical mode.
-    let screen = tmux.wait("stty output", |s| s.lines().any(|l| l.trim().ends_with("icanon")));
-    assert!(!screen.contains("╭ Pods"), "alternate screen left: {screen}");
-    assert!(screen.lines().any(|l| l.trim() == "icanon"), "terminal still raw: {screen}");
+    let screen = tmux.wait("stty output", |s| {
+        s.lines().any(|l| l.trim().ends_with("icanon"))
+    });
+    assert!(
+        !screen.contains("╭ Pods"),
+        "alternate screen left: {screen}"
+    );
+    assert!(
+        screen.lines().any(|l| l.trim() == "icanon"),
+        "terminal still raw: {screen}"
+    );
 }

@@ -253,7 +253,11 @@ fn send(dash: &mut Dashboard, actions: Option<&mpsc::Sender<Intent>>, intent: In
             if !matches!(intent, Intent::ChoosePod(_) | Intent::ChooseModel(_)) {
                 dash.view.notice = Some((
                     Severity::Warn,
-                    format!("{}: not available in {}", intent.label(), dash.view.mode_label),
+                    format!(
+                        "{}: not available in {}",
+                        intent.label(),
+                        dash.view.mode_label
+                    ),
                 ));
             }
         }

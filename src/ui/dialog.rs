@@ -19,7 +19,11 @@ pub fn help_lines(view: &ViewState, theme: &Theme) -> Vec<Line<'static>> {
             Span::styled(format!("{:>12}  ", e.keys), theme.accent()),
             Span::styled(
                 e.description.to_string(),
-                if disabled { theme.muted() } else { theme.text() },
+                if disabled {
+                    theme.muted()
+                } else {
+                    theme.text()
+                },
             ),
         ];
         if disabled {
@@ -84,7 +88,17 @@ pub fn render(_state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: 
     let inner = block.inner(popup);
     block.render(popup, buf);
     for (y, line) in lines.iter().enumerate() {
-        if !super::put_line(buf, Rect::new(inner.x + 1, inner.y, inner.width.saturating_sub(1), inner.height), y as u16, line) {
+        if !super::put_line(
+            buf,
+            Rect::new(
+                inner.x + 1,
+                inner.y,
+                inner.width.saturating_sub(1),
+                inner.height,
+            ),
+            y as u16,
+            line,
+        ) {
             break;
         }
     }
@@ -96,12 +110,18 @@ fn pick_lines(items: &[String], index: usize, theme: &Theme) -> Vec<Line<'static
         .enumerate()
         .map(|(i, item)| {
             if i == index {
-                Line::styled(format!("› {item}"), theme.accent().add_modifier(Modifier::REVERSED))
+                Line::styled(
+                    format!("› {item}"),
+                    theme.accent().add_modifier(Modifier::REVERSED),
+                )
             } else {
                 Line::styled(format!("  {item}"), theme.text())
             }
         })
         .collect();
-    lines.push(Line::styled("↑/↓ move, enter choose, esc cancel", theme.muted()));
+    lines.push(Line::styled(
+        "↑/↓ move, enter choose, esc cancel",
+        theme.muted(),
+    ));
     lines
 }

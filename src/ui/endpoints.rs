@@ -12,6 +12,9 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 
+/// A bar row: its label, colour, and which count it shows.
+type Row = (&'static str, Color, fn(&EndpointCounts) -> u32);
+
 /// How much event time the panel shows.
 pub const WINDOW_SECS: f64 = 600.0;
 const LEVELS: [&str; 8] = ["▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"];
@@ -68,7 +71,12 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
         return;
     }
     let (Some(now), Some(last)) = (state.now, state.endpoints.last_value().copied()) else {
-        put_line(buf, inner, 0, &Line::styled("no EndpointSlice seen yet", theme.muted()));
+        put_line(
+            buf,
+            inner,
+            0,
+            &Line::styled("no EndpointSlice seen yet", theme.muted()),
+        );
         return;
     };
     let wide = inner.width >= 50;
@@ -78,8 +86,14 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
         ("rdy", "srv", "term")
     };
     let mut head = vec![
-        Span::styled(format!("{r} {} ", last.ready), Style::new().fg(theme.chart_ready)),
-        Span::styled(format!("{s} {} ", last.serving), Style::new().fg(theme.chart_serving)),
+        Span::styled(
+            format!("{r} {} ", last.ready),
+            Style::new().fg(theme.chart_ready),
+        ),
+        Span::styled(
+            format!("{s} {} ", last.serving),
+            Style::new().fg(theme.chart_serving),
+        ),
         Span::styled(
             format!("{t} {} ", last.terminating),
             Style::new().fg(theme.chart_terminating),
@@ -113,7 +127,7 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
         .max()
         .unwrap_or(1)
         .max(1);
-    let rows: [(&str, Color, fn(&EndpointCounts) -> u32); 3] = [
+    let rows: [Row; 3] = [
         ("ready", theme.chart_ready, |c| c.ready),
         ("serve", theme.chart_serving, |c| c.serving),
         ("term", theme.chart_terminating, |c| c.terminating),

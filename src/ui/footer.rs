@@ -34,7 +34,10 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         }
         let key = entry.keys.split('/').next().unwrap_or_default().to_string();
         spans.push(Span::styled(key, theme.accent()));
-        spans.push(Span::styled(format!(" {} ", entry.command.hint()), theme.muted()));
+        spans.push(Span::styled(
+            format!(" {} ", entry.command.hint()),
+            theme.muted(),
+        ));
     }
     let message = match &view.notice {
         Some((sev, text)) => Some((*sev, text.clone())),

@@ -15,7 +15,13 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         return;
     }
     let s = &state.session;
-    let dash = |v: &str| if v.is_empty() { "–".to_string() } else { v.to_string() };
+    let dash = |v: &str| {
+        if v.is_empty() {
+            "–".to_string()
+        } else {
+            v.to_string()
+        }
+    };
     let sep = || Span::styled(" │ ", theme.muted());
     let mut spans = vec![
         Span::styled(" readygap", theme.title()),
@@ -31,11 +37,12 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         sep(),
         Span::styled("model ", theme.muted()),
         Span::styled(
-            dash(view
-                .selected_model
-                .as_deref()
-                .or(s.model.as_deref())
-                .unwrap_or("")),
+            dash(
+                view.selected_model
+                    .as_deref()
+                    .or(s.model.as_deref())
+                    .unwrap_or(""),
+            ),
             theme.text(),
         ),
         sep(),
@@ -59,10 +66,16 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     } else {
         view.mode_label.to_uppercase()
     };
-    spans.push(Span::styled(mode, theme.accent().add_modifier(Modifier::BOLD)));
+    spans.push(Span::styled(
+        mode,
+        theme.accent().add_modifier(Modifier::BOLD),
+    ));
     if view.frozen {
         spans.push(sep());
-        spans.push(Span::styled("FROZEN", theme.warn().add_modifier(Modifier::BOLD)));
+        spans.push(Span::styled(
+            "FROZEN",
+            theme.warn().add_modifier(Modifier::BOLD),
+        ));
     }
     if let Some(path) = &view.recording {
         spans.push(sep());

@@ -32,7 +32,10 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
             continue;
         };
         let name = node.clone().unwrap_or_else(|| "local".into());
-        lines.push(Line::styled(name, theme.accent().add_modifier(Modifier::BOLD)));
+        lines.push(Line::styled(
+            name,
+            theme.accent().add_modifier(Modifier::BOLD),
+        ));
         let level = |f: f64| {
             if f >= 0.9 {
                 theme.error()
@@ -65,7 +68,10 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
         ]));
         lines.push(Line::from(vec![
             Span::styled(" used ", theme.muted()),
-            Span::styled(format!("{} / {}", gib(used), gib(h.mem_total)), theme.text()),
+            Span::styled(
+                format!("{} / {}", gib(used), gib(h.mem_total)),
+                theme.text(),
+            ),
         ]));
         lines.push(Line::from(vec![
             Span::styled(" avail ", theme.muted()),

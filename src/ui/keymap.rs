@@ -169,7 +169,8 @@ impl Key {
         let mut rest = s;
         loop {
             let lower = rest.to_ascii_lowercase();
-            if rest.chars().count() > 1 && (lower.starts_with("ctrl-") || lower.starts_with("ctrl+"))
+            if rest.chars().count() > 1
+                && (lower.starts_with("ctrl-") || lower.starts_with("ctrl+"))
             {
                 ctrl = true;
                 rest = &rest[5..];
@@ -195,7 +196,9 @@ impl Key {
                 "down" => KeyCode::Down,
                 "left" => KeyCode::Left,
                 "right" => KeyCode::Right,
-                f if f.starts_with('f') && f[1..].parse::<u8>().is_ok_and(|n| (1..=12).contains(&n)) => {
+                f if f.starts_with('f')
+                    && f[1..].parse::<u8>().is_ok_and(|n| (1..=12).contains(&n)) =>
+                {
                     KeyCode::F(f[1..].parse().unwrap_or(1))
                 }
                 _ => return Err(format!("unknown key {s:?}")),
@@ -293,14 +296,13 @@ impl Default for Keymap {
 
 impl Keymap {
     /// The defaults with the keys of some commands replaced: command name → keys.
-    pub fn with_overrides(overrides: &BTreeMap<String, Vec<String>>) -> Result<Keymap, KeymapError> {
+    pub fn with_overrides(
+        overrides: &BTreeMap<String, Vec<String>>,
+    ) -> Result<Keymap, KeymapError> {
         let mut map = Keymap::default();
         for (name, keys) in overrides {
             let command = Command::from_name(name).ok_or_else(|| {
-                KeymapError::UnknownCommand(
-                    name.clone(),
-                    Command::ALL.map(|c| c.name()).join(", "),
-                )
+                KeymapError::UnknownCommand(name.clone(), Command::ALL.map(|c| c.name()).join(", "))
             })?;
             let mut parsed = Vec::new();
             for k in keys {
@@ -333,7 +335,11 @@ impl Keymap {
             .filter_map(|n| Command::from_name(n))
             .collect();
         let mut seen: BTreeMap<String, Command> = BTreeMap::new();
-        for b in map.bindings.iter().filter(|b| overridden.contains(&b.command)) {
+        for b in map
+            .bindings
+            .iter()
+            .filter(|b| overridden.contains(&b.command))
+        {
             if let Some(first) = seen.insert(b.key.to_string(), b.command)
                 && first != b.command
             {

@@ -32,11 +32,7 @@ pub fn y_of(bytes: f64, log: bool) -> f64 {
 
 /// A y-axis label for a y value.
 fn y_label(y: f64, log: bool) -> String {
-    let bytes = if log {
-        10f64.powf(y) * MIB
-    } else {
-        y * GIB
-    };
+    let bytes = if log { 10f64.powf(y) * MIB } else { y * GIB };
     if bytes >= GIB {
         format!("{:.1}G", bytes / GIB)
     } else {
@@ -95,7 +91,12 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         return;
     }
     let (Some(pod), Some(now)) = (chart_pod(state, view), state.now) else {
-        put_line(buf, inner, 0, &Line::styled("no memory samples yet", theme.muted()));
+        put_line(
+            buf,
+            inner,
+            0,
+            &Line::styled("no memory samples yet", theme.muted()),
+        );
         return;
     };
     let Some(mem) = state.memory.get(&pod) else {
@@ -116,7 +117,10 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     let mut legend = vec![
         Span::styled(format!("{pod} "), theme.accent()),
         Span::styled("usage ", Style::new().fg(theme.chart_usage)),
-        Span::styled(last.map_or("–".into(), |p| g(p.current)) + " ", theme.text()),
+        Span::styled(
+            last.map_or("–".into(), |p| g(p.current)) + " ",
+            theme.text(),
+        ),
         Span::styled("ws ", Style::new().fg(theme.chart_working_set)),
         Span::styled(
             last.and_then(|p| p.working_set).map_or("–".into(), g) + " ",
@@ -167,8 +171,10 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             }
         }
     }
-    let mark_lines: Vec<[(f64, f64); 2]> =
-        marks.iter().map(|(x, _)| [(*x, y_min), (*x, y_max)]).collect();
+    let mark_lines: Vec<[(f64, f64); 2]> = marks
+        .iter()
+        .map(|(x, _)| [(*x, y_min), (*x, y_max)])
+        .collect();
 
     let mut datasets = Vec::new();
     for (k, line) in marks.iter().map(|(_, k)| *k).zip(&mark_lines) {
@@ -237,15 +243,15 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     let start_label = format!("-{}", fmt_age(span));
     let mark_cols: Vec<u16> = marks
         .iter()
-        .map(|(x, _)| (((x / span) * (graph_w - 1) as f64).round() as u16).min(graph_w.saturating_sub(2)))
+        .map(|(x, _)| {
+            (((x / span) * (graph_w - 1) as f64).round() as u16).min(graph_w.saturating_sub(2))
+        })
         .collect();
     if mark_cols.iter().all(|c| *c as usize > start_label.len()) {
         put_line(buf, row, 0, &Line::styled(start_label, theme.muted()));
     }
     let now_label = "now";
-    if graph_w as usize > now_label.len() + 6
-        && mark_cols.iter().all(|c| *c + 6 < graph_w)
-    {
+    if graph_w as usize > now_label.len() + 6 && mark_cols.iter().all(|c| *c + 6 < graph_w) {
         buf.set_string(
             row.x + graph_w - now_label.len() as u16,
             row.y,

@@ -84,8 +84,7 @@ pub fn layout(area: Rect) -> Areas {
         ])
         .areas(body);
         let [pods, residency] =
-            Layout::horizontal([Constraint::Percentage(62), Constraint::Percentage(38)])
-                .areas(top);
+            Layout::horizontal([Constraint::Percentage(62), Constraint::Percentage(38)]).areas(top);
         let [memory, endpoints, host] = Layout::horizontal([
             Constraint::Percentage(46),
             Constraint::Percentage(28),

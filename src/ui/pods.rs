@@ -104,12 +104,22 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             )),
             Cell::from(Span::styled(
                 restarts.to_string(),
-                if restarts > 0 { theme.warn() } else { theme.text() },
+                if restarts > 0 {
+                    theme.warn()
+                } else {
+                    theme.text()
+                },
             )),
             Cell::from(Span::styled(label, state_style)),
         ]
     });
-    let name_w = state.pods.keys().map(|n| n.chars().count()).max().unwrap_or(4).clamp(4, 40) as u16;
+    let name_w = state
+        .pods
+        .keys()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 40) as u16;
     // The node column only when there is room for it.
     let show_node = inner.width >= name_w + 11 + 9 + 3 + 12 + 12 + 5;
     let widths: Vec<Constraint> = if show_node {

@@ -125,11 +125,18 @@ impl Theme {
 
     /// Parse a theme file's text over `base`: roles the file leaves out keep `base`'s colours.
     /// `file` names the file in errors.
-    pub fn parse_over(base: &Theme, name: &str, file: &str, text: &str) -> Result<Theme, ThemeError> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ThemeError::Syntax {
-            file: file.to_string(),
-            message: e.message().to_string(),
-        })?;
+    pub fn parse_over(
+        base: &Theme,
+        name: &str,
+        file: &str,
+        text: &str,
+    ) -> Result<Theme, ThemeError> {
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ThemeError::Syntax {
+                file: file.to_string(),
+                message: e.message().to_string(),
+            })?;
         let mut theme = base.clone();
         theme.name = name.to_string();
         for (key, value) in &table {
@@ -229,10 +236,10 @@ pub fn parse_color(s: &str) -> Option<Color> {
     if s.is_empty() {
         return None;
     }
-    if let Some(hex) = s.strip_prefix('#') {
-        if hex.len() != 6 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-            return None;
-        }
+    if let Some(hex) = s.strip_prefix('#')
+        && (hex.len() != 6 || !hex.chars().all(|c| c.is_ascii_hexdigit()))
+    {
+        return None;
     }
     Color::from_str(s).ok()
 }

@@ -122,7 +122,12 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
             "median",
             "p95"
         );
-        put_line(buf, inner, y, &Line::styled(head, theme.muted().add_modifier(Modifier::BOLD)));
+        put_line(
+            buf,
+            inner,
+            y,
+            &Line::styled(head, theme.muted().add_modifier(Modifier::BOLD)),
+        );
         y += 1;
         for m in SHOWN {
             let Some(s) = stats.get(m) else { continue };
@@ -176,9 +181,15 @@ fn trial_title(trial: &Trial, now: Option<Timestamp>, theme: &Theme) -> Line<'st
         _ => "–".into(),
     };
     if trial.is_running() {
-        spans.push(Span::styled(format!("  running {}", elapsed(now)), theme.accent()));
+        spans.push(Span::styled(
+            format!("  running {}", elapsed(now)),
+            theme.accent(),
+        ));
     } else if trial.is_ok() {
-        spans.push(Span::styled(format!("  ✓ {}", elapsed(trial.marks.t4)), theme.ok()));
+        spans.push(Span::styled(
+            format!("  ✓ {}", elapsed(trial.marks.t4)),
+            theme.ok(),
+        ));
     } else {
         spans.push(Span::styled(
             format!("  ✗ {}", trial.reason().unwrap_or("failed")),

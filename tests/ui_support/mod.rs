@@ -7,10 +7,10 @@
 pub mod common;
 
 use common::*;
-use readygap::core::event::*;
-use readygap::core::state::State;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
+use readygap::core::event::*;
+use readygap::core::state::State;
 use readygap::ui::theme::Theme;
 use readygap::ui::view::ViewState;
 
@@ -41,7 +41,11 @@ fn slice(eps: &[(&str, bool, bool, bool)]) -> EndpointSliceView {
 }
 
 fn slice_ev(ms: i64, eps: &[(&str, bool, bool, bool)]) -> Event {
-    ev(ms, Source::Kube, EventKind::EndpointSliceApplied(slice(eps)))
+    ev(
+        ms,
+        Source::Kube,
+        EventKind::EndpointSliceApplied(slice(eps)),
+    )
 }
 
 fn resident(ms: i64, pod: &str, models: &[(&str, u64)], expires_ms: i64) -> Event {
@@ -112,10 +116,19 @@ pub fn scenario() -> Vec<Event> {
         )
     };
     v.push(disk("ollama-0"));
-    v.push(resident(0, "ollama-0", &[("llama3.2:3b", 3_400_000_000)], 300_000));
+    v.push(resident(
+        0,
+        "ollama-0",
+        &[("llama3.2:3b", 3_400_000_000)],
+        300_000,
+    ));
     // Memory of the old pod at 4 Hz until it is deleted.
     for k in 0..40 {
-        v.push(memory(k * 250, "ollama-0", 2_900_000_000 + (k as u64 % 3) * 1_000_000));
+        v.push(memory(
+            k * 250,
+            "ollama-0",
+            2_900_000_000 + (k as u64 % 3) * 1_000_000,
+        ));
     }
     for s in 0..15 {
         let ms = s * 2_000;
@@ -123,7 +136,12 @@ pub fn scenario() -> Vec<Event> {
         v.push(host(ms + 1, Some("lab-node-1"), 30.0 + s as f32, 6.0, 4.5));
     }
     // The trial.
-    v.extend(full_trial(T0, 1, ("ollama-0", "uid-0"), ("ollama-1", "uid-1")));
+    v.extend(full_trial(
+        T0,
+        1,
+        ("ollama-0", "uid-0"),
+        ("ollama-1", "uid-1"),
+    ));
     v.push(slice_ev(T0 + 20, &[("ollama-0", false, false, true)]));
     v.push(slice_ev(T0 + 1_800, &[("ollama-1", true, true, false)]));
     v.push(ev(
@@ -150,11 +168,20 @@ pub fn scenario() -> Vec<Event> {
         let cur = 150_000_000 + (k as u64).min(26) * 105_000_000;
         v.push(memory(ms, "ollama-1", cur));
     }
-    v.push(resident(T0 + 7_900, "ollama-1", &[("llama3.2:3b", 3_700_000_000)], T0 + 307_900));
+    v.push(resident(
+        T0 + 7_900,
+        "ollama-1",
+        &[("llama3.2:3b", 3_700_000_000)],
+        T0 + 307_900,
+    ));
     // After T4: memory climbs to the limit and the container is OOM-killed.
     for k in 0..20 {
         let ms = AFTER_T4 + 500 + k * 250;
-        v.push(memory(ms, "ollama-1", 3_000_000_000 + k as u64 * 70_000_000));
+        v.push(memory(
+            ms,
+            "ollama-1",
+            3_000_000_000 + k as u64 * 70_000_000,
+        ));
     }
     let mut oom = pod("ollama-1", "uid-1", Stage::Started, 25_100);
     oom.containers[0].restart_count = 1;
@@ -182,7 +209,13 @@ pub fn state_at(until_ms: i64) -> State {
 }
 
 /// Render the whole dashboard into a `w`×`h` test terminal.
-pub fn frame(state: &State, view: &ViewState, theme: &Theme, w: u16, h: u16) -> Terminal<TestBackend> {
+pub fn frame(
+    state: &State,
+    view: &ViewState,
+    theme: &Theme,
+    w: u16,
+    h: u16,
+) -> Terminal<TestBackend> {
     let mut t = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
     t.draw(|f| {
         let area = f.area();
