@@ -225,19 +225,30 @@ fn running_trial_grows_with_state_now() {
 fn zero_ready_intervals_are_highlighted() {
     let state = state_at(AFTER_OOM);
     for theme in themes() {
-        let area = Rect::new(0, 0, 66, 6);
+        let area = Rect::new(0, 0, 40, 8);
         let mut buf = Buffer::empty(area);
         endpoints::render(&state, &ViewState::default(), &theme, area, &mut buf);
-        // Ready row is inner row 1 → y = 2; bars start after the 6-cell label at x = 7.
-        let last = 64;
+        // Head, the zero-ready line, then the ready bars (after the 6-cell label, from x = 7).
+        let y = text(&buf)
+            .lines()
+            .position(|l| l.starts_with("│ready") && l.contains('█'))
+            .expect("ready bar row") as u16;
         assert_eq!(
-            buf[(last, 2)].bg,
+            y,
+            3,
+            "head, zero-ready line, then the bars:\n{}",
+            text(&buf)
+        );
+        let last = 38;
+        assert_eq!(
+            buf[(last, y)].bg,
             theme.gap_highlight,
             "no endpoint ready at the end"
         );
-        assert_eq!(buf[(7, 2)].bg, Color::Reset, "ready at the start");
-        assert_eq!(buf[(7, 2)].fg, theme.chart_ready);
-        assert!(text(&buf).contains("none ready for"), "{}", text(&buf));
+        assert_eq!(buf[(7, y)].bg, Color::Reset, "ready at the start");
+        assert_eq!(buf[(7, y)].fg, theme.chart_ready);
+        let (x, y) = find(&buf, "none ready for 2.90s").expect("zero-ready line");
+        assert_eq!(buf[(x, y)].fg, theme.error);
     }
 }
 

@@ -79,13 +79,12 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
         );
         return;
     };
-    let wide = inner.width >= 50;
-    let (r, s, t) = if wide {
-        ("ready", "serving", "terminating")
+    let (r, s, t) = if inner.width >= 30 {
+        ("ready", "serving", "term")
     } else {
         ("rdy", "srv", "term")
     };
-    let mut head = vec![
+    let head = vec![
         Span::styled(
             format!("{r} {} ", last.ready),
             Style::new().fg(theme.chart_ready),
@@ -100,20 +99,19 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
         ),
         Span::styled(format!("of {}", last.total), theme.muted()),
     ];
+    put_line(buf, inner, 0, &Line::from(head));
+    // While no endpoint is ready, say for how long on its own line; the bars move down.
+    let mut top = 1u16;
     if last.ready == 0
         && let Some(since) = zero_ready_since(state)
     {
-        let text = if wide {
-            format!("  none ready for {}", fmt_secs(secs(since, now)))
-        } else {
-            format!(" 0 ready {}", fmt_secs(secs(since, now)))
-        };
-        head.push(Span::styled(text, theme.error()));
+        let text = format!("none ready for {}", fmt_secs(secs(since, now)));
+        put_line(buf, inner, 1, &Line::styled(text, theme.error()));
+        top = 2;
     }
-    put_line(buf, inner, 0, &Line::from(head));
 
     const LABEL: u16 = 6;
-    if inner.width <= LABEL + 1 || inner.height < 2 {
+    if inner.width <= LABEL + 1 || inner.height <= top {
         return;
     }
     let first = state.endpoints.points().next().map(|p| p.ts).unwrap_or(now);
@@ -133,7 +131,7 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
         ("term", theme.chart_terminating, |c| c.terminating),
     ];
     for (i, (label, color, get)) in rows.iter().enumerate() {
-        let y = 1 + i as u16;
+        let y = top + i as u16;
         if y >= inner.height {
             break;
         }
@@ -159,7 +157,7 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
             cell.set_symbol(symbol).set_style(style);
         }
     }
-    let axis_y = 1 + rows.len() as u16;
+    let axis_y = top + rows.len() as u16;
     if axis_y < inner.height {
         let row = Rect::new(inner.x + LABEL, inner.y + axis_y, inner.width - LABEL, 1);
         put_line(

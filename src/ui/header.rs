@@ -23,30 +23,8 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         }
     };
     let sep = || Span::styled(" │ ", theme.muted());
-    let mut spans = vec![
-        Span::styled(" readygap", theme.title()),
-        sep(),
-        Span::styled("ctx ", theme.muted()),
-        Span::styled(dash(&s.context), theme.text()),
-        sep(),
-        Span::styled("ns ", theme.muted()),
-        Span::styled(dash(&s.namespace), theme.text()),
-        sep(),
-        Span::styled("target ", theme.muted()),
-        Span::styled(dash(&s.target), theme.text()),
-        sep(),
-        Span::styled("model ", theme.muted()),
-        Span::styled(
-            dash(
-                view.selected_model
-                    .as_deref()
-                    .or(s.model.as_deref())
-                    .unwrap_or(""),
-            ),
-            theme.text(),
-        ),
-        sep(),
-    ];
+    let mut spans = vec![Span::styled(" readygap", theme.title()), sep()];
+    // Mode, trial and recording first: they must survive a narrow terminal.
     match state.timeline.current() {
         Some(t) => {
             let status = if t.is_running() {
@@ -82,6 +60,28 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         spans.push(Span::styled("● REC ", theme.error()));
         spans.push(Span::styled(path.clone(), theme.muted()));
     }
+    spans.extend([
+        sep(),
+        Span::styled("ctx ", theme.muted()),
+        Span::styled(dash(&s.context), theme.text()),
+        sep(),
+        Span::styled("ns ", theme.muted()),
+        Span::styled(dash(&s.namespace), theme.text()),
+        sep(),
+        Span::styled("target ", theme.muted()),
+        Span::styled(dash(&s.target), theme.text()),
+        sep(),
+        Span::styled("model ", theme.muted()),
+        Span::styled(
+            dash(
+                view.selected_model
+                    .as_deref()
+                    .or(s.model.as_deref())
+                    .unwrap_or(""),
+            ),
+            theme.text(),
+        ),
+    ]);
     if !view.title.is_empty() {
         spans.push(sep());
         spans.push(Span::styled(view.title.clone(), theme.muted()));

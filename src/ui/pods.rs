@@ -113,6 +113,19 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             Cell::from(Span::styled(label, state_style)),
         ]
     });
+    let phase_w = state
+        .pods
+        .values()
+        .map(|p| {
+            if p.deletion_timestamp.is_some() {
+                11
+            } else {
+                p.phase.chars().count()
+            }
+        })
+        .max()
+        .unwrap_or(5)
+        .clamp(5, 11) as u16;
     let name_w = state
         .pods
         .keys()
@@ -121,11 +134,11 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         .unwrap_or(4)
         .clamp(4, 40) as u16;
     // The node column only when there is room for it.
-    let show_node = inner.width >= name_w + 11 + 9 + 3 + 12 + 12 + 5;
+    let show_node = inner.width >= name_w + phase_w + 9 + 3 + 12 + 12 + 5;
     let widths: Vec<Constraint> = if show_node {
         vec![
             Constraint::Length(name_w),
-            Constraint::Length(11),
+            Constraint::Length(phase_w),
             Constraint::Length(9),
             Constraint::Fill(1),
             Constraint::Length(3),
@@ -134,7 +147,7 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     } else {
         vec![
             Constraint::Length(name_w),
-            Constraint::Length(11),
+            Constraint::Length(phase_w),
             Constraint::Length(9),
             Constraint::Length(3),
             Constraint::Fill(1),
