@@ -1,7 +1,9 @@
 //! The real binary in a real terminal: `readygap replay` of a small recording (generated here)
 //! in a detached tmux session at 160×48. All six panel titles appear, the T4 mark shows once
 //! the replay reached it, `q` exits, and the terminal is restored (the shell prints after the
-//! process and `stty` shows canonical mode again). Needs tmux (`apt-get install -y tmux`); when
+//! process and `stty` shows canonical mode again). A second test runs a deliberate panic while
+//! the dashboard holds the terminal (this test binary re-run inside tmux) and checks that the
+//! panic hook restored it. Needs tmux (`apt-get install -y tmux`); when
 //! it is missing the test is skipped, or fails when `CI` is set.
 
 mod ui_support;
@@ -154,5 +156,98 @@ fn replay_in_tmux_shows_panels_and_t4_then_quits_cleanly() {
     assert!(
         screen.lines().any(|l| l.trim() == "icanon"),
         "terminal still raw: {screen}"
+    );
+}
+
+/// Run inside tmux by `panic_restores_the_terminal`: start the real dashboard in the terminal,
+/// wait until it has switched the terminal to raw mode, then panic on another thread.
+#[test]
+#[ignore = "a child process of panic_restores_the_terminal"]
+fn panic_child() {
+    if std::env::var_os("READYGAP_PANIC_CHILD").is_none() {
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        let _ui = tokio::spawn(readygap::ui::app::run_dashboard(
+            readygap::ui::app::DashboardOptions::default(),
+            rx,
+            None,
+        ));
+        for ev in scenario() {
+            tx.send(ev).await.expect("dashboard running");
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !crossterm::terminal::is_raw_mode_enabled().unwrap_or(false) {
+            assert!(
+                Instant::now() < deadline,
+                "dashboard never entered raw mode"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("deliberate panic while the dashboard holds the terminal");
+    });
+}
+
+#[test]
+fn panic_restores_the_terminal() {
+    if !tmux_available() {
+        if std::env::var_os("CI").is_some() {
+            panic!("tmux is required in CI: apt-get install -y tmux");
+        }
+        eprintln!("skipped: tmux not installed");
+        return;
+    }
+    let tmux = Tmux {
+        socket: format!("readygap-test-panic-{}", std::process::id()),
+    };
+    let me = std::env::current_exe().expect("test binary path");
+    let script = format!(
+        "'{}' panic_child --ignored --exact --nocapture --test-threads 1; echo EXITED $?; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; sleep 60",
+        me.display()
+    );
+    let out = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "rg",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "-e",
+        "READYGAP_PANIC_CHILD=1",
+        "-e",
+        "RUST_BACKTRACE=0",
+        "-e",
+        "TERM=xterm-256color",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(
+        out.status.success(),
+        "tmux new-session: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let screen = tmux.wait("the child to exit", |s| {
+        s.contains("EXITED") && s.lines().any(|l| l.trim().ends_with("icanon"))
+    });
+    assert!(
+        screen.contains("EXITED 101"),
+        "the child test failed by panicking: {screen}"
+    );
+    assert!(
+        screen.contains("deliberate panic"),
+        "panic message printed: {screen}"
+    );
+    assert!(
+        !screen.contains("╭ Pods"),
+        "alternate screen left: {screen}"
+    );
+    assert!(
+        screen.lines().any(|l| l.trim() == "icanon"),
+        "terminal still raw after the panic: {screen}"
     );
 }

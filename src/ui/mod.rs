@@ -186,3 +186,53 @@ pub(crate) fn put_line(buf: &mut Buffer, area: Rect, y: u16, line: &Line) -> boo
     buf.set_line(area.x, area.y + y, line, area.width);
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_ages_read_well() {
+        assert_eq!(fmt_secs(1.694), "1.69s");
+        assert_eq!(fmt_secs(42.04), "42.0s");
+        assert_eq!(fmt_secs(185.0), "3m05s");
+        assert_eq!(fmt_secs(7380.0), "2h03m");
+        assert_eq!(fmt_secs(-0.5), "-0.50s");
+        assert_eq!(fmt_secs(f64::NAN), "–");
+        assert_eq!(fmt_age(59.9), "59s");
+        assert_eq!(fmt_age(61.0), "1m");
+        assert_eq!(fmt_age(-3.0), "0s");
+        assert_eq!(fmt_age(90_000.0), "1d");
+        assert_eq!(gib(3 << 29), "1.50 GiB");
+    }
+
+    #[test]
+    fn layout_is_side_by_side_when_wide_and_stacked_when_narrow() {
+        let wide = layout(Rect::new(0, 0, 160, 48));
+        assert_eq!(wide.pods.y, wide.timeline.y);
+        assert_eq!(wide.timeline.y, wide.residency.y);
+        assert!(wide.memory.y > wide.pods.y);
+        let narrow = layout(Rect::new(0, 0, 80, 24));
+        assert!(narrow.timeline.y > narrow.pods.y);
+        assert_eq!(narrow.timeline.width, 80);
+        assert!(narrow.memory.y > narrow.timeline.y);
+        // Nothing overlaps, and everything is inside the screen.
+        for a in [wide, narrow] {
+            let all = [
+                a.header,
+                a.pods,
+                a.timeline,
+                a.residency,
+                a.memory,
+                a.endpoints,
+                a.host,
+                a.footer,
+            ];
+            for (i, r) in all.iter().enumerate() {
+                for s in &all[i + 1..] {
+                    assert!(!r.intersects(*s), "{r:?} overlaps {s:?}");
+                }
+            }
+        }
+    }
+}
