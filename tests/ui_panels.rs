@@ -312,7 +312,7 @@ fn residency_warns_from_85_percent_of_the_limit() {
     };
     // 3.7 GB of a 4 GiB limit = 86 %.
     let (t, buf) = render(&events);
-    assert!(t.contains("86% of limit"), "{t}");
+    assert!(t.contains("86% of 4.00 GiB limit resident"), "{t}");
     let (x, y) = find(&buf, "⚠").expect("warning sign");
     assert_eq!(buf[(x, y)].fg, Theme::default_theme().warn);
     // 3.4 GB = 79 %: no warning.
@@ -330,7 +330,7 @@ fn residency_warns_from_85_percent_of_the_limit() {
         },
     ));
     let (t, _) = render(&events);
-    assert!(!t.contains("of limit"), "{t}");
+    assert!(!t.contains("limit resident"), "{t}");
     assert!(
         t.contains("expires in 1m"),
         "expiry relative to state.now: {t}"

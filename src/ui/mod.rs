@@ -55,9 +55,9 @@ pub fn layout(area: Rect) -> Areas {
         let [top, bottom] =
             Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(body);
         let [pods, timeline, residency] = Layout::horizontal([
-            Constraint::Percentage(34),
-            Constraint::Percentage(40),
-            Constraint::Percentage(26),
+            Constraint::Percentage(37),
+            Constraint::Percentage(38),
+            Constraint::Percentage(25),
         ])
         .areas(top);
         let [memory, endpoints, host] = Layout::horizontal([

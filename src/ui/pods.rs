@@ -134,15 +134,23 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         .unwrap_or(4)
         .clamp(4, 40) as u16;
     // The node column only when there is room for it.
-    let show_node = inner.width >= name_w + phase_w + 9 + 3 + 12 + 12 + 5;
+    let node_w = state
+        .pods
+        .values()
+        .filter_map(|p| p.node.as_ref().map(|n| n.chars().count()))
+        .max()
+        .unwrap_or(1)
+        .clamp(4, 24) as u16;
+    // The node column only when the state label keeps 15 cells.
+    let show_node = inner.width >= name_w + phase_w + 9 + node_w + 3 + 15 + 5;
     let widths: Vec<Constraint> = if show_node {
         vec![
             Constraint::Length(name_w),
             Constraint::Length(phase_w),
             Constraint::Length(9),
-            Constraint::Fill(1),
+            Constraint::Length(node_w),
             Constraint::Length(3),
-            Constraint::Fill(3),
+            Constraint::Fill(1),
         ]
     } else {
         vec![

@@ -54,9 +54,8 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         {
             lines.push(Line::styled(
                 format!(
-                    "  ⚠ {:.0}% of limit resident ({:.2}/{})",
+                    "  ⚠ {:.0}% of {} limit resident",
                     100.0 * total as f64 / limit as f64,
-                    total as f64 / (1u64 << 30) as f64,
                     gib(limit)
                 ),
                 theme.warn().add_modifier(Modifier::BOLD),
@@ -78,15 +77,13 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             ]));
         }
         if !rt.on_disk.is_empty() {
-            let names: Vec<String> = rt
-                .on_disk
-                .iter()
-                .map(|m| format!("{} ({})", m.name, gib(m.size)))
-                .collect();
-            lines.push(Line::from(vec![
-                Span::styled("  on disk: ", theme.muted()),
-                Span::styled(names.join(", "), theme.text()),
-            ]));
+            lines.push(Line::styled("  on disk:", theme.muted()));
+            for m in &rt.on_disk {
+                lines.push(Line::from(vec![
+                    Span::styled(format!("    {} ", m.name), theme.text()),
+                    Span::styled(gib(m.size), theme.muted()),
+                ]));
+            }
         }
     }
     for (y, line) in lines.iter().enumerate() {
