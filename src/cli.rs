@@ -37,6 +37,20 @@ pub enum Command {
         #[command(subcommand)]
         command: LabCommand,
     },
+    /// Replay a recording in the dashboard (read-only); `q` quits.
+    Replay {
+        file: PathBuf,
+        /// Pace: a factor of the recorded pace (`2` = twice as fast), or `0`/`max` for as fast
+        /// as possible.
+        #[arg(long, default_value = "1")]
+        speed: crate::replay::Speed,
+        /// Colour theme (a preset or a file in ~/.config/readygap/themes).
+        #[arg(long)]
+        theme: Option<String>,
+        /// Config file (default ~/.config/readygap/config.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Write the trials of a recording (or CSV) in the study's CSV column order.
     Export {
         file: PathBuf,
@@ -88,6 +102,16 @@ pub fn run(cli: Cli) -> Result<i32> {
             lab.shutdown().await;
             Ok(0)
         }),
+        Command::Replay {
+            file,
+            speed,
+            theme,
+            config,
+        } => {
+            let (cfg, cfg_path) = crate::config::load(config.as_deref())?;
+            let cfg = crate::config::resolve(&cfg, cfg_path.as_deref(), theme.as_deref(), true)?;
+            crate::replay::run(&file, speed, cfg.dashboard_options("replay", ""))
+        }
         Command::Export { file, csv } => {
             let loaded = report::load_trials(&file)?;
             let trials = loaded.trials;

@@ -4,11 +4,14 @@
 //! recordings are functions of the event stream (see `core`).
 
 pub mod cli;
+pub mod config;
 pub mod core;
 pub mod host;
 pub mod lab;
 pub mod node;
 pub mod rbac;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod session;
+pub mod ui;

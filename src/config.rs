@@ -1,0 +1,134 @@
+//! The config file, `~/.config/readygap/config.toml` (or `--config FILE`): the file's shape
+//! ([`ConfigFile`], every field optional) is kept apart from the resolved settings
+//! ([`Config`]). A missing default file is fine; a missing `--config` file, a syntax error, an
+//! unknown key or a bad key binding is an error naming the file.
+//!
+//! ```toml
+//! theme = "solarized-dark"
+//! read_only = false
+//! [keys]
+//! delete_pod = "x"
+//! quit = ["q", "ctrl-q"]
+//! ```
+
+use crate::ui::app::DashboardOptions;
+use crate::ui::keymap::Keymap;
+use color_eyre::eyre::{Result, WrapErr, eyre};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One key or several for a command.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum KeyList {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl KeyList {
+    pub fn keys(&self) -> Vec<String> {
+        match self {
+            KeyList::One(k) => vec![k.clone()],
+            KeyList::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// The config file as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub theme: Option<String>,
+    pub read_only: Option<bool>,
+    pub keys: Option<BTreeMap<String, KeyList>>,
+}
+
+/// Settings in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub theme: String,
+    pub read_only: bool,
+    pub keymap: Keymap,
+    pub themes_dir: Option<PathBuf>,
+}
+
+/// readygap's config folder: `$XDG_CONFIG_HOME/readygap` or `~/.config/readygap`.
+pub fn config_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".config"))
+        })?;
+    Some(base.join("readygap"))
+}
+
+/// Parse a config file's text; `file` names it in errors.
+pub fn parse(text: &str, file: &str) -> Result<ConfigFile> {
+    toml::from_str(text).map_err(|e| eyre!("config {file}: {}", e.message()))
+}
+
+/// Read the config: `explicit` (must exist) or the default file (may be missing).
+pub fn load(explicit: Option<&Path>) -> Result<(ConfigFile, Option<PathBuf>)> {
+    let (path, required) = match explicit {
+        Some(p) => (p.to_path_buf(), true),
+        None => match config_dir() {
+            Some(d) => (d.join("config.toml"), false),
+            None => return Ok((ConfigFile::default(), None)),
+        },
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok((parse(&text, &path.display().to_string())?, Some(path))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+            Ok((ConfigFile::default(), None))
+        }
+        Err(e) => Err(e).wrap_err_with(|| format!("reading config {}", path.display())),
+    }
+}
+
+/// Resolve the file against the command line (`--theme`, `--read-only` win).
+pub fn resolve(
+    file: &ConfigFile,
+    path: Option<&Path>,
+    cli_theme: Option<&str>,
+    cli_read_only: bool,
+) -> Result<Config> {
+    let overrides: BTreeMap<String, Vec<String>> = file
+        .keys
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.keys()))
+        .collect();
+    let keymap = Keymap::with_overrides(&overrides).map_err(|e| {
+        let file = path.map_or_else(|| "config".into(), |p| p.display().to_string());
+        eyre!("config {file}: {e}")
+    })?;
+    Ok(Config {
+        theme: cli_theme
+            .map(str::to_string)
+            .or_else(|| file.theme.clone())
+            .unwrap_or_else(|| "default".into()),
+        read_only: cli_read_only || file.read_only.unwrap_or(false),
+        keymap,
+        themes_dir: crate::ui::theme::user_dir(),
+    })
+}
+
+impl Config {
+    /// Dashboard options for these settings.
+    pub fn dashboard_options(&self, mode_label: &str, title: &str) -> DashboardOptions {
+        DashboardOptions {
+            read_only: self.read_only,
+            theme: self.theme.clone(),
+            themes_dir: self.themes_dir.clone(),
+            keymap: self.keymap.clone(),
+            title: title.to_string(),
+            mode_label: mode_label.to_string(),
+            recording: None,
+            notices: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! The dashboard's event loop. Events arrive on a channel and go through `State::apply` (the UI
+//! never invents facts); keys go through the pure [`update`](super::view::update) and become
+//! [`Intent`]s sent on the `actions` channel. Input is never blocked by I/O: terminal input is
+//! crossterm's `EventStream`, awaited with the feed in one `tokio::select!`. A frame is drawn
+//! only when something changed (an event, a key, a resize), at most 30 times a second; with no
+//! events the loop sleeps. The terminal (raw mode, alternate screen) is restored on exit and on
+//! panic (ratatui's panic hook).
+
+use super::intent::Intent;
+use super::keymap::Keymap;
+use super::theme::{Theme, Themes};
+use super::view::{ViewState, update};
+use crate::core::event::Event;
+use crate::core::state::{Severity, State};
+use color_eyre::eyre::{Result, WrapErr};
+use crossterm::event::Event as TermEvent;
+use futures::{Stream, StreamExt};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// The shortest time between two frames (30 frames/s).
+pub const FRAME: Duration = Duration::from_millis(33);
+/// Events applied per wake-up before input and drawing get a turn.
+const BATCH: usize = 4096;
+
+/// How the dashboard is set up.
+#[derive(Debug, Clone)]
+pub struct DashboardOptions {
+    /// Destructive keys are disabled (and the footer/help say so).
+    pub read_only: bool,
+    /// The theme's name (a preset or a user theme).
+    pub theme: String,
+    /// Where user themes are (`~/.config/readygap/themes`); `None` = presets only.
+    pub themes_dir: Option<PathBuf>,
+    /// The keymap, with the config file's overrides applied.
+    pub keymap: Keymap,
+    /// Shown in the header (e.g. the replayed file).
+    pub title: String,
+    /// `live`, `replay`, `demo`.
+    pub mode_label: String,
+    /// The recording being written, if any.
+    pub recording: Option<String>,
+    /// Problems found while starting (config, recording warnings): the first is shown in the
+    /// footer.
+    pub notices: Vec<String>,
+}
+
+impl Default for DashboardOptions {
+    fn default() -> Self {
+        DashboardOptions {
+            read_only: false,
+            theme: "default".into(),
+            themes_dir: None,
+            keymap: Keymap::default(),
+            title: String::new(),
+            mode_label: "live".into(),
+            recording: None,
+            notices: Vec::new(),
+        }
+    }
+}
+
+/// Run the dashboard in the real terminal until `q`/Ctrl-C.
+pub async fn run_dashboard(
+    opts: DashboardOptions,
+    feed: mpsc::Receiver<Event>,
+    actions: Option<mpsc::Sender<Intent>>,
+) -> Result<()> {
+    let mut terminal = ratatui::try_init().wrap_err("setting up the terminal")?;
+    let input = crossterm::event::EventStream::new();
+    let result = run_loop(&mut terminal, input, opts, feed, actions).await;
+    ratatui::try_restore().wrap_err("restoring the terminal")?;
+    result
+}
+
+/// The state the loop keeps between wake-ups.
+pub struct Dashboard {
+    pub state: State,
+    pub view: ViewState,
+    pub theme: Theme,
+    themes: Themes,
+    /// The snapshot shown while frozen.
+    frozen: Option<State>,
+}
+
+impl Dashboard {
+    pub fn new(opts: &DashboardOptions) -> Dashboard {
+        let (themes, errors) = Themes::load(opts.themes_dir.as_deref());
+        let (theme, unknown) = themes.pick(&opts.theme);
+        let mut view = ViewState {
+            keymap: opts.keymap.clone(),
+            read_only: opts.read_only,
+            theme: theme.name.clone(),
+            theme_names: themes.names(),
+            mode_label: opts.mode_label.clone(),
+            title: opts.title.clone(),
+            recording: opts.recording.clone(),
+            ..ViewState::default()
+        };
+        let problem = errors
+            .first()
+            .map(|e| (Severity::Error, format!("{e}; using default")))
+            .or(unknown.map(|u| (Severity::Error, u)))
+            .or(opts.notices.first().map(|n| (Severity::Warn, n.clone())));
+        view.notice = problem;
+        Dashboard {
+            state: State::new(),
+            view,
+            theme,
+            themes,
+            frozen: None,
+        }
+    }
+
+    /// What is on screen: the frozen snapshot, or the live state.
+    pub fn shown(&self) -> &State {
+        self.frozen.as_ref().unwrap_or(&self.state)
+    }
+
+    /// Apply one event. Returns whether the display changed.
+    pub fn apply(&mut self, ev: &Event) -> bool {
+        self.state.apply(ev);
+        self.frozen.is_none()
+    }
+
+    /// Handle one key; returns the intent to carry out.
+    pub fn key(&mut self, key: crossterm::event::KeyEvent) -> Option<Intent> {
+        let view = std::mem::take(&mut self.view);
+        let (view, intent) = update(view, self.shown(), key);
+        self.view = view;
+        if self.view.frozen && self.frozen.is_none() {
+            self.frozen = Some(self.state.clone());
+        } else if !self.view.frozen {
+            self.frozen = None;
+        }
+        if self.view.theme != self.theme.name {
+            let (theme, problem) = self.themes.pick(&self.view.theme);
+            self.theme = theme;
+            if let Some(p) = problem {
+                self.view.notice = Some((Severity::Error, p));
+            }
+        }
+        intent
+    }
+
+    /// Draw one frame.
+    pub fn draw<B: Backend>(&self, terminal: &mut Terminal<B>) -> Result<()>
+    where
+        B::Error: Send + Sync + 'static,
+    {
+        terminal
+            .draw(|f| {
+                let area = f.area();
+                super::render(self.shown(), &self.view, &self.theme, area, f.buffer_mut())
+            })
+            .wrap_err("drawing the dashboard")?;
+        Ok(())
+    }
+}
+
+/// The loop, for any backend and input stream (tests use a `TestBackend` and a channel).
+pub async fn run_loop<B, I>(
+    terminal: &mut Terminal<B>,
+    mut input: I,
+    opts: DashboardOptions,
+    mut feed: mpsc::Receiver<Event>,
+    actions: Option<mpsc::Sender<Intent>>,
+) -> Result<()>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+    I: Stream<Item = std::io::Result<TermEvent>> + Unpin,
+{
+    let mut dash = Dashboard::new(&opts);
+    let mut dirty = true;
+    let mut last_draw: Option<Instant> = None;
+    let mut feed_open = true;
+    let mut input_open = true;
+    loop {
+        if dash.view.quit {
+            return Ok(());
+        }
+        let due = dirty.then(|| last_draw.map_or_else(Instant::now, |t| t + FRAME));
+        if let Some(due) = due
+            && due <= Instant::now()
+        {
+            dash.draw(terminal)?;
+            dirty = false;
+            last_draw = Some(Instant::now());
+            continue;
+        }
+        let sleep_to = due.unwrap_or_else(Instant::now);
+        tokio::select! {
+            biased;
+            key = input.next(), if input_open => match key {
+                Some(Ok(TermEvent::Key(k))) => {
+                    let intent = dash.key(k);
+                    dirty = true;
+                    match intent {
+                        Some(Intent::Quit) => return Ok(()),
+                        Some(intent) => send(&mut dash, actions.as_ref(), intent),
+                        None => {}
+                    }
+                }
+                Some(Ok(TermEvent::Resize(..))) => {
+                    terminal.autoresize().wrap_err("resizing")?;
+                    dirty = true;
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e).wrap_err("reading terminal input"),
+                None => input_open = false,
+            },
+            ev = feed.recv(), if feed_open => match ev {
+                Some(ev) => {
+                    let mut changed = dash.apply(&ev);
+                    for _ in 0..BATCH {
+                        match feed.try_recv() {
+                            Ok(ev) => changed |= dash.apply(&ev),
+                            Err(_) => break,
+                        }
+                    }
+                    dirty |= changed;
+                }
+                None => {
+                    feed_open = false;
+                    dash.view.feed_ended = true;
+                    dirty = true;
+                }
+            },
+            _ = tokio::time::sleep_until(sleep_to), if due.is_some() => {}
+            else => return Ok(()),
+        }
+    }
+}
+
+/// Hand an intent to the executor, or say why it cannot be done.
+fn send(dash: &mut Dashboard, actions: Option<&mpsc::Sender<Intent>>, intent: Intent) {
+    match actions {
+        Some(tx) => {
+            if let Err(e) = tx.try_send(intent.clone()) {
+                let why = match e {
+                    mpsc::error::TrySendError::Full(_) => "busy",
+                    mpsc::error::TrySendError::Closed(_) => "executor stopped",
+                };
+                dash.view.notice = Some((Severity::Error, format!("{}: {why}", intent.label())));
+            }
+        }
+        None => {
+            if !matches!(intent, Intent::ChoosePod(_) | Intent::ChooseModel(_)) {
+                dash.view.notice = Some((
+                    Severity::Warn,
+                    format!(
+                        "{}: not available in {}",
+                        intent.label(),
+                        dash.view.mode_label
+                    ),
+                ));
+            }
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Dialogs drawn over the panels: the help screen (generated from the keymap), the y/n
+//! confirmation of a destructive intent, and the pod and model pickers.
+
+use super::theme::Theme;
+use super::view::{Dialog, ViewState};
+use crate::core::state::State;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Clear, Widget};
+
+/// The help screen's lines.
+pub fn help_lines(view: &ViewState, theme: &Theme) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    for e in view.keymap.help() {
+        let disabled = e.destructive && view.read_only;
+        let mut spans = vec![
+            Span::styled(format!("{:>12}  ", e.keys), theme.accent()),
+            Span::styled(
+                e.description.to_string(),
+                if disabled {
+                    theme.muted()
+                } else {
+                    theme.text()
+                },
+            ),
+        ];
+        if disabled {
+            spans.push(Span::styled("  (disabled: read-only)", theme.warn()));
+        } else if e.destructive {
+            spans.push(Span::styled("  (asks y/n)", theme.muted()));
+        }
+        lines.push(Line::from(spans));
+    }
+    lines.push(Line::from(vec![
+        Span::styled(format!("{:>12}  ", "esc"), theme.accent()),
+        Span::styled("close a dialog", theme.text()),
+    ]));
+    if view.read_only {
+        lines.push(Line::styled(
+            "read-only session: keys that change the cluster are disabled",
+            theme.warn(),
+        ));
+    }
+    lines
+}
+
+pub fn render(_state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
+    let area = area.intersection(buf.area);
+    let Some(dialog) = &view.dialog else { return };
+    if area.is_empty() {
+        return;
+    }
+    let (title, lines): (&str, Vec<Line>) = match dialog {
+        Dialog::Help => ("Help", help_lines(view, theme)),
+        Dialog::Confirm { intent } => (
+            "Confirm",
+            vec![
+                Line::styled(format!("{}?", intent.label()), theme.text()),
+                Line::default(),
+                Line::from(vec![
+                    Span::styled("y", theme.accent().add_modifier(Modifier::BOLD)),
+                    Span::styled(" yes   ", theme.text()),
+                    Span::styled("n", theme.accent().add_modifier(Modifier::BOLD)),
+                    Span::styled("/esc no", theme.text()),
+                ]),
+            ],
+        ),
+        Dialog::ChoosePod { items, index } => ("Choose pod", pick_lines(items, *index, theme)),
+        Dialog::ChooseModel { items, index } => ("Choose model", pick_lines(items, *index, theme)),
+    };
+    let want_w = lines.iter().map(|l| l.width()).max().unwrap_or(10) as u16 + 4;
+    let w = want_w.max(30).min(area.width);
+    let h = (lines.len() as u16 + 2).min(area.height);
+    let popup = Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    );
+    Clear.render(popup, buf);
+    buf.set_style(popup, theme.base());
+    let block = Block::bordered()
+        .border_type(BorderType::Double)
+        .border_style(theme.accent())
+        .title(Line::styled(format!(" {title} "), theme.title()));
+    let inner = block.inner(popup);
+    block.render(popup, buf);
+    for (y, line) in lines.iter().enumerate() {
+        if !super::put_line(
+            buf,
+            Rect::new(
+                inner.x + 1,
+                inner.y,
+                inner.width.saturating_sub(1),
+                inner.height,
+            ),
+            y as u16,
+            line,
+        ) {
+            break;
+        }
+    }
+}
+
+fn pick_lines(items: &[String], index: usize, theme: &Theme) -> Vec<Line<'static>> {
+    let mut lines: Vec<Line> = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            if i == index {
+                Line::styled(
+                    format!("› {item}"),
+                    theme.accent().add_modifier(Modifier::REVERSED),
+                )
+            } else {
+                Line::styled(format!("  {item}"), theme.text())
+            }
+        })
+        .collect();
+    lines.push(Line::styled(
+        "↑/↓ move, enter choose, esc cancel",
+        theme.muted(),
+    ));
+    lines
+}

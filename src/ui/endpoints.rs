@@ -1,0 +1,173 @@
+//! The Endpoints panel: ready/serving/terminating endpoint counts of the target's
+//! EndpointSlices over the last minutes of event time, one row of bars each; columns where no
+//! endpoint was ready are highlighted (the service could not route), and the current counts.
+
+use super::theme::Theme;
+use super::view::ViewState;
+use super::{fmt_age, fmt_secs, panel, put_line, secs};
+use crate::core::event::Timestamp;
+use crate::core::state::{EndpointCounts, State};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Style};
+use ratatui::text::{Line, Span};
+
+/// A bar row: its label, colour, and which count it shows.
+type Row = (&'static str, Color, fn(&EndpointCounts) -> u32);
+
+/// How much event time the panel shows.
+pub const WINDOW_SECS: f64 = 600.0;
+const LEVELS: [&str; 8] = ["▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"];
+
+/// The counts in force at the end of each of `cols` equal columns over `[from, to]`; `None`
+/// before the first point and during a gap.
+pub fn columns(
+    state: &State,
+    from: Timestamp,
+    to: Timestamp,
+    cols: usize,
+) -> Vec<Option<EndpointCounts>> {
+    let span = secs(from, to).max(1e-3);
+    let mut out = Vec::with_capacity(cols);
+    let mut points = state.endpoints.points().peekable();
+    let mut current: Option<EndpointCounts> = None;
+    for c in 0..cols {
+        let end = from
+            + chrono::Duration::milliseconds(((c + 1) as f64 / cols as f64 * span * 1000.0) as i64);
+        while let Some(p) = points.peek() {
+            if p.ts > end {
+                break;
+            }
+            current = p.value;
+            points.next();
+        }
+        out.push(current);
+    }
+    out
+}
+
+/// Since when no endpoint has been ready (the start of the current zero-ready interval).
+pub fn zero_ready_since(state: &State) -> Option<Timestamp> {
+    let mut since = None;
+    for p in state.endpoints.points() {
+        match p.value {
+            Some(c) if c.ready == 0 => {
+                since.get_or_insert(p.ts);
+            }
+            Some(_) => since = None,
+            None => {}
+        }
+    }
+    since
+}
+
+pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
+    let area = area.intersection(buf.area);
+    if area.is_empty() {
+        return;
+    }
+    let inner = panel("Endpoints", theme, area, buf);
+    if inner.is_empty() {
+        return;
+    }
+    let (Some(now), Some(last)) = (state.now, state.endpoints.last_value().copied()) else {
+        put_line(
+            buf,
+            inner,
+            0,
+            &Line::styled("no EndpointSlice seen yet", theme.muted()),
+        );
+        return;
+    };
+    let (r, s, t) = if inner.width >= 30 {
+        ("ready", "serving", "term")
+    } else {
+        ("rdy", "srv", "term")
+    };
+    let head = vec![
+        Span::styled(
+            format!("{r} {} ", last.ready),
+            Style::new().fg(theme.chart_ready),
+        ),
+        Span::styled(
+            format!("{s} {} ", last.serving),
+            Style::new().fg(theme.chart_serving),
+        ),
+        Span::styled(
+            format!("{t} {} ", last.terminating),
+            Style::new().fg(theme.chart_terminating),
+        ),
+        Span::styled(format!("of {}", last.total), theme.muted()),
+    ];
+    put_line(buf, inner, 0, &Line::from(head));
+    // While no endpoint is ready, say for how long on its own line; the bars move down.
+    let mut top = 1u16;
+    if last.ready == 0
+        && let Some(since) = zero_ready_since(state)
+    {
+        let text = format!("none ready for {}", fmt_secs(secs(since, now)));
+        put_line(buf, inner, 1, &Line::styled(text, theme.error()));
+        top = 2;
+    }
+
+    const LABEL: u16 = 6;
+    if inner.width <= LABEL + 1 || inner.height <= top {
+        return;
+    }
+    let first = state.endpoints.points().next().map(|p| p.ts).unwrap_or(now);
+    let from = first.max(now - chrono::Duration::milliseconds((WINDOW_SECS * 1000.0) as i64));
+    let cols = (inner.width - LABEL) as usize;
+    let data = columns(state, from, now, cols);
+    let max = data
+        .iter()
+        .flatten()
+        .map(|c| c.total.max(c.ready).max(c.serving).max(c.terminating))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let rows: [Row; 3] = [
+        ("ready", theme.chart_ready, |c| c.ready),
+        ("serve", theme.chart_serving, |c| c.serving),
+        ("term", theme.chart_terminating, |c| c.terminating),
+    ];
+    for (i, (label, color, get)) in rows.iter().enumerate() {
+        let y = top + i as u16;
+        if y >= inner.height {
+            break;
+        }
+        buf.set_string(inner.x, inner.y + y, format!("{label:<5}"), theme.muted());
+        for (c, v) in data.iter().enumerate() {
+            let Some(cell) = buf.cell_mut((inner.x + LABEL + c as u16, inner.y + y)) else {
+                continue;
+            };
+            let Some(counts) = v else {
+                cell.set_symbol(" ");
+                continue;
+            };
+            let n = get(counts);
+            let symbol = if n == 0 {
+                " "
+            } else {
+                LEVELS[((n as usize * LEVELS.len()).div_ceil(max as usize)).clamp(1, 8) - 1]
+            };
+            let mut style = Style::new().fg(*color);
+            if counts.ready == 0 {
+                style = style.bg(theme.gap_highlight);
+            }
+            cell.set_symbol(symbol).set_style(style);
+        }
+    }
+    let axis_y = top + rows.len() as u16;
+    if axis_y < inner.height {
+        let row = Rect::new(inner.x + LABEL, inner.y + axis_y, inner.width - LABEL, 1);
+        put_line(
+            buf,
+            row,
+            0,
+            &Line::styled(format!("-{}", fmt_age(secs(from, now))), theme.muted()),
+        );
+        if row.width > 10 {
+            buf.set_string(row.x + row.width - 3, row.y, "now", theme.muted());
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! The footer line: key hints generated from the keymap (destructive ones hidden and
+//! "read-only" said when read-only), then the latest message coloured by severity: a UI notice
+//! (refused key, bad theme file) if there is one, else `State::last_message()`.
+
+use super::theme::Theme;
+use super::view::ViewState;
+use crate::core::state::{Severity, State};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+
+/// The style of a message of this severity.
+pub fn severity_style(theme: &Theme, s: Severity) -> Style {
+    match s {
+        Severity::Info => theme.text(),
+        Severity::Warn => theme.warn(),
+        Severity::Error => theme.error(),
+    }
+}
+
+pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
+    let area = area.intersection(buf.area);
+    if area.is_empty() {
+        return;
+    }
+    let mut spans = Vec::new();
+    if view.read_only {
+        spans.push(Span::styled("read-only ", theme.warn()));
+    }
+    for entry in view.keymap.help() {
+        if entry.destructive && view.read_only {
+            continue;
+        }
+        let key = entry.keys.split('/').next().unwrap_or_default().to_string();
+        spans.push(Span::styled(key, theme.accent()));
+        spans.push(Span::styled(
+            format!(" {} ", entry.command.hint()),
+            theme.muted(),
+        ));
+    }
+    let message = match &view.notice {
+        Some((sev, text)) => Some((*sev, text.clone())),
+        None => state.last_message().map(|m| (m.severity, m.text.clone())),
+    };
+    // The message goes on the right; hints are cut to leave it room.
+    let hints = Line::from(spans);
+    match message {
+        Some((sev, text)) => {
+            let msg_width = (text.chars().count() as u16 + 1).min(area.width * 3 / 5);
+            let hint_width = area.width.saturating_sub(msg_width).saturating_sub(1);
+            buf.set_line(area.x, area.y, &hints, hint_width);
+            let x = area.x + area.width - msg_width;
+            buf.set_line(
+                x,
+                area.y,
+                &Line::from(Span::styled(format!("{text} "), severity_style(theme, sev))),
+                msg_width,
+            );
+        }
+        None => {
+            buf.set_line(area.x, area.y, &hints, area.width);
+        }
+    }
+}

@@ -1,0 +1,407 @@
+//! The keymap: which key runs which [`Command`], each entry with its description, so the help
+//! screen and the footer hints are generated from it. Defaults are k9s-like; the config file's
+//! `[keys]` table replaces the keys of named commands (`delete_pod = "x"` or
+//! `quit = ["q", "ctrl-q"]`). Ctrl-C always quits and Esc always closes a dialog.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// What a key does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Command {
+    DeletePod,
+    RolloutRestart,
+    ColdTrial,
+    FullTrial,
+    InferNow,
+    Unload,
+    ToggleRecord,
+    ChooseModel,
+    ChoosePod,
+    NextTheme,
+    ToggleLog,
+    Freeze,
+    Help,
+    Quit,
+}
+
+impl Command {
+    pub const ALL: [Command; 14] = [
+        Command::DeletePod,
+        Command::RolloutRestart,
+        Command::ColdTrial,
+        Command::FullTrial,
+        Command::InferNow,
+        Command::Unload,
+        Command::ToggleRecord,
+        Command::ChooseModel,
+        Command::ChoosePod,
+        Command::NextTheme,
+        Command::ToggleLog,
+        Command::Freeze,
+        Command::Help,
+        Command::Quit,
+    ];
+
+    /// The name used in the config file's `[keys]` table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Command::DeletePod => "delete_pod",
+            Command::RolloutRestart => "rollout_restart",
+            Command::ColdTrial => "cold_trial",
+            Command::FullTrial => "full_trial",
+            Command::InferNow => "infer_now",
+            Command::Unload => "unload",
+            Command::ToggleRecord => "toggle_record",
+            Command::ChooseModel => "choose_model",
+            Command::ChoosePod => "choose_pod",
+            Command::NextTheme => "next_theme",
+            Command::ToggleLog => "toggle_log",
+            Command::Freeze => "freeze",
+            Command::Help => "help",
+            Command::Quit => "quit",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Command> {
+        Command::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// What it does, for the help screen.
+    pub fn description(self) -> &'static str {
+        match self {
+            Command::DeletePod => "delete the selected pod (starts a trial)",
+            Command::RolloutRestart => "rollout restart the target (starts a trial)",
+            Command::ColdTrial => "cold-cache trial: drop the node's page cache, then replace",
+            Command::FullTrial => "full trial: replace the pod, wait for Ready, probe, infer",
+            Command::InferNow => "send one inference now",
+            Command::Unload => "unload the model from memory",
+            Command::ToggleRecord => "start/stop recording",
+            Command::ChooseModel => "choose the model (from the models on disk)",
+            Command::ChoosePod => "choose the pod",
+            Command::NextTheme => "next colour theme",
+            Command::ToggleLog => "memory chart: log/linear scale",
+            Command::Freeze => "freeze/unfreeze the display (events keep coming)",
+            Command::Help => "this help",
+            Command::Quit => "quit",
+        }
+    }
+
+    /// A one-word hint for the footer.
+    pub fn hint(self) -> &'static str {
+        match self {
+            Command::DeletePod => "delete",
+            Command::RolloutRestart => "restart",
+            Command::ColdTrial => "cold",
+            Command::FullTrial => "trial",
+            Command::InferNow => "infer",
+            Command::Unload => "unload",
+            Command::ToggleRecord => "rec",
+            Command::ChooseModel => "model",
+            Command::ChoosePod => "pod",
+            Command::NextTheme => "theme",
+            Command::ToggleLog => "log",
+            Command::Freeze => "freeze",
+            Command::Help => "help",
+            Command::Quit => "quit",
+        }
+    }
+
+    /// Changes the cluster: asks for confirmation, refused when read-only.
+    pub fn is_destructive(self) -> bool {
+        matches!(
+            self,
+            Command::DeletePod
+                | Command::RolloutRestart
+                | Command::ColdTrial
+                | Command::FullTrial
+                | Command::Unload
+        )
+    }
+}
+
+/// A key with its modifiers (only Ctrl and Alt are significant; Shift is in the character).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key {
+    pub code: KeyCode,
+    pub ctrl: bool,
+    pub alt: bool,
+}
+
+impl Key {
+    pub const fn char(c: char) -> Key {
+        Key {
+            code: KeyCode::Char(c),
+            ctrl: false,
+            alt: false,
+        }
+    }
+
+    pub const fn ctrl(c: char) -> Key {
+        Key {
+            code: KeyCode::Char(c),
+            ctrl: true,
+            alt: false,
+        }
+    }
+
+    /// The key of a terminal key event.
+    pub fn of(ev: &KeyEvent) -> Key {
+        let code = match ev.code {
+            // Some terminals report Ctrl-C as uppercase with Shift.
+            KeyCode::Char(c) if ev.modifiers.contains(KeyModifiers::CONTROL) => {
+                KeyCode::Char(c.to_ascii_lowercase())
+            }
+            c => c,
+        };
+        Key {
+            code,
+            ctrl: ev.modifiers.contains(KeyModifiers::CONTROL),
+            alt: ev.modifiers.contains(KeyModifiers::ALT),
+        }
+    }
+
+    /// Parse `d`, `R`, `?`, `space`, `esc`, `enter`, `tab`, `f5`, `ctrl-c`, `alt-x`.
+    pub fn parse(s: &str) -> Result<Key, String> {
+        let mut ctrl = false;
+        let mut alt = false;
+        let mut rest = s;
+        loop {
+            let lower = rest.to_ascii_lowercase();
+            if rest.chars().count() > 1
+                && (lower.starts_with("ctrl-") || lower.starts_with("ctrl+"))
+            {
+                ctrl = true;
+                rest = &rest[5..];
+            } else if rest.chars().count() > 1
+                && (lower.starts_with("alt-") || lower.starts_with("alt+"))
+            {
+                alt = true;
+                rest = &rest[4..];
+            } else {
+                break;
+            }
+        }
+        let mut chars = rest.chars();
+        let code = match (chars.next(), chars.next()) {
+            (Some(c), None) => KeyCode::Char(if ctrl { c.to_ascii_lowercase() } else { c }),
+            _ => match rest.to_ascii_lowercase().as_str() {
+                "space" => KeyCode::Char(' '),
+                "esc" | "escape" => KeyCode::Esc,
+                "enter" | "return" => KeyCode::Enter,
+                "tab" => KeyCode::Tab,
+                "backspace" => KeyCode::Backspace,
+                "up" => KeyCode::Up,
+                "down" => KeyCode::Down,
+                "left" => KeyCode::Left,
+                "right" => KeyCode::Right,
+                f if f.starts_with('f')
+                    && f[1..].parse::<u8>().is_ok_and(|n| (1..=12).contains(&n)) =>
+                {
+                    KeyCode::F(f[1..].parse().unwrap_or(1))
+                }
+                _ => return Err(format!("unknown key {s:?}")),
+            },
+        };
+        Ok(Key { code, ctrl, alt })
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.ctrl {
+            f.write_str("ctrl-")?;
+        }
+        if self.alt {
+            f.write_str("alt-")?;
+        }
+        match self.code {
+            KeyCode::Char(' ') => f.write_str("space"),
+            KeyCode::Char(c) => write!(f, "{c}"),
+            KeyCode::Esc => f.write_str("esc"),
+            KeyCode::Enter => f.write_str("enter"),
+            KeyCode::Tab => f.write_str("tab"),
+            KeyCode::Backspace => f.write_str("backspace"),
+            KeyCode::Up => f.write_str("up"),
+            KeyCode::Down => f.write_str("down"),
+            KeyCode::Left => f.write_str("left"),
+            KeyCode::Right => f.write_str("right"),
+            KeyCode::F(n) => write!(f, "f{n}"),
+            other => write!(f, "{other:?}"),
+        }
+    }
+}
+
+/// One keymap entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    pub key: Key,
+    pub command: Command,
+}
+
+/// One line of the help screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HelpEntry {
+    pub keys: String,
+    pub command: Command,
+    pub description: &'static str,
+    pub destructive: bool,
+}
+
+/// A keymap problem in the config file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeymapError {
+    #[error("[keys]: unknown command `{0}` (known: {1})")]
+    UnknownCommand(String, String),
+    #[error("[keys] {command}: {message}")]
+    BadKey { command: String, message: String },
+    #[error("[keys]: key {key} is bound to both `{first}` and `{second}`")]
+    Conflict {
+        key: String,
+        first: String,
+        second: String,
+    },
+}
+
+/// Keys → commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keymap {
+    bindings: Vec<Binding>,
+}
+
+impl Default for Keymap {
+    fn default() -> Self {
+        let b = |key, command| Binding { key, command };
+        Keymap {
+            bindings: vec![
+                b(Key::char('d'), Command::DeletePod),
+                b(Key::char('r'), Command::RolloutRestart),
+                b(Key::char('c'), Command::ColdTrial),
+                b(Key::char('t'), Command::FullTrial),
+                b(Key::char('i'), Command::InferNow),
+                b(Key::char('u'), Command::Unload),
+                b(Key::char('R'), Command::ToggleRecord),
+                b(Key::char('m'), Command::ChooseModel),
+                b(Key::char('p'), Command::ChoosePod),
+                b(Key::char('T'), Command::NextTheme),
+                b(Key::char('l'), Command::ToggleLog),
+                b(Key::char(' '), Command::Freeze),
+                b(Key::char('?'), Command::Help),
+                b(Key::char('q'), Command::Quit),
+            ],
+        }
+    }
+}
+
+impl Keymap {
+    /// The defaults with the keys of some commands replaced: command name → keys.
+    pub fn with_overrides(
+        overrides: &BTreeMap<String, Vec<String>>,
+    ) -> Result<Keymap, KeymapError> {
+        let mut map = Keymap::default();
+        for (name, keys) in overrides {
+            let command = Command::from_name(name).ok_or_else(|| {
+                KeymapError::UnknownCommand(name.clone(), Command::ALL.map(|c| c.name()).join(", "))
+            })?;
+            let mut parsed = Vec::new();
+            for k in keys {
+                let key = Key::parse(k).map_err(|message| KeymapError::BadKey {
+                    command: name.clone(),
+                    message,
+                })?;
+                if key == Key::ctrl('c') && command != Command::Quit {
+                    return Err(KeymapError::BadKey {
+                        command: name.clone(),
+                        message: "ctrl-c is reserved for quit".into(),
+                    });
+                }
+                if key.code == KeyCode::Esc {
+                    return Err(KeymapError::BadKey {
+                        command: name.clone(),
+                        message: "esc is reserved for closing dialogs".into(),
+                    });
+                }
+                parsed.push(key);
+            }
+            map.bindings.retain(|b| b.command != command);
+            map.bindings
+                .extend(parsed.into_iter().map(|key| Binding { key, command }));
+        }
+        // A key taken by an overridden command is removed from a default command that kept it;
+        // two overrides claiming one key is an error.
+        let overridden: Vec<Command> = overrides
+            .keys()
+            .filter_map(|n| Command::from_name(n))
+            .collect();
+        let mut seen: BTreeMap<String, Command> = BTreeMap::new();
+        for b in map
+            .bindings
+            .iter()
+            .filter(|b| overridden.contains(&b.command))
+        {
+            if let Some(first) = seen.insert(b.key.to_string(), b.command)
+                && first != b.command
+            {
+                return Err(KeymapError::Conflict {
+                    key: b.key.to_string(),
+                    first: first.name().into(),
+                    second: b.command.name().into(),
+                });
+            }
+        }
+        map.bindings
+            .retain(|b| overridden.contains(&b.command) || !seen.contains_key(&b.key.to_string()));
+        map.bindings.sort_by_key(|b| {
+            Command::ALL
+                .iter()
+                .position(|c| *c == b.command)
+                .unwrap_or(usize::MAX)
+        });
+        Ok(map)
+    }
+
+    pub fn bindings(&self) -> &[Binding] {
+        &self.bindings
+    }
+
+    /// The command of a key event (Ctrl-C is always quit).
+    pub fn lookup(&self, ev: &KeyEvent) -> Option<Command> {
+        let key = Key::of(ev);
+        if key == Key::ctrl('c') {
+            return Some(Command::Quit);
+        }
+        self.bindings
+            .iter()
+            .find(|b| b.key == key)
+            .map(|b| b.command)
+    }
+
+    /// The keys of a command, joined with `/`.
+    pub fn keys_of(&self, command: Command) -> String {
+        let mut keys: Vec<String> = self
+            .bindings
+            .iter()
+            .filter(|b| b.command == command)
+            .map(|b| b.key.to_string())
+            .collect();
+        if command == Command::Quit {
+            keys.push("ctrl-c".into());
+        }
+        keys.join("/")
+    }
+
+    /// The help screen's lines, one per command that has a key, in a fixed order.
+    pub fn help(&self) -> Vec<HelpEntry> {
+        Command::ALL
+            .into_iter()
+            .filter(|c| self.bindings.iter().any(|b| b.command == *c) || *c == Command::Quit)
+            .map(|c| HelpEntry {
+                keys: self.keys_of(c),
+                command: c,
+                description: c.description(),
+                destructive: c.is_destructive(),
+            })
+            .collect()
+    }
+}

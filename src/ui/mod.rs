@@ -1,0 +1,238 @@
+//! The dashboard: one file per panel, each `render(&State, &ViewState, &Theme, Rect, &mut
+//! Buffer)` reading state only; [`render`] lays them out (side by side on a wide terminal,
+//! stacked on 80×24) with a header, a footer and any dialog on top. The event loop is in
+//! [`app`]; key handling in [`view::update`].
+
+pub mod app;
+pub mod dialog;
+pub mod endpoints;
+pub mod footer;
+pub mod header;
+pub mod host;
+pub mod intent;
+pub mod keymap;
+pub mod memory;
+pub mod pods;
+pub mod residency;
+pub mod theme;
+pub mod timeline;
+pub mod view;
+
+use crate::core::event::Timestamp;
+use crate::core::state::State;
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, BorderType, Widget};
+use theme::Theme;
+use view::ViewState;
+
+/// Terminals at least this wide get the side-by-side layout.
+pub const WIDE: u16 = 120;
+
+/// The rectangles of the panels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Areas {
+    pub header: Rect,
+    pub pods: Rect,
+    pub timeline: Rect,
+    pub residency: Rect,
+    pub memory: Rect,
+    pub endpoints: Rect,
+    pub host: Rect,
+    pub footer: Rect,
+}
+
+/// Where each panel goes in `area`.
+pub fn layout(area: Rect) -> Areas {
+    let [header, body, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(0),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    if area.width >= WIDE {
+        let [top, bottom] =
+            Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(body);
+        let [pods, timeline, residency] = Layout::horizontal([
+            Constraint::Percentage(37),
+            Constraint::Percentage(38),
+            Constraint::Percentage(25),
+        ])
+        .areas(top);
+        let [memory, endpoints, host] = Layout::horizontal([
+            Constraint::Percentage(50),
+            Constraint::Percentage(25),
+            Constraint::Percentage(25),
+        ])
+        .areas(bottom);
+        Areas {
+            header,
+            pods,
+            timeline,
+            residency,
+            memory,
+            endpoints,
+            host,
+            footer,
+        }
+    } else {
+        let [top, middle, bottom] = Layout::vertical([
+            Constraint::Percentage(28),
+            Constraint::Percentage(32),
+            Constraint::Percentage(40),
+        ])
+        .areas(body);
+        let [pods, residency] =
+            Layout::horizontal([Constraint::Percentage(62), Constraint::Percentage(38)]).areas(top);
+        let [memory, endpoints, host] = Layout::horizontal([
+            Constraint::Percentage(46),
+            Constraint::Percentage(28),
+            Constraint::Percentage(26),
+        ])
+        .areas(bottom);
+        Areas {
+            header,
+            pods,
+            timeline: middle,
+            residency,
+            memory,
+            endpoints,
+            host,
+            footer,
+        }
+    }
+}
+
+/// Draw the whole dashboard into `buf`.
+pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
+    let area = area.intersection(buf.area);
+    if area.is_empty() {
+        return;
+    }
+    buf.set_style(area, theme.base());
+    let a = layout(area);
+    header::render(state, view, theme, a.header, buf);
+    pods::render(state, view, theme, a.pods, buf);
+    timeline::render(state, view, theme, a.timeline, buf);
+    residency::render(state, view, theme, a.residency, buf);
+    memory::render(state, view, theme, a.memory, buf);
+    endpoints::render(state, view, theme, a.endpoints, buf);
+    host::render(state, view, theme, a.host, buf);
+    footer::render(state, view, theme, a.footer, buf);
+    dialog::render(state, view, theme, area, buf);
+}
+
+/// A panel's frame with its title; returns the inner area.
+pub(crate) fn panel(title: &str, theme: &Theme, area: Rect, buf: &mut Buffer) -> Rect {
+    let block = Block::bordered()
+        .border_type(BorderType::Rounded)
+        .border_style(theme.border())
+        .title(Line::styled(format!(" {title} "), theme.title()));
+    let inner = block.inner(area);
+    block.render(area, buf);
+    inner
+}
+
+/// Seconds between two instants (negative when `b` is before `a`).
+pub(crate) fn secs(a: Timestamp, b: Timestamp) -> f64 {
+    (b - a).num_milliseconds() as f64 / 1000.0
+}
+
+/// `1.69s`, `42.0s`, `3m05s`, `2h03m`.
+pub(crate) fn fmt_secs(s: f64) -> String {
+    if !s.is_finite() {
+        return "–".into();
+    }
+    let neg = if s < 0.0 { "-" } else { "" };
+    let a = s.abs();
+    if a < 10.0 {
+        format!("{neg}{a:.2}s")
+    } else if a < 60.0 {
+        format!("{neg}{a:.1}s")
+    } else if a < 3600.0 {
+        let m = (a / 60.0).floor();
+        format!("{neg}{m:.0}m{:02.0}s", (a - m * 60.0).floor())
+    } else {
+        let h = (a / 3600.0).floor();
+        format!("{neg}{h:.0}h{:02.0}m", ((a - h * 3600.0) / 60.0).floor())
+    }
+}
+
+/// A short age: `5s`, `3m`, `2h`, `4d`.
+pub(crate) fn fmt_age(s: f64) -> String {
+    let s = s.max(0.0);
+    if s < 60.0 {
+        format!("{:.0}s", s.floor())
+    } else if s < 3600.0 {
+        format!("{:.0}m", (s / 60.0).floor())
+    } else if s < 86400.0 {
+        format!("{:.0}h", (s / 3600.0).floor())
+    } else {
+        format!("{:.0}d", (s / 86400.0).floor())
+    }
+}
+
+/// Bytes as GiB with two decimals.
+pub(crate) fn gib(bytes: u64) -> String {
+    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// Write a line into `area` at row `y` (relative), clipped; returns false when out of rows.
+pub(crate) fn put_line(buf: &mut Buffer, area: Rect, y: u16, line: &Line) -> bool {
+    if y >= area.height || area.width == 0 {
+        return false;
+    }
+    buf.set_line(area.x, area.y + y, line, area.width);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_ages_read_well() {
+        assert_eq!(fmt_secs(1.694), "1.69s");
+        assert_eq!(fmt_secs(42.04), "42.0s");
+        assert_eq!(fmt_secs(185.0), "3m05s");
+        assert_eq!(fmt_secs(7380.0), "2h03m");
+        assert_eq!(fmt_secs(-0.5), "-0.50s");
+        assert_eq!(fmt_secs(f64::NAN), "–");
+        assert_eq!(fmt_age(59.9), "59s");
+        assert_eq!(fmt_age(61.0), "1m");
+        assert_eq!(fmt_age(-3.0), "0s");
+        assert_eq!(fmt_age(90_000.0), "1d");
+        assert_eq!(gib(3 << 29), "1.50 GiB");
+    }
+
+    #[test]
+    fn layout_is_side_by_side_when_wide_and_stacked_when_narrow() {
+        let wide = layout(Rect::new(0, 0, 160, 48));
+        assert_eq!(wide.pods.y, wide.timeline.y);
+        assert_eq!(wide.timeline.y, wide.residency.y);
+        assert!(wide.memory.y > wide.pods.y);
+        let narrow = layout(Rect::new(0, 0, 80, 24));
+        assert!(narrow.timeline.y > narrow.pods.y);
+        assert_eq!(narrow.timeline.width, 80);
+        assert!(narrow.memory.y > narrow.timeline.y);
+        // Nothing overlaps, and everything is inside the screen.
+        for a in [wide, narrow] {
+            let all = [
+                a.header,
+                a.pods,
+                a.timeline,
+                a.residency,
+                a.memory,
+                a.endpoints,
+                a.host,
+                a.footer,
+            ];
+            for (i, r) in all.iter().enumerate() {
+                for s in &all[i + 1..] {
+                    assert!(!r.intersects(*s), "{r:?} overlaps {s:?}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! The Pods panel: name, phase, Ready condition with its age (relative to `state.now`), node,
+//! restarts and the container state label; an OOM-killed pod's state is in the error style.
+
+use super::theme::Theme;
+use super::view::ViewState;
+use super::{fmt_age, panel, secs};
+use crate::core::event::{ContainerState, PodView};
+use crate::core::state::State;
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Row, Table, Widget};
+
+/// A compact container state label of a pod (its first container): `Running`,
+/// `ContainerCreating`, `OOMKilled (137)`, or `Running, last OOMKilled` after an OOM restart.
+pub fn state_label(pod: &PodView) -> String {
+    let Some(c) = pod.containers.first() else {
+        return "–".into();
+    };
+    let now = match &c.state {
+        ContainerState::Unknown => "Unknown".to_string(),
+        ContainerState::Waiting { reason } => reason.clone(),
+        ContainerState::Running { .. } => "Running".to_string(),
+        ContainerState::Terminated {
+            reason, exit_code, ..
+        } => format!("{reason} ({exit_code})"),
+    };
+    match &c.last_state {
+        Some(last) if last.is_oom_killed() && !c.state.is_oom_killed() => {
+            format!("{now}, last OOMKilled")
+        }
+        _ => now,
+    }
+}
+
+pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
+    let area = area.intersection(buf.area);
+    if area.is_empty() {
+        return;
+    }
+    let inner = panel("Pods", theme, area, buf);
+    if inner.is_empty() {
+        return;
+    }
+    if state.pods.is_empty() {
+        buf.set_line(
+            inner.x,
+            inner.y,
+            &Line::styled("no pods seen yet", theme.muted()),
+            inner.width,
+        );
+        return;
+    }
+    let focus = view.focus_pod(state);
+    let rows = state.pods.values().map(|p| {
+        let phase = if p.deletion_timestamp.is_some() {
+            Span::styled("Terminating", theme.warn())
+        } else {
+            let style = match p.phase.as_str() {
+                "Running" => theme.ok(),
+                "Pending" => theme.warn(),
+                "Failed" | "Unknown" => theme.error(),
+                _ => theme.text(),
+            };
+            Span::styled(p.phase.clone(), style)
+        };
+        let ready = match p.condition("Ready") {
+            Some(c) => {
+                let age = match (c.last_transition, state.now) {
+                    (Some(t), Some(now)) => format!(" {}", fmt_age(secs(t, now))),
+                    _ => String::new(),
+                };
+                let (word, style) = if c.status {
+                    ("True", theme.ok())
+                } else {
+                    ("False", theme.warn())
+                };
+                Span::styled(format!("{word}{age}"), style)
+            }
+            None => Span::styled("–", theme.muted()),
+        };
+        let restarts = p.restarts();
+        let label = state_label(p);
+        let state_style = if p.oom_killed() {
+            theme.error()
+        } else if label.starts_with("Running") {
+            theme.text()
+        } else {
+            theme.warn()
+        };
+        let name_style = if focus.as_deref() == Some(p.name.as_str()) {
+            theme.accent().add_modifier(Modifier::BOLD)
+        } else {
+            theme.text()
+        };
+        vec![
+            Cell::from(Span::styled(p.name.clone(), name_style)),
+            Cell::from(phase),
+            Cell::from(ready),
+            Cell::from(Span::styled(
+                p.node.clone().unwrap_or_else(|| "–".into()),
+                theme.muted(),
+            )),
+            Cell::from(Span::styled(
+                restarts.to_string(),
+                if restarts > 0 {
+                    theme.warn()
+                } else {
+                    theme.text()
+                },
+            )),
+            Cell::from(Span::styled(label, state_style)),
+        ]
+    });
+    let phase_w = state
+        .pods
+        .values()
+        .map(|p| {
+            if p.deletion_timestamp.is_some() {
+                11
+            } else {
+                p.phase.chars().count()
+            }
+        })
+        .max()
+        .unwrap_or(5)
+        .clamp(5, 11) as u16;
+    let name_w = state
+        .pods
+        .keys()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 40) as u16;
+    // The node column only when there is room for it.
+    let node_w = state
+        .pods
+        .values()
+        .filter_map(|p| p.node.as_ref().map(|n| n.chars().count()))
+        .max()
+        .unwrap_or(1)
+        .clamp(4, 24) as u16;
+    // The node column only when the state label keeps 15 cells.
+    let show_node = inner.width >= name_w + phase_w + 9 + node_w + 3 + 15 + 5;
+    let widths: Vec<Constraint> = if show_node {
+        vec![
+            Constraint::Length(name_w),
+            Constraint::Length(phase_w),
+            Constraint::Length(9),
+            Constraint::Length(node_w),
+            Constraint::Length(3),
+            Constraint::Fill(1),
+        ]
+    } else {
+        vec![
+            Constraint::Length(name_w),
+            Constraint::Length(phase_w),
+            Constraint::Length(9),
+            Constraint::Length(3),
+            Constraint::Fill(1),
+        ]
+    };
+    let rows: Vec<Row> = rows
+        .map(|cells: Vec<Cell<'static>>| {
+            let cells = cells
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| show_node || *i != 3)
+                .map(|(_, c)| c);
+            Row::new(cells)
+        })
+        .collect();
+    let header_cells: Vec<&str> = ["NAME", "PHASE", "READY", "NODE", "RST", "STATE"]
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| show_node || *i != 3)
+        .map(|(_, c)| c)
+        .collect();
+    let header = Row::new(header_cells).style(theme.muted().add_modifier(Modifier::BOLD));
+    Table::new(rows, widths)
+        .header(header)
+        .column_spacing(1)
+        .style(Style::new())
+        .render(inner, buf);
+}

@@ -1,0 +1,94 @@
+//! The Residency panel: per pod runtime, the models resident in memory (`/api/ps`: name, size,
+//! expires-in relative to `state.now`), the models on disk, and a warning when the resident
+//! sizes add up to 85 % or more of the container's memory limit.
+
+use super::theme::Theme;
+use super::view::ViewState;
+use super::{fmt_age, gib, panel, put_line, secs};
+use crate::core::state::State;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+
+/// The share of the memory limit from which resident models are a warning.
+pub const WARN_FRACTION: f64 = 0.85;
+
+pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
+    let area = area.intersection(buf.area);
+    if area.is_empty() {
+        return;
+    }
+    let inner = panel("Residency", theme, area, buf);
+    if inner.is_empty() {
+        return;
+    }
+    let mut lines: Vec<Line> = Vec::new();
+    if state.runtimes.is_empty() {
+        lines.push(Line::styled("no runtime seen yet", theme.muted()));
+    }
+    let focus = view.focus_pod(state);
+    // The focused pod first, then the others.
+    let mut pods: Vec<&String> = state.runtimes.keys().collect();
+    pods.sort_by_key(|p| (Some(p.as_str()) != focus.as_deref(), p.to_string()));
+    for pod in pods {
+        let Some(rt) = state.runtimes.get(pod) else {
+            continue;
+        };
+        let probe = match rt.last_probe_ok {
+            Some(true) => Span::styled(
+                format!(" up {:.0}ms", rt.last_latency_ms.unwrap_or(0.0)),
+                theme.ok(),
+            ),
+            Some(false) => Span::styled(" down", theme.error()),
+            None => Span::styled(" not probed", theme.muted()),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(pod.clone(), theme.accent().add_modifier(Modifier::BOLD)),
+            probe,
+        ]));
+        let total: u64 = rt.resident.iter().map(|m| m.size).sum();
+        let limit = state.memory.get(pod).and_then(|m| m.limit);
+        if let Some(limit) = limit.filter(|l| *l > 0)
+            && total as f64 >= WARN_FRACTION * limit as f64
+        {
+            lines.push(Line::styled(
+                format!(
+                    "  ⚠ {:.0}% of {} limit resident",
+                    100.0 * total as f64 / limit as f64,
+                    gib(limit)
+                ),
+                theme.warn().add_modifier(Modifier::BOLD),
+            ));
+        }
+        if rt.resident.is_empty() {
+            lines.push(Line::styled("  nothing resident", theme.muted()));
+        }
+        for m in &rt.resident {
+            let expires = match (m.expires_at, state.now) {
+                (Some(e), Some(now)) if e > now => format!("expires in {}", fmt_age(secs(now, e))),
+                (Some(_), Some(_)) => "expired".into(),
+                _ => String::new(),
+            };
+            lines.push(Line::from(vec![
+                Span::styled(format!("  {} ", m.name), theme.text()),
+                Span::styled(format!("{} ", gib(m.size)), theme.accent()),
+                Span::styled(expires, theme.muted()),
+            ]));
+        }
+        if !rt.on_disk.is_empty() {
+            lines.push(Line::styled("  on disk:", theme.muted()));
+            for m in &rt.on_disk {
+                lines.push(Line::from(vec![
+                    Span::styled(format!("    {} ", m.name), theme.text()),
+                    Span::styled(gib(m.size), theme.muted()),
+                ]));
+            }
+        }
+    }
+    for (y, line) in lines.iter().enumerate() {
+        if !put_line(buf, inner, y as u16, line) {
+            break;
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! The Timeline panel: the current trial as a horizontal bar T0→T1→T2→T3→T4, each segment in
+//! its theme role's colour with its seconds labelled (a running trial grows with `state.now`),
+//! the statistics of the finished trials (mean/median/p95 from `TrialStats`), and the last
+//! trials as rows with ✓/✗ and the failure reason.
+
+use super::theme::Theme;
+use super::view::ViewState;
+use super::{fmt_secs, panel, put_line, secs};
+use crate::core::event::Timestamp;
+use crate::core::state::State;
+use crate::core::stats::TrialStats;
+use crate::core::timeline::{Metric, Trial};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+
+/// The bar's glyph for reached segments and for the growing segment of a running trial.
+pub const BAR: &str = "█";
+pub const GROWING: &str = "▒";
+
+/// The metrics shown in the statistics table.
+pub const SHOWN: [Metric; 6] = [
+    Metric::K8sRecovery,
+    Metric::RuntimeRecovery,
+    Metric::ReadyToInference,
+    Metric::FunctionalRecovery,
+    Metric::InferenceWall,
+    Metric::LoadDuration,
+];
+
+/// One coloured piece of the bar: from `a` to `b`, ending at mark `k` (1..=4).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Segment {
+    pub from: Timestamp,
+    pub to: Timestamp,
+    /// The mark the segment leads to (1 = T0→T1, ..., 4 = T3→T4).
+    pub to_mark: usize,
+    /// Still growing (the mark is not reached yet).
+    pub growing: bool,
+}
+
+/// The segments of a trial's bar: between consecutive reached marks, plus, while running, one
+/// growing segment from the last reached mark to `now`.
+pub fn segments(trial: &Trial, now: Option<Timestamp>) -> Vec<Segment> {
+    let m = &trial.marks;
+    let marks = [m.t0, m.t1, m.t2, m.t3, m.t4];
+    let mut out = Vec::new();
+    let mut last: Option<(usize, Timestamp)> = None;
+    for (k, t) in marks.iter().enumerate() {
+        let Some(t) = *t else { continue };
+        if let Some((_, from)) = last {
+            out.push(Segment {
+                from,
+                to: t.max(from),
+                to_mark: k,
+                growing: false,
+            });
+        }
+        last = Some((k, t));
+    }
+    if trial.is_running()
+        && let (Some((k, from)), Some(now)) = (last, now)
+        && k < 4
+        && now > from
+    {
+        out.push(Segment {
+            from,
+            to: now,
+            to_mark: k + 1,
+            growing: true,
+        });
+    }
+    out
+}
+
+pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
+    let area = area.intersection(buf.area);
+    if area.is_empty() {
+        return;
+    }
+    let inner = panel("Timeline", theme, area, buf);
+    if inner.is_empty() {
+        return;
+    }
+    let mut y = 0u16;
+    match state.timeline.current() {
+        Some(trial) => {
+            put_line(buf, inner, y, &trial_title(trial, state.now, theme));
+            y += 1;
+            if y < inner.height {
+                draw_bar(trial, state.now, theme, inner, y, buf);
+                y += 1;
+            }
+            put_line(buf, inner, y, &segment_labels(trial, state.now, theme));
+            y += 1;
+        }
+        None => {
+            put_line(
+                buf,
+                inner,
+                y,
+                &Line::styled(
+                    "no trial yet: start one (t, c, d, r) or replace a pod",
+                    theme.muted(),
+                ),
+            );
+            y += 1;
+        }
+    }
+
+    // Blank separator rows only when there is room for them.
+    let sep = u16::from(inner.height >= 10);
+    let stats = TrialStats::of(&state.timeline.trials);
+    if stats.trials > 0 && y + sep < inner.height {
+        y += sep;
+        let head = format!(
+            "{:<20}{:>3}{:>9}{:>9}{:>9}",
+            format!("{} trials, {} failed", stats.trials, stats.failed),
+            "n",
+            "mean",
+            "median",
+            "p95"
+        );
+        put_line(
+            buf,
+            inner,
+            y,
+            &Line::styled(head, theme.muted().add_modifier(Modifier::BOLD)),
+        );
+        y += 1;
+        for m in SHOWN {
+            let Some(s) = stats.get(m) else { continue };
+            let line = Line::from(vec![
+                Span::styled(format!("{:<20}", m.name()), theme.text()),
+                Span::styled(
+                    format!(
+                        "{:>3}{:>9}{:>9}{:>9}",
+                        s.n,
+                        fmt_secs(s.mean),
+                        fmt_secs(s.median),
+                        fmt_secs(s.p95)
+                    ),
+                    theme.accent(),
+                ),
+            ]);
+            if !put_line(buf, inner, y, &line) {
+                return;
+            }
+            y += 1;
+        }
+    }
+
+    // The last finished trials, newest first, as many as fit.
+    let finished: Vec<&Trial> = state
+        .timeline
+        .trials
+        .iter()
+        .rev()
+        .filter(|t| !t.is_running())
+        .collect();
+    if !finished.is_empty() && y + sep < inner.height {
+        y += sep;
+        for t in finished {
+            if !put_line(buf, inner, y, &trial_row(t, theme)) {
+                return;
+            }
+            y += 1;
+        }
+    }
+}
+
+fn trial_title(trial: &Trial, now: Option<Timestamp>, theme: &Theme) -> Line<'static> {
+    let mut spans = vec![Span::styled(format!("#{} ", trial.index), theme.title())];
+    if trial.cold.is_some() {
+        spans.push(Span::styled("cold ", theme.accent()));
+    }
+    spans.push(Span::styled(trial.trigger.clone(), theme.text()));
+    let elapsed = |end: Option<Timestamp>| match (trial.marks.t0, end) {
+        (Some(a), Some(b)) => fmt_secs(secs(a, b)),
+        _ => "–".into(),
+    };
+    if trial.is_running() {
+        spans.push(Span::styled(
+            format!("  running {}", elapsed(now)),
+            theme.accent(),
+        ));
+    } else if trial.is_ok() {
+        spans.push(Span::styled(
+            format!("  ✓ {}", elapsed(trial.marks.t4)),
+            theme.ok(),
+        ));
+    } else {
+        spans.push(Span::styled(
+            format!("  ✗ {}", trial.reason().unwrap_or("failed")),
+            theme.error(),
+        ));
+    }
+    Line::from(spans)
+}
+
+/// Draw the bar of the trial on row `y` of `area`.
+fn draw_bar(
+    trial: &Trial,
+    now: Option<Timestamp>,
+    theme: &Theme,
+    area: Rect,
+    y: u16,
+    buf: &mut Buffer,
+) {
+    let segs = segments(trial, now);
+    let (Some(t0), Some(end)) = (trial.marks.t0, segs.last().map(|s| s.to)) else {
+        return;
+    };
+    let total = secs(t0, end).max(1e-3);
+    let width = area.width as f64;
+    let col = |t: Timestamp| ((secs(t0, t) / total) * width).round().clamp(0.0, width) as u16;
+    for s in &segs {
+        let (a, mut b) = (col(s.from), col(s.to));
+        if b <= a && s.to > s.from {
+            b = (a + 1).min(area.width);
+        }
+        let style = Style::new().fg(theme.segment(s.to_mark));
+        let glyph = if s.growing { GROWING } else { BAR };
+        for x in a..b {
+            if let Some(cell) = buf.cell_mut((area.x + x, area.y + y)) {
+                cell.set_symbol(glyph).set_style(style);
+            }
+        }
+    }
+}
+
+fn segment_labels(trial: &Trial, now: Option<Timestamp>, theme: &Theme) -> Line<'static> {
+    let mut spans = Vec::new();
+    for s in segments(trial, now) {
+        let k = s.to_mark;
+        let text = if s.growing {
+            format!("T{}→… {} ", k - 1, fmt_secs(secs(s.from, s.to)))
+        } else {
+            format!("T{}→T{} {} ", k - 1, k, fmt_secs(secs(s.from, s.to)))
+        };
+        spans.push(Span::styled(text, Style::new().fg(theme.segment(k))));
+    }
+    if spans.is_empty() {
+        spans.push(Span::styled("T0", theme.muted()));
+    }
+    Line::from(spans)
+}
+
+fn trial_row(t: &Trial, theme: &Theme) -> Line<'static> {
+    let (mark, style) = if t.is_ok() {
+        ("✓", theme.ok())
+    } else {
+        ("✗", theme.error())
+    };
+    let value = |m: Metric| t.metric(m).map_or_else(|| "–".into(), fmt_secs);
+    let mut spans = vec![
+        Span::styled(format!("#{:<3}", t.index), theme.muted()),
+        Span::styled(format!("{mark} "), style),
+        Span::styled(
+            format!(
+                "k8s {:>6}  func {:>6}  ",
+                value(Metric::K8sRecovery),
+                value(Metric::FunctionalRecovery)
+            ),
+            theme.text(),
+        ),
+    ];
+    match t.reason() {
+        Some(r) => spans.push(Span::styled(r.to_string(), theme.error())),
+        None => spans.push(Span::styled(t.trigger.clone(), theme.muted())),
+    }
+    Line::from(spans)
+}

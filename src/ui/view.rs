@@ -1,0 +1,274 @@
+//! What the dashboard shows apart from the facts: UI-only toggles (theme, log/linear, freeze,
+//! help, selection, dialogs) in [`ViewState`], and the pure key handler [`update`]:
+//! `(ViewState, &State, key) → (ViewState, Option<Intent>)`. Nothing here does I/O; intents
+//! that change the cluster are only returned, after a confirmation, and never when read-only.
+
+use super::intent::Intent;
+use super::keymap::{Command, Key, Keymap};
+use crate::core::state::{Severity, State};
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind};
+
+/// A modal dialog over the panels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dialog {
+    /// The keymap's help screen.
+    Help,
+    /// `y` sends the intent, `n`/Esc cancels.
+    Confirm { intent: Intent },
+    /// Pick one item; Enter sends `ChoosePod`.
+    ChoosePod { items: Vec<String>, index: usize },
+    /// Pick one item; Enter sends `ChooseModel`.
+    ChooseModel { items: Vec<String>, index: usize },
+}
+
+/// UI state that is not derived from events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewState {
+    pub keymap: Keymap,
+    /// Destructive commands are refused.
+    pub read_only: bool,
+    /// The theme in use and the names to cycle through with `T`.
+    pub theme: String,
+    pub theme_names: Vec<String>,
+    /// The memory chart's y axis is logarithmic.
+    pub log_scale: bool,
+    /// The display shows a snapshot; events keep being applied underneath.
+    pub frozen: bool,
+    pub dialog: Option<Dialog>,
+    /// The pod chosen with `p` (memory chart, deletes, inferences).
+    pub selected_pod: Option<String>,
+    /// The model chosen with `m`.
+    pub selected_model: Option<String>,
+    /// `live`, `replay`, `demo`...
+    pub mode_label: String,
+    /// A line under the header (e.g. the file being replayed).
+    pub title: String,
+    /// Where the recording is written, when recording.
+    pub recording: Option<String>,
+    /// A UI-local message (refused key, bad theme file); shown in the footer instead of the
+    /// state's latest message until the next key.
+    pub notice: Option<(Severity, String)>,
+    /// The feed ended (a replay reached its end).
+    pub feed_ended: bool,
+    pub quit: bool,
+}
+
+impl Default for ViewState {
+    fn default() -> Self {
+        ViewState {
+            keymap: Keymap::default(),
+            read_only: false,
+            theme: "default".into(),
+            theme_names: vec!["default".into()],
+            log_scale: false,
+            frozen: false,
+            dialog: None,
+            selected_pod: None,
+            selected_model: None,
+            mode_label: "live".into(),
+            title: String::new(),
+            recording: None,
+            notice: None,
+            feed_ended: false,
+            quit: false,
+        }
+    }
+}
+
+impl ViewState {
+    /// The pod the panels focus on: the chosen one if it still exists, else the newest Ready
+    /// pod that is not terminating, else any pod with memory samples.
+    pub fn focus_pod(&self, state: &State) -> Option<String> {
+        if let Some(p) = &self.selected_pod
+            && (state.pods.contains_key(p) || state.memory.contains_key(p))
+        {
+            return Some(p.clone());
+        }
+        let live = state
+            .pods
+            .values()
+            .filter(|p| p.deletion_timestamp.is_none())
+            .max_by_key(|p| (p.is_ready(), p.created, p.name.clone()));
+        if let Some(p) = live {
+            return Some(p.name.clone());
+        }
+        state
+            .memory
+            .iter()
+            .max_by_key(|(_, m)| m.series.points().next_back().map(|p| p.ts))
+            .map(|(k, _)| k.clone())
+    }
+}
+
+/// Handle one key: the new view state, and the intent to send, if any. Pure.
+pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, Option<Intent>) {
+    if key.kind == KeyEventKind::Release {
+        return (view, None);
+    }
+    view.notice = None;
+    let command = view.keymap.lookup(&key);
+
+    // A dialog takes the keys first.
+    if let Some(dialog) = view.dialog.take() {
+        if Key::of(&key) == Key::ctrl('c') {
+            // Ctrl-C quits even from a dialog.
+            view.quit = true;
+            return (view, Some(Intent::Quit));
+        }
+        return dialog_key(view, dialog, key);
+    }
+
+    let Some(command) = command else {
+        return (view, None);
+    };
+    if command.is_destructive() && view.read_only {
+        view.notice = Some((
+            Severity::Warn,
+            format!(
+                "read-only: `{}` ({}) is disabled",
+                view.keymap.keys_of(command),
+                command.hint()
+            ),
+        ));
+        return (view, None);
+    }
+    let confirm = |mut view: ViewState, intent: Intent| {
+        view.dialog = Some(Dialog::Confirm { intent });
+        (view, None)
+    };
+    match command {
+        Command::Quit => {
+            view.quit = true;
+            (view, Some(Intent::Quit))
+        }
+        Command::DeletePod => match view.focus_pod(state) {
+            Some(pod) => confirm(view, Intent::DeletePod { pod }),
+            None => {
+                view.notice = Some((Severity::Warn, "no pod to delete".into()));
+                (view, None)
+            }
+        },
+        Command::RolloutRestart => confirm(view, Intent::RolloutRestart),
+        Command::ColdTrial => confirm(view, Intent::ColdTrial),
+        Command::FullTrial => confirm(view, Intent::FullTrial),
+        Command::Unload => confirm(view, Intent::Unload),
+        Command::InferNow => (view, Some(Intent::InferNow)),
+        Command::ToggleRecord => (view, Some(Intent::ToggleRecord)),
+        Command::ChoosePod => {
+            let items: Vec<String> = state.pods.keys().cloned().collect();
+            if items.is_empty() {
+                view.notice = Some((Severity::Warn, "no pods yet".into()));
+            } else {
+                let index = view
+                    .focus_pod(state)
+                    .and_then(|p| items.iter().position(|i| *i == p))
+                    .unwrap_or(0);
+                view.dialog = Some(Dialog::ChoosePod { items, index });
+            }
+            (view, None)
+        }
+        Command::ChooseModel => {
+            let mut items: Vec<String> = state
+                .runtimes
+                .values()
+                .flat_map(|r| r.on_disk.iter().map(|m| m.name.clone()))
+                .collect();
+            items.sort();
+            items.dedup();
+            if items.is_empty() {
+                view.notice = Some((Severity::Warn, "no models on disk reported yet".into()));
+            } else {
+                let index = view
+                    .selected_model
+                    .as_ref()
+                    .or(state.session.model.as_ref())
+                    .and_then(|m| items.iter().position(|i| i == m))
+                    .unwrap_or(0);
+                view.dialog = Some(Dialog::ChooseModel { items, index });
+            }
+            (view, None)
+        }
+        Command::NextTheme => {
+            if !view.theme_names.is_empty() {
+                let at = view
+                    .theme_names
+                    .iter()
+                    .position(|n| *n == view.theme)
+                    .map_or(0, |i| (i + 1) % view.theme_names.len());
+                view.theme = view.theme_names[at].clone();
+            }
+            (view, None)
+        }
+        Command::ToggleLog => {
+            view.log_scale = !view.log_scale;
+            (view, None)
+        }
+        Command::Freeze => {
+            view.frozen = !view.frozen;
+            (view, None)
+        }
+        Command::Help => {
+            view.dialog = Some(Dialog::Help);
+            (view, None)
+        }
+    }
+}
+
+fn dialog_key(mut view: ViewState, dialog: Dialog, key: KeyEvent) -> (ViewState, Option<Intent>) {
+    let code = key.code;
+    if code == KeyCode::Esc {
+        return (view, None);
+    }
+    match dialog {
+        Dialog::Help => {
+            // Any key closes help; `?` again too.
+            (view, None)
+        }
+        Dialog::Confirm { intent } => match code {
+            KeyCode::Char('y') | KeyCode::Char('Y') => (view, Some(intent)),
+            KeyCode::Char('n') | KeyCode::Char('N') => (view, None),
+            _ => {
+                view.dialog = Some(Dialog::Confirm { intent });
+                (view, None)
+            }
+        },
+        Dialog::ChoosePod { items, index } => match pick(code, &items, index) {
+            Pick::Move(index) => {
+                view.dialog = Some(Dialog::ChoosePod { items, index });
+                (view, None)
+            }
+            Pick::Chosen(p) => {
+                view.selected_pod = Some(p.clone());
+                (view, Some(Intent::ChoosePod(p)))
+            }
+        },
+        Dialog::ChooseModel { items, index } => match pick(code, &items, index) {
+            Pick::Move(index) => {
+                view.dialog = Some(Dialog::ChooseModel { items, index });
+                (view, None)
+            }
+            Pick::Chosen(m) => {
+                view.selected_model = Some(m.clone());
+                (view, Some(Intent::ChooseModel(m)))
+            }
+        },
+    }
+}
+
+enum Pick {
+    Move(usize),
+    Chosen(String),
+}
+
+fn pick(code: KeyCode, items: &[String], index: usize) -> Pick {
+    let last = items.len().saturating_sub(1);
+    match code {
+        KeyCode::Up | KeyCode::Char('k') => Pick::Move(index.saturating_sub(1)),
+        KeyCode::Down | KeyCode::Char('j') => Pick::Move((index + 1).min(last)),
+        KeyCode::Enter => match items.get(index) {
+            Some(i) => Pick::Chosen(i.clone()),
+            None => Pick::Move(0),
+        },
+        _ => Pick::Move(index.min(last)),
+    }
+}

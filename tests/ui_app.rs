@@ -1,0 +1,239 @@
+//! The event loop end to end with a test backend: events from the feed reach the screen
+//! through `State::apply`, keys become intents on the actions channel (destructive ones after
+//! `y`), a resize redraws at the new size, `q` ends the loop, and a closed feed is shown.
+//! Waits poll the drawn screen with a bounded deadline.
+
+mod ui_support;
+
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use futures::channel::mpsc as fmpsc;
+use ratatui::Terminal;
+use ratatui::backend::{Backend, ClearType, TestBackend, WindowSize};
+use ratatui::buffer::Cell;
+use ratatui::layout::{Position, Size};
+use readygap::ui::app::{Dashboard, DashboardOptions, run_loop};
+use readygap::ui::intent::Intent;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use ui_support::*;
+
+/// A `TestBackend` shared with the test, which reads the screen while the loop runs.
+#[derive(Clone)]
+struct Shared(Arc<Mutex<TestBackend>>);
+
+impl Shared {
+    fn with<T>(&self, f: impl FnOnce(&mut TestBackend) -> T) -> T {
+        let mut b = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut b)
+    }
+    fn screen(&self) -> String {
+        self.with(|b| text(b.buffer()))
+    }
+}
+
+impl Backend for Shared {
+    type Error = std::convert::Infallible;
+    fn draw<'a, I: Iterator<Item = (u16, u16, &'a Cell)>>(
+        &mut self,
+        content: I,
+    ) -> Result<(), Self::Error> {
+        self.with(|b| b.draw(content))
+    }
+    fn hide_cursor(&mut self) -> Result<(), Self::Error> {
+        self.with(|b| b.hide_cursor())
+    }
+    fn show_cursor(&mut self) -> Result<(), Self::Error> {
+        self.with(|b| b.show_cursor())
+    }
+    fn get_cursor_position(&mut self) -> Result<Position, Self::Error> {
+        self.with(|b| b.get_cursor_position())
+    }
+    fn set_cursor_position<P: Into<Position>>(&mut self, p: P) -> Result<(), Self::Error> {
+        let p = p.into();
+        self.with(|b| b.set_cursor_position(p))
+    }
+    fn clear(&mut self) -> Result<(), Self::Error> {
+        self.with(|b| b.clear())
+    }
+    fn clear_region(&mut self, t: ClearType) -> Result<(), Self::Error> {
+        self.with(|b| b.clear_region(t))
+    }
+    fn size(&self) -> Result<Size, Self::Error> {
+        self.with(|b| b.size())
+    }
+    fn window_size(&mut self) -> Result<WindowSize, Self::Error> {
+        self.with(|b| b.window_size())
+    }
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        self.with(Backend::flush)
+    }
+}
+
+fn key(c: char) -> std::io::Result<TermEvent> {
+    Ok(TermEvent::Key(KeyEvent::new(
+        KeyCode::Char(c),
+        KeyModifiers::NONE,
+    )))
+}
+
+/// Poll `cond` on the screen until it holds or 20 s pass.
+async fn wait_screen(b: &Shared, what: &str, cond: impl Fn(&str) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = b.screen();
+        if cond(&s) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; screen:\n{s}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn recv<T>(rx: &mut mpsc::Receiver<T>) -> T {
+    tokio::time::timeout(Duration::from_secs(20), rx.recv())
+        .await
+        .expect("intent within 20 s")
+        .expect("channel open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_reach_the_screen_and_keys_become_intents() {
+    let backend = Shared(Arc::new(Mutex::new(TestBackend::new(160, 48))));
+    let (feed_tx, feed_rx) = mpsc::channel(256);
+    let (act_tx, mut act_rx) = mpsc::channel(8);
+    let (key_tx, key_rx) = fmpsc::unbounded();
+    let b = backend.clone();
+    let task = tokio::spawn(async move {
+        let mut term = Terminal::new(b).expect("terminal");
+        run_loop(
+            &mut term,
+            key_rx,
+            DashboardOptions::default(),
+            feed_rx,
+            Some(act_tx),
+        )
+        .await
+    });
+    wait_screen(&backend, "empty dashboard", |s| {
+        s.contains("no pods seen yet")
+    })
+    .await;
+    for ev in until(AFTER_T4) {
+        feed_tx.send(ev).await.expect("loop is running");
+    }
+    wait_screen(&backend, "the finished trial", |s| {
+        s.contains("T3→T4 5.59s") && s.contains("trial #1 ✓")
+    })
+    .await;
+
+    key_tx.unbounded_send(key('i')).expect("keys");
+    assert_eq!(recv(&mut act_rx).await, Intent::InferNow);
+    key_tx.unbounded_send(key('d')).expect("keys");
+    wait_screen(&backend, "confirmation", |s| {
+        s.contains("delete pod ollama-1?")
+    })
+    .await;
+    assert!(act_rx.try_recv().is_err(), "nothing sent before y");
+    key_tx.unbounded_send(key('y')).expect("keys");
+    assert_eq!(
+        recv(&mut act_rx).await,
+        Intent::DeletePod {
+            pod: "ollama-1".into()
+        }
+    );
+    wait_screen(&backend, "dialog closed", |s| {
+        !s.contains("delete pod ollama-1?")
+    })
+    .await;
+
+    // Resize: the next frame has the new size and the narrow layout.
+    backend.with(|b| b.resize(80, 24));
+    key_tx
+        .unbounded_send(Ok(TermEvent::Resize(80, 24)))
+        .expect("keys");
+    wait_screen(&backend, "80 columns", |s| {
+        s.lines().count() == 24
+            && s.lines().all(|l| l.chars().count() == 80)
+            && s.contains("╭ Timeline")
+    })
+    .await;
+
+    key_tx.unbounded_send(key('q')).expect("keys");
+    let result = tokio::time::timeout(Duration::from_secs(20), task)
+        .await
+        .expect("loop ends after q")
+        .expect("no panic");
+    assert!(result.is_ok(), "{result:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_feed_is_shown_and_actions_without_executor_are_refused() {
+    let backend = Shared(Arc::new(Mutex::new(TestBackend::new(160, 48))));
+    let (feed_tx, feed_rx) = mpsc::channel(256);
+    let (key_tx, key_rx) = fmpsc::unbounded();
+    let b = backend.clone();
+    let opts = DashboardOptions {
+        read_only: true,
+        mode_label: "replay".into(),
+        ..DashboardOptions::default()
+    };
+    let task = tokio::spawn(async move {
+        let mut term = Terminal::new(b).expect("terminal");
+        run_loop(&mut term, key_rx, opts, feed_rx, None).await
+    });
+    for ev in until(MID_LOAD) {
+        feed_tx.send(ev).await.expect("loop is running");
+    }
+    drop(feed_tx);
+    wait_screen(&backend, "end of feed", |s| {
+        s.contains("REPLAY (ended)") && s.contains("running 5.00s")
+    })
+    .await;
+    key_tx.unbounded_send(key('i')).expect("keys");
+    wait_screen(&backend, "refusal", |s| {
+        s.contains("send an inference: not available in replay")
+    })
+    .await;
+    key_tx.unbounded_send(key('d')).expect("keys");
+    wait_screen(&backend, "read-only notice", |s| {
+        s.contains("read-only: `d` (delete) is disabled")
+    })
+    .await;
+    // With both the feed and the input closed, the loop ends by itself.
+    drop(key_tx);
+    let result = tokio::time::timeout(Duration::from_secs(20), task)
+        .await
+        .expect("loop ends when its inputs end")
+        .expect("no panic");
+    assert!(result.is_ok());
+}
+
+#[test]
+fn frozen_display_keeps_a_snapshot_while_events_apply() {
+    let mut dash = Dashboard::new(&DashboardOptions::default());
+    let events = until(AFTER_T4);
+    let (before, after) = events.split_at(events.len() / 2);
+    for e in before {
+        assert!(dash.apply(e), "live display changes");
+    }
+    let space = KeyEvent::new(KeyCode::Char(' '), KeyModifiers::NONE);
+    assert_eq!(dash.key(space), None);
+    assert!(dash.view.frozen);
+    let snapshot = dash.shown().clone();
+    for e in after {
+        assert!(!dash.apply(e), "frozen display does not change");
+    }
+    assert_eq!(dash.shown(), &snapshot);
+    assert_ne!(dash.state, snapshot, "events were applied underneath");
+    dash.key(space);
+    assert_eq!(dash.shown(), &dash.state);
+    assert_eq!(dash.state, state_at(AFTER_T4));
+    // T switches the theme the loop draws with.
+    let t = KeyEvent::new(KeyCode::Char('T'), KeyModifiers::NONE);
+    dash.key(t);
+    assert_eq!(dash.theme.name, "light");
+}

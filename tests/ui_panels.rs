@@ -1,0 +1,364 @@
+//! Panels one by one: every panel survives a zero-size and a 1×1 area (and the whole
+//! dashboard every tiny terminal size); colour roles are checked by style assertions for two
+//! themes; behaviours that are not visible in plain-text snapshots (gaps break the memory line,
+//! the residency warning threshold, a running trial grows with `state.now`).
+
+mod ui_support;
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Color;
+use readygap::core::state::State;
+use readygap::ui::theme::Theme;
+use readygap::ui::view::{Dialog, ViewState};
+use readygap::ui::{
+    self, dialog, endpoints, footer, header, host, memory, pods, residency, timeline,
+};
+use ui_support::common::*;
+use ui_support::*;
+
+type Panel = fn(&State, &ViewState, &Theme, Rect, &mut Buffer);
+
+const PANELS: [(&str, Panel); 10] = [
+    ("header", header::render),
+    ("pods", pods::render),
+    ("timeline", timeline::render),
+    ("residency", residency::render),
+    ("memory", memory::render),
+    ("endpoints", endpoints::render),
+    ("host", host::render),
+    ("footer", footer::render),
+    ("dialog", dialog::render),
+    ("dashboard", ui::render),
+];
+
+fn themes() -> [Theme; 2] {
+    [
+        Theme::default_theme(),
+        Theme::builtin("high-contrast").expect("high-contrast theme"),
+    ]
+}
+
+/// Where the first occurrence of `needle` starts in the buffer.
+fn find(buf: &Buffer, needle: &str) -> Option<(u16, u16)> {
+    let a = buf.area;
+    let first = needle.chars().next()?.to_string();
+    for y in a.top()..a.bottom() {
+        for x in a.left()..a.right() {
+            if buf[(x, y)].symbol() != first {
+                continue;
+            }
+            let ok = (x..)
+                .zip(needle.chars())
+                .all(|(cx, ch)| cx < a.right() && buf[(cx, y)].symbol() == ch.to_string());
+            if ok {
+                return Some((x, y));
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn every_panel_survives_zero_and_one_cell_areas() {
+    let states = [State::new(), state_at(MID_LOAD), state_at(AFTER_OOM)];
+    let view = ViewState {
+        dialog: Some(Dialog::Help),
+        log_scale: true,
+        ..ViewState::default()
+    };
+    let theme = Theme::default_theme();
+    for state in &states {
+        for (name, render) in PANELS {
+            // Zero-size areas, inside and at the edge of a buffer, and a zero-size buffer.
+            let mut buf = Buffer::empty(Rect::new(0, 0, 10, 5));
+            for area in [
+                Rect::new(0, 0, 0, 0),
+                Rect::new(3, 2, 0, 4),
+                Rect::new(3, 2, 4, 0),
+            ] {
+                render(state, &view, &theme, area, &mut buf);
+            }
+            assert_eq!(
+                buf,
+                Buffer::empty(Rect::new(0, 0, 10, 5)),
+                "{name} drew into a zero area"
+            );
+            let mut empty = Buffer::empty(Rect::ZERO);
+            render(state, &view, &theme, Rect::new(0, 0, 5, 5), &mut empty);
+
+            // A 1×1 area: the panel draws at most that cell.
+            let mut buf = Buffer::empty(Rect::new(0, 0, 3, 3));
+            render(state, &view, &theme, Rect::new(1, 1, 1, 1), &mut buf);
+            for (x, y) in [
+                (0, 0),
+                (1, 0),
+                (2, 0),
+                (0, 1),
+                (2, 1),
+                (0, 2),
+                (1, 2),
+                (2, 2),
+            ] {
+                assert_eq!(
+                    buf[(x, y)].symbol(),
+                    " ",
+                    "{name} drew outside its 1×1 area"
+                );
+            }
+            // An area partly outside the buffer is clipped, not a panic.
+            let mut buf = Buffer::empty(Rect::new(0, 0, 4, 4));
+            render(state, &view, &theme, Rect::new(2, 2, 50, 50), &mut buf);
+        }
+    }
+}
+
+#[test]
+fn whole_dashboard_survives_every_tiny_terminal() {
+    let state = state_at(AFTER_OOM);
+    let theme = Theme::default_theme();
+    for dialog in [None, Some(Dialog::Help)] {
+        let view = ViewState {
+            dialog,
+            ..ViewState::default()
+        };
+        for w in 0..24u16 {
+            for h in 0..12u16 {
+                let mut buf = Buffer::empty(Rect::new(0, 0, w, h));
+                ui::render(&state, &view, &theme, buf.area, &mut buf);
+            }
+        }
+    }
+}
+
+#[test]
+fn oom_killed_state_uses_the_error_colour() {
+    let state = state_at(AFTER_OOM);
+    for theme in themes() {
+        let t = frame(&state, &ViewState::default(), &theme, 160, 48);
+        let buf = t.backend().buffer();
+        let (x, y) = find(buf, "OOMKilled (137)").expect("OOMKilled shown");
+        assert_eq!(buf[(x, y)].fg, theme.error, "theme {}", theme.name);
+        // The footer's latest message is the reducer's OOM message, in the error style too.
+        let (x, y) = find(buf, "pod ollama-1 OOMKilled").expect("OOM message in the footer");
+        assert_eq!(y, 47);
+        assert_eq!(buf[(x, y)].fg, theme.error);
+        // A running pod's state is not in the error colour.
+        let t = frame(&state_at(AFTER_T4), &ViewState::default(), &theme, 160, 48);
+        let buf = t.backend().buffer();
+        let (x, y) = find(buf, "Running  ").expect("running state");
+        assert_ne!(buf[(x, y)].fg, theme.error);
+    }
+}
+
+#[test]
+fn timeline_segments_use_their_role_colours() {
+    let state = state_at(AFTER_T4);
+    let trial = state.timeline.current().expect("a trial");
+    let segs = timeline::segments(trial, state.now);
+    assert_eq!(
+        segs.iter().map(|s| s.to_mark).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4]
+    );
+    assert!(segs.iter().all(|s| !s.growing));
+    for theme in themes() {
+        let area = Rect::new(0, 0, 62, 12);
+        let mut buf = Buffer::empty(area);
+        timeline::render(&state, &ViewState::default(), &theme, area, &mut buf);
+        // Inner area starts at (1,1): title row, then the bar row.
+        let bar_y = 2;
+        let width = 60.0;
+        let total = (segs[3].to - segs[0].from).num_milliseconds() as f64;
+        for s in &segs {
+            let a = (s.from - segs[0].from).num_milliseconds() as f64 / total * width;
+            let b = (s.to - segs[0].from).num_milliseconds() as f64 / total * width;
+            if b - a < 2.0 {
+                continue; // too short to own a cell for sure (T2→T3 is 10 ms)
+            }
+            let mid = 1 + ((a + b) / 2.0) as u16;
+            let cell = &buf[(mid, bar_y)];
+            assert_eq!(cell.symbol(), timeline::BAR);
+            assert_eq!(
+                cell.fg,
+                theme.segment(s.to_mark),
+                "segment to T{}",
+                s.to_mark
+            );
+        }
+        // The T3→T4 segment's label is in its colour, and is the widest segment here.
+        let (x, y) = find(&buf, "T3→T4 5.59s").expect("T3→T4 label");
+        assert_eq!(buf[(x, y)].fg, theme.segment_t3_t4);
+        let last = 60u16;
+        assert_eq!(buf[(last, bar_y)].fg, theme.segment_t3_t4);
+        assert_ne!(theme.segment_t3_t4, theme.segment_t0_t1);
+    }
+}
+
+#[test]
+fn running_trial_grows_with_state_now() {
+    let early = state_at(T0 + 3_000);
+    let later = state_at(MID_LOAD);
+    let label = |s: &State| {
+        let mut buf = Buffer::empty(Rect::new(0, 0, 60, 8));
+        timeline::render(
+            s,
+            &ViewState::default(),
+            &Theme::default_theme(),
+            buf.area,
+            &mut buf,
+        );
+        text(&buf)
+    };
+    // At T0+3 s: T3 was at T0+2.41 s, so the growing segment is 0.59 s; at 15 s it is 2.59 s.
+    assert!(label(&early).contains("T3→… 0.59s"), "{}", label(&early));
+    assert!(label(&later).contains("T3→… 2.59s"), "{}", label(&later));
+    let trial = later.timeline.current().expect("trial");
+    let growing = timeline::segments(trial, later.now);
+    assert!(
+        growing
+            .last()
+            .is_some_and(|s| s.growing && s.to == later.now.unwrap_or_default())
+    );
+}
+
+#[test]
+fn zero_ready_intervals_are_highlighted() {
+    let state = state_at(AFTER_OOM);
+    for theme in themes() {
+        let area = Rect::new(0, 0, 40, 8);
+        let mut buf = Buffer::empty(area);
+        endpoints::render(&state, &ViewState::default(), &theme, area, &mut buf);
+        // Head, the zero-ready line, then the ready bars (after the 6-cell label, from x = 7).
+        let y = text(&buf)
+            .lines()
+            .position(|l| l.starts_with("│ready") && l.contains('█'))
+            .expect("ready bar row") as u16;
+        assert_eq!(
+            y,
+            3,
+            "head, zero-ready line, then the bars:\n{}",
+            text(&buf)
+        );
+        let last = 38;
+        assert_eq!(
+            buf[(last, y)].bg,
+            theme.gap_highlight,
+            "no endpoint ready at the end"
+        );
+        assert_eq!(buf[(7, y)].bg, Color::Reset, "ready at the start");
+        assert_eq!(buf[(7, y)].fg, theme.chart_ready);
+        let (x, y) = find(&buf, "none ready for 2.90s").expect("zero-ready line");
+        assert_eq!(buf[(x, y)].fg, theme.error);
+    }
+}
+
+#[test]
+fn memory_gaps_break_the_line_instead_of_dropping_to_zero() {
+    let state = state_at(AFTER_T4);
+    let mem = state.memory.get("ollama-1").expect("memory of the new pod");
+    let from = mem.series.points().next().map(|p| p.ts).expect("points");
+    let runs = memory::runs(mem, from, false, |p| Some(p.current));
+    assert_eq!(runs.len(), 2, "one gap splits the series into two runs");
+    assert!(
+        runs.iter().flatten().all(|(_, y)| *y > 0.1),
+        "no zero points"
+    );
+    let total: usize = runs.iter().map(Vec::len).sum();
+    assert_eq!(total, mem.series.len() - 1);
+    // Log scale keeps the order of values.
+    let log = memory::runs(mem, from, true, |p| Some(p.current));
+    let ys: Vec<f64> = log[0].iter().map(|p| p.1).collect();
+    assert!(
+        ys.windows(2).all(|w| w[0] <= w[1]),
+        "memory rises while loading"
+    );
+}
+
+#[test]
+fn log_toggle_changes_the_memory_axis() {
+    let state = state_at(AFTER_T4);
+    let render = |log: bool| {
+        let view = ViewState {
+            log_scale: log,
+            ..ViewState::default()
+        };
+        let mut buf = Buffer::empty(Rect::new(0, 0, 70, 14));
+        memory::render(&state, &view, &Theme::default_theme(), buf.area, &mut buf);
+        text(&buf)
+    };
+    let (lin, log) = (render(false), render(true));
+    assert!(lin.contains("2.2G") && !lin.contains(" log"), "{lin}");
+    assert!(log.contains(" log") && log.contains("1M"), "{log}");
+    // The trial's marks are on the time axis.
+    for m in ["T0", "T1", "T4"] {
+        assert!(lin.contains(m), "{m} missing:\n{lin}");
+    }
+}
+
+#[test]
+fn residency_warns_from_85_percent_of_the_limit() {
+    let mut events = until(AFTER_T4);
+    let render = |events: &[readygap::core::event::Event]| {
+        let state = State::from_events(events);
+        let mut buf = Buffer::empty(Rect::new(0, 0, 60, 8));
+        residency::render(
+            &state,
+            &ViewState::default(),
+            &Theme::default_theme(),
+            buf.area,
+            &mut buf,
+        );
+        (text(&buf), buf)
+    };
+    // 3.7 GB of a 4 GiB limit = 86 %.
+    let (t, buf) = render(&events);
+    assert!(t.contains("86% of 4.00 GiB limit resident"), "{t}");
+    let (x, y) = find(&buf, "⚠").expect("warning sign");
+    assert_eq!(buf[(x, y)].fg, Theme::default_theme().warn);
+    // 3.4 GB = 79 %: no warning.
+    events.push(ev(
+        AFTER_T4 + 1,
+        readygap::core::event::Source::Runtime,
+        readygap::core::event::EventKind::Residency {
+            pod: "ollama-1".into(),
+            models: vec![readygap::core::event::ResidentModel {
+                name: "llama3.2:3b".into(),
+                size: 3_400_000_000,
+                size_vram: 0,
+                expires_at: Some(at(AFTER_T4 + 61_000)),
+            }],
+        },
+    ));
+    let (t, _) = render(&events);
+    assert!(!t.contains("limit resident"), "{t}");
+    assert!(
+        t.contains("expires in 1m"),
+        "expiry relative to state.now: {t}"
+    );
+}
+
+#[test]
+fn header_shows_session_trial_mode_and_recording() {
+    let state = state_at(AFTER_T4);
+    let view = ViewState {
+        mode_label: "replay".into(),
+        recording: Some("/tmp/r.jsonl".into()),
+        frozen: true,
+        ..ViewState::default()
+    };
+    let mut buf = Buffer::empty(Rect::new(0, 0, 160, 1));
+    header::render(&state, &view, &Theme::default_theme(), buf.area, &mut buf);
+    let t = text(&buf);
+    for part in [
+        "kind-lab",
+        "llm",
+        "deploy/ollama",
+        "llama3.2:3b",
+        "trial #1 ✓",
+        "REPLAY",
+        "FROZEN",
+        "● REC /tmp/r.jsonl",
+    ] {
+        assert!(t.contains(part), "{part} missing: {t}");
+    }
+}

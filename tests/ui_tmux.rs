@@ -1,0 +1,253 @@
+//! The real binary in a real terminal: `readygap replay` of a small recording (generated here)
+//! in a detached tmux session at 160×48. All six panel titles appear, the T4 mark shows once
+//! the replay reached it, `q` exits, and the terminal is restored (the shell prints after the
+//! process and `stty` shows canonical mode again). A second test runs a deliberate panic while
+//! the dashboard holds the terminal (this test binary re-run inside tmux) and checks that the
+//! panic hook restored it. Needs tmux (`apt-get install -y tmux`); when
+//! it is missing the test is skipped, or fails when `CI` is set.
+
+mod ui_support;
+
+use readygap::record::jsonl::{Header, Recorder};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use ui_support::common::at;
+use ui_support::scenario;
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("running tmux")
+    }
+
+    fn capture(&self) -> String {
+        let out = self.cmd(&["capture-pane", "-p", "-t", "rg"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Poll the pane until `cond` holds, for at most 60 s.
+    fn wait(&self, what: &str, cond: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = self.capture();
+            if cond(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; pane:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        // Only this test's own server (its own socket).
+        let _ = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .output();
+    }
+}
+
+fn tmux_available() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn write_recording(path: &Path) {
+    let mut rec = Recorder::create(
+        path,
+        &Header::new(at(0), "kind-lab", "llm", "deploy/ollama"),
+    )
+    .expect("creating the recording");
+    for ev in scenario() {
+        rec.write(&ev).expect("writing an event");
+    }
+}
+
+#[test]
+fn replay_in_tmux_shows_panels_and_t4_then_quits_cleanly() {
+    if !tmux_available() {
+        if std::env::var_os("CI").is_some() {
+            panic!("tmux is required in CI: apt-get install -y tmux");
+        }
+        eprintln!("skipped: tmux not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recording = dir.path().join("replay_small.jsonl");
+    write_recording(&recording);
+    let tmux = Tmux {
+        socket: format!("readygap-test-{}", std::process::id()),
+    };
+    let bin = env!("CARGO_BIN_EXE_readygap");
+    // 30 s of events at ×6: about 5 s. After the dashboard exits the shell prints EXITED and
+    // the terminal mode (icanon = cooked again, -icanon = still raw).
+    let script = format!(
+        "'{bin}' replay '{}' --speed 6; echo EXITED $?; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; sleep 60",
+        recording.display()
+    );
+    let config_home = dir.path().join("config");
+    let out = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "rg",
+        "-x",
+        "160",
+        "-y",
+        "48",
+        "-e",
+        &format!("XDG_CONFIG_HOME={}", config_home.display()),
+        "-e",
+        "TERM=xterm-256color",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(
+        out.status.success(),
+        "tmux new-session: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let titles = [
+        "╭ Pods",
+        "╭ Timeline",
+        "╭ Residency",
+        "╭ Memory",
+        "╭ Endpoints",
+        "╭ Host",
+    ];
+    tmux.wait("the six panel titles", |s| {
+        titles.iter().all(|t| s.contains(t))
+    });
+    let screen = tmux.wait("the T4 mark", |s| s.contains("T3→T4 5.59s"));
+    assert!(screen.contains("REPLAY"), "{screen}");
+    assert!(screen.contains("deploy/ollama"), "{screen}");
+
+    let out = tmux.cmd(&["send-keys", "-t", "rg", "q"]);
+    assert!(out.status.success());
+    let screen = tmux.wait("the process to exit", |s| s.contains("EXITED"));
+    assert!(screen.contains("EXITED 0"), "exit status 0: {screen}");
+    // The alternate screen is gone and the terminal is back in canonical mode.
+    let screen = tmux.wait("stty output", |s| {
+        s.lines().any(|l| l.trim().ends_with("icanon"))
+    });
+    assert!(
+        !screen.contains("╭ Pods"),
+        "alternate screen left: {screen}"
+    );
+    assert!(
+        screen.lines().any(|l| l.trim() == "icanon"),
+        "terminal still raw: {screen}"
+    );
+}
+
+/// Run inside tmux by `panic_restores_the_terminal`: start the real dashboard in the terminal,
+/// wait until it has switched the terminal to raw mode, then panic on another thread.
+#[test]
+#[ignore = "a child process of panic_restores_the_terminal"]
+fn panic_child() {
+    if std::env::var_os("READYGAP_PANIC_CHILD").is_none() {
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        let _ui = tokio::spawn(readygap::ui::app::run_dashboard(
+            readygap::ui::app::DashboardOptions::default(),
+            rx,
+            None,
+        ));
+        for ev in scenario() {
+            tx.send(ev).await.expect("dashboard running");
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !crossterm::terminal::is_raw_mode_enabled().unwrap_or(false) {
+            assert!(
+                Instant::now() < deadline,
+                "dashboard never entered raw mode"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("deliberate panic while the dashboard holds the terminal");
+    });
+}
+
+#[test]
+fn panic_restores_the_terminal() {
+    if !tmux_available() {
+        if std::env::var_os("CI").is_some() {
+            panic!("tmux is required in CI: apt-get install -y tmux");
+        }
+        eprintln!("skipped: tmux not installed");
+        return;
+    }
+    let tmux = Tmux {
+        socket: format!("readygap-test-panic-{}", std::process::id()),
+    };
+    let me = std::env::current_exe().expect("test binary path");
+    let script = format!(
+        "'{}' panic_child --ignored --exact --nocapture --test-threads 1; echo EXITED $?; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; sleep 60",
+        me.display()
+    );
+    let out = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "rg",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "-e",
+        "READYGAP_PANIC_CHILD=1",
+        "-e",
+        "RUST_BACKTRACE=0",
+        "-e",
+        "TERM=xterm-256color",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(
+        out.status.success(),
+        "tmux new-session: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let screen = tmux.wait("the child to exit", |s| {
+        s.contains("EXITED") && s.lines().any(|l| l.trim().ends_with("icanon"))
+    });
+    assert!(
+        screen.contains("EXITED 101"),
+        "the child test failed by panicking: {screen}"
+    );
+    assert!(
+        screen.contains("deliberate panic"),
+        "panic message printed: {screen}"
+    );
+    assert!(
+        !screen.contains("╭ Pods"),
+        "alternate screen left: {screen}"
+    );
+    assert!(
+        screen.lines().any(|l| l.trim() == "icanon"),
+        "terminal still raw after the panic: {screen}"
+    );
+}
