@@ -51,6 +51,26 @@ pub enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Render a recording offscreen through the dashboard into an asciicast v2 file (plays in
+    /// asciinema players; markers at every T0–T4).
+    Cast {
+        file: PathBuf,
+        /// The .cast file to write.
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+        /// Terminal size COLSxROWS.
+        #[arg(long, default_value = "120x36", value_parser = parse_size)]
+        size: (u16, u16),
+        /// Colour theme (a preset).
+        #[arg(long, default_value = "default")]
+        theme: String,
+        /// Playback speed relative to the recording.
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+        /// Shorten pauses longer than this many seconds (0 keeps them).
+        #[arg(long, default_value_t = 2.0)]
+        idle_limit: f64,
+    },
     /// Write the trials of a recording (or CSV) in the study's CSV column order.
     Export {
         file: PathBuf,
@@ -112,6 +132,49 @@ pub fn run(cli: Cli) -> Result<i32> {
             let cfg = crate::config::resolve(&cfg, cfg_path.as_deref(), theme.as_deref(), true)?;
             crate::replay::run(&file, speed, cfg.dashboard_options("replay", ""))
         }
+        Command::Cast {
+            file,
+            output,
+            size,
+            theme,
+            speed,
+            idle_limit,
+        } => {
+            let rec = crate::record::jsonl::read(&file)?;
+            for w in &rec.warnings {
+                eprintln!("warning: {w}");
+            }
+            let (theme, unknown) = crate::ui::theme::Themes::builtin().pick(&theme);
+            if let Some(msg) = unknown {
+                eprintln!("warning: {msg}");
+            }
+            let view = crate::ui::view::ViewState {
+                read_only: true,
+                mode_label: "replay".into(),
+                title: file.display().to_string(),
+                ..Default::default()
+            };
+            let opts = crate::record::cast::CastOptions {
+                width: size.0,
+                height: size.1,
+                speed,
+                idle_limit: (idle_limit > 0.0).then_some(idle_limit),
+                title: format!("readygap: {}", file.display()),
+                ..Default::default()
+            };
+            let cast = crate::record::cast::export(&rec.events, &opts, |state, area, buf| {
+                crate::ui::render(state, &view, &theme, area, buf)
+            });
+            std::fs::write(&output, cast.to_text())
+                .wrap_err_with(|| format!("writing {}", output.display()))?;
+            eprintln!(
+                "wrote {} ({} events, {:.1} s)",
+                output.display(),
+                cast.events.len(),
+                cast.header.duration
+            );
+            Ok(0)
+        }
         Command::Export { file, csv } => {
             let loaded = report::load_trials(&file)?;
             let trials = loaded.trials;
@@ -137,4 +200,19 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .wrap_err("starting the async runtime")
+}
+
+/// `120x36` → (120, 36).
+fn parse_size(s: &str) -> std::result::Result<(u16, u16), String> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("{s:?}: expected COLSxROWS, e.g. 120x36"))?;
+    let n = |v: &str| {
+        v.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|n| (10..=1000).contains(n))
+            .ok_or_else(|| format!("{s:?}: sizes are whole numbers from 10 to 1000"))
+    };
+    Ok((n(w)?, n(h)?))
 }
