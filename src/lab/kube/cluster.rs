@@ -68,6 +68,8 @@ pub struct Cluster {
     rng: Mutex<StdRng>,
     /// Stage timings only, so the same seed gives the same timings whatever else happens.
     timing_rng: Mutex<StdRng>,
+    /// Stratified draws per stage.
+    strata: Mutex<HashMap<&'static str, super::timing::Strata>>,
     pub node_caches: BTreeMap<String, Arc<NodeCache>>,
     pub shared_disk: Arc<ModelDisk>,
     pub runtime_faults: Arc<RuntimeFaults>,
@@ -180,6 +182,7 @@ impl Cluster {
             store,
             rng,
             timing_rng,
+            strata: Mutex::new(HashMap::new()),
             node_caches,
             shared_disk,
             runtime_faults: Arc::new(RuntimeFaults::new()),
@@ -188,6 +191,8 @@ impl Cluster {
             shutdown: CancellationToken::new(),
             http: reqwest::Client::builder()
                 .no_proxy()
+                // Pod IPs are reused: never keep a connection to a pod that may be gone.
+                .pool_max_idle_per_host(0)
                 .build()
                 .unwrap_or_else(|_| reqwest::Client::new()),
             emptydir_seeded: std::sync::atomic::AtomicBool::new(false),
@@ -196,9 +201,11 @@ impl Cluster {
         }
     }
 
-    /// A sample of a stage, divided by the lab's speed.
-    pub fn sample(&self, stage: &Stage) -> Duration {
-        let d = stage.sample(&mut *lock(&self.timing_rng));
+    /// A draw of a stage (stratified per `key`, see `timing`), divided by the lab's speed.
+    pub fn sample(&self, key: &'static str, stage: &Stage) -> Duration {
+        let mut rng = lock(&self.timing_rng);
+        let mut strata = lock(&self.strata);
+        let d = strata.entry(key).or_default().draw(stage, &mut rng);
         self.scaled(d)
     }
 

@@ -354,7 +354,7 @@ pub async fn run_pod(
     };
 
     // Scheduling.
-    let schedule = cluster.sample(&profile.schedule);
+    let schedule = cluster.sample("schedule", &profile.schedule);
     let scheduled_at = created + schedule;
     if !sleep_until_or(scheduled_at, &deleting).await {
         return finish(&run, None, &deleting).await;
@@ -412,7 +412,7 @@ pub async fn run_pod(
     });
 
     // Container start.
-    let container_start = cluster.sample(&profile.container_start);
+    let container_start = cluster.sample("container_start", &profile.container_start);
     if !sleep_until_or(scheduled_at + container_start, &deleting).await {
         return finish(&run, None, &deleting).await;
     }
@@ -559,7 +559,7 @@ async fn oom_restart(
     // The kubelet restarts the container at once (first restart: no back-off).
     let delay = run
         .cluster
-        .sample(&run.cluster.settings.profile.container_start);
+        .sample("restart", &run.cluster.settings.profile.container_start);
     if !sleep_or(delay, deleting).await {
         return container;
     }
