@@ -211,7 +211,20 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
         (Method::GET, "/healthz" | "/readyz" | "/livez") => return "ok".into_response(),
         (Method::GET, "/api") => return json_response(StatusCode::OK, &api_versions(&api)),
         (Method::GET, "/apis") => return json_response(StatusCode::OK, &api_groups()),
+        (Method::GET, "/openapi/v3") => return json_response(StatusCode::OK, &openapi_v3_root()),
         _ => {}
+    }
+    if method == Method::GET
+        && let Some(gv) = path.strip_prefix("/openapi/v3/")
+    {
+        return match openapi_v3_group(gv) {
+            Some(v) => json_response(StatusCode::OK, &v),
+            None => error(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ),
+        };
     }
     if let Some(gv) = discovery_group_version(&path) {
         return match resource_list(gv) {
@@ -282,6 +295,7 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
         (&Method::GET, Some(name), None | Some("status")) => get(&api, &rp, name, &headers, &pairs),
         (&Method::GET, Some(name), Some("scale")) => scale_get(&api, &rp, name),
         (&Method::GET, Some(name), Some("log")) => logs(&api, &rp, name),
+        (&Method::POST | &Method::PUT, _, _) if !json_body(&headers) => unsupported_body(&headers),
         (&Method::POST, None, None) => create(&api, &rp, &body),
         (&Method::PATCH, Some(name), sub) => patch_object(&api, &rp, name, sub, &headers, &body),
         (&Method::PUT, Some(name), sub) => replace(&api, &rp, name, sub, &body),
@@ -294,6 +308,100 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
             ),
         ),
     }
+}
+
+/// Whether a request body is JSON (absent Content-Type counts as JSON).
+fn json_body(headers: &HeaderMap) -> bool {
+    match headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    {
+        None => true,
+        Some(ct) => {
+            let ct = ct.split(';').next().unwrap_or("").trim();
+            ct == "application/json" || ct.is_empty()
+        }
+    }
+}
+
+/// 415 for protobuf or YAML bodies: client-go then retries the request as JSON.
+fn unsupported_body(headers: &HeaderMap) -> Response {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    error(
+        415,
+        "UnsupportedMediaType",
+        &format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json (got {ct:?})"
+        ),
+    )
+}
+
+/// The group-versions the OpenAPI v3 documents cover, as (path key, group, version).
+fn openapi_group_versions() -> Vec<(String, &'static str)> {
+    let mut v = vec![("api/v1".to_string(), "")];
+    for g in resources::GROUPS {
+        v.push((format!("apis/{g}/v1"), g));
+    }
+    v
+}
+
+/// `/openapi/v3`: the index of per-group documents.
+fn openapi_v3_root() -> Value {
+    let paths: serde_json::Map<String, Value> = openapi_group_versions()
+        .into_iter()
+        .map(|(k, _)| {
+            let url = format!("/openapi/v3/{k}?hash=readygap-lab");
+            (k, json!({"serverRelativeURL": url}))
+        })
+        .collect();
+    json!({"paths": paths})
+}
+
+/// A minimal OpenAPI v3 document of one group-version: the object paths with their PATCH
+/// operation, its group-version-kind and the `fieldValidation` parameter, which is what
+/// kubectl reads to decide that the server validates fields (so it needs no schema).
+fn openapi_v3_group(gv: &str) -> Option<Value> {
+    let (_, group) = openapi_group_versions()
+        .into_iter()
+        .find(|(k, _)| k == gv)?;
+    let mut paths = serde_json::Map::new();
+    for r in resources::ALL.iter().filter(|r| r.group == group) {
+        let prefix = if group.is_empty() {
+            "/api/v1".to_string()
+        } else {
+            format!("/apis/{group}/v1")
+        };
+        let path = if r.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", r.plural)
+        } else {
+            format!("{prefix}/{}/{{name}}", r.plural)
+        };
+        let gvk = json!({"group": group, "version": "v1", "kind": r.kind});
+        let params = json!([
+            {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}}
+        ]);
+        let op = |verb: &str| {
+            json!({
+                "operationId": format!("{verb}{}", r.kind),
+                "parameters": params,
+                "responses": {"200": {"description": "OK"}},
+                "x-kubernetes-action": verb,
+                "x-kubernetes-group-version-kind": gvk
+            })
+        };
+        paths.insert(path, json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}));
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": objects::KUBE_VERSION},
+        "paths": paths,
+        "components": {}
+    }))
 }
 
 fn version() -> Response {
