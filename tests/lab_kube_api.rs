@@ -901,3 +901,45 @@ async fn selector_watches_see_objects_enter_and_leave_the_selection() {
     assert_eq!(pod_names(&lab, "").await, [pod]);
     lab.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_runtime_fails_the_http_probe_and_recovers() {
+    let (lab, _dir) = ready_lab(Scenario::HttpReadiness, "local-1b", 20).await;
+    let pods: Api<Pod> = Api::namespaced(client(&lab).await, NS);
+    let pod = pod_names(&lab, "").await.pop().unwrap();
+    let ready = |want: bool| {
+        let pods = pods.clone();
+        let pod = pod.clone();
+        async move {
+            let p = pods.get(&pod).await.ok()?;
+            let cs = p.status?.container_statuses?.into_iter().next()?;
+            (cs.ready == want).then_some(())
+        }
+    };
+    lab.runtime_faults().set_hang(true);
+    // Three failed probes (1 s period / speed 10, 1 s timeout floor 200 ms) turn the pod NotReady.
+    wait_for(
+        Duration::from_secs(60),
+        "NotReady under a hanging runtime",
+        || ready(false),
+    )
+    .await;
+    let (_, eps) = get_json(
+        &lab,
+        &format!("/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices"),
+    )
+    .await;
+    assert_eq!(
+        eps["items"][0]["endpoints"][0]["conditions"]["ready"],
+        false
+    );
+    let (_, evs) = get_json(
+        &lab,
+        &format!("/api/v1/namespaces/{NS}/events?fieldSelector=reason%3DUnhealthy"),
+    )
+    .await;
+    assert!(!evs["items"].as_array().unwrap().is_empty());
+    lab.runtime_faults().set_hang(false);
+    wait_for(Duration::from_secs(60), "Ready again", || ready(true)).await;
+    lab.shutdown().await;
+}

@@ -1,7 +1,17 @@
 //! The lab's Kubernetes API server (HTTP, JSON): discovery, get/list/watch with selectors and
 //! resourceVersions, create, patch, replace, delete (pods gracefully), the scale and status
 //! subresources, Table output for kubectl, pod/service/node proxies, exec and port-forward
-//! over WebSocket, and the lab's admin endpoints (`/lab/faults`, drop-caches).
+//! over WebSocket, and the lab's admin endpoints:
+//!
+//! - `POST /lab/faults` with any of `{"drop_watches": true, "expire_resource_versions": true,
+//!   "drop_connections": true, "restart_api_server": true, "exec_delay_ms": 500,
+//!   "runtime": {"hang": true, "http_500": false, "slow_exec_ms": 200}}` → `{"applied": [...]}`.
+//! - `POST /lab/nodes/{node}/drop-caches` → `{"node", "cached_kb_before", "cached_kb_after"}`.
+//! - `GET /lab/ground-truth` → the ground-truth entries so far.
+//!
+//! Not served: protobuf bodies (415, so clients retry as JSON where they can), server-side
+//! apply, the OpenAPI schemas (only the v3 index and per-group PATCH operations kubectl
+//! reads), SPDY upgrades, the metrics API.
 
 // Handlers fail with a ready HTTP response (a Kubernetes Status); boxing it buys nothing here.
 #![allow(clippy::result_large_err)]
