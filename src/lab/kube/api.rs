@@ -710,6 +710,17 @@ fn parse_body(body: &Bytes) -> Result<Value, Response> {
     })
 }
 
+/// An object with (if present) an object as metadata: what indexing below relies on.
+fn check_shape(obj: &Value) -> Result<(), String> {
+    if !obj.is_object() {
+        return Err("the request body must be a JSON object".into());
+    }
+    match obj.get("metadata") {
+        None | Some(Value::Null) | Some(Value::Object(_)) => Ok(()),
+        Some(_) => Err("metadata must be an object".into()),
+    }
+}
+
 /// Check an object against its k8s-openapi type.
 fn validate(resource: &Resource, obj: Value) -> Result<Value, String> {
     use k8s_openapi::api as k;
@@ -766,8 +777,8 @@ fn create(api: &Api, rp: &ResourcePath, body: &Bytes) -> Response {
         Ok(v) => v,
         Err(r) => return r,
     };
-    if !obj.is_object() {
-        return error(400, "BadRequest", "the request body must be an object");
+    if let Err(e) = check_shape(&obj) {
+        return error(400, "BadRequest", &e);
     }
     if let Some(ns) = &rp.namespace {
         obj["metadata"]["namespace"] = json!(ns);
@@ -795,6 +806,11 @@ fn create(api: &Api, rp: &ResourcePath, body: &Bytes) -> Response {
         }
     }
     if rp.resource == DEPLOYMENTS {
+        // Validate the shape first: defaulting indexes into spec and template.
+        obj = match validate(&rp.resource, obj) {
+            Ok(v) => v,
+            Err(e) => return error(422, "Invalid", &format!("Deployment is invalid: {e}")),
+        };
         default_deployment(&mut obj);
     }
     let obj = match validate(&rp.resource, obj) {
@@ -870,6 +886,7 @@ fn write(
                 return Err(StoreError::Invalid("rejected".into()));
             }
         };
+        check_shape(&next).map_err(StoreError::Invalid)?;
         let next = merge_for_write(&resource, cur, next, sub);
         let next = validate(&resource, next).map_err(StoreError::Invalid)?;
         *cur = next;

@@ -211,7 +211,8 @@ impl Cluster {
 
     /// A duration divided by the lab's speed.
     pub fn scaled(&self, d: Duration) -> Duration {
-        d.div_f64(self.settings.speed.max(1e-6))
+        let speed = self.settings.speed.max(1e-6);
+        Duration::try_from_secs_f64(d.as_secs_f64() / speed).unwrap_or(Duration::MAX)
     }
 
     /// A random name suffix of `n` characters.
@@ -377,8 +378,12 @@ impl Cluster {
             self.with_pod(ns, name, |e| e.deleting.cancel());
             return Ok(gone);
         }
-        let wait = self.scaled(Duration::from_secs(grace as u64));
-        let deadline = now + chrono::Duration::from_std(wait).unwrap_or_default();
+        // Any int64 is a valid grace period; timing is capped at a year so nothing overflows.
+        let wait = self.scaled(Duration::from_secs(grace.min(365 * 86_400) as u64));
+        let deadline = chrono::Duration::from_std(wait)
+            .ok()
+            .and_then(|d| now.checked_add_signed(d))
+            .unwrap_or(now);
         let updated = self.store.mutate(PODS, ns, name, |p| {
             p["metadata"]["deletionTimestamp"] = json!(time(deadline));
             p["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
@@ -391,7 +396,7 @@ impl Cluster {
             json!({"grace_seconds": grace}),
         );
         self.with_pod(ns, name, |e| {
-            e.remove_at = Some(Instant::now() + wait);
+            e.remove_at = Instant::now().checked_add(wait);
             e.deleting.cancel();
         });
         self.record_event(
