@@ -182,7 +182,12 @@ async fn trials_match_the_published_means_for_every_profile() {
         skip_or_panic("the published lab data (READYGAP_LAB_DATA or ../shared/lab-data)");
         return;
     };
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        // Pod IPs are reused: never keep a connection to a pod that may be gone.
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
     let cols = [
         "pod_recovery_ms",
         "runtime_recovery_ms",

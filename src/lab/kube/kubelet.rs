@@ -286,8 +286,15 @@ impl PodRun {
     }
 }
 
+/// `t + d`, saturating at a year from `t` (absurd speeds must not overflow).
+fn later(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d)
+        .or_else(|| t.checked_add(Duration::from_secs(365 * 86_400)))
+        .unwrap_or(t)
+}
+
 async fn sleep_or(d: Duration, cancel: &CancellationToken) -> bool {
-    sleep_until_or(Instant::now() + d, cancel).await
+    sleep_until_or(later(Instant::now(), d), cancel).await
 }
 
 async fn sleep_until_or(at: Instant, cancel: &CancellationToken) -> bool {
@@ -354,8 +361,8 @@ pub async fn run_pod(
     };
 
     // Scheduling.
-    let schedule = cluster.sample(&profile.schedule);
-    let scheduled_at = created + schedule;
+    let schedule = cluster.sample("schedule", &profile.schedule);
+    let scheduled_at = later(created, schedule);
     if !sleep_until_or(scheduled_at, &deleting).await {
         return finish(&run, None, &deleting).await;
     }
@@ -412,8 +419,8 @@ pub async fn run_pod(
     });
 
     // Container start.
-    let container_start = cluster.sample(&profile.container_start);
-    if !sleep_until_or(scheduled_at + container_start, &deleting).await {
+    let container_start = cluster.sample("container_start", &profile.container_start);
+    if !sleep_until_or(later(scheduled_at, container_start), &deleting).await {
         return finish(&run, None, &deleting).await;
     }
     let mut container = run.start_container(0).await;
@@ -462,7 +469,7 @@ pub async fn run_pod(
                 run.probe(readiness).await
             }, if probe_due => {
                 container.events = events;
-                next_probe = Instant::now() + period;
+                next_probe = later(Instant::now(), period);
                 if ok {
                     failures = 0;
                     if !container.ready {
@@ -559,7 +566,7 @@ async fn oom_restart(
     // The kubelet restarts the container at once (first restart: no back-off).
     let delay = run
         .cluster
-        .sample(&run.cluster.settings.profile.container_start);
+        .sample("restart", &run.cluster.settings.profile.container_start);
     if !sleep_or(delay, deleting).await {
         return container;
     }
