@@ -367,7 +367,7 @@ impl Cluster {
         let now = Utc::now();
         let gt = &self.settings.ground_truth;
         if grace == 0 || !scheduled {
-            let gone = self.store.delete(PODS, ns, name)?;
+            // Logged first: the entries exist before anyone can see the change.
             gt.log_at(
                 now,
                 name,
@@ -375,6 +375,7 @@ impl Cluster {
                 json!({"grace_seconds": grace}),
             );
             gt.log_at(now, name, Transition::PodGone, json!({}));
+            let gone = self.store.delete(PODS, ns, name)?;
             self.with_pod(ns, name, |e| e.deleting.cancel());
             return Ok(gone);
         }
@@ -385,16 +386,16 @@ impl Cluster {
             .and_then(|d| now.checked_add_signed(d))
             .unwrap_or(now);
         let updated = self.store.mutate(PODS, ns, name, |p| {
+            gt.log_at(
+                now,
+                name,
+                Transition::DeleteAccepted,
+                json!({"grace_seconds": grace}),
+            );
             p["metadata"]["deletionTimestamp"] = json!(time(deadline));
             p["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
             Ok(())
         })?;
-        gt.log_at(
-            now,
-            name,
-            Transition::DeleteAccepted,
-            json!({"grace_seconds": grace}),
-        );
         self.with_pod(ns, name, |e| {
             e.remove_at = Instant::now().checked_add(wait);
             e.deleting.cancel();
@@ -442,13 +443,13 @@ impl Cluster {
         }
         let pod = json!({"metadata": meta, "spec": spec, "status": {"phase": "Pending", "qosClass": "Guaranteed"}});
         let pod = objects::typed::<Pod>(pod).map_err(StoreError::Invalid)?;
-        let created = self.store.create(PODS, pod)?;
         self.settings.ground_truth.log_at(
             now,
             &name,
             Transition::PodCreated,
             json!({"replicaset": rs_name}),
         );
+        let created = self.store.create(PODS, pod)?;
         self.record_event(
             rs,
             "Normal",
