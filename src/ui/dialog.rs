@@ -15,11 +15,12 @@ pub fn help_lines(view: &ViewState, theme: &Theme) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     for e in view.keymap.help() {
         let disabled = e.destructive && view.read_only;
+        let replay_only = e.command.is_replay() && view.replay.is_none();
         let mut spans = vec![
             Span::styled(format!("{:>12}  ", e.keys), theme.accent()),
             Span::styled(
                 e.description.to_string(),
-                if disabled {
+                if disabled || replay_only {
                     theme.muted()
                 } else {
                     theme.text()
@@ -28,6 +29,8 @@ pub fn help_lines(view: &ViewState, theme: &Theme) -> Vec<Line<'static>> {
         ];
         if disabled {
             spans.push(Span::styled("  (disabled: read-only)", theme.warn()));
+        } else if replay_only {
+            spans.push(Span::styled("  (in a replay)", theme.muted()));
         } else if e.destructive {
             spans.push(Span::styled("  (asks y/n)", theme.muted()));
         }
