@@ -385,7 +385,9 @@ impl Replayer {
         self.anchor
             .0
             .checked_add(wait)
-            .unwrap_or(self.anchor.0 + Duration::from_secs(1 << 30))
+            // `wait` is at most ~31 years: far enough to mean "not in this session".
+            .or_else(|| self.anchor.0.checked_add(Duration::from_secs(86_400)))
+            .unwrap_or(self.anchor.0)
     }
 
     /// The next mark to stop at with `--pause-at-marks`.
@@ -500,11 +502,13 @@ impl Replayer {
             ReplayCommand::Start => return self.seek(0, self.start, now),
             ReplayCommand::End => return self.seek(usize::MAX, self.end, now),
             ReplayCommand::PauseResume => {
+                if self.ended() {
+                    // At the end: play again from the start.
+                    self.paused = false;
+                    return self.seek(0, self.start, now);
+                }
                 if self.paused {
                     self.paused = false;
-                    if self.ended() {
-                        return self.seek(0, self.start, now);
-                    }
                     self.anchor = (now, self.clock);
                 } else {
                     let next = self.index.events().get(self.pos).map_or(self.end, |e| e.ts);

@@ -189,6 +189,12 @@ fn home_and_end() {
     assert_eq!(bar(&feeds).position_ms, bar(&feeds).duration_ms);
     assert_eq!(r.next_due(), None, "nothing left to play");
 
+    // Space at the end plays again from the start.
+    let feeds = r.command(ReplayCommand::PauseResume, now);
+    assert_eq!(r.position(), 0);
+    assert!(!r.paused() && *reset(&feeds) == State::new());
+    r.command(ReplayCommand::End, now);
+
     let feeds = r.command(ReplayCommand::Start, now);
     assert_eq!((r.position(), r.clock()), (0, events[0].ts));
     assert!(*reset(&feeds) == State::new());

@@ -111,7 +111,7 @@ impl Command {
             Command::ToggleLog => "memory chart: log/linear scale",
             Command::Freeze => "freeze/unfreeze the display (events keep coming)",
             Command::Help => "this help",
-            Command::PauseResume => "replay: pause/resume playback",
+            Command::PauseResume => "replay: pause/resume playback (at the end: play again)",
             Command::PrevMark => "replay: previous T0–T4 mark",
             Command::NextMark => "replay: next T0–T4 mark",
             Command::PrevTrial => "replay: previous trial (its T0)",
