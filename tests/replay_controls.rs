@@ -537,3 +537,54 @@ fn replay_keys_become_replay_intents_only_in_a_replay() {
         );
     }
 }
+
+#[test]
+fn replay_keys_can_be_rebound_and_the_help_says_what_a_replay_shadows() {
+    use readygap::ui::dialog::help_lines;
+    use readygap::ui::keymap::{Command, Key, Keymap};
+    use readygap::ui::theme::Theme;
+    for name in ["home", "end", "left", "right"] {
+        let key = Key::parse(name).expect(name);
+        assert_eq!(key.to_string(), name);
+    }
+    let state = State::new();
+    let replay = |keymap: Keymap| ViewState {
+        keymap,
+        replay: Some(ReplayBar::default()),
+        ..ViewState::default()
+    };
+    // Defaults: freeze has no key left in a replay, and the help says so.
+    let view = replay(Keymap::default());
+    assert!(view.keymap.shadowed_in_replay(Command::Freeze));
+    assert!(!view.keymap.shadowed_in_replay(Command::Help));
+    let help: Vec<String> = help_lines(&view, &Theme::default_theme())
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    let freeze = help
+        .iter()
+        .find(|l| l.contains(Command::Freeze.description()))
+        .expect("freeze line");
+    assert!(freeze.contains("not in a replay"), "{freeze}");
+    // Outside a replay the replay lines say where they work.
+    let live_help: Vec<String> = help_lines(&ViewState::default(), &Theme::default_theme())
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    assert!(
+        live_help
+            .iter()
+            .any(|l| l.contains("next trial") && l.contains("(in a replay)"))
+    );
+
+    // `pause_resume = "p"`: space freezes again in a replay, `p` pauses.
+    let overrides = [("pause_resume".to_string(), vec!["p".to_string()])]
+        .into_iter()
+        .collect();
+    let view = replay(Keymap::with_overrides(&overrides).expect("keymap"));
+    assert!(!view.keymap.shadowed_in_replay(Command::Freeze));
+    let (v, intent) = update(view.clone(), &state, k(KeyCode::Char(' ')));
+    assert!(v.frozen && intent.is_none());
+    let (_, intent) = update(view, &state, k(KeyCode::Char('p')));
+    assert_eq!(intent, Some(Intent::Replay(ReplayCommand::PauseResume)));
+}

@@ -472,6 +472,23 @@ impl Keymap {
         found.next().map(|b| b.command)
     }
 
+    /// Whether every key of a (non-replay) command is taken by a replay command, so the
+    /// command has no key in a replay (`freeze` on `space` by default).
+    pub fn shadowed_in_replay(&self, command: Command) -> bool {
+        let mut keys = self
+            .bindings
+            .iter()
+            .filter(|b| b.command == command)
+            .peekable();
+        !command.is_replay()
+            && keys.peek().is_some()
+            && keys.all(|b| {
+                self.bindings
+                    .iter()
+                    .any(|o| o.key == b.key && o.command.is_replay())
+            })
+    }
+
     /// The keys of a command, joined with `/`.
     pub fn keys_of(&self, command: Command) -> String {
         let mut keys: Vec<String> = self
