@@ -61,9 +61,9 @@ impl FromStr for Speed {
     }
 }
 
-/// Send `events` on `tx`, each when its offset from the first event (divided by the speed)
-/// has passed since the call. Stops early when the receiver is gone; returns how many were
-/// sent.
+/// A plain pacer without controls (no pause or seek; the dashboard uses [`drive`]): send
+/// `events` on `tx`, each when its offset from the first event (divided by the speed) has
+/// passed since the call. Stops early when the receiver is gone; returns how many were sent.
 pub async fn feed(events: Vec<Event>, speed: Speed, tx: mpsc::Sender<Event>) -> usize {
     let start = tokio::time::Instant::now();
     let first = events.first().map(|e| e.ts);
@@ -74,7 +74,7 @@ pub async fn feed(events: Vec<Event>, speed: Speed, tx: mpsc::Sender<Event>) -> 
                 .num_microseconds()
                 .unwrap_or(i64::MAX)
                 .max(0);
-            let at = std::time::Duration::from_secs_f64(offset_us as f64 / 1e6 / f);
+            let at = Duration::from_secs_f64((offset_us as f64 / 1e6 / f).min(1e9));
             tokio::time::sleep_until(start + at).await;
         }
         if tx.send(ev).await.is_err() {
