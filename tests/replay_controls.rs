@@ -588,3 +588,86 @@ fn replay_keys_can_be_rebound_and_the_help_says_what_a_replay_shadows() {
     let (_, intent) = update(view, &state, k(KeyCode::Char('p')));
     assert_eq!(intent, Some(Intent::Replay(ReplayCommand::PauseResume)));
 }
+
+mod stream {
+    //! Whatever the keys and however time passes, the dashboard fed by the controller (events
+    //! applied, resets replacing the state) shows exactly a full replay up to the playhead.
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Key(ReplayCommand),
+        /// Let this many wall milliseconds pass, then deliver what is due (at most `max`).
+        Wait(u64, usize),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            prop::sample::select(vec![
+                ReplayCommand::PauseResume,
+                ReplayCommand::PrevMark,
+                ReplayCommand::NextMark,
+                ReplayCommand::PrevTrial,
+                ReplayCommand::NextTrial,
+                ReplayCommand::Faster,
+                ReplayCommand::Slower,
+                ReplayCommand::Start,
+                ReplayCommand::End,
+            ])
+            .prop_map(Step::Key),
+            (0u64..5_000, 1usize..400).prop_map(|(ms, max)| Step::Wait(ms, max)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn fed_state_is_the_full_replay_up_to_the_playhead(
+            steps in prop::collection::vec(step(), 1..40),
+            pause_at_marks: bool,
+            speed in prop::sample::select(vec![1.0, 10.0, 1000.0]),
+        ) {
+            let events = events();
+            let mut now = Instant::now();
+            let mut r = replayer(
+                &events,
+                ReplayOptions {
+                    speed: Speed::Factor(speed),
+                    pause_at_marks,
+                    ..Default::default()
+                },
+                now,
+            );
+            let mut shown = State::new();
+            let mut apply = |feeds: Vec<Feed>, shown: &mut State| {
+                for f in feeds {
+                    match f {
+                        Feed::Event(ev) => shown.apply(&ev),
+                        Feed::Reset(s) => *shown = *s,
+                        Feed::Replay(_) => {}
+                    }
+                }
+            };
+            apply(r.begin(), &mut shown);
+            let mut last_clock = r.clock();
+            for s in steps {
+                let seek = matches!(s, Step::Key(c) if !matches!(c,
+                    ReplayCommand::PauseResume | ReplayCommand::Faster | ReplayCommand::Slower));
+                match s {
+                    Step::Key(c) => apply(r.command(c, now), &mut shown),
+                    Step::Wait(ms, max) => {
+                        now += Duration::from_millis(ms);
+                        apply(r.advance(now, max), &mut shown);
+                    }
+                }
+                prop_assert!(shown == State::from_events(&events[..r.position()]));
+                // Playing never moves the clock backwards; only seeks (and replay) do.
+                if !seek && !(r.position() == 0 && r.clock() == events[0].ts) {
+                    prop_assert!(r.clock() >= last_clock);
+                }
+                last_clock = r.clock();
+            }
+        }
+    }
+}
