@@ -37,13 +37,21 @@ pub enum Command {
         #[command(subcommand)]
         command: LabCommand,
     },
-    /// Replay a recording in the dashboard (read-only); `q` quits.
+    /// Replay a recording in the dashboard (read-only) with a replay bar: space pauses,
+    /// ←/→ previous/next mark, [/] previous/next trial, +/- speed, Home/End; `q` quits.
     Replay {
         file: PathBuf,
         /// Pace: a factor of the recorded pace (`2` = twice as fast), or `0`/`max` for as fast
         /// as possible.
         #[arg(long, default_value = "1")]
         speed: crate::replay::Speed,
+        /// Where to start: an RFC 3339 time, an offset from the start (`90s`, `1m30s`), or
+        /// `t0:N` / `trial:N` (T0 of trial N).
+        #[arg(long)]
+        from: Option<crate::replay::StartAt>,
+        /// Pause whenever the playhead reaches a T0–T4 mark (space resumes).
+        #[arg(long)]
+        pause_at_marks: bool,
         /// Colour theme (a preset or a file in ~/.config/readygap/themes).
         #[arg(long)]
         theme: Option<String>,
@@ -125,12 +133,19 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Replay {
             file,
             speed,
+            from,
+            pause_at_marks,
             theme,
             config,
         } => {
             let (cfg, cfg_path) = crate::config::load(config.as_deref())?;
             let cfg = crate::config::resolve(&cfg, cfg_path.as_deref(), theme.as_deref(), true)?;
-            crate::replay::run(&file, speed, cfg.dashboard_options("replay", ""))
+            let replay = crate::replay::ReplayOptions {
+                speed,
+                from,
+                pause_at_marks,
+            };
+            crate::replay::run(&file, &replay, cfg.dashboard_options("replay", ""))
         }
         Command::Cast {
             file,

@@ -1,14 +1,35 @@
-//! `readygap replay FILE`: feeds a recording's events into the dashboard at the recorded pace
-//! times a speed factor (or as fast as possible), read-only. The feeding lives here so it can
-//! grow (pause, seek, marks).
+//! `readygap replay FILE`: the dashboard on a recording, read-only, with replay controls.
+//!
+//! A [`Replayer`] owns the recording's [`ReplayIndex`] and a playhead: a position in events
+//! (how many are applied) and the replay clock (the recording time shown). It is pure: every
+//! method takes the wall-clock `now`, so tests check due times without sleeping. [`drive`] is
+//! the tokio task around it: it sends the due events to the dashboard as [`Feed::Event`], and
+//! carries out the replay keys (`Intent::Replay`) the dashboard sends back. A seek never
+//! re-reads the recording: it replaces the dashboard's whole state with
+//! `index.state_after(position)` (a snapshot clone plus at most a few thousand events).
+//! Marks are ordered by the event that makes them appear (`Mark::at`), so "next mark" shows
+//! exactly the state of a full replay up to that event.
 
-use crate::core::event::Event;
+use crate::core::event::{Event, Timestamp};
+use crate::record::index::{Mark, ReplayIndex};
 use crate::record::jsonl;
-use crate::ui::app::{DashboardOptions, run_dashboard};
+use crate::ui::app::{DashboardOptions, Feed, run_dashboard};
+use crate::ui::intent::{Intent, ReplayCommand};
+use crate::ui::replaybar::{ReplayBar, fmt_position};
 use color_eyre::eyre::{Result, WrapErr, eyre};
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+
+/// The slowest and fastest speeds `-`/`+` reach.
+pub const MIN_SPEED: f64 = 1.0 / 64.0;
+pub const MAX_SPEED: f64 = 1024.0;
+/// Events sent per wake-up of the replay task.
+const BATCH: usize = 2048;
+/// How often the replay bar's position is refreshed while playing (wall time).
+const STATUS_EVERY: Duration = Duration::from_millis(100);
 
 /// How fast to replay.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,9 +61,9 @@ impl FromStr for Speed {
     }
 }
 
-/// Send `events` on `tx`, each when its offset from the first event (divided by the speed)
-/// has passed since the call. Stops early when the receiver is gone; returns how many were
-/// sent.
+/// A plain pacer without controls (no pause or seek; the dashboard uses [`drive`]): send
+/// `events` on `tx`, each when its offset from the first event (divided by the speed) has
+/// passed since the call. Stops early when the receiver is gone; returns how many were sent.
 pub async fn feed(events: Vec<Event>, speed: Speed, tx: mpsc::Sender<Event>) -> usize {
     let start = tokio::time::Instant::now();
     let first = events.first().map(|e| e.ts);
@@ -53,7 +74,7 @@ pub async fn feed(events: Vec<Event>, speed: Speed, tx: mpsc::Sender<Event>) -> 
                 .num_microseconds()
                 .unwrap_or(i64::MAX)
                 .max(0);
-            let at = std::time::Duration::from_secs_f64(offset_us as f64 / 1e6 / f);
+            let at = Duration::from_secs_f64((offset_us as f64 / 1e6 / f).min(1e9));
             tokio::time::sleep_until(start + at).await;
         }
         if tx.send(ev).await.is_err() {
@@ -64,20 +85,505 @@ pub async fn feed(events: Vec<Event>, speed: Speed, tx: mpsc::Sender<Event>) -> 
     sent
 }
 
+/// Where a replay starts (`--from`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAt {
+    /// An instant of the recording (RFC 3339).
+    Time(Timestamp),
+    /// An offset from the recording's first event, in ms (`90s`, `1m30s`, `1h`, `500ms`).
+    Offset(i64),
+    /// T0 of trial N, 1-based (`t0:N` or `trial:N`).
+    Trial(u32),
+}
+
+const START_AT_FORMS: &str = "an RFC 3339 time (2026-05-01T12:00:00Z), an offset from the start (90s, 1m30s, 1h2m, 500ms) or t0:N / trial:N";
+
+impl FromStr for StartAt {
+    type Err = String;
+    fn from_str(s: &str) -> Result<StartAt, String> {
+        let s = s.trim();
+        let bad = || format!("--from {s:?}: expected {START_AT_FORMS}");
+        let lower = s.to_ascii_lowercase();
+        if let Some(n) = lower
+            .strip_prefix("t0:")
+            .or_else(|| lower.strip_prefix("trial:"))
+        {
+            return match n.trim().parse::<u32>() {
+                Ok(n) if n >= 1 => Ok(StartAt::Trial(n)),
+                _ => Err(format!("--from {s:?}: trials are numbered from 1")),
+            };
+        }
+        if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+            return Ok(StartAt::Time(t.with_timezone(&chrono::Utc)));
+        }
+        parse_offset_ms(&lower).map(StartAt::Offset).ok_or_else(bad)
+    }
+}
+
+/// `90s`, `1m30s`, `1h2m3.5s`, `500ms`, `1.5m` → ms. Units in decreasing order, each once.
+fn parse_offset_ms(s: &str) -> Option<i64> {
+    const UNITS: [(&str, f64); 4] = [
+        ("h", 3_600_000.0),
+        ("ms", 1.0),
+        ("m", 60_000.0),
+        ("s", 1_000.0),
+    ];
+    let rank = |u: &str| {
+        ["h", "m", "s", "ms"]
+            .iter()
+            .position(|x| *x == u)
+            .unwrap_or(0)
+    };
+    let mut rest = s;
+    let mut total = 0.0;
+    let mut last_rank: Option<usize> = None;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_len == 0 {
+            return None;
+        }
+        let n: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let (unit, ms) = UNITS.iter().find(|(u, _)| rest.starts_with(u))?;
+        rest = &rest[unit.len()..];
+        let r = rank(unit);
+        if last_rank.is_some_and(|l| r <= l) {
+            return None;
+        }
+        last_rank = Some(r);
+        total += n * ms;
+    }
+    (total.is_finite() && total < 1e15).then_some(total.round() as i64)
+}
+
+/// How a replay is played.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReplayOptions {
+    pub speed: Speed,
+    pub from: Option<StartAt>,
+    /// Pause whenever the playhead reaches a T0–T4 mark.
+    pub pause_at_marks: bool,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            speed: Speed::Factor(1.0),
+            from: None,
+            pause_at_marks: false,
+        }
+    }
+}
+
+/// The replay controller: the index and the playhead.
+pub struct Replayer {
+    index: ReplayIndex,
+    /// Marks in the order they appear: by (`at`, `ts`).
+    marks: Vec<Mark>,
+    bar_marks: Arc<[(i64, u8)]>,
+    start: Timestamp,
+    end: Timestamp,
+    /// Events applied.
+    pos: usize,
+    /// The recording time shown (never behind the last applied event's time while playing).
+    clock: Timestamp,
+    /// Factor of the recorded pace; infinite = as fast as possible.
+    speed: f64,
+    paused: bool,
+    pause_at_marks: bool,
+    /// While playing, recording time `anchor.1` was at wall time `anchor.0`.
+    anchor: (Instant, Timestamp),
+    /// The last status sent to the dashboard.
+    last_bar: Option<ReplayBar>,
+}
+
+/// The microseconds from `a` to `b`.
+fn micros(a: Timestamp, b: Timestamp) -> i64 {
+    (b - a)
+        .num_microseconds()
+        .unwrap_or(if b > a { i64::MAX } else { i64::MIN })
+}
+
+impl Replayer {
+    /// A controller at the start (or at `opts.from`), playing. Errors when the recording is
+    /// empty or `--from` is outside it.
+    pub fn new(index: ReplayIndex, opts: &ReplayOptions, now: Instant) -> Result<Replayer> {
+        let (Some(start), Some(end)) = (index.start(), index.end()) else {
+            return Err(eyre!("the recording has no events"));
+        };
+        let mut marks = index.marks().to_vec();
+        marks.sort_by_key(|m| (m.at, m.ts));
+        let bar_marks: Arc<[(i64, u8)]> = marks
+            .iter()
+            .map(|m| ((m.ts - start).num_milliseconds(), m.which))
+            .collect();
+        let speed = match opts.speed {
+            Speed::Max => f64::INFINITY,
+            Speed::Factor(f) => f,
+        };
+        let mut r = Replayer {
+            index,
+            marks,
+            bar_marks,
+            start,
+            end,
+            pos: 0,
+            clock: start,
+            speed,
+            paused: false,
+            pause_at_marks: opts.pause_at_marks,
+            anchor: (now, start),
+            last_bar: None,
+        };
+        if let Some(from) = opts.from {
+            let (pos, clock) = r.resolve(from)?;
+            r.pos = pos;
+            r.clock = clock;
+            r.anchor = (now, clock);
+        }
+        Ok(r)
+    }
+
+    /// The playhead for `--from`.
+    fn resolve(&self, from: StartAt) -> Result<(usize, Timestamp)> {
+        let range = || {
+            format!(
+                "the recording runs from {} to {} ({})",
+                self.start.to_rfc3339(),
+                self.end.to_rfc3339(),
+                fmt_position((self.end - self.start).num_milliseconds())
+            )
+        };
+        match from {
+            StartAt::Time(ts) => {
+                if ts < self.start || ts > self.end {
+                    return Err(eyre!(
+                        "--from {}: outside the recording; {}",
+                        ts.to_rfc3339(),
+                        range()
+                    ));
+                }
+                Ok((self.index.position_at(ts), ts))
+            }
+            StartAt::Offset(ms) => {
+                let ts = self.start + chrono::Duration::milliseconds(ms);
+                if ts > self.end {
+                    return Err(eyre!(
+                        "--from {}: beyond the end; {}",
+                        fmt_position(ms),
+                        range()
+                    ));
+                }
+                Ok((self.index.position_at(ts), ts))
+            }
+            StartAt::Trial(n) => match self.index.trial_start(n) {
+                Some(m) => Ok((m.at, m.ts)),
+                None => {
+                    let trials = self.marks.iter().filter(|m| m.which == 0).count();
+                    Err(eyre!(
+                        "--from trial {n}: {}",
+                        if trials == 0 {
+                            "the recording has no trials".to_string()
+                        } else {
+                            format!("the recording has trials 1 to {trials}")
+                        }
+                    ))
+                }
+            },
+        }
+    }
+
+    pub fn index(&self) -> &ReplayIndex {
+        &self.index
+    }
+    /// Events applied so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+    pub fn clock(&self) -> Timestamp {
+        self.clock
+    }
+    pub fn paused(&self) -> bool {
+        self.paused
+    }
+    /// The speed factor (infinite for `max`).
+    pub fn speed(&self) -> f64 {
+        self.speed
+    }
+    /// The marks in the order the playhead meets them.
+    pub fn marks(&self) -> &[Mark] {
+        &self.marks
+    }
+    /// Whether the playhead is at the end of the recording.
+    pub fn ended(&self) -> bool {
+        self.pos >= self.index.events().len() && self.clock >= self.end
+    }
+
+    /// The state the dashboard shows at the playhead.
+    pub fn state(&self) -> crate::core::state::State {
+        self.index.state_after(self.pos)
+    }
+
+    /// The speed as the bar shows it.
+    pub fn speed_label(&self) -> String {
+        let f = self.speed;
+        if !f.is_finite() {
+            "max".into()
+        } else if f >= 1.0 {
+            format!("×{}", (f * 1000.0).round() / 1000.0)
+        } else if (1.0 / f).fract().abs() < 1e-9 {
+            format!("×1/{}", (1.0 / f).round())
+        } else {
+            format!("×{:.3}", f)
+        }
+    }
+
+    /// What the replay bar shows.
+    pub fn bar(&self) -> ReplayBar {
+        ReplayBar {
+            position_ms: (self.clock - self.start).num_milliseconds(),
+            duration_ms: (self.end - self.start).num_milliseconds(),
+            speed: self.speed_label(),
+            paused: self.paused,
+            ended: self.ended(),
+            marks: self.bar_marks.clone(),
+        }
+    }
+
+    /// The first items for the dashboard: the state at the playhead and the bar.
+    pub fn begin(&mut self) -> Vec<Feed> {
+        self.last_bar = Some(self.bar());
+        vec![
+            Feed::Reset(Box::new(self.state())),
+            Feed::Replay(self.bar()),
+        ]
+    }
+
+    /// The recording time at wall time `now` while playing (capped at the end).
+    fn recording_time(&self, now: Instant) -> Timestamp {
+        if !self.speed.is_finite() {
+            return self.end;
+        }
+        let wall = now.saturating_duration_since(self.anchor.0).as_secs_f64();
+        let us = (wall * self.speed * 1e6).min(1e15) as i64;
+        let t = self.anchor.1 + chrono::Duration::microseconds(us);
+        t.min(self.end).max(self.anchor.1)
+    }
+
+    /// The wall time at which recording time `ts` is due while playing.
+    pub fn due_of(&self, ts: Timestamp) -> Instant {
+        if !self.speed.is_finite() {
+            return self.anchor.0;
+        }
+        let us = micros(self.anchor.1, ts).max(0) as f64;
+        let wait = Duration::from_secs_f64((us / 1e6 / self.speed).min(1e9));
+        self.anchor
+            .0
+            .checked_add(wait)
+            // `wait` is at most ~31 years: far enough to mean "not in this session".
+            .or_else(|| self.anchor.0.checked_add(Duration::from_secs(86_400)))
+            .unwrap_or(self.anchor.0)
+    }
+
+    /// The next mark to stop at with `--pause-at-marks`.
+    fn next_stop(&self) -> Option<&Mark> {
+        if !self.pause_at_marks {
+            return None;
+        }
+        self.marks
+            .iter()
+            .find(|m| (m.at, m.ts) > (self.pos, self.clock))
+    }
+
+    /// When the next event (or the end, or a mark to stop at) is due; `None` while paused or
+    /// at the end.
+    pub fn next_due(&self) -> Option<Instant> {
+        if self.paused || self.ended() {
+            return None;
+        }
+        if self.next_stop().is_some_and(|m| m.at <= self.pos) {
+            return Some(self.anchor.0);
+        }
+        let ts = match self.index.events().get(self.pos) {
+            Some(ev) => ev.ts,
+            None => self.end,
+        };
+        Some(self.due_of(ts))
+    }
+
+    /// When the replay task should wake: the next due item, and while playing at least every
+    /// [`STATUS_EVERY`] to move the bar.
+    pub fn next_wake(&self, now: Instant) -> Option<Instant> {
+        let due = self.next_due()?;
+        Some(due.min(now + STATUS_EVERY))
+    }
+
+    /// Everything due by `now` (at most `max` events), then the bar if it changed. Stops at a
+    /// mark (and pauses) with `--pause-at-marks`.
+    pub fn advance(&mut self, now: Instant, max: usize) -> Vec<Feed> {
+        let mut out = Vec::new();
+        if !self.paused {
+            let target = self.recording_time(now);
+            let stop = self.next_stop().map(|m| (m.at, m.ts));
+            let events = self.index.events();
+            let mut full = false;
+            let mut stopped = false;
+            loop {
+                if let Some((at, ts)) = stop
+                    && self.pos >= at
+                {
+                    self.clock = self.clock.max(ts);
+                    self.paused = true;
+                    stopped = true;
+                    break;
+                }
+                let Some(ev) = events.get(self.pos) else {
+                    break;
+                };
+                if ev.ts > target {
+                    break;
+                }
+                if out.len() >= max {
+                    full = true;
+                    break;
+                }
+                out.push(Feed::Event(ev.clone()));
+                self.pos += 1;
+                self.clock = self.clock.max(ev.ts);
+            }
+            if !full && !stopped {
+                self.clock = self.clock.max(target);
+            }
+        }
+        let bar = self.bar();
+        if self.last_bar.as_ref() != Some(&bar) {
+            self.last_bar = Some(bar.clone());
+            out.push(Feed::Replay(bar));
+        }
+        out
+    }
+
+    /// Move the playhead and show the state there.
+    fn seek(&mut self, pos: usize, clock: Timestamp, now: Instant) -> Vec<Feed> {
+        self.pos = pos.min(self.index.events().len());
+        self.clock = clock;
+        self.anchor = (now, clock);
+        let bar = self.bar();
+        self.last_bar = Some(bar.clone());
+        vec![Feed::Reset(Box::new(self.state())), Feed::Replay(bar)]
+    }
+
+    fn status(&mut self) -> Vec<Feed> {
+        let bar = self.bar();
+        self.last_bar = Some(bar.clone());
+        vec![Feed::Replay(bar)]
+    }
+
+    /// Carry out a replay key at wall time `now`.
+    pub fn command(&mut self, cmd: ReplayCommand, now: Instant) -> Vec<Feed> {
+        let here = (self.pos, self.clock);
+        let after = |m: &&Mark| (m.at, m.ts) > here;
+        let before = |m: &&Mark| (m.at, m.ts) < here;
+        let target = match cmd {
+            ReplayCommand::NextMark => self.marks.iter().find(after),
+            ReplayCommand::PrevMark => self.marks.iter().rev().find(before),
+            ReplayCommand::NextTrial => self.marks.iter().filter(|m| m.which == 0).find(after),
+            ReplayCommand::PrevTrial => self
+                .marks
+                .iter()
+                .rev()
+                .filter(|m| m.which == 0)
+                .find(before),
+            ReplayCommand::Start => return self.seek(0, self.start, now),
+            ReplayCommand::End => return self.seek(usize::MAX, self.end, now),
+            ReplayCommand::PauseResume => {
+                if self.ended() {
+                    // At the end: play again from the start.
+                    self.paused = false;
+                    return self.seek(0, self.start, now);
+                }
+                if self.paused {
+                    self.paused = false;
+                    self.anchor = (now, self.clock);
+                } else {
+                    let next = self.index.events().get(self.pos).map_or(self.end, |e| e.ts);
+                    self.clock = self.clock.max(self.recording_time(now).min(next));
+                    self.paused = true;
+                }
+                return self.status();
+            }
+            ReplayCommand::Faster | ReplayCommand::Slower => {
+                if !self.paused {
+                    self.anchor = (now, self.recording_time(now));
+                }
+                let s = self.speed;
+                self.speed = match cmd {
+                    ReplayCommand::Faster if s < MAX_SPEED => (s * 2.0).min(MAX_SPEED),
+                    ReplayCommand::Slower if !s.is_finite() => MAX_SPEED,
+                    ReplayCommand::Slower if s > MIN_SPEED => (s / 2.0).max(MIN_SPEED),
+                    _ => s,
+                };
+                return self.status();
+            }
+        };
+        match target.map(|m| (m.at, m.ts)) {
+            Some((at, ts)) => self.seek(at, ts, now),
+            None => self.status(),
+        }
+    }
+}
+
+/// The replay task: sends due events and the bar to the dashboard, and carries out the replay
+/// keys it sends back. Ends when the dashboard is gone.
+pub async fn drive(
+    mut replayer: Replayer,
+    tx: mpsc::Sender<Feed>,
+    mut commands: mpsc::Receiver<Intent>,
+) {
+    let mut pending = replayer.begin();
+    loop {
+        for item in pending.drain(..) {
+            if tx.send(item).await.is_err() {
+                return;
+            }
+        }
+        let wake = replayer
+            .next_wake(Instant::now())
+            .map(tokio::time::Instant::from_std);
+        pending = tokio::select! {
+            cmd = commands.recv() => match cmd {
+                Some(Intent::Replay(c)) => replayer.command(c, Instant::now()),
+                Some(_) => Vec::new(),
+                None => return,
+            },
+            _ = async {
+                if let Some(w) = wake {
+                    tokio::time::sleep_until(w).await;
+                }
+            }, if wake.is_some() => replayer.advance(Instant::now(), BATCH),
+        };
+    }
+}
+
 /// Replay a recording in the dashboard; returns the exit code.
-pub fn run(path: &Path, speed: Speed, mut opts: DashboardOptions) -> Result<i32> {
+pub fn run(path: &Path, replay: &ReplayOptions, mut opts: DashboardOptions) -> Result<i32> {
     let rec =
         jsonl::read(path).wrap_err_with(|| format!("reading recording {}", path.display()))?;
     if rec.events.is_empty() {
         return Err(eyre!("{}: the recording has no events", path.display()));
     }
+    let index = ReplayIndex::new(rec.events);
+    let replayer = Replayer::new(index, replay, Instant::now())
+        .wrap_err_with(|| format!("replaying {}", path.display()))?;
     opts.read_only = true;
     opts.mode_label = "replay".into();
     if opts.title.is_empty() {
-        opts.title = match speed {
-            Speed::Max => format!("{} (max speed)", path.display()),
-            Speed::Factor(f) => format!("{} ×{f}", path.display()),
-        };
+        opts.title = path.display().to_string();
     }
     opts.notices.extend(rec.warnings.iter().cloned());
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -86,10 +592,11 @@ pub fn run(path: &Path, speed: Speed, mut opts: DashboardOptions) -> Result<i32>
         .build()
         .wrap_err("starting the async runtime")?;
     rt.block_on(async move {
-        let (tx, rx) = mpsc::channel(1024);
-        let feeder = tokio::spawn(feed(rec.events, speed, tx));
-        let result = run_dashboard(opts, rx, None).await;
-        feeder.abort();
+        let (tx, rx) = mpsc::channel::<Feed>(1024);
+        let (cmd_tx, cmd_rx) = mpsc::channel(64);
+        let controller = tokio::spawn(drive(replayer, tx, cmd_rx));
+        let result = run_dashboard(opts, rx, Some(cmd_tx)).await;
+        controller.abort();
         result
     })?;
     Ok(0)

@@ -237,3 +237,82 @@ fn frozen_display_keeps_a_snapshot_while_events_apply() {
     dash.key(t);
     assert_eq!(dash.theme.name, "light");
 }
+
+fn code(c: KeyCode) -> std::io::Result<TermEvent> {
+    Ok(TermEvent::Key(KeyEvent::new(c, KeyModifiers::NONE)))
+}
+
+/// A replay through the real controller task and the loop: the bar appears, `]` jumps to the
+/// next trial's T0 (the header's trial number changes), space pauses (and does not freeze),
+/// End shows the last trial finished, and other intents are refused in a replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_controls_drive_the_dashboard() {
+    use readygap::record::index::ReplayIndex;
+    use readygap::replay::{ReplayOptions, Replayer, Speed, StartAt, drive};
+    let mut events = common::session(2_000);
+    let last_t4 = ReplayIndex::new(events.clone())
+        .marks()
+        .iter()
+        .filter(|m| m.which == 4)
+        .map(|m| m.at)
+        .max()
+        .expect("a finished trial");
+    events.truncate(last_t4 + 5);
+    let index = ReplayIndex::new(events);
+    let trials = index.marks().iter().filter(|m| m.which == 0).count();
+    // Slow enough that the playhead does not reach trial 2 by itself during the test.
+    let opts = ReplayOptions {
+        speed: Speed::Factor(1.0 / 64.0),
+        from: Some(StartAt::Trial(1)),
+        pause_at_marks: false,
+    };
+    let replayer = Replayer::new(index, &opts, std::time::Instant::now()).expect("replayer");
+    let backend = Shared(Arc::new(Mutex::new(TestBackend::new(160, 48))));
+    let (feed_tx, feed_rx) = mpsc::channel(1024);
+    let (cmd_tx, cmd_rx) = mpsc::channel(64);
+    let (key_tx, key_rx) = fmpsc::unbounded();
+    let controller = tokio::spawn(drive(replayer, feed_tx, cmd_rx));
+    let b = backend.clone();
+    let dash_opts = DashboardOptions {
+        read_only: true,
+        mode_label: "replay".into(),
+        ..DashboardOptions::default()
+    };
+    let task = tokio::spawn(async move {
+        let mut term = Terminal::new(b).expect("terminal");
+        run_loop(&mut term, key_rx, dash_opts, feed_rx, Some(cmd_tx)).await
+    });
+    wait_screen(&backend, "the replay bar at trial 1", |s| {
+        s.contains("playing 00:00.0 /") && s.contains("×1/64") && s.contains("trial #1 running")
+    })
+    .await;
+    key_tx.unbounded_send(key(']')).expect("keys");
+    wait_screen(&backend, "trial 2", |s| s.contains("trial #2 running")).await;
+    key_tx.unbounded_send(key(' ')).expect("keys");
+    wait_screen(&backend, "paused", |s| s.contains("paused 00:30.")).await;
+    assert!(!backend.screen().contains("FROZEN"));
+    key_tx.unbounded_send(code(KeyCode::End)).expect("keys");
+    let last = format!("trial #{trials} ✓");
+    wait_screen(&backend, "the end", |s| {
+        s.contains(&last) && s.contains("■ end")
+    })
+    .await;
+    key_tx.unbounded_send(key('i')).expect("keys");
+    wait_screen(&backend, "refusal", |s| {
+        s.contains("send an inference: not available in replay")
+    })
+    .await;
+    key_tx.unbounded_send(code(KeyCode::Home)).expect("keys");
+    wait_screen(&backend, "the start", |s| s.contains("no trial")).await;
+    key_tx.unbounded_send(key('q')).expect("keys");
+    let result = tokio::time::timeout(Duration::from_secs(20), task)
+        .await
+        .expect("loop ends after q")
+        .expect("no panic");
+    assert!(result.is_ok(), "{result:?}");
+    // The controller ends once the dashboard is gone.
+    tokio::time::timeout(Duration::from_secs(20), controller)
+        .await
+        .expect("controller ends")
+        .expect("no panic");
+}

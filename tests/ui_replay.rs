@@ -86,17 +86,22 @@ fn speeds_parse() {
     assert!(Cli::try_parse_from(["readygap", "replay", "r.jsonl", "--speed", "-3"]).is_err());
 }
 
+fn max() -> replay::ReplayOptions {
+    replay::ReplayOptions {
+        speed: Speed::Max,
+        ..Default::default()
+    }
+}
+
 #[test]
 fn bad_recordings_are_errors_naming_the_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let missing = dir.path().join("missing.jsonl");
-    let err =
-        replay::run(&missing, Speed::Max, DashboardOptions::default()).expect_err("missing file");
+    let err = replay::run(&missing, &max(), DashboardOptions::default()).expect_err("missing file");
     assert!(format!("{err:#}").contains("missing.jsonl"));
     let bad = dir.path().join("bad.jsonl");
     std::fs::write(&bad, "not json\n").expect("write");
-    let err =
-        replay::run(&bad, Speed::Max, DashboardOptions::default()).expect_err("not a recording");
+    let err = replay::run(&bad, &max(), DashboardOptions::default()).expect_err("not a recording");
     let msg = format!("{err:#}");
     assert!(msg.contains("bad.jsonl:1"), "{msg}");
 }

@@ -1,7 +1,8 @@
 //! The real binary in a real terminal: `readygap replay` of a small recording (generated here)
 //! in a detached tmux session at 160×48. All six panel titles appear, the T4 mark shows once
 //! the replay reached it, `q` exits, and the terminal is restored (the shell prints after the
-//! process and `stty` shows canonical mode again). A second test runs a deliberate panic while
+//! process and `stty` shows canonical mode again). A replay-keys test presses `]` (the header's
+//! trial number changes) and `End` (the last trial's T4 shows). A third test runs a deliberate panic while
 //! the dashboard holds the terminal (this test binary re-run inside tmux) and checks that the
 //! panic hook restored it. Needs tmux (`apt-get install -y tmux`); when
 //! it is missing the test is skipped, or fails when `CI` is set.
@@ -250,4 +251,84 @@ fn panic_restores_the_terminal() {
         screen.lines().any(|l| l.trim() == "icanon"),
         "terminal still raw after the panic: {screen}"
     );
+}
+
+/// The replay keys in the real binary: `--from t0:1` at a slow speed, `]` moves the header to
+/// trial 2, `End` shows the last trial finished (its T4) with the bar at the end, `q` exits 0.
+#[test]
+fn replay_keys_in_tmux_seek_between_trials() {
+    if !tmux_available() {
+        if std::env::var_os("CI").is_some() {
+            panic!("tmux is required in CI: apt-get install -y tmux");
+        }
+        eprintln!("skipped: tmux not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recording = dir.path().join("replay_trials.jsonl");
+    // Cut a few events after the last T4, so the recording ends with a finished trial.
+    let mut events = ui_support::common::session(1_600);
+    let t4s: Vec<_> = readygap::record::index::ReplayIndex::new(events.clone())
+        .marks()
+        .iter()
+        .filter(|m| m.which == 4)
+        .map(|m| m.at)
+        .collect();
+    let trials = t4s.len();
+    assert!(trials >= 3, "{trials} finished trials");
+    events.truncate(t4s[trials - 1] + 5);
+    let mut rec = Recorder::create(
+        &recording,
+        &Header::new(at(0), "kind-lab", "llm", "deploy/ollama"),
+    )
+    .expect("creating the recording");
+    for ev in &events {
+        rec.write(ev).expect("writing an event");
+    }
+    drop(rec);
+    let tmux = Tmux {
+        socket: format!("readygap-test-keys-{}", std::process::id()),
+    };
+    let bin = env!("CARGO_BIN_EXE_readygap");
+    let script = format!(
+        "'{bin}' replay '{}' --speed 0.05 --from t0:1; echo EXITED $?; sleep 60",
+        recording.display()
+    );
+    let config_home = dir.path().join("config");
+    let out = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "rg",
+        "-x",
+        "160",
+        "-y",
+        "48",
+        "-e",
+        &format!("XDG_CONFIG_HOME={}", config_home.display()),
+        "-e",
+        "TERM=xterm-256color",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(
+        out.status.success(),
+        "tmux new-session: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tmux.wait("trial 1 and the replay bar", |s| {
+        s.contains("trial #1 running") && s.contains("playing") && s.contains("×1/20")
+    });
+    assert!(tmux.cmd(&["send-keys", "-t", "rg", "]"]).status.success());
+    tmux.wait("trial 2 in the header", |s| s.contains("trial #2 running"));
+    assert!(tmux.cmd(&["send-keys", "-t", "rg", "End"]).status.success());
+    let last = format!("trial #{trials} ✓");
+    let screen = tmux.wait("the last trial's T4", |s| {
+        s.contains(&last) && s.contains("T3→T4 5.59s")
+    });
+    assert!(screen.contains("■ end"), "the bar is at the end: {screen}");
+    assert!(tmux.cmd(&["send-keys", "-t", "rg", "q"]).status.success());
+    let screen = tmux.wait("the process to exit", |s| s.contains("EXITED"));
+    assert!(screen.contains("EXITED 0"), "exit status 0: {screen}");
 }

@@ -16,6 +16,9 @@ pub struct Mark {
     pub trial: u32,
     /// 0..=4 for T0..T4.
     pub which: u8,
+    /// How many events are applied when the mark first appears in the state (the mark's
+    /// event is the `at`-th): seeking to a mark shows `state_after(at)`.
+    pub at: usize,
 }
 
 impl Mark {
@@ -44,8 +47,20 @@ impl ReplayIndex {
     pub fn new(events: Vec<Event>) -> Self {
         let mut state = State::new();
         let mut snapshots = vec![(0, State::new())];
+        // (trial, which) → events applied when the mark first appeared. Only the last two
+        // trials can gain marks from one event, so the scan per event is constant.
+        let mut first_seen: std::collections::HashMap<(u32, u8), usize> = Default::default();
         for (i, e) in events.iter().enumerate() {
             state.apply(e);
+            let trials = &state.timeline.trials;
+            for t in &trials[trials.len().saturating_sub(2)..] {
+                let m = &t.marks;
+                for (which, ts) in [m.t0, m.t1, m.t2, m.t3, m.t4].into_iter().enumerate() {
+                    if ts.is_some() {
+                        first_seen.entry((t.index, which as u8)).or_insert(i + 1);
+                    }
+                }
+            }
             if (i + 1) % SNAPSHOT_EVERY == 0 {
                 snapshots.push((i + 1, state.clone()));
             }
@@ -55,15 +70,21 @@ impl ReplayIndex {
             let m = &t.marks;
             for (which, ts) in [m.t0, m.t1, m.t2, m.t3, m.t4].into_iter().enumerate() {
                 if let Some(ts) = ts {
+                    let which = which as u8;
+                    let at = first_seen
+                        .get(&(t.index, which))
+                        .copied()
+                        .unwrap_or_else(|| events.partition_point(|e| e.ts <= ts));
                     marks.push(Mark {
                         ts,
                         trial: t.index,
-                        which: which as u8,
+                        which,
+                        at,
                     });
                 }
             }
         }
-        marks.sort_by_key(|m| m.ts);
+        marks.sort_by_key(|m| (m.ts, m.at));
         ReplayIndex {
             events,
             snapshots,

@@ -5,9 +5,14 @@
 //! only when something changed (an event, a key, a resize), at most 30 times a second; with no
 //! events the loop sleeps. The terminal (raw mode, alternate screen) is restored on exit and on
 //! panic (ratatui's panic hook).
+//!
+//! The feed is anything that yields [`Feed`] items: live sessions pass a channel of events
+//! (each one a `Feed::Event`); a replay passes a channel of `Feed`, which can also replace the
+//! whole state (a seek) and report the playhead for the replay bar.
 
 use super::intent::Intent;
 use super::keymap::Keymap;
+use super::replaybar::ReplayBar;
 use super::theme::{Theme, Themes};
 use super::view::{ViewState, update};
 use crate::core::event::Event;
@@ -26,6 +31,43 @@ use tokio::time::Instant;
 pub const FRAME: Duration = Duration::from_millis(33);
 /// Events applied per wake-up before input and drawing get a turn.
 const BATCH: usize = 4096;
+
+/// What the dashboard receives.
+#[derive(Debug, Clone)]
+pub enum Feed {
+    /// Apply one event.
+    Event(Event),
+    /// Replace the whole state (a replay seeked).
+    Reset(Box<State>),
+    /// Where the replay is (switches the dashboard to replay mode).
+    Replay(ReplayBar),
+}
+
+/// A source of [`Feed`] items: a channel of events or of `Feed`.
+pub trait FeedSource {
+    /// The next item; `None` once the source is closed.
+    fn recv_feed(&mut self) -> impl Future<Output = Option<Feed>> + Send;
+    /// The next item if one is ready.
+    fn try_recv_feed(&mut self) -> Option<Feed>;
+}
+
+impl FeedSource for mpsc::Receiver<Event> {
+    async fn recv_feed(&mut self) -> Option<Feed> {
+        self.recv().await.map(Feed::Event)
+    }
+    fn try_recv_feed(&mut self) -> Option<Feed> {
+        self.try_recv().ok().map(Feed::Event)
+    }
+}
+
+impl FeedSource for mpsc::Receiver<Feed> {
+    async fn recv_feed(&mut self) -> Option<Feed> {
+        self.recv().await
+    }
+    fn try_recv_feed(&mut self) -> Option<Feed> {
+        self.try_recv().ok()
+    }
+}
 
 /// How the dashboard is set up.
 #[derive(Debug, Clone)]
@@ -65,9 +107,9 @@ impl Default for DashboardOptions {
 }
 
 /// Run the dashboard in the real terminal until `q`/Ctrl-C.
-pub async fn run_dashboard(
+pub async fn run_dashboard<F: FeedSource>(
     opts: DashboardOptions,
-    feed: mpsc::Receiver<Event>,
+    feed: F,
     actions: Option<mpsc::Sender<Intent>>,
 ) -> Result<()> {
     let mut terminal = ratatui::try_init().wrap_err("setting up the terminal")?;
@@ -127,6 +169,22 @@ impl Dashboard {
         self.frozen.is_none()
     }
 
+    /// Take one feed item. Returns whether the display changed.
+    pub fn feed(&mut self, item: Feed) -> bool {
+        match item {
+            Feed::Event(ev) => self.apply(&ev),
+            Feed::Reset(state) => {
+                self.state = *state;
+                self.frozen.is_none()
+            }
+            Feed::Replay(bar) => {
+                let changed = self.view.replay.as_ref() != Some(&bar);
+                self.view.replay = Some(bar);
+                changed
+            }
+        }
+    }
+
     /// Handle one key; returns the intent to carry out.
     pub fn key(&mut self, key: crossterm::event::KeyEvent) -> Option<Intent> {
         let view = std::mem::take(&mut self.view);
@@ -163,17 +221,18 @@ impl Dashboard {
 }
 
 /// The loop, for any backend and input stream (tests use a `TestBackend` and a channel).
-pub async fn run_loop<B, I>(
+pub async fn run_loop<B, I, F>(
     terminal: &mut Terminal<B>,
     mut input: I,
     opts: DashboardOptions,
-    mut feed: mpsc::Receiver<Event>,
+    mut feed: F,
     actions: Option<mpsc::Sender<Intent>>,
 ) -> Result<()>
 where
     B: Backend,
     B::Error: Send + Sync + 'static,
     I: Stream<Item = std::io::Result<TermEvent>> + Unpin,
+    F: FeedSource,
 {
     let mut dash = Dashboard::new(&opts);
     let mut dirty = true;
@@ -214,13 +273,13 @@ where
                 Some(Err(e)) => return Err(e).wrap_err("reading terminal input"),
                 None => input_open = false,
             },
-            ev = feed.recv(), if feed_open => match ev {
-                Some(ev) => {
-                    let mut changed = dash.apply(&ev);
+            item = feed.recv_feed(), if feed_open => match item {
+                Some(item) => {
+                    let mut changed = dash.feed(item);
                     for _ in 0..BATCH {
-                        match feed.try_recv() {
-                            Ok(ev) => changed |= dash.apply(&ev),
-                            Err(_) => break,
+                        match feed.try_recv_feed() {
+                            Some(item) => changed |= dash.feed(item),
+                            None => break,
                         }
                     }
                     dirty |= changed;
@@ -239,7 +298,14 @@ where
 
 /// Hand an intent to the executor, or say why it cannot be done.
 fn send(dash: &mut Dashboard, actions: Option<&mpsc::Sender<Intent>>, intent: Intent) {
-    match actions {
+    // In a replay the actions channel goes to the replay controller: only replay intents.
+    let in_replay = dash.view.replay.is_some();
+    let to_executor = if in_replay && !matches!(intent, Intent::Replay(_)) {
+        None
+    } else {
+        actions
+    };
+    match to_executor {
         Some(tx) => {
             if let Err(e) = tx.try_send(intent.clone()) {
                 let why = match e {
@@ -250,7 +316,10 @@ fn send(dash: &mut Dashboard, actions: Option<&mpsc::Sender<Intent>>, intent: In
             }
         }
         None => {
-            if !matches!(intent, Intent::ChoosePod(_) | Intent::ChooseModel(_)) {
+            if !matches!(
+                intent,
+                Intent::ChoosePod(_) | Intent::ChooseModel(_) | Intent::Replay(_)
+            ) {
                 dash.view.notice = Some((
                     Severity::Warn,
                     format!(

@@ -15,11 +15,13 @@ pub fn help_lines(view: &ViewState, theme: &Theme) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     for e in view.keymap.help() {
         let disabled = e.destructive && view.read_only;
+        let replay_only = e.command.is_replay() && view.replay.is_none();
+        let shadowed = view.replay.is_some() && view.keymap.shadowed_in_replay(e.command);
         let mut spans = vec![
             Span::styled(format!("{:>12}  ", e.keys), theme.accent()),
             Span::styled(
                 e.description.to_string(),
-                if disabled {
+                if disabled || replay_only || shadowed {
                     theme.muted()
                 } else {
                     theme.text()
@@ -28,6 +30,13 @@ pub fn help_lines(view: &ViewState, theme: &Theme) -> Vec<Line<'static>> {
         ];
         if disabled {
             spans.push(Span::styled("  (disabled: read-only)", theme.warn()));
+        } else if replay_only {
+            spans.push(Span::styled("  (in a replay)", theme.muted()));
+        } else if shadowed {
+            spans.push(Span::styled(
+                "  (not in a replay: the key pauses)",
+                theme.muted(),
+            ));
         } else if e.destructive {
             spans.push(Span::styled("  (asks y/n)", theme.muted()));
         }

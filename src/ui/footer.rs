@@ -32,6 +32,9 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         if entry.destructive && view.read_only {
             continue;
         }
+        if entry.command.is_replay() && view.replay.is_none() {
+            continue;
+        }
         let key = entry.keys.split('/').next().unwrap_or_default().to_string();
         spans.push(Span::styled(key, theme.accent()));
         spans.push(Span::styled(

@@ -1,6 +1,7 @@
 //! Intents: what a key press asks readygap to do. The dashboard never acts itself; it sends
 //! these on the `actions` channel and the executor (live sources, trial runner) carries them
-//! out, reporting back as events. In replay and read-only sessions there is no executor.
+//! out, reporting back as events. In read-only sessions there is no executor; in a replay the
+//! replay controller takes the [`Intent::Replay`] ones and the others are refused.
 
 /// Something the user asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,8 +24,28 @@ pub enum Intent {
     ChooseModel(String),
     /// Use this pod for inferences and the memory chart from now on.
     ChoosePod(String),
+    /// Move the replay's playhead or change its pace (sent to the replay controller).
+    Replay(ReplayCommand),
     /// Leave the dashboard.
     Quit,
+}
+
+/// What a replay key asks the replay controller to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayCommand {
+    PauseResume,
+    PrevMark,
+    NextMark,
+    /// T0 of the trial before the playhead.
+    PrevTrial,
+    /// T0 of the next trial.
+    NextTrial,
+    /// Speed ×2.
+    Faster,
+    /// Speed ÷2.
+    Slower,
+    Start,
+    End,
 }
 
 impl Intent {
@@ -52,6 +73,7 @@ impl Intent {
             Intent::ToggleRecord => "toggle recording".into(),
             Intent::ChooseModel(m) => format!("use model {m}"),
             Intent::ChoosePod(p) => format!("use pod {p}"),
+            Intent::Replay(c) => format!("replay: {c:?}"),
             Intent::Quit => "quit".into(),
         }
     }

@@ -23,11 +23,20 @@ pub enum Command {
     ToggleLog,
     Freeze,
     Help,
+    PauseResume,
+    PrevMark,
+    NextMark,
+    PrevTrial,
+    NextTrial,
+    Faster,
+    Slower,
+    SeekStart,
+    SeekEnd,
     Quit,
 }
 
 impl Command {
-    pub const ALL: [Command; 14] = [
+    pub const ALL: [Command; 23] = [
         Command::DeletePod,
         Command::RolloutRestart,
         Command::ColdTrial,
@@ -41,6 +50,15 @@ impl Command {
         Command::ToggleLog,
         Command::Freeze,
         Command::Help,
+        Command::PauseResume,
+        Command::PrevMark,
+        Command::NextMark,
+        Command::PrevTrial,
+        Command::NextTrial,
+        Command::Faster,
+        Command::Slower,
+        Command::SeekStart,
+        Command::SeekEnd,
         Command::Quit,
     ];
 
@@ -60,6 +78,15 @@ impl Command {
             Command::ToggleLog => "toggle_log",
             Command::Freeze => "freeze",
             Command::Help => "help",
+            Command::PauseResume => "pause_resume",
+            Command::PrevMark => "prev_mark",
+            Command::NextMark => "next_mark",
+            Command::PrevTrial => "prev_trial",
+            Command::NextTrial => "next_trial",
+            Command::Faster => "faster",
+            Command::Slower => "slower",
+            Command::SeekStart => "seek_start",
+            Command::SeekEnd => "seek_end",
             Command::Quit => "quit",
         }
     }
@@ -84,6 +111,15 @@ impl Command {
             Command::ToggleLog => "memory chart: log/linear scale",
             Command::Freeze => "freeze/unfreeze the display (events keep coming)",
             Command::Help => "this help",
+            Command::PauseResume => "replay: pause/resume playback (at the end: play again)",
+            Command::PrevMark => "replay: previous T0–T4 mark",
+            Command::NextMark => "replay: next T0–T4 mark",
+            Command::PrevTrial => "replay: previous trial (its T0)",
+            Command::NextTrial => "replay: next trial (its T0)",
+            Command::Faster => "replay: speed ×2 (up to ×1024)",
+            Command::Slower => "replay: speed ÷2 (down to ×1/64)",
+            Command::SeekStart => "replay: go to the start",
+            Command::SeekEnd => "replay: go to the end",
             Command::Quit => "quit",
         }
     }
@@ -104,8 +140,34 @@ impl Command {
             Command::ToggleLog => "log",
             Command::Freeze => "freeze",
             Command::Help => "help",
+            Command::PauseResume => "pause",
+            Command::PrevMark => "mark◂",
+            Command::NextMark => "mark▸",
+            Command::PrevTrial => "trial◂",
+            Command::NextTrial => "trial▸",
+            Command::Faster => "faster",
+            Command::Slower => "slower",
+            Command::SeekStart => "start",
+            Command::SeekEnd => "end",
             Command::Quit => "quit",
         }
+    }
+
+    /// Only meaningful in a replay (the replay controller carries it out); in a replay these
+    /// win over other commands bound to the same key (`space` pauses instead of freezing).
+    pub fn is_replay(self) -> bool {
+        matches!(
+            self,
+            Command::PauseResume
+                | Command::PrevMark
+                | Command::NextMark
+                | Command::PrevTrial
+                | Command::NextTrial
+                | Command::Faster
+                | Command::Slower
+                | Command::SeekStart
+                | Command::SeekEnd
+        )
     }
 
     /// Changes the cluster: asks for confirmation, refused when read-only.
@@ -142,6 +204,14 @@ impl Key {
         Key {
             code: KeyCode::Char(c),
             ctrl: true,
+            alt: false,
+        }
+    }
+
+    pub const fn code(code: KeyCode) -> Key {
+        Key {
+            code,
+            ctrl: false,
             alt: false,
         }
     }
@@ -196,6 +266,8 @@ impl Key {
                 "down" => KeyCode::Down,
                 "left" => KeyCode::Left,
                 "right" => KeyCode::Right,
+                "home" => KeyCode::Home,
+                "end" => KeyCode::End,
                 f if f.starts_with('f')
                     && f[1..].parse::<u8>().is_ok_and(|n| (1..=12).contains(&n)) =>
                 {
@@ -227,6 +299,8 @@ impl fmt::Display for Key {
             KeyCode::Down => f.write_str("down"),
             KeyCode::Left => f.write_str("left"),
             KeyCode::Right => f.write_str("right"),
+            KeyCode::Home => f.write_str("home"),
+            KeyCode::End => f.write_str("end"),
             KeyCode::F(n) => write!(f, "f{n}"),
             other => write!(f, "{other:?}"),
         }
@@ -288,6 +362,15 @@ impl Default for Keymap {
                 b(Key::char('l'), Command::ToggleLog),
                 b(Key::char(' '), Command::Freeze),
                 b(Key::char('?'), Command::Help),
+                b(Key::char(' '), Command::PauseResume),
+                b(Key::code(KeyCode::Left), Command::PrevMark),
+                b(Key::code(KeyCode::Right), Command::NextMark),
+                b(Key::char('['), Command::PrevTrial),
+                b(Key::char(']'), Command::NextTrial),
+                b(Key::char('+'), Command::Faster),
+                b(Key::char('-'), Command::Slower),
+                b(Key::code(KeyCode::Home), Command::SeekStart),
+                b(Key::code(KeyCode::End), Command::SeekEnd),
                 b(Key::char('q'), Command::Quit),
             ],
         }
@@ -365,16 +448,45 @@ impl Keymap {
         &self.bindings
     }
 
-    /// The command of a key event (Ctrl-C is always quit).
+    /// The command of a key event outside a replay (Ctrl-C is always quit; replay commands
+    /// are not looked up).
     pub fn lookup(&self, ev: &KeyEvent) -> Option<Command> {
+        self.lookup_in(ev, false)
+    }
+
+    /// The command of a key event; in a replay, replay commands win over others bound to the
+    /// same key, outside one they are skipped.
+    pub fn lookup_in(&self, ev: &KeyEvent, replay: bool) -> Option<Command> {
         let key = Key::of(ev);
         if key == Key::ctrl('c') {
             return Some(Command::Quit);
         }
-        self.bindings
+        let mut found = self
+            .bindings
             .iter()
-            .find(|b| b.key == key)
-            .map(|b| b.command)
+            .filter(|b| b.key == key && (replay || !b.command.is_replay()));
+        if replay {
+            let all: Vec<Command> = found.map(|b| b.command).collect();
+            return all.iter().find(|c| c.is_replay()).or(all.first()).copied();
+        }
+        found.next().map(|b| b.command)
+    }
+
+    /// Whether every key of a (non-replay) command is taken by a replay command, so the
+    /// command has no key in a replay (`freeze` on `space` by default).
+    pub fn shadowed_in_replay(&self, command: Command) -> bool {
+        let mut keys = self
+            .bindings
+            .iter()
+            .filter(|b| b.command == command)
+            .peekable();
+        !command.is_replay()
+            && keys.peek().is_some()
+            && keys.all(|b| {
+                self.bindings
+                    .iter()
+                    .any(|o| o.key == b.key && o.command.is_replay())
+            })
     }
 
     /// The keys of a command, joined with `/`.

@@ -1,6 +1,7 @@
 //! The dashboard: one file per panel, each `render(&State, &ViewState, &Theme, Rect, &mut
 //! Buffer)` reading state only; [`render`] lays them out (side by side on a wide terminal,
-//! stacked on 80×24) with a header, a footer and any dialog on top. The event loop is in
+//! stacked on 80×24) with a header, a footer (in a replay, the replay bar under it) and any
+//! dialog on top. The event loop is in
 //! [`app`]; key handling in [`view::update`].
 
 pub mod app;
@@ -13,6 +14,7 @@ pub mod intent;
 pub mod keymap;
 pub mod memory;
 pub mod pods;
+pub mod replaybar;
 pub mod residency;
 pub mod theme;
 pub mod timeline;
@@ -111,6 +113,18 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         return;
     }
     buf.set_style(area, theme.base());
+    // In a replay the bottom line is the replay bar.
+    let (area, bar) = match &view.replay {
+        Some(bar) if area.height >= 3 => {
+            let [main, line] =
+                Layout::vertical([Constraint::Min(0), Constraint::Length(1)]).areas(area);
+            (main, Some((bar, line)))
+        }
+        _ => (area, None),
+    };
+    if let Some((bar, line)) = bar {
+        replaybar::render(state, bar, theme, line, buf);
+    }
     let a = layout(area);
     header::render(state, view, theme, a.header, buf);
     pods::render(state, view, theme, a.pods, buf);

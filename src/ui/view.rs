@@ -3,8 +3,9 @@
 //! `(ViewState, &State, key) → (ViewState, Option<Intent>)`. Nothing here does I/O; intents
 //! that change the cluster are only returned, after a confirmation, and never when read-only.
 
-use super::intent::Intent;
+use super::intent::{Intent, ReplayCommand};
 use super::keymap::{Command, Key, Keymap};
+use super::replaybar::ReplayBar;
 use crate::core::state::{Severity, State};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind};
 
@@ -50,6 +51,9 @@ pub struct ViewState {
     pub notice: Option<(Severity, String)>,
     /// The feed ended (a replay reached its end).
     pub feed_ended: bool,
+    /// In a replay: the playhead as the replay controller last reported it. `Some` = replay
+    /// mode (replay keys are looked up, `space` pauses instead of freezing).
+    pub replay: Option<ReplayBar>,
     pub quit: bool,
 }
 
@@ -70,6 +74,7 @@ impl Default for ViewState {
             recording: None,
             notice: None,
             feed_ended: false,
+            replay: None,
             quit: false,
         }
     }
@@ -106,7 +111,7 @@ pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, 
         return (view, None);
     }
     view.notice = None;
-    let command = view.keymap.lookup(&key);
+    let command = view.keymap.lookup_in(&key, view.replay.is_some());
 
     // A dialog takes the keys first.
     if let Some(dialog) = view.dialog.take() {
@@ -211,6 +216,24 @@ pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, 
             view.dialog = Some(Dialog::Help);
             (view, None)
         }
+        Command::PauseResume => replay(view, ReplayCommand::PauseResume),
+        Command::PrevMark => replay(view, ReplayCommand::PrevMark),
+        Command::NextMark => replay(view, ReplayCommand::NextMark),
+        Command::PrevTrial => replay(view, ReplayCommand::PrevTrial),
+        Command::NextTrial => replay(view, ReplayCommand::NextTrial),
+        Command::Faster => replay(view, ReplayCommand::Faster),
+        Command::Slower => replay(view, ReplayCommand::Slower),
+        Command::SeekStart => replay(view, ReplayCommand::Start),
+        Command::SeekEnd => replay(view, ReplayCommand::End),
+    }
+}
+
+/// A replay key: an intent for the replay controller, only in replay mode.
+fn replay(view: ViewState, command: ReplayCommand) -> (ViewState, Option<Intent>) {
+    if view.replay.is_some() {
+        (view, Some(Intent::Replay(command)))
+    } else {
+        (view, None)
     }
 }
 
