@@ -139,8 +139,8 @@ fn oom_killed_state_uses_the_error_colour() {
         let buf = t.backend().buffer();
         let (x, y) = find(buf, "OOMKilled (137)").expect("OOMKilled shown");
         assert_eq!(buf[(x, y)].fg, theme.error, "theme {}", theme.name);
-        // The footer's latest message is the reducer's OOM message, in the error style too.
-        let (x, y) = find(buf, "pod ollama-1 OOMKilled").expect("OOM message in the footer");
+        // The footer's latest message is the OOM detector's verdict, in the error style too.
+        let (x, y) = find(buf, "single_model_oom: llama3.2:3b").expect("OOM verdict in the footer");
         assert_eq!(y, 47);
         assert_eq!(buf[(x, y)].fg, theme.error);
         // A running pod's state is not in the error colour.
