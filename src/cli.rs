@@ -32,6 +32,14 @@ pub enum Command {
     /// Drop a node's page cache (sync; echo 3 > /proc/sys/vm/drop_caches) for cold-cache
     /// trials, reporting `Cached:` before and after.
     DropCaches(crate::node::cli::DropCachesArgs),
+    /// Run recovery trials headless (delete → Ready → runtime → inference) and print the
+    /// statistics.
+    Run(crate::run::RunArgs),
+    /// The built-in lab.
+    Lab {
+        #[command(subcommand)]
+        command: LabCommand,
+    },
     /// Write the trials of a recording (or CSV) in the study's CSV column order.
     Export {
         file: PathBuf,
@@ -39,6 +47,13 @@ pub enum Command {
         #[arg(long)]
         csv: PathBuf,
     },
+}
+
+/// `readygap lab …`
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// Serve the lab (Kubernetes API + Ollama-compatible runtimes on loopback) until Ctrl-C.
+    Serve(crate::lab::serve::LabArgs),
 }
 
 /// Run a parsed command line; returns the process exit code.
@@ -63,6 +78,18 @@ pub fn run(cli: Cli) -> Result<i32> {
             std::io::stdout().write_all(text.as_bytes())?;
             Ok(0)
         }
+        Command::Run(args) => runtime()?.block_on(crate::run::run(args)),
+        Command::Lab {
+            command: LabCommand::Serve(args),
+        } => runtime()?.block_on(async move {
+            let lab = crate::lab::serve::serve(args.to_options()?).await?;
+            println!("{}", lab.announce());
+            tokio::signal::ctrl_c()
+                .await
+                .wrap_err("waiting for Ctrl-C")?;
+            lab.shutdown().await;
+            Ok(0)
+        }),
         Command::DropCaches(args) => runtime()?.block_on(crate::node::cli::drop_caches_cli(args)),
         Command::Export { file, csv } => {
             let loaded = report::load_trials(&file)?;

@@ -3,7 +3,9 @@
 //! Everything that happens is an [`core::event::Event`]; the screen, the statistics and the
 //! recordings are functions of the event stream (see `core`).
 
+pub mod actions;
 pub mod cli;
+pub mod cluster;
 pub mod core;
 pub mod host;
 pub mod lab;
@@ -11,3 +13,6 @@ pub mod node;
 pub mod rbac;
 pub mod record;
 pub mod report;
+pub mod run;
+pub mod sources;
+pub mod trial;

@@ -10,5 +10,8 @@
 //! - the Kubernetes side (API server, store with resourceVersions and watches, controllers).
 
 pub mod ground_truth;
+pub mod kube;
 pub mod profile;
 pub mod runtime;
+pub mod scenario;
+pub mod serve;

@@ -1,1 +1,833 @@
-//! The Ollama-compatible runtime of one lab pod.
+//! The Ollama-compatible runtime of one lab pod's container.
+//!
+//! `start` boots it (the profile's `runtime_listen` stage), then it serves Ollama's HTTP API on
+//! `ip:port` (see `http`), loads models with the profile's timings (slower when the node's page
+//! cache is cold), keeps them resident until their keep-alive expires, and accounts memory the
+//! way the container's cgroup would: about 14 MiB idle, rising linearly while a model loads,
+//! held while resident. A load that cannot fit next to the models already resident kills the
+//! container at the instant its memory would cross the limit (the published "1B resident,
+//! then 3B under 4 GiB" case). `exec` runs the few commands a dashboard runs inside a
+//! container (see `exec`), reading cgroup v1/v2 files and /proc/meminfo rendered from this
+//! state (see `files`).
+//!
+//! Timing: every sampled stage is divided by `RuntimeSpec::speed`. Ollama's own durations in
+//! responses (`load_duration`, ...) are the wall-clock times the lab really spent, so they stay
+//! consistent with what a client measures at any speed.
+
+mod disk;
+mod exec;
+mod files;
+mod format;
+mod http;
+
+pub use disk::{ModelDisk, NodeCache};
+pub use exec::{ExecChunk, ExecOutput, ExecStream};
+
+use crate::lab::ground_truth::{GroundTruth, Transition};
+use crate::lab::profile::{ModelSpec, Profile, Stage, duration_from_ms};
+use chrono::{DateTime, Utc};
+use rand::rngs::StdRng;
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Everything one runtime (one container of one pod) needs.
+#[derive(Clone)]
+pub struct RuntimeSpec {
+    pub pod_name: String,
+    pub pod_uid: String,
+    pub node_name: String,
+    /// 127.0.0.N, unique per pod.
+    pub ip: Ipv4Addr,
+    /// 11434.
+    pub port: u16,
+    pub memory_limit_bytes: u64,
+    pub profile: Arc<Profile>,
+    /// The pod's volume: models on disk (a PVC shared by the pods of the deployment, or a
+    /// fresh empty one per pod in the emptyDir scenario).
+    pub disk: Arc<ModelDisk>,
+    /// The node's page cache.
+    pub node_cache: Arc<NodeCache>,
+    /// Every timing is divided by this.
+    pub speed: f64,
+    pub ground_truth: GroundTruth,
+    pub faults: Arc<RuntimeFaults>,
+}
+
+/// What the runtime tells the kube side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeEvent {
+    /// The runtime answers HTTP.
+    Listening,
+    ModelResident {
+        model: String,
+    },
+    ModelUnloaded {
+        model: String,
+    },
+    /// The container was OOM-killed; `resident` holds each model's bytes at the kill.
+    OomKilled {
+        resident: Vec<(String, u64)>,
+        limit: u64,
+    },
+}
+
+/// Runtime-level faults, set by tests or the lab's admin API at any time.
+#[derive(Debug, Default)]
+pub struct RuntimeFaults {
+    hang: AtomicBool,
+    http_500: AtomicBool,
+    slow_exec_ms: AtomicU64,
+}
+
+impl RuntimeFaults {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Accept connections and never answer.
+    pub fn set_hang(&self, on: bool) {
+        self.hang.store(on, Ordering::SeqCst);
+    }
+    pub fn hang(&self) -> bool {
+        self.hang.load(Ordering::SeqCst)
+    }
+    /// Answer every request with HTTP 500.
+    pub fn set_http_500(&self, on: bool) {
+        self.http_500.store(on, Ordering::SeqCst);
+    }
+    pub fn http_500(&self) -> bool {
+        self.http_500.load(Ordering::SeqCst)
+    }
+    /// Every command run by `exec` starts this much later.
+    pub fn set_slow_exec_ms(&self, ms: u64) {
+        self.slow_exec_ms.store(ms, Ordering::SeqCst);
+    }
+    pub fn slow_exec_ms(&self) -> u64 {
+        self.slow_exec_ms.load(Ordering::SeqCst)
+    }
+}
+
+/// The container's memory as its cgroup reports it (for the kubelet Summary API).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct MemorySnapshot {
+    /// memory.current / memory.usage_in_bytes.
+    pub current_bytes: u64,
+    /// memory.max (0 = unlimited).
+    pub limit_bytes: u64,
+    /// oom_kill of memory.events.
+    pub oom_kill_count: u64,
+    /// current − inactive_file (what the kubelet calls the working set).
+    pub working_set_bytes: u64,
+    pub anon_bytes: u64,
+    pub file_bytes: u64,
+    pub active_file_bytes: u64,
+    pub inactive_file_bytes: u64,
+    pub kernel_bytes: u64,
+    /// max of memory.events (times usage hit the limit).
+    pub max_events: u64,
+}
+
+/// Lifecycle of the container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Booting,
+    Listening,
+    Stopped,
+    OomKilled,
+}
+
+/// Kernel memory of the idle container (part of the published 14 987 264 idle bytes).
+const IDLE_KERNEL: u64 = 720_896;
+/// File pages of the idle container (the runtime's binary and libraries, active).
+const IDLE_ACTIVE_FILE: u64 = 4_882_432;
+/// How close the page cache of a cold load gets to the limit before reclaim: the published
+/// cold-cache memory.current (mean 4 292 521 165) is this far below 4 GiB.
+const RECLAIM_HEADROOM: u64 = 2_445_312;
+/// load_duration Ollama reports when the model is already resident (ms).
+const RESIDENT_REUSE: Stage = Stage {
+    mean_ms: 12.0,
+    sd_ms: 4.0,
+    min_ms: 4.0,
+    max_ms: 20.0,
+};
+
+#[derive(Debug, Clone)]
+pub(crate) struct Resident {
+    pub spec: ModelSpec,
+    pub expires_at: DateTime<Utc>,
+    in_use: u32,
+    generation: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Loading {
+    spec: ModelSpec,
+    started: Instant,
+    duration: Duration,
+    cold: bool,
+}
+
+#[derive(Debug)]
+struct State {
+    phase: Phase,
+    resident: BTreeMap<String, Resident>,
+    loading: Option<Loading>,
+    /// Page cache charged to the container by cold loads (inactive file pages).
+    cache_bytes: u64,
+    oom_kills: u64,
+    max_events: u64,
+    next_generation: u64,
+}
+
+/// When a resident model should be unloaded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum KeepAlive {
+    For(Duration),
+    Forever,
+}
+
+impl KeepAlive {
+    /// Ollama's default (OLLAMA_KEEP_ALIVE=5m).
+    pub const DEFAULT: KeepAlive = KeepAlive::For(Duration::from_secs(300));
+}
+
+/// Why a model could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RunError {
+    /// The container was OOM-killed during the request.
+    Killed,
+    /// The container was stopped during the request.
+    Stopped,
+}
+
+/// The shared state of one runtime.
+pub(crate) struct Runtime {
+    pub(crate) spec: RuntimeSpec,
+    events: UnboundedSender<RuntimeEvent>,
+    state: Mutex<State>,
+    load_lock: tokio::sync::Mutex<()>,
+    listening: AtomicBool,
+    /// Set when the container was killed (connections are reset rather than closed).
+    pub(crate) killed: Arc<AtomicBool>,
+    /// Cancelled when the container stops for any reason.
+    pub(crate) shutdown: CancellationToken,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    rng: Mutex<StdRng>,
+    /// Exec commands still running.
+    pub(crate) running_execs: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A running (or booting, or dead) lab container.
+#[derive(Clone)]
+pub struct RuntimeHandle {
+    inner: Arc<Runtime>,
+}
+
+/// Addresses held by live runtimes of this process. With SO_REUSEADDR (needed so a restarted
+/// container can rebind while old connections sit in TIME_WAIT) the kernel would let two
+/// booting runtimes bind the same address; this registry refuses the second.
+static CLAIMED: Mutex<std::collections::BTreeSet<SocketAddr>> =
+    Mutex::new(std::collections::BTreeSet::new());
+
+/// A claim on `ip:port`, released when the runtime's listener is gone.
+pub(crate) struct AddrClaim(SocketAddr);
+
+impl AddrClaim {
+    fn take(addr: SocketAddr) -> Option<Self> {
+        let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+        claimed.insert(addr).then_some(Self(addr))
+    }
+}
+
+impl Drop for AddrClaim {
+    fn drop(&mut self) {
+        CLAIMED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.0);
+    }
+}
+
+fn bind(addr: SocketAddr) -> std::io::Result<(AddrClaim, tokio::net::TcpSocket)> {
+    let in_use = || std::io::Error::new(std::io::ErrorKind::AddrInUse, "address in use");
+    let claim = AddrClaim::take(addr).ok_or_else(in_use)?;
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    Ok((claim, socket))
+}
+
+/// How long `start` waits for a dying runtime (e.g. one just OOM-killed) to free its address.
+const REBIND_WAIT: Duration = Duration::from_secs(2);
+
+/// Boot a runtime. Returns at once after reserving `ip:port` (waiting up to 2 s if a dying
+/// runtime still holds it); connections are refused until the runtime listens, after the
+/// profile's `runtime_listen` stage. A restarted container is a new `start` with the same
+/// spec; calling `stop` on the old handle first frees the address at once.
+pub async fn start(
+    spec: RuntimeSpec,
+    events: UnboundedSender<RuntimeEvent>,
+) -> std::io::Result<RuntimeHandle> {
+    spec.profile
+        .validate()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    if spec.memory_limit_bytes > 1 << 50 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("memory limit {} above 1 PiB", spec.memory_limit_bytes),
+        ));
+    }
+    let addr = SocketAddr::from((spec.ip, spec.port));
+    let deadline = Instant::now() + REBIND_WAIT;
+    let (claim, socket) = loop {
+        match bind(addr) {
+            Ok(bound) => break bound,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("lab runtime binding {addr}: {e}"),
+                ));
+            }
+        }
+    };
+    let runtime = Arc::new(Runtime {
+        spec,
+        events,
+        state: Mutex::new(State {
+            phase: Phase::Booting,
+            resident: BTreeMap::new(),
+            loading: None,
+            cache_bytes: 0,
+            oom_kills: 0,
+            max_events: 0,
+            next_generation: 0,
+        }),
+        load_lock: tokio::sync::Mutex::new(()),
+        listening: AtomicBool::new(false),
+        killed: Arc::new(AtomicBool::new(false)),
+        shutdown: CancellationToken::new(),
+        tasks: Mutex::new(Vec::new()),
+        rng: Mutex::new(rand::make_rng()),
+        running_execs: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+    });
+    let boot = tokio::spawn(boot(runtime.clone(), socket, claim));
+    runtime.track(boot);
+    Ok(RuntimeHandle { inner: runtime })
+}
+
+async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrClaim) {
+    let delay = runtime.sample(&runtime.spec.profile.runtime_listen);
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => {}
+        _ = runtime.shutdown.cancelled() => return,
+    }
+    let listener = match socket.listen(1024) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(pod = %runtime.spec.pod_name, "lab runtime cannot listen: {e}");
+            runtime.lock().phase = Phase::Stopped;
+            runtime.shutdown.cancel();
+            return;
+        }
+    };
+    {
+        let mut state = runtime.lock();
+        if state.phase != Phase::Booting {
+            return;
+        }
+        state.phase = Phase::Listening;
+    }
+    let server = tokio::spawn(http::serve(runtime.clone(), listener, claim));
+    runtime.track(server);
+    runtime.listening.store(true, Ordering::SeqCst);
+    runtime.spec.ground_truth.log(
+        &runtime.spec.pod_name,
+        Transition::RuntimeListening,
+        serde_json::json!({ "addr": format!("{}:{}", runtime.spec.ip, runtime.spec.port) }),
+    );
+    let _ = runtime.events.send(RuntimeEvent::Listening);
+}
+
+impl RuntimeHandle {
+    /// Run a command inside the container (`kubectl exec`). Dropping the stream cancels it.
+    pub fn exec(&self, argv: Vec<String>) -> ExecStream {
+        exec::spawn(self.inner.clone(), argv)
+    }
+
+    /// Stop the container: stop listening, free the port, drop residency.
+    pub async fn stop(&self) {
+        let unloaded: Vec<String> = {
+            let mut state = self.inner.lock();
+            if matches!(state.phase, Phase::Booting | Phase::Listening) {
+                state.phase = Phase::Stopped;
+            }
+            state.loading = None;
+            std::mem::take(&mut state.resident).into_keys().collect()
+        };
+        self.inner.listening.store(false, Ordering::SeqCst);
+        self.inner.shutdown.cancel();
+        for model in unloaded {
+            let _ = self
+                .inner
+                .events
+                .send(RuntimeEvent::ModelUnloaded { model });
+        }
+        self.inner.join_tasks().await;
+    }
+
+    /// The container's memory now.
+    pub fn memory(&self) -> MemorySnapshot {
+        self.inner.memory()
+    }
+
+    /// Whether the runtime answers HTTP.
+    pub fn is_listening(&self) -> bool {
+        self.inner.listening.load(Ordering::SeqCst)
+    }
+
+    /// The address the runtime serves on.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((self.inner.spec.ip, self.inner.spec.port))
+    }
+
+    /// Models resident now (name, resident bytes).
+    pub fn resident(&self) -> Vec<(String, u64)> {
+        self.inner
+            .lock()
+            .resident
+            .values()
+            .map(|r| (r.spec.name.clone(), r.spec.resident_bytes))
+            .collect()
+    }
+
+    /// How many exec commands are still running (a dropped stream ends its command).
+    pub fn running_execs(&self) -> usize {
+        self.inner.running_execs.load(Ordering::SeqCst)
+    }
+
+    /// Whether the container was OOM-killed.
+    pub fn oom_killed(&self) -> bool {
+        self.inner.lock().phase == Phase::OomKilled
+    }
+}
+
+/// Memory of the container broken down like memory.stat.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Breakdown {
+    pub anon: u64,
+    pub active_file: u64,
+    pub inactive_file: u64,
+    pub kernel: u64,
+    pub limit: u64,
+    pub oom_kills: u64,
+    pub max_events: u64,
+}
+
+impl Breakdown {
+    pub fn current(&self) -> u64 {
+        self.anon + self.active_file + self.inactive_file + self.kernel
+    }
+    pub fn file(&self) -> u64 {
+        self.active_file + self.inactive_file
+    }
+}
+
+impl Runtime {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A poisoned lock only means another task panicked mid-update; the state is still the
+        // best we have.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn track(&self, task: JoinHandle<()>) {
+        if let Ok(mut tasks) = self.tasks.lock() {
+            tasks.retain(|t| !t.is_finished());
+            tasks.push(task);
+        }
+    }
+
+    async fn join_tasks(&self) {
+        let tasks: Vec<JoinHandle<()>> = self
+            .tasks
+            .lock()
+            .map(|mut t| std::mem::take(&mut *t))
+            .unwrap_or_default();
+        for task in tasks {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+
+    pub(crate) fn phase(&self) -> Phase {
+        self.lock().phase
+    }
+
+    /// A stage sampled and divided by the speed.
+    pub(crate) fn sample(&self, stage: &Stage) -> Duration {
+        let raw = match self.rng.lock() {
+            Ok(mut rng) => stage.sample(&mut *rng),
+            Err(_) => duration_from_ms(stage.mean_ms),
+        };
+        self.scaled(raw)
+    }
+
+    /// A duration divided by the speed.
+    pub(crate) fn scaled(&self, d: Duration) -> Duration {
+        let speed = self.spec.speed;
+        if speed.is_finite() && speed > 0.0 {
+            mul(d, 1.0 / speed)
+        } else {
+            d
+        }
+    }
+
+    fn limit(&self) -> u64 {
+        self.spec.memory_limit_bytes
+    }
+
+    fn idle_anon(&self) -> u64 {
+        self.spec
+            .profile
+            .idle_bytes
+            .saturating_sub(IDLE_KERNEL + IDLE_ACTIVE_FILE)
+    }
+
+    pub(crate) fn breakdown(&self) -> Breakdown {
+        let state = self.lock();
+        let limit = self.limit();
+        let mut b = Breakdown {
+            limit,
+            oom_kills: state.oom_kills,
+            max_events: state.max_events,
+            ..Breakdown::default()
+        };
+        if matches!(state.phase, Phase::Stopped | Phase::OomKilled) {
+            return b;
+        }
+        b.kernel = IDLE_KERNEL;
+        b.active_file = IDLE_ACTIVE_FILE;
+        b.anon = self.idle_anon()
+            + state
+                .resident
+                .values()
+                .map(|r| r.spec.resident_bytes)
+                .fold(0u64, u64::saturating_add);
+        let mut cache = state.cache_bytes;
+        if let Some(loading) = &state.loading {
+            let progress = if loading.duration.is_zero() {
+                1.0
+            } else {
+                (loading.started.elapsed().as_secs_f64() / loading.duration.as_secs_f64())
+                    .clamp(0.0, 1.0)
+            };
+            b.anon += (loading.spec.resident_bytes as f64 * progress) as u64;
+            if loading.cold {
+                cache += (loading.spec.disk_bytes as f64 * progress) as u64;
+            }
+        }
+        let room = if limit == 0 {
+            u64::MAX
+        } else {
+            limit.saturating_sub(b.anon + b.kernel + b.active_file + RECLAIM_HEADROOM)
+        };
+        b.inactive_file = cache.min(room);
+        b
+    }
+
+    pub(crate) fn memory(&self) -> MemorySnapshot {
+        let b = self.breakdown();
+        MemorySnapshot {
+            current_bytes: b.current(),
+            limit_bytes: b.limit,
+            oom_kill_count: b.oom_kills,
+            working_set_bytes: b.current() - b.inactive_file,
+            anon_bytes: b.anon,
+            file_bytes: b.file(),
+            active_file_bytes: b.active_file,
+            inactive_file_bytes: b.inactive_file,
+            kernel_bytes: b.kernel,
+            max_events: b.max_events,
+        }
+    }
+
+    pub(crate) fn resident_models(&self) -> Vec<Resident> {
+        self.lock().resident.values().cloned().collect()
+    }
+
+    /// Make `spec` resident (loading it if needed) and mark it in use. Returns how long the
+    /// load took (Ollama's `load_duration`).
+    /// Until the request ends, `expires_at` shows the request's keep-alive counted from the
+    /// load, as Ollama does.
+    pub(crate) async fn acquire(
+        self: &Arc<Self>,
+        spec: &ModelSpec,
+        keep_alive: KeepAlive,
+    ) -> Result<Duration, RunError> {
+        let _load = self.load_lock.lock().await;
+        let start = Instant::now();
+        let reuse = {
+            let mut state = self.lock();
+            self.check_alive(&state)?;
+            state.next_generation += 1;
+            let generation = state.next_generation;
+            match state.resident.get_mut(&spec.name) {
+                Some(r) => {
+                    r.in_use += 1;
+                    r.generation = generation;
+                    r.expires_at = self.expiry(keep_alive);
+                    true
+                }
+                None => false,
+            }
+        };
+        if reuse {
+            let d = self.sample(&RESIDENT_REUSE);
+            self.sleep_alive(d).await?;
+            return Ok(start.elapsed());
+        }
+
+        let cold = !self.spec.node_cache.is_warm(&spec.name);
+        let mut duration = self.sample(&spec.load);
+        if cold {
+            duration = mul(duration, self.spec.profile.cold_load_factor);
+        }
+        // Anon memory that cannot be reclaimed: idle + every resident model.
+        let kill_after = {
+            let mut state = self.lock();
+            let pinned = self.idle_anon()
+                + IDLE_KERNEL
+                + IDLE_ACTIVE_FILE
+                + state
+                    .resident
+                    .values()
+                    .map(|r| r.spec.resident_bytes)
+                    .sum::<u64>();
+            let limit = self.limit();
+            state.loading = Some(Loading {
+                spec: spec.clone(),
+                started: Instant::now(),
+                duration,
+                cold,
+            });
+            (limit > 0 && pinned + spec.resident_bytes > limit).then(|| {
+                let room = limit.saturating_sub(pinned) as f64;
+                mul(duration, room / spec.resident_bytes.max(1) as f64)
+            })
+        };
+        if let Some(after) = kill_after {
+            self.sleep_alive(after).await?;
+            self.oom_kill();
+            return Err(RunError::Killed);
+        }
+        self.sleep_alive(duration).await?;
+        {
+            let mut state = self.lock();
+            self.check_alive(&state)?;
+            state.loading = None;
+            state.next_generation += 1;
+            let generation = state.next_generation;
+            state.resident.insert(
+                spec.name.clone(),
+                Resident {
+                    spec: spec.clone(),
+                    expires_at: self.expiry(keep_alive),
+                    in_use: 1,
+                    generation,
+                },
+            );
+            if cold {
+                let anon = self.idle_anon()
+                    + state
+                        .resident
+                        .values()
+                        .map(|r| r.spec.resident_bytes)
+                        .sum::<u64>();
+                let room = match self.limit() {
+                    0 => u64::MAX,
+                    limit => limit
+                        .saturating_sub(anon + IDLE_KERNEL + IDLE_ACTIVE_FILE + RECLAIM_HEADROOM),
+                };
+                let wanted = state.cache_bytes + spec.disk_bytes;
+                if wanted > room {
+                    state.max_events += 1;
+                }
+                state.cache_bytes = wanted.min(room);
+            }
+        }
+        self.spec.node_cache.mark_warm(&spec.name, spec.disk_bytes);
+        let load = start.elapsed();
+        self.spec.ground_truth.log(
+            &self.spec.pod_name,
+            Transition::ModelResident,
+            serde_json::json!({
+                "model": spec.name,
+                "cold": cold,
+                "load_ms": load.as_secs_f64() * 1000.0,
+                "resident_bytes": spec.resident_bytes,
+            }),
+        );
+        let _ = self.events.send(RuntimeEvent::ModelResident {
+            model: spec.name.clone(),
+        });
+        Ok(load)
+    }
+
+    /// A request is done with `model`: start its keep-alive (0 unloads it now).
+    pub(crate) fn release(self: &Arc<Self>, model: &str, keep_alive: KeepAlive) {
+        let timer = {
+            let mut state = self.lock();
+            state.next_generation += 1;
+            let generation = state.next_generation;
+            let Some(r) = state.resident.get_mut(model) else {
+                return;
+            };
+            r.in_use = r.in_use.saturating_sub(1);
+            r.generation = generation;
+            r.expires_at = self.expiry(keep_alive);
+            match keep_alive {
+                KeepAlive::Forever => None,
+                KeepAlive::For(d) => {
+                    let d = self.scaled(d);
+                    Some((d, generation, r.in_use == 0 && d.is_zero()))
+                }
+            }
+        };
+        match timer {
+            Some((_, _, true)) => self.unload(model),
+            Some((d, generation, false)) => {
+                let runtime = self.clone();
+                let model = model.to_string();
+                let task = tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::time::sleep(d) => runtime.expire(&model, generation),
+                        _ = runtime.shutdown.cancelled() => {}
+                    }
+                });
+                self.track(task);
+            }
+            None => {}
+        }
+    }
+
+    /// When a model kept alive for `keep_alive` from now expires (the lab's clock: / speed).
+    fn expiry(&self, keep_alive: KeepAlive) -> DateTime<Utc> {
+        match keep_alive {
+            // Go's time.Now().Add(math.MaxInt64): about 292 years ahead.
+            KeepAlive::Forever => {
+                let now = Utc::now();
+                now.checked_add_signed(chrono::Duration::nanoseconds(i64::MAX))
+                    .unwrap_or(now)
+            }
+            KeepAlive::For(d) => chrono::Duration::from_std(self.scaled(d))
+                .ok()
+                .and_then(|d| Utc::now().checked_add_signed(d))
+                .unwrap_or_else(|| self.expiry(KeepAlive::Forever)),
+        }
+    }
+
+    /// Unload `model` if it has not been used since the keep-alive that set this timer.
+    fn expire(&self, model: &str, generation: u64) {
+        let due = self
+            .lock()
+            .resident
+            .get(model)
+            .is_some_and(|r| r.generation == generation && r.in_use == 0);
+        if due {
+            self.unload(model);
+        }
+    }
+
+    /// Drop a model from memory (its page cache stays charged to the container).
+    pub(crate) fn unload(&self, model: &str) {
+        let removed = self.lock().resident.remove(model).is_some();
+        if removed {
+            let _ = self.events.send(RuntimeEvent::ModelUnloaded {
+                model: model.to_string(),
+            });
+        }
+    }
+
+    fn check_alive(&self, state: &State) -> Result<(), RunError> {
+        match state.phase {
+            Phase::OomKilled => Err(RunError::Killed),
+            Phase::Stopped => Err(RunError::Stopped),
+            Phase::Booting | Phase::Listening => Ok(()),
+        }
+    }
+
+    /// Sleep unless the container dies first.
+    pub(crate) async fn sleep_alive(&self, d: Duration) -> Result<(), RunError> {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => Ok(()),
+            _ = self.shutdown.cancelled() => {
+                Err(if self.killed.load(Ordering::SeqCst) { RunError::Killed } else { RunError::Stopped })
+            }
+        }
+    }
+
+    /// The kernel's OOM killer takes the container (at the instant of the load in progress).
+    fn oom_kill(&self) {
+        let (resident, limit) = {
+            let mut state = self.lock();
+            if !matches!(state.phase, Phase::Booting | Phase::Listening) {
+                return;
+            }
+            let limit = self.limit();
+            let mut resident: Vec<(String, u64)> = state
+                .resident
+                .values()
+                .map(|r| (r.spec.name.clone(), r.spec.resident_bytes))
+                .collect();
+            if let Some(loading) = &state.loading {
+                let pinned = self.idle_anon()
+                    + IDLE_KERNEL
+                    + IDLE_ACTIVE_FILE
+                    + resident.iter().map(|(_, b)| b).sum::<u64>();
+                resident.push((
+                    loading.spec.name.clone(),
+                    limit
+                        .saturating_sub(pinned)
+                        .min(loading.spec.resident_bytes),
+                ));
+            }
+            state.phase = Phase::OomKilled;
+            state.oom_kills += 1;
+            state.max_events += 1;
+            state.loading = None;
+            state.resident.clear();
+            (resident, limit)
+        };
+        self.killed.store(true, Ordering::SeqCst);
+        self.listening.store(false, Ordering::SeqCst);
+        self.shutdown.cancel();
+        self.spec.ground_truth.log(
+            &self.spec.pod_name,
+            Transition::OomKilled,
+            serde_json::json!({
+                "resident": resident.iter().map(|(m, b)| serde_json::json!({"model": m, "bytes": b})).collect::<Vec<_>>(),
+                "limit": limit,
+            }),
+        );
+        let _ = self
+            .events
+            .send(RuntimeEvent::OomKilled { resident, limit });
+    }
+}
+
+/// `d × f` without panicking (negative or NaN is zero, overflow is `Duration::MAX`).
+fn mul(d: Duration, f: f64) -> Duration {
+    duration_from_ms(d.as_secs_f64() * 1000.0 * f)
+}

@@ -1,0 +1,345 @@
+//! `pods/exec` and `pods/portforward` over WebSocket with the Kubernetes channel protocols
+//! (`v5.channel.k8s.io`, `v4.channel.k8s.io`, `channel.k8s.io`): every binary frame starts
+//! with a channel byte (0 stdin, 1 stdout, 2 stderr, 3 error, 4 resize, 255 close in v5).
+//! Exec ends with a v1 Status on the error channel (Success, or Failure with the exit code
+//! as a cause), as the kubelet writes it. Commands run in the pod's runtime.
+
+use super::api::{Api, error};
+use super::resources::PODS;
+use crate::lab::runtime::ExecChunk;
+use axum::body::Bytes;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::response::Response;
+use futures::{SinkExt, StreamExt};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const PROTOCOLS: [&str; 3] = ["v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io"];
+
+/// Which channel protocol the client and the lab agreed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelProtocol {
+    V1,
+    V4,
+    V5,
+}
+
+impl ChannelProtocol {
+    fn from_header(h: Option<&str>) -> Self {
+        match h {
+            Some("v5.channel.k8s.io") => Self::V5,
+            Some("v4.channel.k8s.io") => Self::V4,
+            _ => Self::V1,
+        }
+    }
+}
+
+/// The error-channel payload for an exit code.
+pub fn exit_status(protocol: ChannelProtocol, code: i32) -> Option<Vec<u8>> {
+    match (protocol, code) {
+        (ChannelProtocol::V1, 0) => None,
+        (ChannelProtocol::V1, c) => Some(format!("command terminated with non-zero exit code: error executing command, exit status {c}").into_bytes()),
+        (_, 0) => Some(json!({"metadata": {}, "status": "Success"}).to_string().into_bytes()),
+        (_, c) => Some(
+            json!({"metadata": {}, "status": "Failure",
+                   "message": format!("command terminated with non-zero exit code: error executing command [], exit status {c}"),
+                   "reason": "NonZeroExitCode",
+                   "details": {"causes": [{"reason": "ExitCode", "message": c.to_string()}]}})
+            .to_string()
+            .into_bytes(),
+        ),
+    }
+}
+
+fn frame(channel: u8, data: &[u8]) -> Message {
+    let mut v = Vec::with_capacity(data.len() + 1);
+    v.push(channel);
+    v.extend_from_slice(data);
+    Message::Binary(Bytes::from(v))
+}
+
+fn running_pod_check(
+    api: &Api,
+    ns: &str,
+    name: &str,
+    container: Option<&str>,
+) -> Result<(), Response> {
+    let Some(pod) = api.cluster.store.get(PODS, ns, name) else {
+        return Err(error(
+            404,
+            "NotFound",
+            &format!("pods \"{name}\" not found"),
+        ));
+    };
+    let cname = pod["spec"]["containers"][0]["name"]
+        .as_str()
+        .unwrap_or("ollama");
+    if let Some(c) = container
+        && c != cname
+    {
+        return Err(error(
+            400,
+            "BadRequest",
+            &format!("container {c} is not valid for pod {name}"),
+        ));
+    }
+    if pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
+        return Err(error(
+            400,
+            "BadRequest",
+            &format!("pod {name} does not have a host assigned"),
+        ));
+    }
+    if pod["status"]["containerStatuses"][0]["state"]["running"].is_null() {
+        return Err(error(
+            400,
+            "BadRequest",
+            &format!("unable to upgrade connection: container not found (\"{cname}\")"),
+        ));
+    }
+    Ok(())
+}
+
+/// Handle `pods/{name}/exec`.
+pub async fn exec(
+    api: Arc<Api>,
+    ns: String,
+    name: String,
+    pairs: Vec<(String, String)>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let command: Vec<String> = pairs
+        .iter()
+        .filter(|(k, _)| k == "command")
+        .map(|(_, v)| v.clone())
+        .collect();
+    if command.is_empty() {
+        return error(400, "BadRequest", "you must specify at least 1 command");
+    }
+    let container = pairs
+        .iter()
+        .find(|(k, _)| k == "container")
+        .map(|(_, v)| v.as_str());
+    if let Err(r) = running_pod_check(&api, &ns, &name, container) {
+        return r;
+    }
+    let Some(runtime) = api.cluster.runtime_of(&ns, &name) else {
+        return error(
+            400,
+            "BadRequest",
+            "unable to upgrade connection: container not found (\"ollama\")",
+        );
+    };
+    let ws = ws.protocols(PROTOCOLS);
+    let protocol =
+        ChannelProtocol::from_header(ws.selected_protocol().and_then(|h| h.to_str().ok()));
+    let delay = Duration::from_millis(api.exec_delay_ms.load(Ordering::Relaxed));
+    let drop = api.conn_drop_token();
+    ws.on_upgrade(move |socket| async move {
+        let (mut sink, mut stream) = socket.split();
+        // The client's frames: stdin (ignored: no command here reads it), resize, close.
+        let reader = async {
+            while let Some(Ok(msg)) = stream.next().await {
+                if matches!(msg, Message::Close(_)) {
+                    break;
+                }
+            }
+        };
+        let writer = async {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let mut out = runtime.exec(command);
+            let mut code = 0;
+            while let Some(chunk) = out.recv().await {
+                let msg = match chunk {
+                    ExecChunk::Stdout(b) => frame(1, &b),
+                    ExecChunk::Stderr(b) => frame(2, &b),
+                    ExecChunk::Exit(c) => {
+                        code = c;
+                        break;
+                    }
+                };
+                if sink.send(msg).await.is_err() {
+                    return;
+                }
+            }
+            if let Some(payload) = exit_status(protocol, code) {
+                let _ = sink.send(frame(3, &payload)).await;
+            }
+            // A normal closure (1000): client-go treats anything else as an error.
+            let _ = sink
+                .send(Message::Close(Some(CloseFrame {
+                    code: 1000,
+                    reason: "".into(),
+                })))
+                .await;
+        };
+        tokio::select! {
+            _ = writer => {}
+            _ = reader => {}
+            _ = drop.cancelled() => {}
+        }
+    })
+}
+
+/// Handle `pods/{name}/portforward` (one TCP connection to the pod per requested port).
+pub async fn portforward(
+    api: Arc<Api>,
+    ns: String,
+    name: String,
+    pairs: Vec<(String, String)>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let ports: Vec<u16> = pairs
+        .iter()
+        .filter(|(k, _)| k == "ports")
+        .flat_map(|(_, v)| {
+            v.split(',')
+                .map(str::trim)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    if ports.is_empty() {
+        return error(400, "BadRequest", "query parameter \"port\" is required");
+    }
+    if let Err(r) = running_pod_check(&api, &ns, &name, None) {
+        return r;
+    }
+    let Some(ip) = api.cluster.with_pod(&ns, &name, |e| e.ip).flatten() else {
+        return error(
+            400,
+            "BadRequest",
+            "unable to upgrade connection: pod has no IP",
+        );
+    };
+    let ws = ws.protocols(PROTOCOLS);
+    let drop = api.conn_drop_token();
+    ws.on_upgrade(move |socket| async move {
+        tokio::select! {
+            _ = forward(socket, ip, ports) => {}
+            _ = drop.cancelled() => {}
+        }
+    })
+}
+
+async fn forward(socket: WebSocket, ip: std::net::Ipv4Addr, ports: Vec<u16>) {
+    let (sink, mut stream) = socket.split();
+    let sink = Arc::new(tokio::sync::Mutex::new(sink));
+    let mut writers = Vec::new();
+    let mut tasks = Vec::new();
+    // The WebSocket closes when the pod side of every forwarded connection has closed.
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(ports.len()));
+    for (i, port) in ports.iter().enumerate() {
+        let data_ch = (2 * i) as u8;
+        let prefix = port.to_le_bytes();
+        {
+            let mut s = sink.lock().await;
+            if s.send(frame(data_ch, &prefix)).await.is_err()
+                || s.send(frame(data_ch + 1, &prefix)).await.is_err()
+            {
+                return;
+            }
+        }
+        match tokio::net::TcpStream::connect((ip, *port)).await {
+            Ok(tcp) => {
+                let (mut rd, wr) = tcp.into_split();
+                writers.push(Some(wr));
+                let sink = sink.clone();
+                let open = open.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut buf = vec![0u8; 32 * 1024];
+                    loop {
+                        match rd.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => {
+                                if sink
+                                    .lock()
+                                    .await
+                                    .send(frame(data_ch, &buf[..n]))
+                                    .await
+                                    .is_err()
+                                {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    if open.fetch_sub(1, Ordering::SeqCst) == 1 {
+                        let _ = sink
+                            .lock()
+                            .await
+                            .send(Message::Close(Some(CloseFrame {
+                                code: 1000,
+                                reason: "".into(),
+                            })))
+                            .await;
+                    }
+                }));
+            }
+            Err(e) => {
+                writers.push(None);
+                open.fetch_sub(1, Ordering::SeqCst);
+                let msg = format!("error forwarding port {port} to pod: {e}");
+                let _ = sink
+                    .lock()
+                    .await
+                    .send(frame(data_ch + 1, msg.as_bytes()))
+                    .await;
+            }
+        }
+    }
+    while let Some(Ok(msg)) = stream.next().await {
+        match msg {
+            Message::Binary(b) if !b.is_empty() => {
+                let ch = b[0];
+                if ch == 255 {
+                    // v5 close of one channel.
+                    if let Some(&c) = b.get(1)
+                        && let Some(Some(w)) = writers.get_mut(usize::from(c) / 2)
+                    {
+                        let _ = w.shutdown().await;
+                    }
+                    continue;
+                }
+                if ch % 2 == 0
+                    && let Some(Some(w)) = writers.get_mut(usize::from(ch) / 2)
+                    && w.write_all(&b[1..]).await.is_err()
+                {
+                    break;
+                }
+            }
+            Message::Close(_) => break,
+            _ => {}
+        }
+    }
+    for t in tasks {
+        t.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_statuses_per_protocol() {
+        assert_eq!(exit_status(ChannelProtocol::V1, 0), None);
+        let ok: serde_json::Value =
+            serde_json::from_slice(&exit_status(ChannelProtocol::V5, 0).unwrap()).unwrap();
+        assert_eq!(ok["status"], "Success");
+        let fail: serde_json::Value =
+            serde_json::from_slice(&exit_status(ChannelProtocol::V4, 3).unwrap()).unwrap();
+        assert_eq!(fail["reason"], "NonZeroExitCode");
+        assert_eq!(fail["details"]["causes"][0]["message"], "3");
+        assert_eq!(
+            ChannelProtocol::from_header(Some("v4.channel.k8s.io")),
+            ChannelProtocol::V4
+        );
+    }
+}

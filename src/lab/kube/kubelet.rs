@@ -1,0 +1,649 @@
+//! The kubelet of the lab, one task per pod: scheduling after `profile.schedule`, container
+//! creation after `profile.container_start`, the Ollama runtime started in the container,
+//! readiness per scenario (at start, HTTP probe on /api/tags, or a finished generate),
+//! container restarts after an OOM kill, and graceful termination when the pod is deleted.
+//! Every status change is one store update with the conditions and container states a real
+//! kubelet writes, and the matching ground-truth line at the same instant.
+
+use super::cluster::Cluster;
+use super::objects::{self, OLLAMA_PORT, time};
+use super::resources::{NODES, PODS};
+use crate::lab::ground_truth::Transition;
+use crate::lab::runtime::{self, ModelDisk, RuntimeEvent, RuntimeHandle, RuntimeSpec};
+use crate::lab::scenario::Readiness;
+use chrono::Utc;
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+    ContainerStatus, Pod, PodCondition, PodIP,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::json;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// A chrono instant as a k8s `Time`.
+pub fn k8s_time(ts: chrono::DateTime<Utc>) -> Time {
+    Time(k8s_openapi::jiff::Timestamp::from_microsecond(ts.timestamp_micros()).unwrap_or_default())
+}
+
+fn set_condition(
+    pod: &mut Pod,
+    ty: &str,
+    status: bool,
+    reason: Option<&str>,
+    message: Option<String>,
+    now: chrono::DateTime<Utc>,
+) {
+    let st = pod.status.get_or_insert_with(Default::default);
+    let conds = st.conditions.get_or_insert_with(Vec::new);
+    let status_s = if status { "True" } else { "False" }.to_string();
+    if let Some(c) = conds.iter_mut().find(|c| c.type_ == ty) {
+        if c.status != status_s {
+            c.status = status_s;
+            c.last_transition_time = Some(k8s_time(now));
+        }
+        c.reason = reason.map(str::to_string);
+        c.message = message;
+    } else {
+        conds.push(PodCondition {
+            type_: ty.to_string(),
+            status: status_s,
+            reason: reason.map(str::to_string),
+            message,
+            last_transition_time: Some(k8s_time(now)),
+            ..Default::default()
+        });
+    }
+    // Keep the order a real kubelet reports.
+    let order = [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ];
+    conds.sort_by_key(|c| {
+        order
+            .iter()
+            .position(|o| *o == c.type_)
+            .unwrap_or(order.len())
+    });
+}
+
+fn container_status(pod: &mut Pod) -> &mut ContainerStatus {
+    let spec_container = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .cloned()
+        .unwrap_or_default();
+    let st = pod.status.get_or_insert_with(Default::default);
+    let list = st.container_statuses.get_or_insert_with(Vec::new);
+    if list.is_empty() {
+        list.push(ContainerStatus {
+            name: spec_container.name.clone(),
+            image: spec_container.image.clone().unwrap_or_default(),
+            image_id: String::new(),
+            ready: false,
+            restart_count: 0,
+            started: Some(false),
+            ..Default::default()
+        });
+    }
+    &mut list[0]
+}
+
+fn set_ready(pod: &mut Pod, ready: bool, now: chrono::DateTime<Utc>) {
+    let cname = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .map(|c| c.name.clone())
+        .unwrap_or_default();
+    let (reason, msg) = if ready {
+        (None, None)
+    } else {
+        (
+            Some("ContainersNotReady"),
+            Some(format!("containers with unready status: [{cname}]")),
+        )
+    };
+    set_condition(pod, "Ready", ready, reason, msg.clone(), now);
+    set_condition(pod, "ContainersReady", ready, reason, msg, now);
+    container_status(pod).ready = ready;
+}
+
+/// The state of one pod's container as the kubelet tracks it.
+struct Container {
+    runtime: Option<Arc<RuntimeHandle>>,
+    events: Option<mpsc::UnboundedReceiver<RuntimeEvent>>,
+    ready: bool,
+    started_at: chrono::DateTime<Utc>,
+    container_id: String,
+}
+
+struct PodRun {
+    cluster: Arc<Cluster>,
+    ns: String,
+    name: String,
+    uid: String,
+    node: String,
+    ip: Option<Ipv4Addr>,
+    disk: Arc<ModelDisk>,
+    runs_ollama: bool,
+    memory_limit: u64,
+}
+
+impl PodRun {
+    fn update(&self, f: impl FnOnce(&mut Pod)) -> Option<serde_json::Value> {
+        match self
+            .cluster
+            .store
+            .mutate_typed::<Pod>(PODS, &self.ns, &self.name, f)
+        {
+            Ok(p) => serde_json::to_value(p).ok(),
+            Err(e) => {
+                tracing::debug!("lab kubelet: updating pod {}: {e}", self.name);
+                None
+            }
+        }
+    }
+
+    fn event(&self, pod: &serde_json::Value, ty: &str, reason: &str, msg: &str) {
+        self.cluster
+            .record_event(pod, ty, reason, msg, "kubelet", &self.node);
+    }
+
+    fn log(&self, at: chrono::DateTime<Utc>, t: Transition, detail: serde_json::Value) {
+        self.cluster
+            .settings
+            .ground_truth
+            .log_at(at, &self.name, t, detail);
+    }
+
+    async fn start_container(&self, restart_count: i32) -> Container {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut runtime = None;
+        if self.runs_ollama
+            && let Some(ip) = self.ip
+        {
+            let spec = RuntimeSpec {
+                pod_name: self.name.clone(),
+                pod_uid: self.uid.clone(),
+                node_name: self.node.clone(),
+                ip,
+                port: OLLAMA_PORT,
+                memory_limit_bytes: self.memory_limit,
+                profile: self.cluster.settings.profile.clone(),
+                disk: self.disk.clone(),
+                node_cache: self
+                    .cluster
+                    .node_caches
+                    .get(&self.node)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(crate::lab::runtime::NodeCache::new(false))),
+                speed: self.cluster.settings.speed,
+                ground_truth: self.cluster.settings.ground_truth.clone(),
+                faults: self.cluster.runtime_faults.clone(),
+            };
+            match runtime::start(spec, tx).await {
+                Ok(h) => runtime = Some(Arc::new(h)),
+                Err(e) => tracing::warn!("lab kubelet: starting the runtime of {}: {e}", self.name),
+            }
+        }
+        self.cluster
+            .with_pod(&self.ns, &self.name, |e| e.runtime = runtime.clone());
+        let now = Utc::now();
+        let container_id = format!("containerd://{}", self.cluster.hex(64));
+        let baseline = self.cluster.settings.scenario.readiness() == Readiness::Started;
+        let ip = self.ip;
+        let cid = container_id.clone();
+        let pod = self.update(|p| {
+            let st = p.status.get_or_insert_with(Default::default);
+            st.phase = Some("Running".into());
+            if let Some(ip) = ip {
+                st.pod_ip = Some(ip.to_string());
+                st.pod_ips = Some(vec![PodIP { ip: ip.to_string() }]);
+            }
+            set_condition(p, "PodReadyToStartContainers", true, None, None, now);
+            let cs = container_status(p);
+            cs.state = Some(ContainerState { running: Some(ContainerStateRunning { started_at: Some(k8s_time(now)) }), ..Default::default() });
+            cs.started = Some(true);
+            cs.restart_count = restart_count;
+            cs.container_id = Some(cid.clone());
+            cs.image_id = "docker.io/ollama/ollama@sha256:5d9a3e3a1b0b2ba6a0d2b0c3f1e0f2e6a4e2c4d1b7f5a8f0e4c1d2b3a4f5e6d7".into();
+            set_ready(p, baseline, now);
+        });
+        self.log(
+            now,
+            Transition::ContainerStarted,
+            json!({"restart_count": restart_count}),
+        );
+        if baseline {
+            self.log(now, Transition::PodReady, json!({}));
+        }
+        if let Some(pod) = &pod {
+            let image = objects::OLLAMA_IMAGE;
+            self.event(
+                pod,
+                "Normal",
+                "Pulled",
+                &format!("Container image \"{image}\" already present on machine"),
+            );
+            self.event(pod, "Normal", "Created", "Created container: ollama");
+            self.event(pod, "Normal", "Started", "Started container ollama");
+        }
+        Container {
+            runtime,
+            events: Some(rx),
+            ready: baseline,
+            started_at: now,
+            container_id,
+        }
+    }
+
+    /// Run one readiness probe; true when it passed.
+    async fn probe(&self, readiness: Readiness) -> bool {
+        let Some(ip) = self.ip else { return false };
+        if !self.runs_ollama {
+            return true;
+        }
+        let base = format!("http://{ip}:{OLLAMA_PORT}");
+        let http = &self.cluster.http;
+        match readiness {
+            Readiness::Started => true,
+            Readiness::Http => {
+                let timeout = self
+                    .cluster
+                    .scaled(Duration::from_secs(1))
+                    .max(Duration::from_millis(200));
+                matches!(http.get(format!("{base}/api/tags")).timeout(timeout).send().await, Ok(r) if r.status().is_success())
+            }
+            Readiness::Inference => {
+                let timeout = self
+                    .cluster
+                    .scaled(Duration::from_secs(120))
+                    .max(Duration::from_secs(5));
+                let body = json!({"model": self.cluster.settings.profile.model, "prompt": "Reply with exactly: READY", "stream": false});
+                match http
+                    .post(format!("{base}/api/generate"))
+                    .json(&body)
+                    .timeout(timeout)
+                    .send()
+                    .await
+                {
+                    Ok(r) if r.status().is_success() => r
+                        .json::<serde_json::Value>()
+                        .await
+                        .is_ok_and(|v| v["done"] == true),
+                    _ => false,
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_or(d: Duration, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => true,
+        _ = cancel.cancelled() => false,
+    }
+}
+
+/// Drive one pod from creation to removal.
+pub async fn run_pod(
+    cluster: Arc<Cluster>,
+    ns: String,
+    name: String,
+    uid: String,
+    deleting: CancellationToken,
+) {
+    let profile = cluster.settings.profile.clone();
+    let pod_json = cluster.store.get(PODS, &ns, &name);
+    let Some(pod_json) = pod_json else {
+        cluster.remove_pod_entry(&ns, &name);
+        return;
+    };
+    let container0 = &pod_json["spec"]["containers"][0];
+    let runs_ollama = container0["image"]
+        .as_str()
+        .is_some_and(|i| i.starts_with("ollama/ollama"));
+    let memory_limit = container0["resources"]["limits"]["memory"]
+        .as_str()
+        .and_then(objects::parse_quantity)
+        .unwrap_or(profile.memory_limit_bytes);
+    let emptydir = pod_json["spec"]["volumes"].as_array().is_some_and(|vs| {
+        vs.iter()
+            .any(|v| v["name"] == "models" && v.get("emptyDir").is_some())
+    });
+    let disk = if emptydir {
+        // The first pod had its models pulled into its emptyDir; they die with it, so every
+        // later pod starts with an empty model store (the published archive experiment).
+        if cluster
+            .emptydir_seeded
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            Arc::new(ModelDisk::empty())
+        } else {
+            Arc::new(ModelDisk::with_models(&profile.models))
+        }
+    } else {
+        cluster.shared_disk.clone()
+    };
+    let mut run = PodRun {
+        cluster: cluster.clone(),
+        ns: ns.clone(),
+        name: name.clone(),
+        uid,
+        node: String::new(),
+        ip: None,
+        disk,
+        runs_ollama,
+        memory_limit,
+    };
+
+    // Scheduling.
+    if !sleep_or(cluster.sample(&profile.schedule), &deleting).await {
+        return finish(&run, None, &deleting).await;
+    }
+    let node = pick_node(&cluster, &pod_json);
+    let now = Utc::now();
+    let node_c = node.clone();
+    let Some(pod) = run.update(|p| {
+        p.spec.get_or_insert_with(Default::default).node_name = Some(node_c);
+        set_condition(p, "PodScheduled", true, None, None, now);
+    }) else {
+        return finish(&run, None, &deleting).await;
+    };
+    run.log(now, Transition::PodScheduled, json!({"node": node}));
+    cluster.record_event(
+        &pod,
+        "Normal",
+        "Scheduled",
+        &format!("Successfully assigned {ns}/{name} to {node}"),
+        "default-scheduler",
+        "",
+    );
+    run.node = node.clone();
+    let ip = cluster.allocate_ip();
+    run.ip = Some(ip);
+    cluster.with_pod(&ns, &name, |e| {
+        e.ip = Some(ip);
+        e.node = Some(node.clone());
+        e.own_disk = emptydir.then(|| run.disk.clone());
+    });
+    let host_ip = node_ip(&cluster, &node);
+    let now = Utc::now();
+    run.update(|p| {
+        let st = p.status.get_or_insert_with(Default::default);
+        st.host_ip = Some(host_ip.clone());
+        st.host_ips = Some(vec![k8s_openapi::api::core::v1::HostIP {
+            ip: host_ip.clone(),
+        }]);
+        st.start_time = Some(k8s_time(now));
+        set_condition(p, "PodReadyToStartContainers", false, None, None, now);
+        set_condition(p, "Initialized", true, None, None, now);
+        set_ready(p, false, now);
+        let cs = container_status(p);
+        cs.state = Some(ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some("ContainerCreating".into()),
+                message: None,
+            }),
+            ..Default::default()
+        });
+    });
+
+    // Container start.
+    if !sleep_or(cluster.sample(&profile.container_start), &deleting).await {
+        return finish(&run, None, &deleting).await;
+    }
+    let mut container = run.start_container(0).await;
+    let readiness = cluster.settings.scenario.readiness();
+    let period = cluster.scaled(Duration::from_secs(u64::from(
+        cluster.settings.scenario.probe_period_seconds().max(1),
+    )));
+    let mut failures = 0u32;
+    let mut next_probe = Instant::now();
+    loop {
+        let probe_due = readiness != Readiness::Started;
+        let wait = next_probe.saturating_duration_since(Instant::now());
+        let mut events = container.events.take();
+        let ev = async {
+            match events.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = deleting.cancelled() => {
+                return finish(&run, Some(container), &deleting).await;
+            }
+            _ = cluster.shutdown.cancelled() => {
+                if let Some(rt) = container.runtime.take() { rt.stop().await; }
+                cluster.with_pod(&run.ns, &run.name, |e| e.runtime = None);
+                return;
+            }
+            e = ev => {
+                container.events = events;
+                match e {
+                    Some(RuntimeEvent::OomKilled { resident, limit }) => {
+                        container = oom_restart(&run, container, &deleting, resident, limit).await;
+                        if deleting.is_cancelled() {
+                            return finish(&run, Some(container), &deleting).await;
+                        }
+                        failures = 0;
+                        next_probe = Instant::now();
+                    }
+                    Some(_) => {}
+                    None => container.events = None,
+                }
+            }
+            ok = async {
+                tokio::time::sleep(wait).await;
+                run.probe(readiness).await
+            }, if probe_due => {
+                container.events = events;
+                next_probe = Instant::now() + period;
+                if ok {
+                    failures = 0;
+                    if !container.ready {
+                        container.ready = true;
+                        let now = Utc::now();
+                        run.update(|p| set_ready(p, true, now));
+                        run.log(now, Transition::PodReady, json!({"probe": format!("{readiness:?}")}));
+                    }
+                } else {
+                    failures += 1;
+                    if container.ready && failures >= 3 {
+                        container.ready = false;
+                        let now = Utc::now();
+                        if let Some(pod) = run.update(|p| set_ready(p, false, now)) {
+                            run.event(&pod, "Warning", "Unhealthy", "Readiness probe failed");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn oom_restart(
+    run: &PodRun,
+    mut container: Container,
+    deleting: &CancellationToken,
+    resident: Vec<(String, u64)>,
+    limit: u64,
+) -> Container {
+    if let Some(rt) = container.runtime.take() {
+        rt.stop().await;
+    }
+    run.cluster
+        .with_pod(&run.ns, &run.name, |e| e.runtime = None);
+    let now = Utc::now();
+    let started_at = container.started_at;
+    let cid = container.container_id.clone();
+    let mut restarts = 0;
+    let pod = run.update(|p| {
+        set_ready(p, false, now);
+        let cs = container_status(p);
+        cs.restart_count += 1;
+        restarts = cs.restart_count;
+        let term = ContainerStateTerminated {
+            exit_code: 137,
+            reason: Some("OOMKilled".into()),
+            started_at: Some(k8s_time(started_at)),
+            finished_at: Some(k8s_time(now)),
+            container_id: Some(cid.clone()),
+            ..Default::default()
+        };
+        cs.last_state = Some(ContainerState {
+            terminated: Some(term),
+            ..Default::default()
+        });
+        cs.state = Some(ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some("ContainerCreating".into()),
+                message: None,
+            }),
+            ..Default::default()
+        });
+        cs.started = Some(false);
+    });
+    if let Some(node) = run.cluster.store.get(NODES, "", &run.node) {
+        let models: Vec<String> = resident
+            .iter()
+            .map(|(m, b)| format!("{m} ({b} bytes)"))
+            .collect();
+        run.cluster.record_event(
+            &node,
+            "Warning",
+            "SystemOOM",
+            &format!(
+                "System OOM encountered, victim process: ollama, limit {limit} bytes, resident: {}",
+                models.join(", ")
+            ),
+            "kubelet",
+            &run.node,
+        );
+    }
+    if let Some(pod) = &pod {
+        run.event(
+            pod,
+            "Warning",
+            "BackOff",
+            &format!(
+                "Back-off restarting failed container ollama in pod {}_{}({})",
+                run.name, run.ns, run.uid
+            ),
+        );
+    }
+    // The kubelet restarts the container at once (first restart: no back-off).
+    let delay = run
+        .cluster
+        .sample(&run.cluster.settings.profile.container_start);
+    if !sleep_or(delay, deleting).await {
+        return container;
+    }
+    let mut c = run.start_container(restarts).await;
+    c.started_at = Utc::now();
+    c
+}
+
+async fn finish(run: &PodRun, container: Option<Container>, deleting: &CancellationToken) {
+    let cluster = &run.cluster;
+    if let Some(mut c) = container {
+        if let Some(rt) = c.runtime.take() {
+            rt.stop().await;
+        }
+        cluster.with_pod(&run.ns, &run.name, |e| e.runtime = None);
+        let now = Utc::now();
+        let started_at = c.started_at;
+        let cid = c.container_id.clone();
+        run.update(|p| {
+            set_ready(p, false, now);
+            let cs = container_status(p);
+            cs.state = Some(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code: 0,
+                    reason: Some("Completed".into()),
+                    started_at: Some(k8s_time(started_at)),
+                    finished_at: Some(k8s_time(now)),
+                    container_id: Some(cid.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            cs.started = Some(false);
+        });
+    }
+    let _ = deleting;
+    let remove_at = cluster
+        .with_pod(&run.ns, &run.name, |e| e.remove_at)
+        .flatten();
+    if let Some(at) = remove_at {
+        tokio::select! {
+            _ = tokio::time::sleep_until(at.into()) => {}
+            _ = cluster.shutdown.cancelled() => {}
+        }
+    }
+    if cluster.store.get(PODS, &run.ns, &run.name).is_some()
+        && cluster.store.delete(PODS, &run.ns, &run.name).is_ok()
+    {
+        run.log(Utc::now(), Transition::PodGone, json!({}));
+    }
+    if let Some(ip) = run.ip {
+        cluster.release_ip(ip);
+    }
+    cluster.remove_pod_entry(&run.ns, &run.name);
+}
+
+fn node_ip(cluster: &Cluster, node: &str) -> String {
+    cluster
+        .store
+        .get(NODES, "", node)
+        .and_then(|n| {
+            n["status"]["addresses"].as_array().and_then(|a| {
+                a.iter()
+                    .find(|x| x["type"] == "InternalIP")
+                    .and_then(|x| x["address"].as_str().map(str::to_string))
+            })
+        })
+        .unwrap_or_else(|| "127.0.0.2".into())
+}
+
+/// Where a pod goes: pods mounting a PVC go to the node the (ReadWriteOnce) volume is
+/// attached to, the first node; others to the node with the fewest pods (ties: the first).
+fn pick_node(cluster: &Cluster, pod: &serde_json::Value) -> String {
+    let uses_pvc = pod["spec"]["volumes"]
+        .as_array()
+        .is_some_and(|vs| vs.iter().any(|v| v.get("persistentVolumeClaim").is_some()));
+    if uses_pvc {
+        return objects::NODE_NAMES[0].to_string();
+    }
+    let pods = cluster.store.list(PODS, None).0;
+    let nodes: Vec<String> = cluster
+        .store
+        .list(NODES, None)
+        .0
+        .iter()
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    nodes
+        .iter()
+        .min_by_key(|n| {
+            pods.iter()
+                .filter(|p| p["spec"]["nodeName"] == n.as_str())
+                .count()
+        })
+        .cloned()
+        .unwrap_or_else(|| objects::NODE_NAMES[0].to_string())
+}
+
+/// Seconds-precision time string of now (for callers building JSON).
+pub fn now_str() -> String {
+    time(Utc::now())
+}

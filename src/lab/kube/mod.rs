@@ -1,0 +1,29 @@
+//! The Kubernetes side of the built-in lab: an API server real clients (kubectl, kube-rs)
+//! accept, its object store with resourceVersions and watches, the controllers and kubelet
+//! that replace deleted pods on the published timings, exec, proxies and server-side tables.
+//!
+//! - `resources`: the served resource types (discovery, routing).
+//! - `store`: objects, the global resourceVersion, the bounded change history.
+//! - `selectors`, `patch`, `tables`: request semantics (pure, unit tested).
+//! - `objects`: builders of the lab's objects (checked against k8s-openapi types).
+//! - `cluster`: shared state and the Deployment, ReplicaSet and EndpointSlice controllers.
+//! - `kubelet`: one task per pod (scheduling, container start, readiness, OOM restarts,
+//!   graceful termination).
+//! - `api`, `watch`, `exec`, `proxy`: the HTTP surface.
+//! - `kubeconfig`: the kubeconfig the lab writes.
+//! - `faults`: the fault switches of the admin endpoint.
+
+pub mod api;
+pub mod cluster;
+pub mod exec;
+pub mod faults;
+pub mod kubeconfig;
+pub mod kubelet;
+pub mod objects;
+pub mod patch;
+pub mod proxy;
+pub mod resources;
+pub mod selectors;
+pub mod store;
+pub mod tables;
+pub mod watch;

@@ -1,0 +1,202 @@
+//! The API server's proxies: `pods/{name}[:port]/proxy/…` and `services/{name}[:port]/proxy/…`
+//! forward the HTTP request to the pod's runtime (a ready endpoint of the service), and
+//! `nodes/{name}/proxy/stats/summary` answers as the kubelet Summary API with each pod's
+//! container memory from its runtime.
+
+use super::api::{Api, ResourcePath, error, json_response};
+use super::cluster::pod_ready;
+use super::objects::OLLAMA_PORT;
+use super::resources::{NODES, PODS, SERVICES};
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::Response;
+use futures::TryStreamExt;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Split `name`, `name:port` or `scheme:name:port`.
+pub fn split_name_port(s: &str) -> (String, Option<u16>) {
+    let parts: Vec<&str> = s.split(':').collect();
+    match parts.as_slice() {
+        [name] => (name.to_string(), None),
+        [name, port] => (name.to_string(), port.parse().ok()),
+        [_scheme, name, port, ..] => (name.to_string(), port.parse().ok()),
+        _ => (s.to_string(), None),
+    }
+}
+
+/// Forward a proxied request.
+pub async fn proxy(
+    api: Arc<Api>,
+    rp: ResourcePath,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let ns = rp.namespace.clone().unwrap_or_default();
+    let (name, port) = split_name_port(rp.name.as_deref().unwrap_or(""));
+    let target = match rp.resource {
+        PODS => {
+            let Some(pod) = api.cluster.store.get(PODS, &ns, &name) else {
+                return error(404, "NotFound", &format!("pods \"{name}\" not found"));
+            };
+            match pod["status"]["podIP"].as_str() {
+                Some(ip) => (ip.to_string(), port.unwrap_or(OLLAMA_PORT)),
+                None => {
+                    return error(
+                        503,
+                        "ServiceUnavailable",
+                        &format!("pod {name} has no IP yet"),
+                    );
+                }
+            }
+        }
+        SERVICES => {
+            if api.cluster.store.get(SERVICES, &ns, &name).is_none() {
+                return error(404, "NotFound", &format!("services \"{name}\" not found"));
+            }
+            let ready_ip = api
+                .cluster
+                .store
+                .list(PODS, Some(&ns))
+                .0
+                .iter()
+                .filter(|p| {
+                    p["metadata"]["labels"]["app"] == name.as_str()
+                        && pod_ready(p)
+                        && p["metadata"]["deletionTimestamp"].is_null()
+                })
+                .find_map(|p| p["status"]["podIP"].as_str().map(str::to_string));
+            match ready_ip {
+                Some(ip) => (ip, port.unwrap_or(OLLAMA_PORT)),
+                None => {
+                    return error(
+                        503,
+                        "ServiceUnavailable",
+                        &format!("no endpoints available for service \"{name}\""),
+                    );
+                }
+            }
+        }
+        NODES => return node_proxy(&api, &name, &rp.rest),
+        _ => {
+            return error(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            );
+        }
+    };
+    let (ip, port) = target;
+    let mut url = format!("http://{ip}:{port}/{}", rp.rest);
+    if let Some(q) = uri.query() {
+        url.push('?');
+        url.push_str(q);
+    }
+    let mut req = api.cluster.http.request(method, &url).body(body);
+    for h in [header::CONTENT_TYPE, header::ACCEPT] {
+        if let Some(v) = headers.get(&h) {
+            req = req.header(h, v);
+        }
+    }
+    match req.send().await {
+        Ok(resp) => {
+            let status =
+                StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+            let ct = resp.headers().get(header::CONTENT_TYPE).cloned();
+            let stream = resp.bytes_stream().map_err(std::io::Error::other);
+            let mut b = Response::builder().status(status);
+            if let Some(ct) = ct {
+                b = b.header(header::CONTENT_TYPE, ct);
+            }
+            b.body(Body::from_stream(stream))
+                .unwrap_or_else(|_| error(502, "InternalError", "building the proxy response"))
+        }
+        Err(e) => error(
+            503,
+            "ServiceUnavailable",
+            &format!("error trying to reach service: {e}"),
+        ),
+    }
+}
+
+fn node_proxy(api: &Api, node: &str, rest: &str) -> Response {
+    if api.cluster.store.get(NODES, "", node).is_none() {
+        return error(404, "NotFound", &format!("nodes \"{node}\" not found"));
+    }
+    match rest {
+        "stats/summary" => json_response(StatusCode::OK, &summary(api, node)),
+        "healthz" => Response::builder()
+            .status(StatusCode::OK)
+            .body(Body::from("ok"))
+            .unwrap_or_else(|_| error(500, "InternalError", "healthz")),
+        _ => error(
+            404,
+            "NotFound",
+            &format!("the lab's kubelet does not serve /{rest}"),
+        ),
+    }
+}
+
+/// The kubelet Summary API of a node.
+pub fn summary(api: &Api, node: &str) -> Value {
+    let now = super::objects::time(chrono::Utc::now());
+    let mut pods = Vec::new();
+    let mut total_ws: u64 = 0;
+    for (ns, name, pod_node, rt) in api.cluster.runtimes() {
+        if pod_node.as_deref() != Some(node) {
+            continue;
+        }
+        let m = rt.memory();
+        total_ws += m.working_set_bytes;
+        let uid = api
+            .cluster
+            .store
+            .get(PODS, &ns, &name)
+            .and_then(|p| p["metadata"]["uid"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        let mem = json!({"time": now, "usageBytes": m.current_bytes, "workingSetBytes": m.working_set_bytes,
+                         "rssBytes": m.anon_bytes, "pageFaults": 0, "majorPageFaults": 0,
+                         "availableBytes": m.limit_bytes.saturating_sub(m.working_set_bytes)});
+        pods.push(json!({
+            "podRef": {"name": name, "namespace": ns, "uid": uid},
+            "startTime": now,
+            "containers": [{"name": "ollama", "startTime": now, "memory": mem, "cpu": {"time": now, "usageNanoCores": 0, "usageCoreNanoSeconds": 0}}],
+            "memory": mem,
+            "cpu": {"time": now, "usageNanoCores": 0, "usageCoreNanoSeconds": 0}
+        }));
+    }
+    let cached_kb = api
+        .cluster
+        .node_caches
+        .get(node)
+        .map(|c| c.cached_kb())
+        .unwrap_or(0);
+    json!({
+        "node": {"nodeName": node, "startTime": now,
+                 "memory": {"time": now, "availableBytes": (32u64 << 30).saturating_sub(total_ws), "usageBytes": total_ws + cached_kb * 1024,
+                            "workingSetBytes": total_ws, "rssBytes": total_ws, "pageFaults": 0, "majorPageFaults": 0},
+                 "systemContainers": []},
+        "pods": pods
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_and_port() {
+        assert_eq!(split_name_port("ollama"), ("ollama".into(), None));
+        assert_eq!(
+            split_name_port("ollama:11434"),
+            ("ollama".into(), Some(11434))
+        );
+        assert_eq!(
+            split_name_port("http:ollama:11434"),
+            ("ollama".into(), Some(11434))
+        );
+        assert_eq!(split_name_port("ollama:bad"), ("ollama".into(), None));
+    }
+}

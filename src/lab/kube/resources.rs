@@ -1,0 +1,147 @@
+//! The resource types the lab's API server serves: group, version, plural, kind, scope and
+//! short names, used by discovery, URL routing and the store.
+
+/// One served resource type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Resource {
+    /// API group (`""` for the core group).
+    pub group: &'static str,
+    pub version: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+}
+
+impl Resource {
+    /// `v1` or `apps/v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+const fn res(
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+    categories: &'static [&'static str],
+) -> Resource {
+    Resource {
+        group,
+        version,
+        plural,
+        singular,
+        kind,
+        namespaced,
+        short_names,
+        categories,
+    }
+}
+
+pub const NAMESPACES: Resource = res(
+    "",
+    "v1",
+    "namespaces",
+    "namespace",
+    "Namespace",
+    false,
+    &["ns"],
+    &[],
+);
+pub const NODES: Resource = res("", "v1", "nodes", "node", "Node", false, &["no"], &[]);
+pub const PODS: Resource = res("", "v1", "pods", "pod", "Pod", true, &["po"], &["all"]);
+pub const SERVICES: Resource = res(
+    "",
+    "v1",
+    "services",
+    "service",
+    "Service",
+    true,
+    &["svc"],
+    &["all"],
+);
+pub const CORE_EVENTS: Resource = res("", "v1", "events", "event", "Event", true, &["ev"], &[]);
+pub const PVCS: Resource = res(
+    "",
+    "v1",
+    "persistentvolumeclaims",
+    "persistentvolumeclaim",
+    "PersistentVolumeClaim",
+    true,
+    &["pvc"],
+    &[],
+);
+pub const DEPLOYMENTS: Resource = res(
+    "apps",
+    "v1",
+    "deployments",
+    "deployment",
+    "Deployment",
+    true,
+    &["deploy"],
+    &["all"],
+);
+pub const REPLICASETS: Resource = res(
+    "apps",
+    "v1",
+    "replicasets",
+    "replicaset",
+    "ReplicaSet",
+    true,
+    &["rs"],
+    &["all"],
+);
+pub const ENDPOINT_SLICES: Resource = res(
+    "discovery.k8s.io",
+    "v1",
+    "endpointslices",
+    "endpointslice",
+    "EndpointSlice",
+    true,
+    &[],
+    &[],
+);
+pub const EVENTS: Resource = res(
+    "events.k8s.io",
+    "v1",
+    "events",
+    "event",
+    "Event",
+    true,
+    &["ev"],
+    &[],
+);
+
+/// Every served resource.
+pub const ALL: &[Resource] = &[
+    NAMESPACES,
+    NODES,
+    PODS,
+    SERVICES,
+    CORE_EVENTS,
+    PVCS,
+    DEPLOYMENTS,
+    REPLICASETS,
+    ENDPOINT_SLICES,
+    EVENTS,
+];
+
+/// The API groups other than core, in discovery order.
+pub const GROUPS: &[&str] = &["apps", "discovery.k8s.io", "events.k8s.io"];
+
+/// Find a resource by group and plural.
+pub fn find(group: &str, plural: &str) -> Option<Resource> {
+    ALL.iter()
+        .copied()
+        .find(|r| r.group == group && r.plural == plural)
+}

@@ -1,0 +1,974 @@
+//! What `kubectl exec` runs inside a lab container: a tiny interpreter, not a shell. It knows
+//! `cat`, `head`, `echo`, `sleep`, `date`, `test`/`[`, `true`/`false`/`:`, `exit`, `hostname`,
+//! `ollama ps|list|--version`, and `sh -c SCRIPT` where SCRIPT joins commands with `;`, `&&`,
+//! `||` or newlines, with `while COND; do ...; done` loops and `if ...; then ...; else ...; fi`,
+//! single and double quotes, and the redirections `>/dev/null`, `2>/dev/null`, `2>&1`, `>&2`.
+//!
+//! Output arrives as `ExecChunk`s, then one `Exit`. Dropping the `ExecStream` cancels the
+//! command (a streaming `while :` loop ends); the container dying ends it with exit code 137.
+//! Unknown commands print `sh: X: not found` and exit 127; missing files exit 1.
+
+use super::format::{human_bytes, human_time, table};
+use super::http::OLLAMA_VERSION;
+use super::{Phase, Runtime, files};
+use chrono::Utc;
+use futures::Stream;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// One piece of an exec's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecChunk {
+    Stdout(Vec<u8>),
+    Stderr(Vec<u8>),
+    /// The command ended with this code (always the last chunk).
+    Exit(i32),
+}
+
+/// The output of a command running in a lab container. Dropping it cancels the command.
+pub struct ExecStream {
+    rx: mpsc::Receiver<ExecChunk>,
+}
+
+/// Everything an exec printed, collected.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecOutput {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// None if the stream ended without an exit code.
+    pub code: Option<i32>,
+}
+
+impl ExecOutput {
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+}
+
+impl ExecStream {
+    /// The next chunk, or None once the command has ended.
+    pub async fn recv(&mut self) -> Option<ExecChunk> {
+        self.rx.recv().await
+    }
+
+    /// Wait for the command to end and collect its output.
+    pub async fn collect(mut self) -> ExecOutput {
+        let mut out = ExecOutput::default();
+        while let Some(chunk) = self.rx.recv().await {
+            match chunk {
+                ExecChunk::Stdout(b) => out.stdout.extend(b),
+                ExecChunk::Stderr(b) => out.stderr.extend(b),
+                ExecChunk::Exit(code) => {
+                    out.code = Some(code);
+                    break;
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Stream for ExecStream {
+    type Item = ExecChunk;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ExecChunk>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+/// Start `argv` in the container.
+pub(crate) fn spawn(rt: Arc<Runtime>, argv: Vec<String>) -> ExecStream {
+    let (tx, rx) = mpsc::channel(64);
+    let running = ExecGuard::new(rt.running_execs.clone());
+    tokio::spawn(async move {
+        let _running = running;
+        if matches!(rt.phase(), Phase::Stopped | Phase::OomKilled) {
+            let _ = tx
+                .send(ExecChunk::Stderr(
+                    b"error: container is not running\n".to_vec(),
+                ))
+                .await;
+            let _ = tx.send(ExecChunk::Exit(126)).await;
+            return;
+        }
+        let shell = Shell { rt, tx };
+        let code = match shell.run_argv(&argv, Redirect::default()).await {
+            Flow::Status(code) | Flow::Exit(code) => code,
+            Flow::Killed => 137,
+            Flow::Cancelled => return,
+        };
+        let _ = shell.tx.send(ExecChunk::Exit(code)).await;
+    });
+    ExecStream { rx }
+}
+
+/// Counts a running exec until dropped.
+struct ExecGuard(Arc<AtomicUsize>);
+
+impl ExecGuard {
+    fn new(counter: Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Self(counter)
+    }
+}
+
+impl Drop for ExecGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// How a command ended, and whether the script goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Status(i32),
+    /// `exit N`: the script stops.
+    Exit(i32),
+    /// The reader went away.
+    Cancelled,
+    /// The container died.
+    Killed,
+}
+
+/// Where a stream of a command goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Target {
+    #[default]
+    Stdout,
+    Stderr,
+    Null,
+}
+
+/// Where stdout and stderr of a command go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Redirect {
+    stdout: Target,
+    stderr: Target,
+}
+
+impl Default for Redirect {
+    fn default() -> Self {
+        Self {
+            stdout: Target::Stdout,
+            stderr: Target::Stderr,
+        }
+    }
+}
+
+// ---- parsing ----
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    Word(String),
+    Semi,
+    And,
+    Or,
+    /// `[fd]>target` or `[fd]>&fd`.
+    Redir {
+        fd: u8,
+        target: String,
+    },
+}
+
+fn tokenize(script: &str) -> Result<Vec<Token>, String> {
+    let mut tokens = Vec::new();
+    let mut chars = script.chars().peekable();
+    let mut word = String::new();
+    let mut in_word = false;
+    fn flush(tokens: &mut Vec<Token>, word: &mut String, in_word: &mut bool) {
+        if *in_word {
+            tokens.push(Token::Word(std::mem::take(word)));
+            *in_word = false;
+        }
+    }
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => flush(&mut tokens, &mut word, &mut in_word),
+            '\n' | ';' => {
+                flush(&mut tokens, &mut word, &mut in_word);
+                tokens.push(Token::Semi);
+            }
+            '#' if !in_word => {
+                // A comment runs to the end of the line.
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        tokens.push(Token::Semi);
+                        break;
+                    }
+                }
+            }
+            '&' => {
+                flush(&mut tokens, &mut word, &mut in_word);
+                if chars.peek() == Some(&'&') {
+                    chars.next();
+                    tokens.push(Token::And);
+                } else {
+                    return Err("background jobs (&) are not supported".into());
+                }
+            }
+            '|' => {
+                flush(&mut tokens, &mut word, &mut in_word);
+                if chars.peek() == Some(&'|') {
+                    chars.next();
+                    tokens.push(Token::Or);
+                } else {
+                    return Err("pipes (|) are not supported".into());
+                }
+            }
+            '>' => {
+                let fd = match (in_word, word.as_str()) {
+                    (false, _) => 1,
+                    (true, "1") => 1,
+                    (true, "2") => 2,
+                    (true, _) => {
+                        flush(&mut tokens, &mut word, &mut in_word);
+                        1
+                    }
+                };
+                word.clear();
+                in_word = false;
+                if chars.peek() == Some(&'>') {
+                    chars.next();
+                }
+                let mut target = String::new();
+                if chars.peek() == Some(&'&') {
+                    chars.next();
+                    target.push('&');
+                }
+                while chars.peek().is_some_and(|c| *c == ' ' || *c == '\t') {
+                    chars.next();
+                }
+                while let Some(&c) = chars.peek() {
+                    if c.is_whitespace() || ";&|".contains(c) {
+                        break;
+                    }
+                    target.push(c);
+                    chars.next();
+                }
+                if target.is_empty() || target == "&" {
+                    return Err("syntax error: redirection without a target".into());
+                }
+                tokens.push(Token::Redir { fd, target });
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => word.push(c),
+                        None => return Err("unterminated quoted string".into()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\' | '$' | '`')) => word.push(c),
+                            Some(c) => {
+                                word.push('\\');
+                                word.push(c);
+                            }
+                            None => return Err("unterminated quoted string".into()),
+                        },
+                        Some(c) => word.push(c),
+                        None => return Err("unterminated quoted string".into()),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                match chars.next() {
+                    Some('\n') => {}
+                    Some(c) => word.push(c),
+                    None => {}
+                }
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    flush(&mut tokens, &mut word, &mut in_word);
+    Ok(tokens)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Connector {
+    Always,
+    IfOk,
+    IfFailed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Node {
+    Simple {
+        argv: Vec<String>,
+        redirect: Redirect,
+    },
+    While {
+        until: bool,
+        cond: Vec<(Connector, Node)>,
+        body: Vec<(Connector, Node)>,
+    },
+    If {
+        cond: Vec<(Connector, Node)>,
+        then: Vec<(Connector, Node)>,
+        otherwise: Vec<(Connector, Node)>,
+    },
+}
+
+type List = Vec<(Connector, Node)>;
+
+struct Parser {
+    tokens: Vec<Token>,
+    pos: usize,
+}
+
+const KEYWORDS: [&str; 9] = [
+    "while", "until", "do", "done", "if", "then", "else", "fi", "elif",
+];
+
+impl Parser {
+    fn peek_word(&self) -> Option<&str> {
+        match self.tokens.get(self.pos) {
+            Some(Token::Word(w)) => Some(w),
+            _ => None,
+        }
+    }
+
+    fn expect_word(&mut self, word: &str) -> Result<(), String> {
+        if self.peek_word() == Some(word) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(format!("Syntax error: expecting \"{word}\""))
+        }
+    }
+
+    /// Commands until one of `stops` appears in command position (or the end).
+    fn list(&mut self, stops: &[&str]) -> Result<List, String> {
+        let mut items = Vec::new();
+        let mut connector = Connector::Always;
+        loop {
+            while self.tokens.get(self.pos) == Some(&Token::Semi) {
+                self.pos += 1;
+            }
+            match self.tokens.get(self.pos) {
+                None => break,
+                Some(Token::Word(w)) if stops.contains(&w.as_str()) => break,
+                Some(Token::And | Token::Or) => {
+                    return Err("Syntax error: \"&&\" or \"||\" unexpected".into());
+                }
+                _ => {}
+            }
+            let node = self.command()?;
+            items.push((connector, node));
+            connector = match self.tokens.get(self.pos) {
+                Some(Token::And) => {
+                    self.pos += 1;
+                    Connector::IfOk
+                }
+                Some(Token::Or) => {
+                    self.pos += 1;
+                    Connector::IfFailed
+                }
+                _ => Connector::Always,
+            };
+        }
+        if connector != Connector::Always {
+            return Err("Syntax error: end of file unexpected".into());
+        }
+        Ok(items)
+    }
+
+    fn command(&mut self) -> Result<Node, String> {
+        match self.peek_word() {
+            Some(kw @ ("while" | "until")) => {
+                let until = kw == "until";
+                self.pos += 1;
+                let cond = self.list(&["do"])?;
+                self.expect_word("do")?;
+                let body = self.list(&["done"])?;
+                self.expect_word("done")?;
+                if cond.is_empty() || body.is_empty() {
+                    return Err("Syntax error: empty loop".into());
+                }
+                Ok(Node::While { until, cond, body })
+            }
+            Some("if") => {
+                self.pos += 1;
+                let cond = self.list(&["then"])?;
+                self.expect_word("then")?;
+                let then = self.list(&["else", "fi", "elif"])?;
+                let otherwise = match self.peek_word() {
+                    Some("else") => {
+                        self.pos += 1;
+                        self.list(&["fi"])?
+                    }
+                    Some("elif") => return Err("elif is not supported".into()),
+                    _ => Vec::new(),
+                };
+                self.expect_word("fi")?;
+                Ok(Node::If {
+                    cond,
+                    then,
+                    otherwise,
+                })
+            }
+            Some(w) if KEYWORDS.contains(&w) => Err(format!("Syntax error: \"{w}\" unexpected")),
+            _ => {
+                let mut argv = Vec::new();
+                let mut redirect = Redirect::default();
+                while let Some(token) = self.tokens.get(self.pos) {
+                    match token {
+                        Token::Word(w) => argv.push(w.clone()),
+                        Token::Redir { fd, target } => {
+                            let to = match target.as_str() {
+                                "/dev/null" => Target::Null,
+                                "&1" => redirect.stdout,
+                                "&2" => redirect.stderr,
+                                other => {
+                                    return Err(format!(
+                                        "cannot create {other}: Read-only file system"
+                                    ));
+                                }
+                            };
+                            if *fd == 2 {
+                                redirect.stderr = to;
+                            } else {
+                                redirect.stdout = to;
+                            }
+                        }
+                        Token::Semi | Token::And | Token::Or => break,
+                    }
+                    self.pos += 1;
+                }
+                Ok(Node::Simple { argv, redirect })
+            }
+        }
+    }
+}
+
+fn parse(script: &str) -> Result<List, String> {
+    let mut parser = Parser {
+        tokens: tokenize(script)?,
+        pos: 0,
+    };
+    let list = parser.list(&[])?;
+    if parser.pos < parser.tokens.len() {
+        let what = match &parser.tokens[parser.pos] {
+            Token::Word(w) => w.clone(),
+            _ => "token".into(),
+        };
+        return Err(format!("Syntax error: \"{what}\" unexpected"));
+    }
+    Ok(list)
+}
+
+// ---- running ----
+
+struct Shell {
+    rt: Arc<Runtime>,
+    tx: mpsc::Sender<ExecChunk>,
+}
+
+type BoxFlow<'a> = Pin<Box<dyn Future<Output = Flow> + Send + 'a>>;
+
+impl Shell {
+    /// Write to where `target` points. False if the reader is gone.
+    async fn write(&self, target: Target, bytes: Vec<u8>) -> bool {
+        let chunk = match target {
+            Target::Null => return true,
+            Target::Stdout => ExecChunk::Stdout(bytes),
+            Target::Stderr => ExecChunk::Stderr(bytes),
+        };
+        self.tx.send(chunk).await.is_ok()
+    }
+
+    async fn out(&self, r: Redirect, text: impl Into<Vec<u8>>) -> Result<(), Flow> {
+        if self.write(r.stdout, text.into()).await {
+            Ok(())
+        } else {
+            Err(Flow::Cancelled)
+        }
+    }
+
+    async fn err(&self, r: Redirect, text: impl Into<Vec<u8>>) -> Result<(), Flow> {
+        if self.write(r.stderr, text.into()).await {
+            Ok(())
+        } else {
+            Err(Flow::Cancelled)
+        }
+    }
+
+    /// Wait, unless the reader goes away or the container dies.
+    async fn sleep(&self, d: Duration) -> Result<(), Flow> {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => Ok(()),
+            _ = self.tx.closed() => Err(Flow::Cancelled),
+            _ = self.rt.shutdown.cancelled() => Err(Flow::Killed),
+        }
+    }
+
+    fn run_list<'a>(&'a self, list: &'a [(Connector, Node)]) -> BoxFlow<'a> {
+        Box::pin(async move {
+            let mut status = 0;
+            for (connector, node) in list {
+                let run = match connector {
+                    Connector::Always => true,
+                    Connector::IfOk => status == 0,
+                    Connector::IfFailed => status != 0,
+                };
+                if !run {
+                    continue;
+                }
+                match self.run_node(node).await {
+                    Flow::Status(s) => status = s,
+                    other => return other,
+                }
+            }
+            Flow::Status(status)
+        })
+    }
+
+    fn run_node<'a>(&'a self, node: &'a Node) -> BoxFlow<'a> {
+        Box::pin(async move {
+            match node {
+                Node::Simple { argv, redirect } => self.run_argv(argv, *redirect).await,
+                Node::While { until, cond, body } => {
+                    let mut status = 0;
+                    loop {
+                        if self.tx.is_closed() {
+                            return Flow::Cancelled;
+                        }
+                        if self.rt.shutdown.is_cancelled() {
+                            return Flow::Killed;
+                        }
+                        let ok = match self.run_list(cond).await {
+                            Flow::Status(s) => s == 0,
+                            other => return other,
+                        };
+                        if ok == *until {
+                            return Flow::Status(status);
+                        }
+                        match self.run_list(body).await {
+                            Flow::Status(s) => status = s,
+                            other => return other,
+                        }
+                        // A loop whose body takes no time still lets the runtime breathe.
+                        tokio::task::yield_now().await;
+                    }
+                }
+                Node::If {
+                    cond,
+                    then,
+                    otherwise,
+                } => match self.run_list(cond).await {
+                    Flow::Status(0) => self.run_list(then).await,
+                    Flow::Status(_) => self.run_list(otherwise).await,
+                    other => other,
+                },
+            }
+        })
+    }
+
+    fn run_argv<'a>(&'a self, argv: &'a [String], r: Redirect) -> BoxFlow<'a> {
+        Box::pin(async move {
+            match self.command(argv, r).await {
+                Ok(status) => status,
+                Err(flow) => flow,
+            }
+        })
+    }
+
+    async fn command(&self, argv: &[String], r: Redirect) -> Result<Flow, Flow> {
+        let Some(first) = argv.first() else {
+            return Ok(Flow::Status(0));
+        };
+        let slow = self.rt.spec.faults.slow_exec_ms();
+        if slow > 0 {
+            self.sleep(Duration::from_millis(slow)).await?;
+        }
+        if self.rt.shutdown.is_cancelled() {
+            return Err(Flow::Killed);
+        }
+        let name = first
+            .strip_prefix("/usr/bin/")
+            .or_else(|| first.strip_prefix("/bin/"))
+            .or_else(|| first.strip_prefix("/usr/local/bin/"))
+            .unwrap_or(first);
+        let args = &argv[1..];
+        let status = match name {
+            "cat" => self.cat(args, r).await?,
+            "head" => self.head(args, r).await?,
+            "echo" => self.echo(args, r).await?,
+            "sleep" => self.sleep_cmd(args, r).await?,
+            "true" | ":" => 0,
+            "false" => 1,
+            "exit" => {
+                let code = args.first().and_then(|a| a.parse().ok()).unwrap_or(0);
+                return Ok(Flow::Exit(code));
+            }
+            "test" => self.test(args),
+            "[" => {
+                if args.last().map(String::as_str) != Some("]") {
+                    self.err(r, "sh: [: missing ]\n").await?;
+                    2
+                } else {
+                    self.test(&args[..args.len() - 1])
+                }
+            }
+            "hostname" => {
+                self.out(r, format!("{}\n", self.rt.spec.pod_name)).await?;
+                0
+            }
+            "date" => self.date(args, r).await?,
+            "ollama" => self.ollama(args, r).await?,
+            "sh" | "bash" | "dash" => return self.sh(args, r).await,
+            _ => {
+                self.err(r, format!("sh: {first}: not found\n")).await?;
+                127
+            }
+        };
+        Ok(Flow::Status(status))
+    }
+
+    async fn sh(&self, args: &[String], r: Redirect) -> Result<Flow, Flow> {
+        let script = match args {
+            [flag, script, ..] if flag == "-c" => script,
+            [] => return Ok(Flow::Status(0)),
+            _ => {
+                self.err(r, "sh: only `sh -c SCRIPT` is supported here\n")
+                    .await?;
+                return Ok(Flow::Status(2));
+            }
+        };
+        match parse(script) {
+            Ok(list) => Ok(match self.run_list(&list).await {
+                Flow::Exit(code) => Flow::Status(code),
+                other => other,
+            }),
+            Err(e) => {
+                self.err(r, format!("sh: 1: {e}\n")).await?;
+                Ok(Flow::Status(2))
+            }
+        }
+    }
+
+    async fn cat(&self, files: &[String], r: Redirect) -> Result<i32, Flow> {
+        let mut status = 0;
+        for file in files {
+            match files::read(&self.rt, file) {
+                Some(text) => self.out(r, text).await?,
+                None => {
+                    let why = if files::is_dir(&self.rt, file) {
+                        "Is a directory"
+                    } else {
+                        "No such file or directory"
+                    };
+                    self.err(r, format!("cat: {file}: {why}\n")).await?;
+                    status = 1;
+                }
+            }
+        }
+        Ok(status)
+    }
+
+    async fn head(&self, args: &[String], r: Redirect) -> Result<i32, Flow> {
+        let mut lines = 10usize;
+        let mut files = Vec::new();
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            let count = if a == "-n" {
+                i += 1;
+                Some(args.get(i).map(String::as_str).unwrap_or(""))
+            } else if let Some(n) = a.strip_prefix("-n") {
+                Some(n)
+            } else if a.len() > 1
+                && a.starts_with('-')
+                && a[1..].chars().all(|c| c.is_ascii_digit())
+            {
+                Some(&a[1..])
+            } else {
+                files.push(a.clone());
+                None
+            };
+            if let Some(count) = count {
+                match count.parse() {
+                    Ok(n) => lines = n,
+                    Err(_) => {
+                        self.err(r, format!("head: invalid number of lines: '{count}'\n"))
+                            .await?;
+                        return Ok(1);
+                    }
+                }
+            }
+            i += 1;
+        }
+        let many = files.len() > 1;
+        let mut status = 0;
+        for (k, file) in files.iter().enumerate() {
+            let Some(text) = files::read(&self.rt, file) else {
+                self.err(
+                    r,
+                    format!("head: cannot open '{file}' for reading: No such file or directory\n"),
+                )
+                .await?;
+                status = 1;
+                continue;
+            };
+            let mut out = String::new();
+            if many {
+                if k > 0 {
+                    out.push('\n');
+                }
+                out.push_str(&format!("==> {file} <==\n"));
+            }
+            for line in text.split_inclusive('\n').take(lines) {
+                out.push_str(line);
+            }
+            self.out(r, out).await?;
+        }
+        Ok(status)
+    }
+
+    async fn echo(&self, args: &[String], r: Redirect) -> Result<i32, Flow> {
+        let (newline, words) = match args.first().map(String::as_str) {
+            Some("-n") => (false, &args[1..]),
+            _ => (true, args),
+        };
+        let mut text = words.join(" ");
+        if newline {
+            text.push('\n');
+        }
+        self.out(r, text).await?;
+        Ok(0)
+    }
+
+    async fn sleep_cmd(&self, args: &[String], r: Redirect) -> Result<i32, Flow> {
+        let Some(arg) = args.first() else {
+            self.err(r, "sleep: missing operand\n").await?;
+            return Ok(1);
+        };
+        let (number, unit) = match arg.char_indices().last() {
+            Some((i, c @ ('s' | 'm' | 'h' | 'd'))) => (&arg[..i], c),
+            _ => (arg.as_str(), 's'),
+        };
+        let factor = match unit {
+            'm' => 60.0,
+            'h' => 3600.0,
+            'd' => 86400.0,
+            _ => 1.0,
+        };
+        match number.parse::<f64>() {
+            Ok(s) if s.is_finite() && s >= 0.0 => {
+                self.sleep(Duration::from_secs_f64((s * factor).min(1e9)))
+                    .await?;
+                Ok(0)
+            }
+            _ => {
+                self.err(r, format!("sleep: invalid time interval '{arg}'\n"))
+                    .await?;
+                Ok(1)
+            }
+        }
+    }
+
+    fn test(&self, args: &[String]) -> i32 {
+        let exists = |f: &str| files::read(&self.rt, f).is_some() || files::is_dir(&self.rt, f);
+        let ok = match args {
+            [] => false,
+            [word] => !word.is_empty(),
+            [op, file] => match op.as_str() {
+                "-e" | "-r" => exists(file),
+                "-f" | "-s" => files::read(&self.rt, file).is_some(),
+                "-d" => files::is_dir(&self.rt, file),
+                "-n" => !file.is_empty(),
+                "-z" => file.is_empty(),
+                "!" => file.is_empty(),
+                _ => return 2,
+            },
+            [a, op, b] => match op.as_str() {
+                "=" | "==" => a == b,
+                "!=" => a != b,
+                _ => return 2,
+            },
+            _ => return 2,
+        };
+        if ok { 0 } else { 1 }
+    }
+
+    async fn date(&self, args: &[String], r: Redirect) -> Result<i32, Flow> {
+        use std::fmt::Write;
+        let now = Utc::now();
+        let fmt = match args.first().map(String::as_str) {
+            None => "%a %b %e %H:%M:%S UTC %Y",
+            Some(f) if f.starts_with('+') => &f[1..],
+            Some(other) => {
+                self.err(r, format!("date: invalid date '{other}'\n"))
+                    .await?;
+                return Ok(1);
+            }
+        };
+        let mut text = String::new();
+        // chrono reports an unknown specifier as a formatting error.
+        if write!(text, "{}", now.format(fmt)).is_err() {
+            self.err(r, format!("date: invalid format '{fmt}'\n"))
+                .await?;
+            return Ok(1);
+        }
+        self.out(r, format!("{text}\n")).await?;
+        Ok(0)
+    }
+
+    async fn ollama(&self, args: &[String], r: Redirect) -> Result<i32, Flow> {
+        let sub = args.first().map(String::as_str).unwrap_or("");
+        if matches!(sub, "--version" | "-v") {
+            self.out(r, format!("ollama version is {OLLAMA_VERSION}\n"))
+                .await?;
+            return Ok(0);
+        }
+        if !matches!(sub, "ps" | "list" | "ls") {
+            self.err(
+                r,
+                "Error: the lab's ollama CLI knows only: ps, list, --version\n",
+            )
+            .await?;
+            return Ok(1);
+        }
+        if !self.rt.listening.load(Ordering::SeqCst) {
+            self.err(
+                r,
+                "Error: could not connect to ollama app, is it running?\n",
+            )
+            .await?;
+            return Ok(1);
+        }
+        let now = Utc::now();
+        let text = if sub == "ps" {
+            let context = self.rt.spec.profile.context_length.to_string();
+            let rows: Vec<Vec<String>> = self
+                .rt
+                .resident_models()
+                .into_iter()
+                .map(|m| {
+                    vec![
+                        m.spec.name.clone(),
+                        m.spec.short_id().to_string(),
+                        human_bytes(m.spec.resident_bytes),
+                        "100% CPU".to_string(),
+                        context.clone(),
+                        human_time(m.expires_at, now),
+                    ]
+                })
+                .collect();
+            table(
+                &["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"],
+                &rows,
+            )
+        } else {
+            let rows: Vec<Vec<String>> = self
+                .rt
+                .spec
+                .disk
+                .entries()
+                .into_iter()
+                .map(|(m, modified)| {
+                    vec![
+                        m.name.clone(),
+                        m.short_id().to_string(),
+                        human_bytes(m.disk_bytes),
+                        human_time(modified, now),
+                    ]
+                })
+                .collect();
+            table(&["NAME", "ID", "SIZE", "MODIFIED"], &rows)
+        };
+        self.out(r, text).await?;
+        Ok(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn simple(argv: &[&str]) -> Node {
+        Node::Simple {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            redirect: Redirect::default(),
+        }
+    }
+
+    #[test]
+    fn scripts_parse_into_lists_loops_and_redirections() {
+        let list =
+            parse("while :; do head -n 50 /a /b; echo '@@ x'; sleep 0.05; done").expect("parse");
+        assert_eq!(
+            list,
+            vec![(
+                Connector::Always,
+                Node::While {
+                    until: false,
+                    cond: vec![(Connector::Always, simple(&[":"]))],
+                    body: vec![
+                        (Connector::Always, simple(&["head", "-n", "50", "/a", "/b"])),
+                        (Connector::Always, simple(&["echo", "@@ x"])),
+                        (Connector::Always, simple(&["sleep", "0.05"])),
+                    ],
+                }
+            )]
+        );
+        let list = parse("cat /x 2>/dev/null || cat /y && echo \"a \\\"b\\\"\"").expect("parse");
+        assert_eq!(list.len(), 3);
+        assert_eq!(
+            list[0].1,
+            Node::Simple {
+                argv: vec!["cat".into(), "/x".into()],
+                redirect: Redirect {
+                    stdout: Target::Stdout,
+                    stderr: Target::Null
+                }
+            }
+        );
+        assert_eq!(list[1].0, Connector::IfFailed);
+        assert_eq!(list[2], (Connector::IfOk, simple(&["echo", "a \"b\""])));
+        let list = parse("if test -e /f; then cat /f; else echo no; fi").expect("parse");
+        assert!(matches!(&list[0].1, Node::If { otherwise, .. } if otherwise.len() == 1));
+        let redirected = parse("echo hi >&2").expect("parse");
+        assert!(matches!(
+            &redirected[0].1,
+            Node::Simple { redirect, .. } if redirect.stdout == Target::Stderr
+        ));
+    }
+
+    #[test]
+    fn bad_scripts_are_errors_not_panics() {
+        for bad in [
+            "while :; do echo",
+            "echo 'open",
+            "cat a | head",
+            "done",
+            "echo a &&",
+            "&& echo",
+            "echo > ",
+            "sleep 1 &",
+            "if true; then echo",
+            "echo >/tmp/x",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} should not parse");
+        }
+    }
+}

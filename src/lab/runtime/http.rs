@@ -1,0 +1,703 @@
+//! The runtime's HTTP API, shaped like Ollama's (docs/api.md; field names checked against the
+//! official Python client `ollama` 0.6.3, `_types.py`): `/`, `/api/version`, `/api/tags`,
+//! `/api/ps`, `/api/show`, `/api/generate` (streamed NDJSON or one JSON), `/api/pull`.
+//! Errors are `{"error": "..."}` like Ollama's. Faults (hang, HTTP 500) apply to every route.
+//!
+//! Connections are accepted through `KillableListener`: when the container dies every open
+//! connection fails at once (reset when OOM-killed), like a process that is gone.
+
+use super::disk::normalize_name;
+use super::format::rfc3339;
+use super::{AddrClaim, KeepAlive, RunError, Runtime};
+use crate::lab::ground_truth::Transition;
+use crate::lab::profile::ModelSpec;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use chrono::Utc;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+/// The Ollama version the lab claims to be.
+pub(crate) const OLLAMA_VERSION: &str = "0.12.6";
+
+type Rt = Arc<Runtime>;
+
+/// Serve until the container stops.
+pub(crate) async fn serve(runtime: Rt, listener: TcpListener, claim: AddrClaim) {
+    let shutdown = runtime.shutdown.clone();
+    let listener = KillableListener {
+        inner: listener,
+        shutdown: shutdown.clone(),
+        killed: runtime.killed.clone(),
+    };
+    let app = Router::new()
+        .route("/", get(root).head(root))
+        .route("/api/version", get(version))
+        .route("/api/tags", get(tags))
+        .route("/api/ps", get(ps))
+        .route("/api/show", post(show))
+        .route("/api/generate", post(generate))
+        .route("/api/pull", post(pull))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            runtime.clone(),
+            faults,
+        ))
+        .with_state(runtime);
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await;
+    if let Err(e) = result {
+        tracing::warn!("lab runtime server ended: {e}");
+    }
+    // The listener is closed: the address is free for a restarted container.
+    drop(claim);
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, axum::Json(json!({ "error": message.into() }))).into_response()
+}
+
+fn model_not_found(name: &str) -> Response {
+    error(StatusCode::NOT_FOUND, format!("model '{name}' not found"))
+}
+
+const KILLED: &str = "llama runner process has terminated: signal: killed";
+
+async fn faults(State(rt): State<Rt>, request: Request, next: Next) -> Response {
+    if rt.spec.faults.hang() {
+        // Accepted, never answered (until the container goes away).
+        rt.shutdown.cancelled().await;
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "runtime stopped");
+    }
+    if rt.spec.faults.http_500() {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "lab fault: internal server error",
+        );
+    }
+    next.run(request).await
+}
+
+async fn root() -> &'static str {
+    "Ollama is running"
+}
+
+async fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, "404 page not found").into_response()
+}
+
+async fn version() -> Response {
+    axum::Json(json!({ "version": OLLAMA_VERSION })).into_response()
+}
+
+fn details(spec: &ModelSpec) -> Value {
+    json!({
+        "parent_model": "",
+        "format": "gguf",
+        "family": spec.family,
+        "families": [spec.family],
+        "parameter_size": spec.parameter_size,
+        "quantization_level": spec.quantization_level,
+    })
+}
+
+async fn tags(State(rt): State<Rt>) -> Response {
+    let models: Vec<Value> = rt
+        .spec
+        .disk
+        .entries()
+        .into_iter()
+        .map(|(m, modified)| {
+            json!({
+                "name": m.name,
+                "model": m.name,
+                "modified_at": rfc3339(modified),
+                "size": m.disk_bytes,
+                "digest": m.digest,
+                "details": details(&m),
+            })
+        })
+        .collect();
+    axum::Json(json!({ "models": models })).into_response()
+}
+
+async fn ps(State(rt): State<Rt>) -> Response {
+    let context_length = rt.spec.profile.context_length;
+    let models: Vec<Value> = rt
+        .resident_models()
+        .into_iter()
+        .map(|r| {
+            json!({
+                "name": r.spec.name,
+                "model": r.spec.name,
+                "size": r.spec.resident_bytes,
+                "digest": r.spec.digest,
+                "details": details(&r.spec),
+                "expires_at": rfc3339(r.expires_at),
+                "size_vram": 0,
+                "context_length": context_length,
+            })
+        })
+        .collect();
+    axum::Json(json!({ "models": models })).into_response()
+}
+
+/// A bad request, answered 400 with `{"error": ...}` as Ollama does.
+struct BadRequest(String);
+
+impl IntoResponse for BadRequest {
+    fn into_response(self) -> Response {
+        error(StatusCode::BAD_REQUEST, self.0)
+    }
+}
+
+/// Parse a JSON object body.
+fn parse_body(body: &Bytes) -> Result<Value, BadRequest> {
+    if body.is_empty() {
+        return Err(BadRequest("missing request body".into()));
+    }
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| BadRequest(format!("invalid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(BadRequest("request body must be an object".into()));
+    }
+    Ok(value)
+}
+
+/// The `model` (or legacy `name`) field.
+fn model_field(body: &Value) -> Result<String, BadRequest> {
+    body.get("model")
+        .or_else(|| body.get("name"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| BadRequest("model is required".into()))
+}
+
+async fn show(State(rt): State<Rt>, body: Bytes) -> Response {
+    let body = match parse_body(&body) {
+        Ok(b) => b,
+        Err(r) => return r.into_response(),
+    };
+    let name = match model_field(&body) {
+        Ok(n) => n,
+        Err(r) => return r.into_response(),
+    };
+    let Some((spec, modified)) = rt.spec.disk.get(&name) else {
+        return model_not_found(&name);
+    };
+    let parameter_count: u64 = match spec.parameter_size.trim_end_matches('B').parse::<f64>() {
+        Ok(b) => (b * 1e9) as u64,
+        Err(_) => 0,
+    };
+    axum::Json(json!({
+        "license": "LLAMA 3.2 COMMUNITY LICENSE AGREEMENT (lab copy: text omitted)",
+        "modelfile": format!(
+            "# Modelfile generated by \"ollama show\"\nFROM /root/.ollama/models/blobs/sha256-{}\nTEMPLATE \"\"\"{{{{ .Prompt }}}}\"\"\"\nPARAMETER stop <|start_header_id|>\nPARAMETER stop <|end_header_id|>\nPARAMETER stop <|eot_id|>\n",
+            spec.digest
+        ),
+        "parameters": "stop                           \"<|start_header_id|>\"\nstop                           \"<|end_header_id|>\"\nstop                           \"<|eot_id|>\"",
+        "template": "<|start_header_id|>user<|end_header_id|>\n\n{{ .Prompt }}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+        "details": details(&spec),
+        "model_info": {
+            "general.architecture": spec.family,
+            "general.basename": spec.name.split(':').next().unwrap_or(&spec.name),
+            "general.file_type": 15,
+            "general.parameter_count": parameter_count,
+            "general.quantization_version": 2,
+            "llama.context_length": 131072,
+        },
+        "capabilities": ["completion", "tools"],
+        "modified_at": rfc3339(modified),
+    }))
+    .into_response()
+}
+
+async fn pull(State(rt): State<Rt>, body: Bytes) -> Response {
+    let body = match parse_body(&body) {
+        Ok(b) => b,
+        Err(r) => return r.into_response(),
+    };
+    let name = match model_field(&body) {
+        Ok(n) => n,
+        Err(r) => return r.into_response(),
+    };
+    let wanted = normalize_name(&name);
+    let Some(spec) = rt
+        .spec
+        .profile
+        .models
+        .iter()
+        .find(|m| normalize_name(&m.name) == wanted)
+    else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "pull model manifest: file does not exist",
+        );
+    };
+    rt.spec.disk.pull(spec);
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(true);
+    if stream {
+        let lines = [
+            json!({"status": "pulling manifest"}),
+            json!({"status": format!("pulling {}", spec.short_id()), "digest": format!("sha256:{}", spec.digest), "total": spec.disk_bytes, "completed": spec.disk_bytes}),
+            json!({"status": "verifying sha256 digest"}),
+            json!({"status": "writing manifest"}),
+            json!({"status": "success"}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        ([(header::CONTENT_TYPE, "application/x-ndjson")], text).into_response()
+    } else {
+        axum::Json(json!({"status": "success"})).into_response()
+    }
+}
+
+/// Ollama's `keep_alive`: a number of seconds or a Go duration string; negative = forever.
+pub(crate) fn parse_keep_alive(value: Option<&Value>) -> Result<KeepAlive, String> {
+    let seconds = match value {
+        None | Some(Value::Null) => return Ok(KeepAlive::DEFAULT),
+        Some(Value::Number(n)) => n.as_f64().unwrap_or(0.0),
+        Some(Value::String(s)) => parse_go_duration(s)?,
+        Some(other) => return Err(format!("invalid keep_alive: {other}")),
+    };
+    if seconds < 0.0 || !seconds.is_finite() || seconds > 1e12 {
+        Ok(KeepAlive::Forever)
+    } else {
+        Ok(KeepAlive::For(Duration::from_secs_f64(seconds)))
+    }
+}
+
+/// Go's `time.ParseDuration`, in seconds: `5m`, `1h30m`, `300ms`, `-1s`, `0`.
+pub(crate) fn parse_go_duration(text: &str) -> Result<f64, String> {
+    let err = || format!("time: invalid duration \"{text}\"");
+    let s = text.trim();
+    let (sign, mut rest) = match s.strip_prefix('-') {
+        Some(r) => (-1.0, r),
+        None => (1.0, s.strip_prefix('+').unwrap_or(s)),
+    };
+    if rest == "0" {
+        return Ok(0.0);
+    }
+    if rest.is_empty() {
+        return Err(err());
+    }
+    let mut total = 0.0;
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if number_len == 0 {
+            return Err(err());
+        }
+        let number: f64 = rest[..number_len].parse().map_err(|_| err())?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "" => return Err(format!("time: missing unit in duration \"{text}\"")),
+            _ => return Err(format!("time: unknown unit in duration \"{text}\"")),
+        };
+        total += number * unit;
+        rest = &rest[unit_len..];
+    }
+    Ok(sign * total)
+}
+
+/// What a prompt is answered with: "Reply with exactly: X" answers X.
+fn answer(prompt: &str) -> String {
+    const MARK: &str = "reply with exactly:";
+    let lower = prompt.to_ascii_lowercase();
+    match lower.find(MARK) {
+        Some(at) => prompt[at + MARK.len()..].trim().to_string(),
+        None => "This is the readygap lab runtime: it reproduces Ollama's timings and does not run a model.".to_string(),
+    }
+}
+
+/// The answer cut into tokens (a word with its leading space each).
+fn tokens(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, word) in text.split(' ').enumerate() {
+        if i == 0 {
+            out.push(word.to_string());
+        } else {
+            out.push(format!(" {word}"));
+        }
+    }
+    out.retain(|t| !t.is_empty());
+    out
+}
+
+/// A prompt's token count, as the llama 3.2 chat template would give it roughly.
+fn prompt_tokens(prompt: &str) -> u64 {
+    26 + (prompt.chars().count() as u64).div_ceil(4)
+}
+
+/// One line sent by a generation task.
+enum Line {
+    Chunk(Value),
+    Done(Value),
+    Failed(StatusCode, String),
+}
+
+struct Generation {
+    model: ModelSpec,
+    prompt: String,
+    keep_alive: KeepAlive,
+    received: Instant,
+}
+
+fn created_at() -> String {
+    rfc3339(Utc::now())
+}
+
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+async fn generate(State(rt): State<Rt>, body: Bytes) -> Response {
+    let received = Instant::now();
+    rt.spec.ground_truth.log(
+        &rt.spec.pod_name,
+        Transition::InferenceReceived,
+        json!({ "bytes": body.len() }),
+    );
+    let body = match parse_body(&body) {
+        Ok(b) => b,
+        Err(r) => return r.into_response(),
+    };
+    let name = match model_field(&body) {
+        Ok(n) => n,
+        Err(r) => return r.into_response(),
+    };
+    let keep_alive = match parse_keep_alive(body.get("keep_alive")) {
+        Ok(k) => k,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let Some((model, _)) = rt.spec.disk.get(&name) else {
+        return model_not_found(&name);
+    };
+    let prompt = body
+        .get("prompt")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(true);
+    let generation = Generation {
+        model,
+        prompt,
+        keep_alive,
+        received,
+    };
+    let (tx, rx) = futures::channel::mpsc::unbounded::<Line>();
+    // The work runs in its own task so residency bookkeeping completes even if the client
+    // goes away.
+    tokio::spawn(run_generation(rt.clone(), generation, tx));
+    if stream {
+        let body = Body::from_stream(rx.map(|line| {
+            let value = match line {
+                Line::Chunk(v) | Line::Done(v) => v,
+                Line::Failed(_, message) => json!({ "error": message }),
+            };
+            Ok::<_, io::Error>(format!("{value}\n"))
+        }));
+        ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
+    } else {
+        let mut rx = rx;
+        let mut text = String::new();
+        while let Some(line) = rx.next().await {
+            match line {
+                Line::Chunk(v) => {
+                    text.push_str(v.get("response").and_then(Value::as_str).unwrap_or(""));
+                }
+                Line::Done(mut v) => {
+                    if let Some(obj) = v.as_object_mut() {
+                        let last = obj.get("response").and_then(Value::as_str).unwrap_or("");
+                        text.push_str(last);
+                        obj.insert("response".into(), Value::String(text));
+                    }
+                    return axum::Json(v).into_response();
+                }
+                Line::Failed(status, message) => return error(status, message),
+            }
+        }
+        error(StatusCode::INTERNAL_SERVER_ERROR, KILLED)
+    }
+}
+
+async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::UnboundedSender<Line>) {
+    let name = g.model.name.clone();
+    let fail = |e: RunError| {
+        let message = match e {
+            RunError::Killed => KILLED,
+            RunError::Stopped => "runtime stopped",
+        };
+        Line::Failed(StatusCode::INTERNAL_SERVER_ERROR, message.to_string())
+    };
+    // Transport time outside Ollama (port-forward, proxies), calibrated per profile.
+    let overhead = rt.sample(&rt.spec.profile.request_overhead);
+    if let Err(e) = rt.sleep_alive(overhead).await {
+        let _ = tx.unbounded_send(fail(e));
+        return;
+    }
+    let start = Instant::now();
+
+    if g.prompt.is_empty() && g.keep_alive == KeepAlive::For(Duration::ZERO) {
+        rt.unload(&name);
+        let _ = tx.unbounded_send(Line::Done(json!({
+            "model": name, "created_at": created_at(), "response": "",
+            "done": true, "done_reason": "unload",
+        })));
+        return;
+    }
+
+    let load = match rt.acquire(&g.model, g.keep_alive).await {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = tx.unbounded_send(fail(e));
+            return;
+        }
+    };
+    if g.prompt.is_empty() {
+        rt.release(&name, g.keep_alive);
+        let _ = tx.unbounded_send(Line::Done(json!({
+            "model": name, "created_at": created_at(), "response": "",
+            "done": true, "done_reason": "load",
+        })));
+        return;
+    }
+
+    let result = async {
+        let prompt_start = Instant::now();
+        rt.sleep_alive(rt.sample(&g.model.prompt_eval)).await?;
+        let prompt_eval = prompt_start.elapsed();
+
+        let eval_start = Instant::now();
+        let text = answer(&g.prompt);
+        let toks = tokens(&text);
+        let eval_total = rt.sample(&g.model.eval);
+        let step = eval_total / (toks.len() as u32 + 1);
+        for tok in &toks {
+            let _ = tx.unbounded_send(Line::Chunk(json!({
+                "model": name, "created_at": created_at(), "response": tok, "done": false,
+            })));
+            rt.sleep_alive(step).await?;
+        }
+        rt.sleep_alive(step).await?;
+        Ok::<_, RunError>((prompt_eval, eval_start.elapsed(), toks.len() as u64 + 1))
+    }
+    .await;
+    rt.release(&name, g.keep_alive);
+    let (prompt_eval, eval, eval_count) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = tx.unbounded_send(fail(e));
+            return;
+        }
+    };
+    let prompt_eval_count = prompt_tokens(&g.prompt);
+    let context: Vec<u64> = (0..prompt_eval_count + eval_count)
+        .map(|i| 128_000 + (i * 7919) % 1000)
+        .collect();
+    let total = start.elapsed();
+    rt.spec.ground_truth.log(
+        &rt.spec.pod_name,
+        Transition::InferenceDone,
+        json!({
+            "model": name,
+            "total_ms": total.as_secs_f64() * 1000.0,
+            "load_ms": load.as_secs_f64() * 1000.0,
+            "wall_ms": g.received.elapsed().as_secs_f64() * 1000.0,
+        }),
+    );
+    let _ = tx.unbounded_send(Line::Done(json!({
+        "model": name,
+        "created_at": created_at(),
+        "response": "",
+        "done": true,
+        "done_reason": "stop",
+        "context": context,
+        "total_duration": ns(total),
+        "load_duration": ns(load),
+        "prompt_eval_count": prompt_eval_count,
+        "prompt_eval_duration": ns(prompt_eval),
+        "eval_count": eval_count,
+        "eval_duration": ns(eval),
+    })));
+}
+
+/// A TCP listener whose connections all fail once the container is gone.
+struct KillableListener {
+    inner: TcpListener,
+    shutdown: CancellationToken,
+    killed: Arc<AtomicBool>,
+}
+
+impl axum::serve::Listener for KillableListener {
+    type Io = KillableStream;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            match self.inner.accept().await {
+                Ok((stream, addr)) => {
+                    let _ = stream.set_nodelay(true);
+                    return (
+                        KillableStream {
+                            inner: stream,
+                            dead: Box::pin(self.shutdown.clone().cancelled_owned()),
+                            killed: self.killed.clone(),
+                            reset: false,
+                        },
+                        addr,
+                    );
+                }
+                // Too many open files and the like: back off a little, as axum does.
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
+/// A connection that errors as soon as the container dies.
+pub(crate) struct KillableStream {
+    inner: TcpStream,
+    dead: Pin<Box<WaitForCancellationFutureOwned>>,
+    killed: Arc<AtomicBool>,
+    reset: bool,
+}
+
+impl KillableStream {
+    fn check(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        if self.dead.as_mut().poll(cx).is_ready() {
+            if !self.reset && self.killed.load(Ordering::SeqCst) {
+                // A killed process's sockets are reset, not closed: linger 0 sends RST.
+                #[allow(deprecated)]
+                let _ = self.inner.set_linger(Some(Duration::ZERO));
+                self.reset = true;
+            }
+            return Some(io::Error::new(
+                io::ErrorKind::ConnectionReset,
+                "lab container stopped",
+            ));
+        }
+        None
+    }
+}
+
+impl AsyncRead for KillableStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if let Some(e) = self.check(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for KillableStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if let Some(e) = self.check(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(e) = self.check(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_parse_like_go() {
+        assert_eq!(parse_go_duration("5m"), Ok(300.0));
+        assert_eq!(parse_go_duration("1h30m"), Ok(5400.0));
+        assert_eq!(parse_go_duration("300ms"), Ok(0.3));
+        assert_eq!(parse_go_duration("0"), Ok(0.0));
+        assert_eq!(parse_go_duration("-1s"), Ok(-1.0));
+        assert_eq!(parse_go_duration("1.5s"), Ok(1.5));
+        assert!(
+            parse_go_duration("10")
+                .unwrap_err()
+                .contains("missing unit")
+        );
+        assert!(
+            parse_go_duration("5x")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
+        assert!(parse_go_duration("").is_err());
+        assert!(parse_go_duration("m").is_err());
+    }
+
+    #[test]
+    fn keep_alive_accepts_numbers_strings_and_negative_forever() {
+        assert_eq!(parse_keep_alive(None), Ok(KeepAlive::DEFAULT));
+        assert_eq!(
+            parse_keep_alive(Some(&json!(0))),
+            Ok(KeepAlive::For(Duration::ZERO))
+        );
+        assert_eq!(
+            parse_keep_alive(Some(&json!("10m"))),
+            Ok(KeepAlive::For(Duration::from_secs(600)))
+        );
+        assert_eq!(parse_keep_alive(Some(&json!(-1))), Ok(KeepAlive::Forever));
+        assert_eq!(
+            parse_keep_alive(Some(&json!("-1m"))),
+            Ok(KeepAlive::Forever)
+        );
+        assert!(parse_keep_alive(Some(&json!([1]))).is_err());
+    }
+
+    #[test]
+    fn ready_prompt_answers_ready() {
+        assert_eq!(answer("Reply with exactly: READY"), "READY");
+        assert_eq!(tokens("READY"), vec!["READY"]);
+        assert_eq!(tokens("a b"), vec!["a", " b"]);
+        assert!(answer("hello").contains("lab runtime"));
+    }
+}

@@ -1,0 +1,147 @@
+//! Lab scenarios: how the `ollama` Deployment is set up (readiness probe, rollout strategy,
+//! where the models live) and what the lab does around it, one per published experiment.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// When the kubelet of the lab reports the container Ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Readiness {
+    /// No readiness probe: Ready as soon as the container started (the published baseline).
+    Started,
+    /// An HTTP probe on `/api/tags`.
+    Http,
+    /// A probe that sends a generate and waits for `done: true`.
+    Inference,
+}
+
+/// A named scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// No probe, models on a PVC: the published pvc-recovery baseline.
+    Baseline,
+    /// Same as baseline (kept for the CLI: `--scenario none`).
+    None,
+    /// HTTP readiness probe on `/api/tags`.
+    HttpReadiness,
+    /// Inference readiness probe (a generate must finish).
+    InferenceReadiness,
+    /// Models on an emptyDir: every replacement starts with an empty model store.
+    Emptydir,
+    /// A 1B model resident, then a 3B inference: the container is OOM-killed and restarted.
+    OverlapOom,
+    /// A rolling update with surge (maxSurge 1, maxUnavailable 0) and an inference probe,
+    /// as in the published readiness experiment.
+    Rollout,
+}
+
+/// Every scenario name, for help texts.
+pub const NAMES: &[&str] = &[
+    "baseline",
+    "none",
+    "http-readiness",
+    "inference-readiness",
+    "emptydir",
+    "overlap-oom",
+    "rollout",
+];
+
+impl Scenario {
+    /// The readiness rule of this scenario.
+    pub fn readiness(&self) -> Readiness {
+        match self {
+            Scenario::HttpReadiness => Readiness::Http,
+            Scenario::InferenceReadiness | Scenario::Rollout => Readiness::Inference,
+            _ => Readiness::Started,
+        }
+    }
+
+    /// (maxSurge, maxUnavailable) of the Deployment's rolling update.
+    pub fn strategy(&self) -> (i32, i32) {
+        match self {
+            Scenario::Rollout => (1, 0),
+            _ => (0, 1),
+        }
+    }
+
+    /// Whether models live on an emptyDir (lost with the pod) rather than the PVC.
+    pub fn models_on_emptydir(&self) -> bool {
+        matches!(self, Scenario::Emptydir)
+    }
+
+    /// Seconds between readiness probes (before the lab's speed factor).
+    pub fn probe_period_seconds(&self) -> u32 {
+        match self.readiness() {
+            Readiness::Started => 0,
+            Readiness::Http => 1,
+            Readiness::Inference => 5,
+        }
+    }
+
+    /// The scenario's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Scenario::Baseline => "baseline",
+            Scenario::None => "none",
+            Scenario::HttpReadiness => "http-readiness",
+            Scenario::InferenceReadiness => "inference-readiness",
+            Scenario::Emptydir => "emptydir",
+            Scenario::OverlapOom => "overlap-oom",
+            Scenario::Rollout => "rollout",
+        }
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Scenario {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "baseline" => Scenario::Baseline,
+            "none" => Scenario::None,
+            "http-readiness" => Scenario::HttpReadiness,
+            "inference-readiness" => Scenario::InferenceReadiness,
+            "emptydir" => Scenario::Emptydir,
+            "overlap-oom" => Scenario::OverlapOom,
+            "rollout" => Scenario::Rollout,
+            other => {
+                return Err(format!(
+                    "unknown scenario {other:?}; known: {}",
+                    NAMES.join(", ")
+                ));
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for n in NAMES {
+            let s: Scenario = n.parse().unwrap();
+            assert_eq!(s.name(), *n);
+        }
+        assert!("bogus".parse::<Scenario>().unwrap_err().contains("known:"));
+    }
+
+    #[test]
+    fn readiness_and_strategy_per_scenario() {
+        assert_eq!(Scenario::Baseline.readiness(), Readiness::Started);
+        assert_eq!(Scenario::HttpReadiness.readiness(), Readiness::Http);
+        assert_eq!(Scenario::Rollout.strategy(), (1, 0));
+        assert_eq!(Scenario::Baseline.strategy(), (0, 1));
+        assert!(Scenario::Emptydir.models_on_emptydir());
+    }
+}

@@ -1,0 +1,372 @@
+//! `readygap lab serve`: start the built-in lab (API server, controllers, runtimes) on
+//! loopback, write its kubeconfig, and hand back a `LabHandle` for in-process use (tests,
+//! `readygap demo`, the trial runner) with the lab's fault switches.
+
+use crate::lab::ground_truth::GroundTruth;
+use crate::lab::kube::api::{self, Api};
+use crate::lab::kube::cluster::{self, Cluster, LabSettings};
+use crate::lab::kube::objects::{self, NAMESPACE, OLLAMA_IMAGE};
+use crate::lab::kube::resources::{DEPLOYMENTS, NAMESPACES, NODES, PVCS, SERVICES};
+use crate::lab::kube::store::Store;
+use crate::lab::kube::{kubeconfig, objects::typed};
+use crate::lab::profile::Profile;
+use crate::lab::runtime::RuntimeFaults;
+use crate::lab::scenario::{self, Scenario};
+use color_eyre::eyre::{Result, WrapErr, eyre};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Service};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// The command-line arguments of `readygap lab serve` (reusable by other subcommands).
+#[derive(clap::Args, Debug, Clone)]
+pub struct LabArgs {
+    /// Calibration profile (local-1b, local-3b, azure-1b, azure-3b, azure-3b-cold, azure-8b).
+    #[arg(long, default_value = "local-3b")]
+    pub profile: String,
+    /// Scenario: baseline, none, http-readiness, inference-readiness, emptydir, overlap-oom, rollout.
+    #[arg(long, default_value = "baseline")]
+    pub scenario: Scenario,
+    /// Divide every timing by this factor.
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Port of the API server on 127.0.0.1 (0: pick a free one).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Where to write the kubeconfig (default: a file in the temp directory).
+    #[arg(long)]
+    pub kubeconfig_out: Option<PathBuf>,
+    /// Append the ground-truth log (JSON lines) to this file.
+    #[arg(long)]
+    pub ground_truth: Option<PathBuf>,
+    /// Seed of the lab's random timings (same seed, same timings).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+/// Everything `serve` needs.
+#[derive(Clone)]
+pub struct LabOptions {
+    pub profile: Profile,
+    pub scenario: Scenario,
+    pub speed: f64,
+    pub port: u16,
+    pub kubeconfig_out: Option<PathBuf>,
+    pub ground_truth: GroundTruth,
+    pub seed: u64,
+    /// Replicas of the `ollama` Deployment at start.
+    pub replicas: i32,
+    /// How often watches with `allowWatchBookmarks` get a BOOKMARK.
+    pub bookmark_interval: Duration,
+}
+
+impl LabOptions {
+    /// Options for a profile with defaults (baseline, speed 1, any port).
+    pub fn new(profile: Profile) -> Self {
+        Self {
+            profile,
+            scenario: Scenario::Baseline,
+            speed: 1.0,
+            port: 0,
+            kubeconfig_out: None,
+            ground_truth: GroundTruth::in_memory(),
+            seed: 0x5EED,
+            replicas: 1,
+            bookmark_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+impl LabArgs {
+    /// Resolve the arguments (profile by name, ground-truth file opened).
+    pub fn to_options(&self) -> Result<LabOptions> {
+        let profile = Profile::named(&self.profile).ok_or_else(|| {
+            let known: Vec<String> = Profile::all().into_iter().map(|p| p.name).collect();
+            eyre!(
+                "unknown profile {:?}; known: {}",
+                self.profile,
+                known.join(", ")
+            )
+        })?;
+        if !(self.speed.is_finite() && self.speed > 0.0) {
+            return Err(eyre!(
+                "--speed must be a positive number, got {}",
+                self.speed
+            ));
+        }
+        let ground_truth = match &self.ground_truth {
+            Some(p) => GroundTruth::to_file(p)
+                .wrap_err_with(|| format!("opening the ground-truth log {}", p.display()))?,
+            None => GroundTruth::in_memory(),
+        };
+        let mut o = LabOptions::new(profile);
+        o.scenario = self.scenario;
+        o.speed = self.speed;
+        o.port = self.port;
+        o.kubeconfig_out = self.kubeconfig_out.clone();
+        o.ground_truth = ground_truth;
+        o.seed = self.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0)
+        });
+        Ok(o)
+    }
+}
+
+/// A running lab.
+pub struct LabHandle {
+    pub api_url: String,
+    pub kubeconfig: PathBuf,
+    pub namespace: String,
+    pub addr: SocketAddr,
+    api: Arc<Api>,
+    stop: CancellationToken,
+    server: tokio::task::JoinHandle<()>,
+    controllers: tokio::task::JoinHandle<()>,
+}
+
+impl LabHandle {
+    /// The ground-truth log.
+    pub fn ground_truth(&self) -> GroundTruth {
+        self.api.cluster.settings.ground_truth.clone()
+    }
+
+    /// The cluster (store, pods, nodes) for in-process inspection.
+    pub fn cluster(&self) -> Arc<Cluster> {
+        self.api.cluster.clone()
+    }
+
+    /// The runtimes' fault switches.
+    pub fn runtime_faults(&self) -> Arc<RuntimeFaults> {
+        self.api.cluster.runtime_faults.clone()
+    }
+
+    /// The JSON line `lab serve` prints.
+    pub fn announce(&self) -> serde_json::Value {
+        serde_json::json!({"api_url": self.api_url, "kubeconfig": self.kubeconfig, "namespace": self.namespace})
+    }
+
+    /// How many watch streams clients opened so far.
+    pub fn watches_opened(&self) -> u64 {
+        self.api.watches_opened.load(Ordering::Relaxed)
+    }
+
+    /// Drop every open watch connection (clients must resume).
+    pub fn drop_watches(&self) {
+        self.api.drop_watches();
+    }
+
+    /// Forget the change history: watches from an older resourceVersion get 410 Expired.
+    pub fn expire_resource_versions(&self) {
+        self.api.cluster.store.expire_history();
+    }
+
+    /// Restart the API server: drop the listener and every connection, rebind the same port.
+    pub fn restart_api_server(&self) {
+        self.api.restart.notify_one();
+    }
+
+    /// Delay every exec's output by `d` (slow exec fault).
+    pub fn set_exec_delay(&self, d: Duration) {
+        self.api
+            .exec_delay_ms
+            .store(d.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Drop a node's page cache: (cached kB before, after).
+    pub fn drop_caches(&self, node: &str) -> Option<(u64, u64)> {
+        let cache = self.api.cluster.node_caches.get(node)?;
+        let r = cache.drop_caches();
+        self.ground_truth().log(
+            node,
+            crate::lab::ground_truth::Transition::CachesDropped,
+            serde_json::json!({"cached_kb_before": r.0, "cached_kb_after": r.1}),
+        );
+        Some(r)
+    }
+
+    /// Wait (bounded) until the `ollama` Deployment has all replicas ready.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<()> {
+        let store = self.api.cluster.store.clone();
+        let mut rx = store.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(d) = store.get(DEPLOYMENTS, &self.namespace, "ollama") {
+                let want = d["spec"]["replicas"].as_i64().unwrap_or(1);
+                if d["status"]["readyReplicas"].as_i64().unwrap_or(0) >= want
+                    && d["status"]["replicas"].as_i64() == Some(want)
+                {
+                    return Ok(());
+                }
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                return Err(eyre!(
+                    "the lab's ollama deployment was not ready within {timeout:?}"
+                ));
+            }
+        }
+    }
+
+    /// Stop everything (runtimes, controllers, server).
+    pub async fn shutdown(self) {
+        self.api.cluster.shutdown.cancel();
+        self.api.drop_connections();
+        self.stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.server).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.controllers).await;
+        // Let the kubelets stop their runtimes (bounded), then free the pod IPs.
+        let cluster = self.api.cluster.clone();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !cluster.runtimes().is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        cluster.release_all_ips();
+    }
+}
+
+async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+async fn server_loop(api: Arc<Api>, first: TcpListener, addr: SocketAddr, stop: CancellationToken) {
+    let mut listener = Some(first);
+    loop {
+        let l = match listener.take() {
+            Some(l) => l,
+            None => {
+                let mut tries = 0;
+                loop {
+                    match bind(addr).await {
+                        Ok(l) => break l,
+                        Err(e) if tries < 100 => {
+                            tries += 1;
+                            tracing::debug!("lab: rebinding {addr}: {e}");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        Err(e) => {
+                            tracing::error!("lab: could not rebind {addr}: {e}");
+                            return;
+                        }
+                    }
+                }
+            }
+        };
+        let graceful = CancellationToken::new();
+        let g = graceful.clone();
+        let serve = axum::serve(l, api::router(api.clone()))
+            .with_graceful_shutdown(async move { g.cancelled().await });
+        let mut serve = std::pin::pin!(serve.into_future());
+        tokio::select! {
+            _ = &mut serve => return,
+            _ = api.restart.notified() => {
+                api.drop_connections();
+                graceful.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(5), &mut serve).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            _ = stop.cancelled() => {
+                api.drop_connections();
+                graceful.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(5), &mut serve).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Start the lab.
+pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
+    let listener = bind(SocketAddr::from(([127, 0, 0, 1], opts.port)))
+        .await
+        .wrap_err_with(|| format!("binding the lab API server on 127.0.0.1:{}", opts.port))?;
+    let addr = listener
+        .local_addr()
+        .wrap_err("reading the lab's listen address")?;
+    let api_url = format!("http://{addr}");
+    let namespace = NAMESPACE.to_string();
+    let kubeconfig_path = opts.kubeconfig_out.clone().unwrap_or_else(|| {
+        std::env::temp_dir()
+            .join(format!("readygap-lab-{}", addr.port()))
+            .join("kubeconfig")
+    });
+    kubeconfig::write(&kubeconfig_path, &api_url, &namespace)
+        .wrap_err_with(|| format!("writing the lab kubeconfig {}", kubeconfig_path.display()))?;
+
+    let store = Arc::new(Store::default());
+    let profile = Arc::new(opts.profile.clone());
+    let settings = LabSettings {
+        namespace: namespace.clone(),
+        profile: profile.clone(),
+        scenario: opts.scenario,
+        speed: opts.speed,
+        seed: opts.seed,
+        ground_truth: opts.ground_truth.clone(),
+    };
+    let cluster = Arc::new(Cluster::new(store.clone(), settings));
+    let now = chrono::Utc::now();
+    let invalid = |e: String| eyre!("building the lab's objects: {e}");
+    for ns in ["default", namespace.as_str()] {
+        store.create(
+            NAMESPACES,
+            typed::<Namespace>(objects::namespace(ns)).map_err(invalid)?,
+        )?;
+    }
+    for (i, n) in objects::NODE_NAMES.iter().enumerate() {
+        store.create(
+            NODES,
+            typed::<Node>(objects::node(n, i + 1, now)).map_err(invalid)?,
+        )?;
+    }
+    store.create(
+        PVCS,
+        typed::<PersistentVolumeClaim>(objects::pvc(&namespace)).map_err(invalid)?,
+    )?;
+    store.create(
+        SERVICES,
+        typed::<Service>(objects::service(&namespace)).map_err(invalid)?,
+    )?;
+    let dep = objects::deployment(
+        &namespace,
+        "ollama",
+        opts.replicas,
+        OLLAMA_IMAGE,
+        profile.memory_limit_bytes,
+        opts.scenario,
+        &profile.model,
+    );
+    store.create(DEPLOYMENTS, typed::<Deployment>(dep).map_err(invalid)?)?;
+
+    let api = Arc::new(Api::new(cluster.clone(), opts.bookmark_interval));
+    api.port.store(u64::from(addr.port()), Ordering::Relaxed);
+    let stop = CancellationToken::new();
+    let server = tokio::spawn(server_loop(api.clone(), listener, addr, stop.clone()));
+    let controllers = tokio::spawn(cluster::run_controllers(cluster.clone()));
+    Ok(LabHandle {
+        api_url,
+        kubeconfig: kubeconfig_path,
+        namespace,
+        addr,
+        api,
+        stop,
+        server,
+        controllers,
+    })
+}
+
+/// The scenario names (for help texts).
+pub fn scenario_names() -> &'static [&'static str] {
+    scenario::NAMES
+}

@@ -1,0 +1,1 @@
+//! Trial runner (stub while building).

