@@ -39,6 +39,9 @@ pub struct ClusterArgs {
 #[derive(Clone)]
 pub struct Target {
     pub client: Client,
+    /// A client without kube's retry-on-503 layer, for the runtime through the pod proxy:
+    /// a probe answered 503 (runtime not up yet) must fail at once, not be retried.
+    pub runtime_client: Client,
     pub context: String,
     pub namespace: String,
     /// The Deployment, unless a selector was given.
@@ -114,7 +117,10 @@ pub async fn connect(args: &ClusterArgs) -> Result<Target> {
     let (cfg, context) = config(args).await?;
     let api_url = cfg.cluster_url.to_string();
     let namespace = cfg.default_namespace.clone();
+    let mut no_retry = cfg.clone();
+    no_retry.default_retry = false;
     let client = Client::try_from(cfg).wrap_err("building the Kubernetes client")?;
+    let runtime_client = Client::try_from(no_retry).wrap_err("building the Kubernetes client")?;
     match tokio::time::timeout(
         CONNECT_TIMEOUT + Duration::from_secs(1),
         client.apiserver_version(),
@@ -162,6 +168,7 @@ pub async fn connect(args: &ClusterArgs) -> Result<Target> {
         .unwrap_or_else(|| "ollama".into());
     Ok(Target {
         client,
+        runtime_client,
         context,
         namespace,
         deployment,
