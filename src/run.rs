@@ -162,7 +162,10 @@ pub fn report_json(report: &Report) -> Result<Value> {
         for (f, fr) in files.iter_mut().zip(&report.files) {
             if let Some(o) = f.as_object_mut() {
                 o.insert("trial_count".into(), json!(fr.trials));
-                o.insert("trials".into(), Value::Array(fr.trial_list.iter().map(trial_json).collect()));
+                o.insert(
+                    "trials".into(),
+                    Value::Array(fr.trial_list.iter().map(trial_json).collect()),
+                );
             }
         }
     }
@@ -198,7 +201,8 @@ pub async fn run_with(mut args: RunArgs, cancel: CancellationToken) -> Result<Ru
     let mut lab = None;
     let mut lab_model = None;
     if let Some(profile) = &args.lab {
-        let p = crate::lab::profile::Profile::named(profile).ok_or_else(|| eyre!("unknown lab profile {profile:?}"))?;
+        let p = crate::lab::profile::Profile::named(profile)
+            .ok_or_else(|| eyre!("unknown lab profile {profile:?}"))?;
         lab_model = Some(p.model.clone());
         let mut o = crate::lab::serve::LabOptions::new(p);
         o.speed = args.lab_speed;
@@ -209,19 +213,36 @@ pub async fn run_with(mut args: RunArgs, cancel: CancellationToken) -> Result<Ru
         args.cluster.namespace = Some(h.namespace.clone());
         lab = Some(h);
     }
-    let result = session(&args, lab.as_ref().map(|l| l.api_url.clone()), lab_model, cancel).await;
+    let result = session(
+        &args,
+        lab.as_ref().map(|l| l.api_url.clone()),
+        lab_model,
+        cancel,
+    )
+    .await;
     if let Some(l) = lab {
         l.shutdown().await;
     }
     result
 }
 
-async fn session(args: &RunArgs, lab_api: Option<String>, lab_model: Option<String>, cancel: CancellationToken) -> Result<RunOutput> {
+async fn session(
+    args: &RunArgs,
+    lab_api: Option<String>,
+    lab_model: Option<String>,
+    cancel: CancellationToken,
+) -> Result<RunOutput> {
     let target = cluster::connect(&args.cluster).await?;
     let (tx, rx) = mpsc::channel::<Event>(8192);
     let feeds = CancellationToken::new();
 
-    let access = RuntimeAccess::new(args.access, target.runtime_client.clone(), &target.namespace, args.runtime_port, &args.direct_url);
+    let access = RuntimeAccess::new(
+        args.access,
+        target.runtime_client.clone(),
+        &target.namespace,
+        args.runtime_port,
+        &args.direct_url,
+    );
     let mut ollama = Ollama::new(access);
     ollama.probe_path = args.probe_path.clone();
     ollama.generate_timeout = args.inference_timeout;
@@ -240,9 +261,17 @@ async fn session(args: &RunArgs, lab_api: Option<String>, lab_model: Option<Stri
     });
     let mut recorder = match &args.record {
         Some(path) => {
-            let mut h = jsonl::Header::new(Utc::now(), &target.context, &target.namespace, &target.label());
+            let mut h = jsonl::Header::new(
+                Utc::now(),
+                &target.context,
+                &target.namespace,
+                &target.label(),
+            );
             h.settings = settings.clone();
-            Some(jsonl::Recorder::create(path, &h).wrap_err_with(|| format!("creating the recording {}", path.display()))?)
+            Some(
+                jsonl::Recorder::create(path, &h)
+                    .wrap_err_with(|| format!("creating the recording {}", path.display()))?,
+            )
         }
         None => None,
     };
@@ -252,7 +281,10 @@ async fn session(args: &RunArgs, lab_api: Option<String>, lab_model: Option<Stri
         if let Some(r) = recorder.as_mut()
             && let Err(e) = r.write(ev)
         {
-            rec_err.lock().map(|mut g| g.get_or_insert(e.to_string()).clone()).ok();
+            rec_err
+                .lock()
+                .map(|mut g| g.get_or_insert(e.to_string()).clone())
+                .ok();
         }
     });
 
@@ -269,7 +301,13 @@ async fn session(args: &RunArgs, lab_api: Option<String>, lab_model: Option<Stri
         feeds.clone(),
     ));
 
-    let mut exec = Executor::new(target.client.clone(), &target.namespace, runtime.clone(), &model, tx.clone());
+    let mut exec = Executor::new(
+        target.client.clone(),
+        &target.namespace,
+        runtime.clone(),
+        &model,
+        tx.clone(),
+    );
     exec.prompt = args.prompt.clone();
     exec.default_grace = args.grace;
     exec.timeouts = Timeouts {
@@ -285,11 +323,14 @@ async fn session(args: &RunArgs, lab_api: Option<String>, lab_model: Option<Stri
                     let user = crate::node::access::current_user()
                         .or_else(|| crate::node::User::new("root").ok())
                         .ok_or("no user for ssh")?;
-                    crate::node::config::access_from_via(&via, &name, &user).map_err(|e| e.to_string())
+                    crate::node::config::access_from_via(&via, &name, &user)
+                        .map_err(|e| e.to_string())
                 }),
             }
         }
-        (Some(api), None) => CacheDropper::Lab { api_url: api.clone() },
+        (Some(api), None) => CacheDropper::Lab {
+            api_url: api.clone(),
+        },
         (None, None) => CacheDropper::None("no node access: pass --node-access for --cold".into()),
     };
 
@@ -309,7 +350,16 @@ async fn session(args: &RunArgs, lab_api: Option<String>, lab_model: Option<Stri
         container: args.container.clone(),
         ..TrialConfig::default()
     };
-    let mut runner = Runner::new(rx, tx.clone(), exec, runtime, target.client.clone(), cfg, sink, cancel.clone());
+    let mut runner = Runner::new(
+        rx,
+        tx.clone(),
+        exec,
+        runtime,
+        target.client.clone(),
+        cfg,
+        sink,
+        cancel.clone(),
+    );
     let session_ev = Event::new(
         Utc::now(),
         Source::Session,
@@ -332,7 +382,13 @@ async fn session(args: &RunArgs, lab_api: Option<String>, lab_model: Option<Stri
         args.access
     );
     let n = args.trials;
-    let mut on_trial = |t: &Trial| eprintln!("{}", progress_line(t, Some(n)));
+    let mut own = 0;
+    let mut on_trial = |t: &Trial| {
+        if !t.external {
+            own += 1;
+        }
+        eprintln!("{}", progress_line(t, Some((own, n))));
+    };
     runner.run_trials(n, &mut on_trial).await;
     feeds.cancel();
     runner.stop();
@@ -362,7 +418,8 @@ async fn session(args: &RunArgs, lab_api: Option<String>, lab_model: Option<Stri
         OutFormat::Csv => report::render(&report, Format::Csv)?,
     };
     if let Some(path) = &args.csv {
-        let f = std::fs::File::create(path).wrap_err_with(|| format!("creating {}", path.display()))?;
+        let f =
+            std::fs::File::create(path).wrap_err_with(|| format!("creating {}", path.display()))?;
         labcsv::export(&trials, f).wrap_err_with(|| format!("writing {}", path.display()))?;
     }
     let own_failed = trials.iter().any(|t| !t.is_ok());
@@ -373,13 +430,18 @@ async fn session(args: &RunArgs, lab_api: Option<String>, lab_model: Option<Stri
     } else {
         0
     };
-    Ok(RunOutput { stdout, trials, code })
+    Ok(RunOutput {
+        stdout,
+        trials,
+        code,
+    })
 }
 
 /// The first model on disk of a Ready pod of the target (waits, bounded, for a runtime
 /// that answers: Ready does not mean the runtime is up).
 async fn discover_model(target: &cluster::Target, runtime: &dyn RuntimeAdapter) -> Result<String> {
-    let api: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(target.client.clone(), &target.namespace);
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(target.client.clone(), &target.namespace);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     let mut last = String::from("no Ready pod");
     loop {
@@ -387,8 +449,16 @@ async fn discover_model(target: &cluster::Target, runtime: &dyn RuntimeAdapter) 
             .list(&kube::api::ListParams::default().labels(&target.selector))
             .await
             .wrap_err("listing the target's pods")?;
-        for p in pods.items.iter().map(crate::sources::kube::pod_view).filter(|p| p.is_ready()) {
-            let r = PodRef { name: p.name.clone(), ip: p.ip.clone() };
+        for p in pods
+            .items
+            .iter()
+            .map(crate::sources::kube::pod_view)
+            .filter(|p| p.is_ready())
+        {
+            let r = PodRef {
+                name: p.name.clone(),
+                ip: p.ip.clone(),
+            };
             match runtime.models_on_disk(&r).await {
                 Ok(models) => match models.first() {
                     Some(m) => return Ok(m.name.clone()),
@@ -398,7 +468,9 @@ async fn discover_model(target: &cluster::Target, runtime: &dyn RuntimeAdapter) 
             }
         }
         if tokio::time::Instant::now() > deadline {
-            return Err(eyre!("no model found on the target's runtime ({last}); pass --model"));
+            return Err(eyre!(
+                "no model found on the target's runtime ({last}); pass --model"
+            ));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

@@ -170,15 +170,23 @@ impl Runner {
         if matches!(
             ev.kind,
             EventKind::PodApplied(_) | EventKind::PodDeleted(_) | EventKind::ResyncDone { .. }
-        ) || matches!(ev.kind, EventKind::ActionStarted { .. } | EventKind::TrialAbort { .. } | EventKind::InferenceDone(_))
-            || matches!(ev.kind, EventKind::RuntimeProbe(ref p) if p.ok)
+        ) || matches!(
+            ev.kind,
+            EventKind::ActionStarted { .. }
+                | EventKind::TrialAbort { .. }
+                | EventKind::InferenceDone(_)
+        ) || matches!(ev.kind, EventKind::RuntimeProbe(ref p) if p.ok)
         {
             self.follow();
         }
     }
 
     /// Apply events until `pred` holds, the deadline passes, Ctrl-C or the channel closes.
-    pub async fn wait_until(&mut self, deadline: Option<Instant>, pred: impl Fn(&State) -> bool) -> Wait {
+    pub async fn wait_until(
+        &mut self,
+        deadline: Option<Instant>,
+        pred: impl Fn(&State) -> bool,
+    ) -> Wait {
         loop {
             if pred(&self.state) {
                 return Wait::Met;
@@ -206,7 +214,12 @@ impl Runner {
 
     /// The pod to replace: a Ready pod not being deleted, else any pod not being deleted.
     pub fn pick_victim(state: &State) -> Option<&PodView> {
-        let live = || state.pods.values().filter(|p| p.deletion_timestamp.is_none());
+        let live = || {
+            state
+                .pods
+                .values()
+                .filter(|p| p.deletion_timestamp.is_none())
+        };
         live().find(|p| p.is_ready()).or_else(|| live().next())
     }
 
@@ -243,7 +256,10 @@ impl Runner {
         for n in names {
             if !self.state.pods.contains_key(&n) {
                 if let Some(f) = self.followed.remove(&n) {
-                    f.feeds.iter().chain(f.probe.iter()).for_each(|c| c.cancel());
+                    f.feeds
+                        .iter()
+                        .chain(f.probe.iter())
+                        .for_each(|c| c.cancel());
                 }
             }
         }
@@ -332,12 +348,24 @@ impl Runner {
         // T1.
         let deadline = Instant::now() + self.cfg.ready_timeout;
         match self
-            .wait_until(Some(deadline), |s| running(s) || s.timeline.trials.get(index).is_some_and(|t| t.marks.t1.is_some()))
+            .wait_until(Some(deadline), |s| {
+                running(s)
+                    || s.timeline
+                        .trials
+                        .get(index)
+                        .is_some_and(|t| t.marks.t1.is_some())
+            })
             .await
         {
             Wait::Met => {}
             Wait::Timeout => {
-                self.abort(index, format!("timeout: the replacement pod was not Ready within {}", secs(self.cfg.ready_timeout)));
+                self.abort(
+                    index,
+                    format!(
+                        "timeout: the replacement pod was not Ready within {}",
+                        secs(self.cfg.ready_timeout)
+                    ),
+                );
                 return true;
             }
             Wait::Interrupted | Wait::Closed => return self.interrupted(index),
@@ -349,12 +377,24 @@ impl Runner {
         if self.cfg.infer_after == InferAfter::Runtime {
             let deadline = Instant::now() + self.cfg.runtime_timeout;
             match self
-                .wait_until(Some(deadline), |s| running(s) || s.timeline.trials.get(index).is_some_and(|t| t.marks.t2.is_some()))
+                .wait_until(Some(deadline), |s| {
+                    running(s)
+                        || s.timeline
+                            .trials
+                            .get(index)
+                            .is_some_and(|t| t.marks.t2.is_some())
+                })
                 .await
             {
                 Wait::Met => {}
                 Wait::Timeout => {
-                    self.abort(index, format!("timeout: the runtime did not answer within {} after Ready", secs(self.cfg.runtime_timeout)));
+                    self.abort(
+                        index,
+                        format!(
+                            "timeout: the runtime did not answer within {} after Ready",
+                            secs(self.cfg.runtime_timeout)
+                        ),
+                    );
                     return true;
                 }
                 Wait::Interrupted | Wait::Closed => return self.interrupted(index),
@@ -377,7 +417,13 @@ impl Runner {
         match self.wait_until(Some(deadline), running).await {
             Wait::Met => true,
             Wait::Timeout => {
-                self.abort(index, format!("timeout: the inference did not finish within {}", secs(self.cfg.inference_timeout)));
+                self.abort(
+                    index,
+                    format!(
+                        "timeout: the inference did not finish within {}",
+                        secs(self.cfg.inference_timeout)
+                    ),
+                );
                 true
             }
             Wait::Interrupted | Wait::Closed => self.interrupted(index),
@@ -394,11 +440,19 @@ impl Runner {
     pub async fn one_trial(&mut self) -> (Option<usize>, bool) {
         // A pod to replace.
         let deadline = Instant::now() + self.cfg.target_timeout;
-        match self.wait_until(Some(deadline), |s| Self::pick_victim(s).is_some_and(|p| p.is_ready())).await {
+        match self
+            .wait_until(Some(deadline), |s| {
+                Self::pick_victim(s).is_some_and(|p| p.is_ready())
+            })
+            .await
+        {
             Wait::Met => {}
             Wait::Timeout => {
                 self.inject(EventKind::Note {
-                    text: format!("no Ready pod of the target within {}", secs(self.cfg.target_timeout)),
+                    text: format!(
+                        "no Ready pod of the target within {}",
+                        secs(self.cfg.target_timeout)
+                    ),
                 });
                 if Self::pick_victim(&self.state).is_none() {
                     return (None, true);
@@ -410,7 +464,9 @@ impl Runner {
         let Some(victim) = Self::pick_victim(&self.state).cloned() else {
             return (None, true);
         };
-        self.inject(EventKind::TrialBegin { cold: self.cfg.cold });
+        self.inject(EventKind::TrialBegin {
+            cold: self.cfg.cold,
+        });
         if self.cfg.cold {
             let pod = PodRef {
                 name: victim.name.clone(),
@@ -419,7 +475,9 @@ impl Runner {
             let _ = self.run_action(Request::Unload { pod, model: None }).await;
             match &victim.node {
                 Some(node) => {
-                    let _ = self.run_action(Request::DropCaches { node: node.clone() }).await;
+                    let _ = self
+                        .run_action(Request::DropCaches { node: node.clone() })
+                        .await;
                 }
                 None => self.inject(EventKind::CachesDropped(crate::core::event::CacheDrop {
                     node: String::new(),
@@ -428,13 +486,17 @@ impl Runner {
                 })),
             }
             if self.cancel.is_cancelled() {
-                self.inject(EventKind::TrialAbort { reason: "interrupted".into() });
+                self.inject(EventKind::TrialAbort {
+                    reason: "interrupted".into(),
+                });
                 return (None, false);
             }
         }
         let before = self.state.timeline.trials.len();
         let req = match (self.cfg.replace_by, &self.cfg.deployment) {
-            (ReplaceBy::Restart, Some(d)) => Request::RolloutRestart { deployment: d.clone() },
+            (ReplaceBy::Restart, Some(d)) => Request::RolloutRestart {
+                deployment: d.clone(),
+            },
             _ => Request::DeletePod {
                 pod: victim.name.clone(),
                 grace_seconds: None,
@@ -442,7 +504,10 @@ impl Runner {
         };
         self.exec.submit(req);
         let deadline = Instant::now() + Duration::from_secs(60);
-        match self.wait_until(Some(deadline), |s| s.timeline.trials.len() > before).await {
+        match self
+            .wait_until(Some(deadline), |s| s.timeline.trials.len() > before)
+            .await
+        {
             Wait::Met => {}
             Wait::Timeout => {
                 self.inject(EventKind::TrialAbort {
@@ -451,7 +516,9 @@ impl Runner {
                 return (None, true);
             }
             Wait::Interrupted | Wait::Closed => {
-                self.inject(EventKind::TrialAbort { reason: "interrupted".into() });
+                self.inject(EventKind::TrialAbort {
+                    reason: "interrupted".into(),
+                });
                 return (None, false);
             }
         }
@@ -467,7 +534,10 @@ impl Runner {
         tokio::spawn(async move {
             exec.execute(id, req).await;
         });
-        self.wait_until(None, |s| s.actions.get(&id).is_some_and(|a| a.finished.is_some())).await
+        self.wait_until(None, |s| {
+            s.actions.get(&id).is_some_and(|a| a.finished.is_some())
+        })
+        .await
     }
 
     /// Cooldown: apply events for `cooldown`; an external trial opening meanwhile is driven to
@@ -475,7 +545,10 @@ impl Runner {
     pub async fn cooldown(&mut self, on_trial: &mut dyn FnMut(&Trial)) -> bool {
         loop {
             let deadline = Instant::now() + self.cfg.cooldown;
-            match self.wait_until(Some(deadline), |s| s.timeline.open().is_some()).await {
+            match self
+                .wait_until(Some(deadline), |s| s.timeline.open().is_some())
+                .await
+            {
                 Wait::Timeout => return true,
                 Wait::Interrupted | Wait::Closed => {
                     if let Some(i) = self.open_index() {
@@ -566,7 +639,11 @@ async fn fast_probe(
         };
         let ok = p.ok;
         if tx
-            .send(Event::new(Utc::now(), Source::Runtime, EventKind::RuntimeProbe(p)))
+            .send(Event::new(
+                Utc::now(),
+                Source::Runtime,
+                EventKind::RuntimeProbe(p),
+            ))
             .await
             .is_err()
             || ok
@@ -576,16 +653,20 @@ async fn fast_probe(
     }
 }
 
-/// One progress line for a finished trial.
-pub fn progress_line(t: &Trial, of: Option<usize>) -> String {
+/// One progress line for a finished trial; `of` is (this own trial's ordinal, total).
+pub fn progress_line(t: &Trial, of: Option<(usize, usize)>) -> String {
     let f = |m: Metric| {
         t.metric(m)
             .map(|v| format!("{v:.2} s"))
             .unwrap_or_else(|| "-".into())
     };
-    let who = if t.external { "external trial" } else { "trial" };
+    let who = if t.external {
+        "external trial"
+    } else {
+        "trial"
+    };
     let count = match of {
-        Some(n) if !t.external => format!(" {}/{n}", t.index),
+        Some((k, n)) if !t.external => format!(" {k}/{n}"),
         _ => format!(" #{}", t.index),
     };
     let status = match t.reason() {

@@ -22,7 +22,13 @@ struct Wrap {
 
 fn args(lab: &LabHandle, extra: &[&str]) -> RunArgs {
     let kc = lab.kubeconfig.display().to_string();
-    let mut v = vec!["readygap", "--kubeconfig", kc.as_str(), "-n", lab.namespace.as_str()];
+    let mut v = vec![
+        "readygap",
+        "--kubeconfig",
+        kc.as_str(),
+        "-n",
+        lab.namespace.as_str(),
+    ];
     v.extend_from_slice(extra);
     Wrap::try_parse_from(v).expect("arguments parse").args
 }
@@ -32,28 +38,55 @@ async fn lab(profile: &str, speed: f64, seed: u64) -> LabHandle {
     o.speed = speed;
     o.seed = seed;
     let lab = serve(o).await.expect("lab starts");
-    lab.wait_ready(Duration::from_secs(120)).await.expect("lab ready");
+    lab.wait_ready(Duration::from_secs(120))
+        .await
+        .expect("lab ready");
     lab
 }
 
 /// The first ground-truth instant of `transition` for `pod` at or after `after`.
-fn truth(entries: &[GroundTruthEntry], pod: &str, transition: Transition, after: chrono::DateTime<chrono::Utc>) -> Option<chrono::DateTime<chrono::Utc>> {
+fn truth(
+    entries: &[GroundTruthEntry],
+    pod: &str,
+    transition: Transition,
+    after: chrono::DateTime<chrono::Utc>,
+) -> Option<chrono::DateTime<chrono::Utc>> {
     entries
         .iter()
-        .filter(|e| e.pod == pod && e.transition == transition && e.ts >= after - chrono::Duration::milliseconds(500))
+        .filter(|e| {
+            e.pod == pod
+                && e.transition == transition
+                && e.ts >= after - chrono::Duration::milliseconds(500)
+        })
         .map(|e| e.ts)
         .min()
 }
 
-fn err_ms(measured: Option<chrono::DateTime<chrono::Utc>>, truth: Option<chrono::DateTime<chrono::Utc>>) -> Option<f64> {
+fn err_ms(
+    measured: Option<chrono::DateTime<chrono::Utc>>,
+    truth: Option<chrono::DateTime<chrono::Utc>>,
+) -> Option<f64> {
     Some((measured? - truth?).num_microseconds()? as f64 / 1000.0)
 }
 
 fn micros(m: &readygap::core::timeline::Marks) -> Vec<Option<i64>> {
-    [m.t0, m.t1, m.t1_api, m.t2, m.t3, m.t4, m.deletion_seen, m.scheduled, m.container_started, m.endpoint_ready, m.model_resident, m.first_token]
-        .iter()
-        .map(|t| t.map(|t| t.timestamp_micros()))
-        .collect()
+    [
+        m.t0,
+        m.t1,
+        m.t1_api,
+        m.t2,
+        m.t3,
+        m.t4,
+        m.deletion_seen,
+        m.scheduled,
+        m.container_started,
+        m.endpoint_ready,
+        m.model_resident,
+        m.first_token,
+    ]
+    .iter()
+    .map(|t| t.map(|t| t.timestamp_micros()))
+    .collect()
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -74,7 +107,8 @@ fn errors(trials: &[Trial], gt: &[GroundTruthEntry]) -> [Vec<f64>; 4] {
             (t.marks.t4, Transition::InferenceDone),
         ];
         for (i, (m, tr)) in pairs.into_iter().enumerate() {
-            let e = err_ms(m, truth(gt, pod, tr, t0)).unwrap_or_else(|| panic!("trial {} lacks {tr:?}", t.index));
+            let e = err_ms(m, truth(gt, pod, tr, t0))
+                .unwrap_or_else(|| panic!("trial {} lacks {tr:?}", t.index));
             out[i].push(e);
         }
     }
@@ -83,12 +117,30 @@ fn errors(trials: &[Trial], gt: &[GroundTruthEntry]) -> [Vec<f64>; 4] {
 
 fn check_accuracy(name: &str, out: &RunOutput, gt: &[GroundTruthEntry], limit_ms: f64) {
     let errs = errors(&out.trials, gt);
-    for (i, mark) in ["T1 pod_ready", "T2 runtime_listening", "T3 inference_received", "T4 inference_done"].iter().enumerate() {
+    for (i, mark) in [
+        "T1 pod_ready",
+        "T2 runtime_listening",
+        "T3 inference_received",
+        "T4 inference_done",
+    ]
+    .iter()
+    .enumerate()
+    {
         let mut abs: Vec<f64> = errs[i].iter().map(|e| e.abs()).collect();
         let max = abs.iter().cloned().fold(0.0, f64::max);
         let med = median(&mut abs);
-        eprintln!("[{name}] {mark}: n={} median |error| {med:.1} ms, max {max:.1} ms (signed: {:?})", abs.len(), errs[i].iter().map(|e| (e * 10.0).round() / 10.0).collect::<Vec<_>>());
-        assert!(med < limit_ms, "[{name}] {mark}: median |error| {med:.1} ms ≥ {limit_ms} ms");
+        eprintln!(
+            "[{name}] {mark}: n={} median |error| {med:.1} ms, max {max:.1} ms (signed: {:?})",
+            abs.len(),
+            errs[i]
+                .iter()
+                .map(|e| (e * 10.0).round() / 10.0)
+                .collect::<Vec<_>>()
+        );
+        assert!(
+            med < limit_ms,
+            "[{name}] {mark}: median |error| {med:.1} ms ≥ {limit_ms} ms"
+        );
     }
 }
 
@@ -98,16 +150,39 @@ async fn five_trials_at_speed_one_agree_with_the_ground_truth() {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("run.jsonl");
     let csv = dir.path().join("run.csv");
-    let a = args(&lab, &[
-        "--trials", "5", "--cooldown", "1s", "--format", "json",
-        "--record", rec.to_str().unwrap(), "--csv", csv.to_str().unwrap(),
-    ]);
+    let a = args(
+        &lab,
+        &[
+            "--trials",
+            "5",
+            "--cooldown",
+            "1s",
+            "--format",
+            "json",
+            "--record",
+            rec.to_str().unwrap(),
+            "--csv",
+            csv.to_str().unwrap(),
+        ],
+    );
     let started = std::time::Instant::now();
     let out = run_with(a, CancellationToken::new()).await.expect("run");
     eprintln!("5 trials in {:.1} s", started.elapsed().as_secs_f64());
     let own: Vec<&Trial> = out.trials.iter().filter(|t| !t.external).collect();
-    assert_eq!(own.len(), 5, "{:#?}", out.trials.iter().map(|t| (&t.trigger, &t.status)).collect::<Vec<_>>());
-    assert!(own.iter().all(|t| t.is_ok()), "{:?}", own.iter().map(|t| &t.status).collect::<Vec<_>>());
+    assert_eq!(
+        own.len(),
+        5,
+        "{:#?}",
+        out.trials
+            .iter()
+            .map(|t| (&t.trigger, &t.status))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        own.iter().all(|t| t.is_ok()),
+        "{:?}",
+        own.iter().map(|t| &t.status).collect::<Vec<_>>()
+    );
     assert_eq!(out.code, 0);
     let gt = lab.ground_truth().entries();
     check_accuracy("proxy, speed 1", &out, &gt, 100.0);
@@ -121,8 +196,13 @@ async fn five_trials_at_speed_one_agree_with_the_ground_truth() {
     assert_eq!(t["ok"], true);
     assert!(t["reason"].is_null());
     for m in ["t0", "t1", "t2", "t3", "t4", "first_token"] {
-        let s = t["marks"][m].as_str().unwrap_or_else(|| panic!("mark {m}: {t}"));
-        assert!(s.ends_with('Z') && s.len() == "2026-11-30T10:00:00.123Z".len(), "{s}");
+        let s = t["marks"][m]
+            .as_str()
+            .unwrap_or_else(|| panic!("mark {m}: {t}"));
+        assert!(
+            s.ends_with('Z') && s.len() == "2026-11-30T10:00:00.123Z".len(),
+            "{s}"
+        );
     }
     let k8s = t["metrics"]["k8s_recovery"].as_f64().unwrap();
     assert!(k8s > 0.3 && k8s < 10.0, "k8s_recovery {k8s}");
@@ -132,27 +212,63 @@ async fn five_trials_at_speed_one_agree_with_the_ground_truth() {
     let replayed = readygap::report::load_trials(&rec).expect("recording reads");
     assert_eq!(replayed.trials.len(), out.trials.len());
     for (a, b) in replayed.trials.iter().zip(&out.trials) {
-        assert_eq!(micros(&a.marks), micros(&b.marks), "recordings keep microseconds");
+        assert_eq!(
+            micros(&a.marks),
+            micros(&b.marks),
+            "recordings keep microseconds"
+        );
         assert_eq!(a.status, b.status);
     }
     let rec_events = readygap::record::jsonl::read(&rec).expect("read");
     assert_eq!(rec_events.header.namespace, lab.namespace);
     assert!(rec_events.events.iter().any(|e| matches!(&e.kind, EventKind::MemorySample(s) if matches!(s.source, MemorySource::CgroupV2 | MemorySource::CgroupV1))), "memory samples through exec");
-    assert!(rec_events.events.iter().any(|e| matches!(&e.kind, EventKind::Residency { models, .. } if !models.is_empty())));
+    assert!(
+        rec_events
+            .events
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::Residency { models, .. } if !models.is_empty()))
+    );
     // The CSV in the study's schema.
     let text = std::fs::read_to_string(&csv).unwrap();
-    assert!(text.starts_with("run,t0_delete_ms,t1_k8s_ready_ms"), "{text}");
+    assert!(
+        text.starts_with("run,t0_delete_ms,t1_k8s_ready_ms"),
+        "{text}"
+    );
     assert_eq!(text.lines().count(), 1 + out.trials.len());
     lab.shutdown().await;
 }
 
 async fn access_mode(mode: &str, seed: u64) {
     let lab = lab("local-1b", 4.0, seed).await;
-    let a = args(&lab, &["--trials", "2", "--cooldown", "0.5s", "--access", mode, "--no-memory"]);
+    let a = args(
+        &lab,
+        &[
+            "--trials",
+            "2",
+            "--cooldown",
+            "0.5s",
+            "--access",
+            mode,
+            "--no-memory",
+        ],
+    );
     let out = run_with(a, CancellationToken::new()).await.expect("run");
-    assert_eq!(out.trials.iter().filter(|t| !t.external && t.is_ok()).count(), 2, "{mode}: {:?}", out.trials.iter().map(|t| &t.status).collect::<Vec<_>>());
+    assert_eq!(
+        out.trials
+            .iter()
+            .filter(|t| !t.external && t.is_ok())
+            .count(),
+        2,
+        "{mode}: {:?}",
+        out.trials.iter().map(|t| &t.status).collect::<Vec<_>>()
+    );
     // At speed 4 the lab's transitions are 4× closer: the same absolute accuracy is expected.
-    check_accuracy(&format!("{mode}, speed 4"), &out, &lab.ground_truth().entries(), 100.0);
+    check_accuracy(
+        &format!("{mode}, speed 4"),
+        &out,
+        &lab.ground_truth().entries(),
+        100.0,
+    );
     lab.shutdown().await;
 }
 
@@ -174,17 +290,35 @@ async fn access_mode_proxy_fast() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_api_server_is_a_clear_error_within_five_seconds() {
     // A port that was just free: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kubeconfig");
     write_kubeconfig(&kc, &format!("http://127.0.0.1:{port}"), "default");
-    let a = Wrap::try_parse_from(["readygap", "--kubeconfig", kc.to_str().unwrap(), "--trials", "1"]).unwrap().args;
+    let a = Wrap::try_parse_from([
+        "readygap",
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+        "--trials",
+        "1",
+    ])
+    .unwrap()
+    .args;
     let started = std::time::Instant::now();
-    let err = run_with(a, CancellationToken::new()).await.err().expect("must fail");
+    let err = run_with(a, CancellationToken::new())
+        .await
+        .err()
+        .expect("must fail");
     let took = started.elapsed();
     let msg = format!("{err:#}");
     assert!(took < Duration::from_secs(5), "took {took:?}");
-    assert!(msg.contains("unreachable") && msg.contains(&port.to_string()), "{msg}");
+    assert!(
+        msg.contains("unreachable") && msg.contains(&port.to_string()),
+        "{msg}"
+    );
 }
 
 fn write_kubeconfig(path: &Path, server: &str, ns: &str) {
@@ -198,12 +332,29 @@ fn write_kubeconfig(path: &Path, server: &str, ns: &str) {
 async fn a_hanging_runtime_ends_the_trial_with_a_timeout() {
     let lab = lab("local-1b", 4.0, 31).await;
     lab.runtime_faults().set_hang(true);
-    let a = args(&lab, &["--trials", "1", "--cooldown", "0s", "--runtime-timeout", "3s", "--no-memory"]);
+    let a = args(
+        &lab,
+        &[
+            "--trials",
+            "1",
+            "--cooldown",
+            "0s",
+            "--runtime-timeout",
+            "3s",
+            "--no-memory",
+            "--model",
+            "llama3.2:1b",
+        ],
+    );
     let started = std::time::Instant::now();
     let out = run_with(a, CancellationToken::new()).await.expect("run");
     let t = out.trials.iter().find(|t| !t.external).expect("a trial");
     let reason = t.reason().unwrap_or_default();
-    assert!(reason.starts_with("timeout: the runtime did not answer"), "{:?}", t.status);
+    assert!(
+        reason.starts_with("timeout: the runtime did not answer"),
+        "{:?}",
+        t.status
+    );
     assert!(t.marks.t1.is_some() && t.marks.t2.is_none());
     assert_eq!(out.code, 1);
     assert!(started.elapsed() < Duration::from_secs(60));
@@ -224,29 +375,49 @@ async fn an_external_delete_during_the_cooldown_is_its_own_trial() {
         // from outside readygap, as `kubectl delete pod` would.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
-            let done: Vec<_> = gt.entries().into_iter().filter(|e| e.transition == Transition::InferenceDone).collect();
+            let done: Vec<_> = gt
+                .entries()
+                .into_iter()
+                .filter(|e| e.transition == Transition::InferenceDone)
+                .collect();
             if let Some(e) = done.first() {
                 tokio::time::sleep(Duration::from_millis(1500)).await;
                 let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
-                let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+                let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                    .await
+                    .unwrap();
                 let client = kube::Client::try_from(cfg).unwrap();
                 let api: kube::Api<Pod> = kube::Api::namespaced(client, &ns);
                 api.delete(&e.pod, &Default::default()).await.unwrap();
                 return e.pod.clone();
             }
-            assert!(tokio::time::Instant::now() < deadline, "first trial never finished");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "first trial never finished"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });
     let out = run_with(a, CancellationToken::new()).await.expect("run");
     let deleted = deleter.await.unwrap();
     let kinds: Vec<(bool, bool)> = out.trials.iter().map(|t| (t.external, t.is_ok())).collect();
-    assert_eq!(kinds, vec![(false, true), (true, true), (false, true)], "{:#?}", out.trials.iter().map(|t| (&t.trigger, &t.status)).collect::<Vec<_>>());
+    assert_eq!(
+        kinds,
+        vec![(false, true), (true, true), (false, true)],
+        "{:#?}",
+        out.trials
+            .iter()
+            .map(|t| (&t.trigger, &t.status))
+            .collect::<Vec<_>>()
+    );
     let ext = &out.trials[1];
     assert!(ext.trigger.contains(&deleted), "{}", ext.trigger);
     assert!(ext.marks.t4.is_some());
     let next = &out.trials[2];
-    assert!(next.marks.t0.unwrap() > ext.marks.t4.unwrap(), "the next trial starts after the external one ended");
+    assert!(
+        next.marks.t0.unwrap() > ext.marks.t4.unwrap(),
+        "the next trial starts after the external one ended"
+    );
     assert_ne!(next.new_pod, ext.new_pod);
     lab.shutdown().await;
 }
@@ -256,7 +427,18 @@ async fn ctrl_c_ends_the_current_trial_and_keeps_what_was_measured() {
     let lab = lab("local-1b", 2.0, 51).await;
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("int.jsonl");
-    let a = args(&lab, &["--trials", "3", "--cooldown", "0.5s", "--no-memory", "--record", rec.to_str().unwrap()]);
+    let a = args(
+        &lab,
+        &[
+            "--trials",
+            "3",
+            "--cooldown",
+            "0.5s",
+            "--no-memory",
+            "--record",
+            rec.to_str().unwrap(),
+        ],
+    );
     let cancel = CancellationToken::new();
     let gt = lab.ground_truth();
     let c = cancel.clone();
@@ -264,7 +446,11 @@ async fn ctrl_c_ends_the_current_trial_and_keeps_what_was_measured() {
         // Interrupt once the second trial's replacement is Ready (two pod_ready after start).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         while tokio::time::Instant::now() < deadline {
-            let ready = gt.entries().iter().filter(|e| e.transition == Transition::PodReady).count();
+            let ready = gt
+                .entries()
+                .iter()
+                .filter(|e| e.transition == Transition::PodReady)
+                .count();
             if ready >= 3 {
                 break;
             }
@@ -279,6 +465,9 @@ async fn ctrl_c_ends_the_current_trial_and_keeps_what_was_measured() {
     assert_eq!(last.reason(), Some("interrupted"), "{:?}", last.status);
     assert!(out.stdout.contains("k8s_recovery"), "{}", out.stdout);
     let replayed = readygap::report::load_trials(&rec).unwrap();
-    assert_eq!(replayed.trials.last().unwrap().reason(), Some("interrupted"));
+    assert_eq!(
+        replayed.trials.last().unwrap().reason(),
+        Some("interrupted")
+    );
     lab.shutdown().await;
 }

@@ -166,27 +166,41 @@ impl RuntimeAccess {
                 let stream = pf
                     .take_stream(self.port)
                     .ok_or_else(|| format!("port-forward to {}: no stream", pod.name))?;
-                let (mut sender, conn) =
-                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                // The API server reports a refused connection on the error channel and
+                // keeps the WebSocket open: watch it, or the request would hang.
+                let pf_error = pf.take_error(self.port);
+                let port = self.port;
+                let name = pod.name.clone();
+                let exchange = async move {
+                    let (mut sender, conn) =
+                        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                            .await
+                            .map_err(|e| format!("port-forward to {name}: {e}"))?;
+                    tokio::spawn(async move {
+                        let _ = conn.await;
+                        pf.abort();
+                    });
+                    let req = http::Request::builder()
+                        .method(method)
+                        .uri(path)
+                        .header("host", format!("localhost:{port}"))
+                        .header("content-type", "application/json")
+                        .body(http_body_util::Full::new(Bytes::from(
+                            body.unwrap_or_default(),
+                        )))
+                        .map_err(|e| e.to_string())?;
+                    sender
+                        .send_request(req)
                         .await
-                        .map_err(|e| format!("port-forward to {}: {e}", pod.name))?;
-                tokio::spawn(async move {
-                    let _ = conn.await;
-                    pf.abort();
-                });
-                let req = http::Request::builder()
-                    .method(method)
-                    .uri(path)
-                    .header("host", format!("localhost:{}", self.port))
-                    .header("content-type", "application/json")
-                    .body(http_body_util::Full::new(Bytes::from(
-                        body.unwrap_or_default(),
-                    )))
-                    .map_err(|e| e.to_string())?;
-                let resp = sender
-                    .send_request(req)
-                    .await
-                    .map_err(|e| format!("port-forward to {}: {e}", pod.name))?;
+                        .map_err(|e| format!("port-forward to {name}: {e}"))
+                };
+                let resp = match pf_error {
+                    Some(err) => tokio::select! {
+                        r = exchange => r?,
+                        Some(e) = err => return Err(format!("port-forward to {}: {e}", pod.name)),
+                    },
+                    None => exchange.await?,
+                };
                 let status = resp.status().as_u16();
                 let body = resp
                     .into_body()
