@@ -598,6 +598,20 @@ impl Runner {
                 break;
             }
         }
+        // Memory after T4 is the first sample after it: give the feed a moment (bounded).
+        if self.cfg.memory && !self.cancel.is_cancelled() {
+            let wait = (self.cfg.memory_interval * 4).max(Duration::from_secs(1));
+            let last = self.state.timeline.trials.len().checked_sub(1);
+            if let Some(i) = last.filter(|i| self.trial(*i).is_some_and(|t| t.is_ok())) {
+                self.wait_until(Some(Instant::now() + wait), |s| {
+                    s.timeline
+                        .trials
+                        .get(i)
+                        .is_none_or(|t| t.memory_after.is_some())
+                })
+                .await;
+            }
+        }
         self.stop_feeds.cancel();
         self.drain();
     }
