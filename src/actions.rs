@@ -40,6 +40,9 @@ pub enum Request {
     DropCaches { node: String },
 }
 
+/// Resolves how to reach a node by its name.
+pub type NodeAccessFor = Arc<dyn Fn(&str) -> Result<NodeAccess, String> + Send + Sync>;
+
 /// How node page caches are dropped.
 #[derive(Clone)]
 pub enum CacheDropper {
@@ -48,9 +51,7 @@ pub enum CacheDropper {
     /// The lab's admin endpoint `POST {api}/lab/nodes/{node}/drop-caches`.
     Lab { api_url: String },
     /// Over ssh / minikube / kind / local, through `crate::node`.
-    Node {
-        access: Arc<dyn Fn(&str) -> Result<NodeAccess, String> + Send + Sync>,
-    },
+    Node { access: NodeAccessFor },
 }
 
 /// Timeouts of the actions.

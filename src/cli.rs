@@ -34,7 +34,7 @@ pub enum Command {
     DropCaches(crate::node::cli::DropCachesArgs),
     /// Run recovery trials headless (delete → Ready → runtime → inference) and print the
     /// statistics.
-    Run(crate::run::RunArgs),
+    Run(Box<crate::run::RunArgs>),
     /// The built-in lab.
     Lab {
         #[command(subcommand)]
@@ -78,7 +78,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             std::io::stdout().write_all(text.as_bytes())?;
             Ok(0)
         }
-        Command::Run(args) => runtime()?.block_on(crate::run::run(args)),
+        Command::Run(args) => runtime()?.block_on(crate::run::run(*args)),
         Command::Lab {
             command: LabCommand::Serve(args),
         } => runtime()?.block_on(async move {

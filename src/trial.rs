@@ -254,13 +254,13 @@ impl Runner {
         // Gone pods.
         let names: Vec<String> = self.followed.keys().cloned().collect();
         for n in names {
-            if !self.state.pods.contains_key(&n) {
-                if let Some(f) = self.followed.remove(&n) {
-                    f.feeds
-                        .iter()
-                        .chain(f.probe.iter())
-                        .for_each(|c| c.cancel());
-                }
+            if !self.state.pods.contains_key(&n)
+                && let Some(f) = self.followed.remove(&n)
+            {
+                f.feeds
+                    .iter()
+                    .chain(f.probe.iter())
+                    .for_each(|c| c.cancel());
             }
         }
         for p in pods {

@@ -318,3 +318,19 @@ fn which(cmd: &str) -> Result<PathBuf, ()> {
         })
         .ok_or(())
 }
+
+#[test]
+fn invalid_bytes_do_not_stall_the_stream() {
+    let mut s = BlockSplitter::default();
+    // A split multi-byte character is kept for the next chunk…
+    let text = "==> /sys/fs/cgroup/memory.current <==\né\n";
+    let bytes = text.as_bytes();
+    let cut = text.find('é').unwrap() + 1;
+    assert!(s.push(&bytes[..cut]).is_empty());
+    assert!(s.push(&bytes[cut..]).is_empty());
+    // …but a byte that can never be UTF-8 is replaced, and the marker still ends the block.
+    let blocks = s.push(b"\xff\xfe\n@@readygap\n");
+    assert_eq!(blocks.len(), 1);
+    assert!(blocks[0].contains('é') && blocks[0].contains('\u{fffd}'), "{:?}", blocks[0]);
+    assert!(parse_block(CgroupVersion::V2, &blocks[0]).is_err(), "garbage is an error, not a sample");
+}

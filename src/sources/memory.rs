@@ -208,19 +208,18 @@ impl BlockSplitter {
     /// Feed bytes; returns the complete blocks (without the marker line).
     pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
         self.pending.extend_from_slice(bytes);
-        // Keep an incomplete UTF-8 sequence for the next chunk.
-        let valid = match std::str::from_utf8(&self.pending) {
-            Ok(s) => s.len(),
-            Err(e) => e.valid_up_to(),
+        // Keep an incomplete UTF-8 sequence at the end for the next chunk; invalid bytes
+        // elsewhere are replaced.
+        let consumed = match std::str::from_utf8(&self.pending) {
+            Ok(_) => self.pending.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => self.pending.len(),
         };
-        let text = String::from_utf8_lossy(&self.pending[..valid]).into_owned();
-        self.pending.drain(..valid);
+        let text = String::from_utf8_lossy(&self.pending[..consumed]).into_owned();
+        self.pending.drain(..consumed);
         self.buf.push_str(&text);
         let mut blocks = Vec::new();
-        loop {
-            let Some(pos) = find_marker_line(&self.buf) else {
-                break;
-            };
+        while let Some(pos) = find_marker_line(&self.buf) {
             let block = self.buf[..pos].to_string();
             let rest_start = self.buf[pos..]
                 .find('\n')
