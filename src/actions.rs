@@ -318,20 +318,27 @@ impl Executor {
             let _ = tx.try_send(ev);
         });
         let fut = self.runtime.generate(pod, model, &self.prompt, id, first);
-        let result = match tokio::time::timeout(self.timeouts.inference, fut).await {
-            Ok(r) => r,
-            Err(_) => crate::core::event::InferenceResult {
-                request_id: id,
-                ok: false,
-                error: Some(format!(
-                    "timeout: no done: true within {:?}",
-                    self.timeouts.inference
-                )),
-                ..Default::default()
-            },
+        let (result, timed_out) = match tokio::time::timeout(self.timeouts.inference, fut).await {
+            Ok(r) => (r, false),
+            Err(_) => (
+                crate::core::event::InferenceResult {
+                    request_id: id,
+                    ok: false,
+                    error: Some(format!(
+                        "timeout: no done: true within {:?}",
+                        self.timeouts.inference
+                    )),
+                    ..Default::default()
+                },
+                true,
+            ),
         };
         let outcome = if result.ok {
             Outcome::Ok
+        } else if timed_out {
+            Outcome::Timeout {
+                after_ms: self.timeouts.inference.as_millis() as u64,
+            }
         } else {
             Outcome::Error {
                 message: result

@@ -331,6 +331,13 @@ fn invalid_bytes_do_not_stall_the_stream() {
     // …but a byte that can never be UTF-8 is replaced, and the marker still ends the block.
     let blocks = s.push(b"\xff\xfe\n@@readygap\n");
     assert_eq!(blocks.len(), 1);
-    assert!(blocks[0].contains('é') && blocks[0].contains('\u{fffd}'), "{:?}", blocks[0]);
-    assert!(parse_block(CgroupVersion::V2, &blocks[0]).is_err(), "garbage is an error, not a sample");
+    assert!(
+        blocks[0].contains('é') && blocks[0].contains('\u{fffd}'),
+        "{:?}",
+        blocks[0]
+    );
+    assert!(
+        parse_block(CgroupVersion::V2, &blocks[0]).is_err(),
+        "garbage is an error, not a sample"
+    );
 }
