@@ -849,3 +849,55 @@ async fn rollout_scenario_surges_without_a_traffic_gap() {
         "with maxSurge 1 both pods are endpoints at some point"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selector_watches_see_objects_enter_and_leave_the_selection() {
+    let (lab, _dir) = ready_lab(Scenario::Baseline, "local-1b", 19).await;
+    let pod = pod_names(&lab, "").await.pop().unwrap();
+    let (_, list) = get_json(
+        &lab,
+        &format!("/api/v1/namespaces/{NS}/pods?labelSelector=canary%3Dyes"),
+    )
+    .await;
+    assert!(list["items"].as_array().unwrap().is_empty());
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let resp = http()
+        .get(format!("{}/api/v1/namespaces/{NS}/pods?watch=1&resourceVersion={rv}&labelSelector=canary%3Dyes", lab.api_url))
+        .send()
+        .await
+        .unwrap();
+    let reader = tokio::spawn(watch_lines(resp, 2, Duration::from_secs(30)));
+    let patch = |v: Value| {
+        http()
+            .patch(format!("{}/api/v1/namespaces/{NS}/pods/{pod}", lab.api_url))
+            .header("Content-Type", "application/merge-patch+json")
+            .body(v.to_string())
+            .send()
+    };
+    assert_eq!(
+        patch(json!({"metadata": {"labels": {"canary": "yes"}}}))
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+    assert_eq!(
+        patch(json!({"metadata": {"labels": {"canary": null}}}))
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+    let (lines, _) = reader.await.unwrap();
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["ADDED", "DELETED"], "{lines:?}");
+    assert_eq!(lines[0]["object"]["metadata"]["labels"]["canary"], "yes");
+    // The pod itself still exists: it only left the selection.
+    assert_eq!(pod_names(&lab, "").await, [pod]);
+    lab.shutdown().await;
+}

@@ -6,7 +6,7 @@ mod lab_kube_support;
 use lab_kube_support::{find_kubectl, skip_or_panic, start_lab, wait_for};
 use readygap::lab::scenario::Scenario;
 use readygap::lab::serve::LabHandle;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -284,7 +284,7 @@ async fn kubectl_rollout_restart_and_scale() {
     )
     .await;
     // A new ReplicaSet (template hash) made it.
-    let old_hash = old[0].rsplitn(2, '-').nth(1).unwrap().to_string();
+    let old_hash = old[0].rsplit_once('-').unwrap().0.to_string();
     assert!(
         !new.starts_with(&format!("{old_hash}-")),
         "{new} vs {old_hash}"
@@ -342,6 +342,3 @@ async fn kubectl_rollout_restart_and_scale() {
     assert_eq!(eps.split_whitespace().count(), 2, "{eps}");
     lab.shutdown().await;
 }
-
-#[allow(dead_code)]
-fn _unused(_: &Path) {}

@@ -27,6 +27,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+/// Pods by the uid of each owner.
+type OwnerIndex = HashMap<String, Vec<Arc<Value>>>;
+
 /// Pod IPs in use by any lab of this process.
 static IPS_IN_USE: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
 
@@ -61,7 +64,10 @@ pub struct PodEntry {
 pub struct Cluster {
     pub store: Arc<Store>,
     pub settings: LabSettings,
+    /// Names and IDs.
     rng: Mutex<StdRng>,
+    /// Stage timings only, so the same seed gives the same timings whatever else happens.
+    timing_rng: Mutex<StdRng>,
     pub node_caches: BTreeMap<String, Arc<NodeCache>>,
     pub shared_disk: Arc<ModelDisk>,
     pub runtime_faults: Arc<RuntimeFaults>,
@@ -69,6 +75,8 @@ pub struct Cluster {
     ips: Mutex<BTreeSet<u32>>,
     pub shutdown: CancellationToken,
     pub http: reqwest::Client,
+    /// Pods by owner uid, with the pods version it was built at.
+    owner_index: Mutex<(u64, OwnerIndex)>,
     /// Whether the first emptyDir pod (the one with pulled models) was started.
     pub emptydir_seeded: std::sync::atomic::AtomicBool,
 }
@@ -167,9 +175,11 @@ impl Cluster {
             .collect();
         let shared_disk = Arc::new(ModelDisk::with_models(&settings.profile.models));
         let rng = Mutex::new(StdRng::seed_from_u64(settings.seed));
+        let timing_rng = Mutex::new(StdRng::seed_from_u64(settings.seed ^ 0x7111_1135));
         Self {
             store,
             rng,
+            timing_rng,
             node_caches,
             shared_disk,
             runtime_faults: Arc::new(RuntimeFaults::new()),
@@ -181,13 +191,14 @@ impl Cluster {
                 .build()
                 .unwrap_or_else(|_| reqwest::Client::new()),
             emptydir_seeded: std::sync::atomic::AtomicBool::new(false),
+            owner_index: Mutex::new((0, HashMap::new())),
             settings,
         }
     }
 
     /// A sample of a stage, divided by the lab's speed.
     pub fn sample(&self, stage: &Stage) -> Duration {
-        let d = stage.sample(&mut *lock(&self.rng));
+        let d = stage.sample(&mut *lock(&self.timing_rng));
         self.scaled(d)
     }
 
@@ -452,6 +463,7 @@ impl Cluster {
             .as_str()
             .unwrap_or_default()
             .to_string();
+        let created = Instant::now();
         let deleting = CancellationToken::new();
         lock(&self.pods).insert(
             (ns.clone(), name.clone()),
@@ -465,7 +477,14 @@ impl Cluster {
                 own_disk: None,
             },
         );
-        tokio::spawn(kubelet::run_pod(self.clone(), ns, name, uid, deleting));
+        tokio::spawn(kubelet::run_pod(
+            self.clone(),
+            ns,
+            name,
+            uid,
+            deleting,
+            created,
+        ));
     }
 
     /// Background cascading deletion: the ReplicaSets and pods owned by `owner_uid`.
@@ -513,13 +532,34 @@ impl Cluster {
         }
     }
 
+    /// The pods whose ownerReferences name `uid`, from an index rebuilt only when pods
+    /// changed (a pass over 500 pods and 50 Deployments stays linear).
     fn pods_of(&self, ns: &str, uid: &str) -> Vec<Arc<Value>> {
-        self.store
-            .list(PODS, Some(ns))
-            .0
-            .into_iter()
-            .filter(|p| owned_by(p, uid))
-            .collect()
+        let version = self.store.last_change(PODS);
+        let mut cache = lock(&self.owner_index);
+        if cache.0 != version || version == 0 {
+            let mut index = OwnerIndex::new();
+            for p in self.store.list(PODS, None).0 {
+                if let Some(refs) = p["metadata"]["ownerReferences"].as_array() {
+                    for r in refs {
+                        if let Some(u) = r["uid"].as_str() {
+                            index.entry(u.to_string()).or_default().push(p.clone());
+                        }
+                    }
+                }
+            }
+            *cache = (version, index);
+        }
+        cache
+            .1
+            .get(uid)
+            .map(|v| {
+                v.iter()
+                    .filter(|p| p["metadata"]["namespace"] == ns)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     fn reconcile_deployment(self: &Arc<Self>, d: &Value) -> Result<(), StoreError> {
@@ -744,12 +784,9 @@ impl Cluster {
                 "availableReplicas": ready, "unavailableReplicas": (desired - ready).max(0),
                 "conditions": [available, progressing]
             });
-            for k in ["readyReplicas", "availableReplicas", "unavailableReplicas", "updatedReplicas", "replicas"] {
-                if o["status"][k] == 0 && k != "replicas" {
-                    if let Some(m) = o["status"].as_object_mut() {
-                        m.remove(k);
-                    }
-                }
+            // Zero counts are omitted, as the API server's omitempty does.
+            if let Some(m) = o["status"].as_object_mut() {
+                m.retain(|k, v| k == "replicas" || *v != 0);
             }
             Ok(())
         })?;

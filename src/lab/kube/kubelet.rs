@@ -287,19 +287,27 @@ impl PodRun {
 }
 
 async fn sleep_or(d: Duration, cancel: &CancellationToken) -> bool {
+    sleep_until_or(Instant::now() + d, cancel).await
+}
+
+async fn sleep_until_or(at: Instant, cancel: &CancellationToken) -> bool {
     tokio::select! {
-        _ = tokio::time::sleep(d) => true,
+        _ = tokio::time::sleep_until(at.into()) => true,
         _ = cancel.cancelled() => false,
     }
 }
 
 /// Drive one pod from creation to removal.
+///
+/// Stage delays run from planned instants (creation, then the planned scheduling instant), so
+/// the lab's own processing time does not add up along the chain.
 pub async fn run_pod(
     cluster: Arc<Cluster>,
     ns: String,
     name: String,
     uid: String,
     deleting: CancellationToken,
+    created: Instant,
 ) {
     let profile = cluster.settings.profile.clone();
     let pod_json = cluster.store.get(PODS, &ns, &name);
@@ -346,7 +354,9 @@ pub async fn run_pod(
     };
 
     // Scheduling.
-    if !sleep_or(cluster.sample(&profile.schedule), &deleting).await {
+    let schedule = cluster.sample(&profile.schedule);
+    let scheduled_at = created + schedule;
+    if !sleep_until_or(scheduled_at, &deleting).await {
         return finish(&run, None, &deleting).await;
     }
     let node = pick_node(&cluster, &pod_json);
@@ -358,7 +368,11 @@ pub async fn run_pod(
     }) else {
         return finish(&run, None, &deleting).await;
     };
-    run.log(now, Transition::PodScheduled, json!({"node": node}));
+    run.log(
+        now,
+        Transition::PodScheduled,
+        json!({"node": node, "sampled_ms": schedule.as_secs_f64() * 1000.0}),
+    );
     cluster.record_event(
         &pod,
         "Normal",
@@ -398,7 +412,8 @@ pub async fn run_pod(
     });
 
     // Container start.
-    if !sleep_or(cluster.sample(&profile.container_start), &deleting).await {
+    let container_start = cluster.sample(&profile.container_start);
+    if !sleep_until_or(scheduled_at + container_start, &deleting).await {
         return finish(&run, None, &deleting).await;
     }
     let mut container = run.start_container(0).await;

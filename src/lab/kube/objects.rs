@@ -238,6 +238,7 @@ pub fn object_ref(obj: &Value) -> Value {
 }
 
 /// A core/v1 Event and its events.k8s.io/v1 twin.
+#[allow(clippy::too_many_arguments)]
 pub fn events(
     regarding: &Value,
     ns: &str,

@@ -26,6 +26,7 @@ impl Resource {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 const fn res(
     group: &'static str,
     version: &'static str,

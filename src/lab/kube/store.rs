@@ -68,6 +68,8 @@ struct Inner {
     oldest: u64,
     capacity: usize,
     uid_counter: u64,
+    /// The version of the last change of each resource type.
+    last_change: HashMap<Resource, u64>,
 }
 
 /// The store; cheap to share behind an `Arc`.
@@ -121,6 +123,7 @@ impl Store {
                 oldest: 1,
                 capacity: capacity.max(1),
                 uid_counter: 0,
+                last_change: HashMap::new(),
             }),
             rv_tx,
         }
@@ -142,12 +145,18 @@ impl Store {
         self.lock().rv
     }
 
+    /// The version of the last change to objects of this resource type (0: none yet).
+    pub fn last_change(&self, resource: Resource) -> u64 {
+        self.lock().last_change.get(&resource).copied().unwrap_or(0)
+    }
+
     /// The oldest resourceVersion a watch may start from.
     pub fn oldest_watchable(&self) -> u64 {
         self.lock().oldest
     }
 
     fn record(inner: &mut Inner, change: Change) {
+        inner.last_change.insert(change.resource, change.rv);
         inner.history.push_back(change);
         while inner.history.len() > inner.capacity {
             if let Some(old) = inner.history.pop_front() {
