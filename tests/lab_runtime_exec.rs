@@ -270,6 +270,20 @@ async fn ollama_cli_tables_and_shell_builtins() {
     assert!((secs - chrono::Utc::now().timestamp()).abs() < 60);
     let bad_date = lab.handle.exec(argv(&["date", "+%Q"])).collect().await;
     assert_eq!(bad_date.code, Some(1), "{}", bad_date.stderr_text());
+    // Command substitution, quoted (one word) and unquoted (split into fields).
+    let subst = lab
+        .handle
+        .exec(sh(
+            "echo \"@@ $(cat /etc/hostname) $(date +%s)\"; echo $(echo a; echo b) $(true) c",
+        ))
+        .collect()
+        .await;
+    let out = subst.stdout_text();
+    let mut lines = out.lines();
+    let first: Vec<&str> = lines.next().expect("first line").split(' ').collect();
+    assert_eq!(first[..2], ["@@", lab.spec.pod_name.as_str()], "{out}");
+    assert!(first[2].parse::<i64>().is_ok(), "{out}");
+    assert_eq!(lines.next(), Some("a b c"), "{out}");
     let syntax = lab.handle.exec(sh("while :; do echo")).collect().await;
     assert_eq!(syntax.code, Some(2));
     assert!(

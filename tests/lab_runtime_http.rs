@@ -189,6 +189,31 @@ async fn every_endpoint_answers_and_generate_loads_the_model() {
     assert_eq!(last["done"], true);
     assert!(last["eval_duration"].as_u64().is_some_and(|e| e > 0));
 
+    // /api/chat: the same model, the answer in an assistant message.
+    let chat: Value = http
+        .post(lab.url("/api/chat"))
+        .json(
+            &json!({"model": "llama3.2:3b", "stream": false, "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Reply with exactly: READY"}]}),
+        )
+        .send()
+        .await
+        .expect("chat")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        chat["message"],
+        json!({"role": "assistant", "content": "READY"})
+    );
+    assert_eq!(chat["done"], true);
+    assert!(
+        chat.get("context").is_none() && chat.get("response").is_none(),
+        "{chat}"
+    );
+    assert!(chat["eval_duration"].as_u64().is_some_and(|e| e > 0));
+
     // Empty prompt with keep_alive 0 unloads, as Ollama does.
     let unload: Value = http
         .post(lab.url("/api/generate"))
@@ -230,7 +255,7 @@ async fn every_endpoint_answers_and_generate_loads_the_model() {
         gt.iter()
             .filter(|t| **t == Transition::InferenceDone)
             .count(),
-        3
+        4
     );
     assert_eq!(
         gt.iter()
@@ -377,6 +402,24 @@ async fn boot_refuses_connections_until_listening_and_stop_frees_the_port() {
     let refused = tokio::net::TcpStream::connect((lab.spec.ip, 11434)).await;
     assert!(refused.is_err(), "connected while booting");
     assert!(!lab.handle.is_listening());
+    // The container runs while the runtime boots: exec works, the ollama CLI cannot connect.
+    let cat = lab
+        .handle
+        .exec(vec!["cat".into(), "/sys/fs/cgroup/memory.current".into()])
+        .collect()
+        .await;
+    assert_eq!(cat.stdout_text(), "14987264\n");
+    let ps = lab
+        .handle
+        .exec(vec!["ollama".into(), "ps".into()])
+        .collect()
+        .await;
+    assert_eq!(ps.code, Some(1));
+    assert!(
+        ps.stderr_text().contains("could not connect"),
+        "{}",
+        ps.stderr_text()
+    );
     lab.wait_event(|e| matches!(e, RuntimeEvent::Listening))
         .await;
     assert!(
@@ -398,4 +441,147 @@ async fn boot_refuses_connections_until_listening_and_stop_frees_the_port() {
         .await
         .expect("rebind after stop");
     again.stop().await;
+}
+
+#[tokio::test]
+async fn an_empty_volume_has_no_models_until_pulled() {
+    // The emptyDir scenario (the study's archived failing runs): nothing on disk after a
+    // replacement, so generate is a 404 until the model is pulled again.
+    let disk = std::sync::Arc::new(readygap::lab::runtime::ModelDisk::empty());
+    let lab = start_listening(
+        profile("azure-1b"),
+        Options {
+            disk: Some(disk.clone()),
+            ..Options::default()
+        },
+    )
+    .await;
+    let http = client();
+    let tags: Value = http
+        .get(lab.url("/api/tags"))
+        .send()
+        .await
+        .expect("tags")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(tags, json!({"models": []}));
+    let missing = http
+        .post(lab.url("/api/generate"))
+        .json(&json!({"model": "llama3.2:1b", "prompt": "Reply with exactly: READY", "stream": false}))
+        .send()
+        .await
+        .expect("generate");
+    assert_eq!(missing.status(), 404);
+    let pulled: Value = http
+        .post(lab.url("/api/pull"))
+        .json(&json!({"model": "llama3.2:1b", "stream": false}))
+        .send()
+        .await
+        .expect("pull")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(pulled, json!({"status": "success"}));
+    assert_eq!(disk.list().len(), 1);
+    let unknown = http
+        .post(lab.url("/api/pull"))
+        .json(&json!({"model": "nope:1b"}))
+        .send()
+        .await
+        .expect("pull");
+    assert_eq!(unknown.status(), 500);
+    let reply: Value = http
+        .post(lab.url("/api/generate"))
+        .json(&json!({"model": "llama3.2:1b", "prompt": "Reply with exactly: READY", "stream": false}))
+        .send().await.expect("generate").json().await.expect("json");
+    assert_eq!(reply["response"], "READY");
+    lab.handle.stop().await;
+}
+
+#[tokio::test]
+async fn default_keep_alive_is_five_minutes_and_zero_unloads_after_answering() {
+    let mut lab = start_listening(profile("azure-1b"), Options::default()).await;
+    let http = client();
+    let ask = |keep_alive: Option<Value>| {
+        let mut body =
+            json!({"model": "llama3.2:1b", "prompt": "Reply with exactly: READY", "stream": false});
+        if let Some(k) = keep_alive {
+            body["keep_alive"] = k;
+        }
+        http.post(lab.url("/api/generate")).json(&body).send()
+    };
+    let reply: Value = ask(None)
+        .await
+        .expect("generate")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(reply["response"], "READY");
+    let ps: Value = http
+        .get(lab.url("/api/ps"))
+        .send()
+        .await
+        .expect("ps")
+        .json()
+        .await
+        .expect("json");
+    let expires = chrono::DateTime::parse_from_rfc3339(
+        ps["models"][0]["expires_at"].as_str().expect("expires_at"),
+    )
+    .expect("rfc3339");
+    // 5 minutes at speed 50 = 6 s.
+    let left = expires
+        .signed_duration_since(chrono::Utc::now())
+        .num_milliseconds();
+    assert!((3_000..=6_000).contains(&left), "expires in {left} ms");
+    // A number of seconds works too: 600 s at speed 50 = 12 s.
+    let reply: Value = ask(Some(json!(600)))
+        .await
+        .expect("generate")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(reply["response"], "READY");
+    let ps: Value = http
+        .get(lab.url("/api/ps"))
+        .send()
+        .await
+        .expect("ps")
+        .json()
+        .await
+        .expect("json");
+    let expires = chrono::DateTime::parse_from_rfc3339(
+        ps["models"][0]["expires_at"].as_str().expect("expires_at"),
+    )
+    .expect("rfc3339");
+    let left = expires
+        .signed_duration_since(chrono::Utc::now())
+        .num_milliseconds();
+    assert!((9_000..=12_000).contains(&left), "expires in {left} ms");
+    // keep_alive 0 with a prompt: answered, then unloaded.
+    let reply: Value = ask(Some(json!(0)))
+        .await
+        .expect("generate")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(reply["response"], "READY");
+    assert_eq!(
+        lab.wait_event(|e| matches!(e, RuntimeEvent::ModelUnloaded { .. }))
+            .await,
+        RuntimeEvent::ModelUnloaded {
+            model: "llama3.2:1b".into()
+        }
+    );
+    let ps: Value = http
+        .get(lab.url("/api/ps"))
+        .send()
+        .await
+        .expect("ps")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(ps["models"], json!([]));
+    lab.handle.stop().await;
 }

@@ -12,7 +12,15 @@ use serde_json::{Value, json};
 async fn loading_3b_next_to_a_resident_1b_under_4gib_is_oom_killed() {
     let p = profile("azure-1b");
     let one = p.model_named("llama3.2:1b").expect("1b").resident_bytes;
-    let mut lab = start_listening(p, Options::default()).await;
+    // Speed 5: the 3B load takes ~0.8 s before the kill, long enough to watch memory rise.
+    let mut lab = start_listening(
+        p,
+        Options {
+            speed: 5.0,
+            ..Options::default()
+        },
+    )
+    .await;
     let http = client();
 
     let first: Value = http.post(lab.url("/api/generate"))
@@ -29,9 +37,28 @@ async fn loading_3b_next_to_a_resident_1b_under_4gib_is_oom_killed() {
     ]);
     assert!(matches!(watch.recv().await, Some(ExecChunk::Stdout(_))));
 
-    let second = http.post(lab.url("/api/generate"))
-        .json(&json!({"model": "llama3.2:3b", "prompt": "Reply with exactly: READY", "stream": false}))
-        .send().await;
+    let url = lab.url("/api/generate");
+    let second = tokio::spawn(async move {
+        client().post(url)
+            .json(&json!({"model": "llama3.2:3b", "prompt": "Reply with exactly: READY", "stream": false}))
+            .send().await
+    });
+    // memory.current climbs from the 1B level towards the limit, never past it, until the kill.
+    let mut samples = Vec::new();
+    wait_until("the OOM kill", || {
+        samples.push(lab.handle.memory().current_bytes);
+        lab.handle.oom_killed()
+    })
+    .await;
+    let before_kill: Vec<u64> = samples.iter().copied().filter(|b| *b > 0).collect();
+    assert!(before_kill.iter().all(|b| *b <= 4 << 30), "{before_kill:?}");
+    assert!(
+        before_kill
+            .iter()
+            .any(|b| *b > 14_987_264 + one + (1 << 30)),
+        "the 3B load never rose: {before_kill:?}"
+    );
+    let second = second.await.expect("request task");
     match second {
         Err(e) => assert!(!e.is_timeout(), "expected a reset connection, got {e}"),
         Ok(r) => {

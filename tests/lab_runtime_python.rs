@@ -68,6 +68,7 @@ async fn official_python_client_round_trip() {
     assert_eq!(get("generate"), "READY");
     assert_eq!(get("ps"), "llama3.2:3b");
     assert!(get("stream_chunks").parse::<u32>().is_ok_and(|n| n >= 2));
+    assert_eq!(get("chat"), "READY");
     assert_eq!(get("show_family"), "llama");
     assert_eq!(get("missing_status"), "404");
     assert_eq!(get("unload_reason"), "unload");

@@ -2,7 +2,7 @@
 
 Usage: python3 ollama_client_check.py BASE_URL [MODEL]
 
-Lists models, generates (not streamed and streamed), reads residency (ps), shows the model,
+Lists models, generates (not streamed and streamed), chats, reads residency (ps), shows the model,
 checks the 404 of a missing model and unloads with keep_alive=0. Every response goes through
 the client's pydantic models, so a missing or mistyped field fails here. Prints one
 `CHECK name value` line per fact and `OK` at the end; exits 1 with a message on any failure.
@@ -61,6 +61,14 @@ def main(base, model):
     assert chunks[0].done is False and chunks[0].response, chunks[0]
     assert chunks[-1].done is True and chunks[-1].eval_count > 0, chunks[-1]
     assert "".join(c.response for c in chunks).strip() == "READY", chunks
+
+    chat = client.chat(model=model, messages=[{"role": "user", "content": "Reply with exactly: READY"}], stream=False)
+    check("chat", chat.message.content)
+    assert chat.message.role == "assistant" and chat.message.content == "READY", chat
+    assert chat.done is True and chat.eval_count > 0, chat
+    chat_chunks = list(client.chat(model=model, messages=[{"role": "user", "content": "Reply with exactly: READY"}], stream=True))
+    assert chat_chunks[-1].done is True, chat_chunks
+    assert "".join(c.message.content or "" for c in chat_chunks) == "READY", chat_chunks
 
     shown = client.show(model)
     check("show_family", shown.details.family)

@@ -2,7 +2,10 @@
 //! `cat`, `head`, `echo`, `sleep`, `date`, `test`/`[`, `true`/`false`/`:`, `exit`, `hostname`,
 //! `ollama ps|list|--version`, and `sh -c SCRIPT` where SCRIPT joins commands with `;`, `&&`,
 //! `||` or newlines, with `while COND; do ...; done` loops and `if ...; then ...; else ...; fi`,
-//! single and double quotes, and the redirections `>/dev/null`, `2>/dev/null`, `2>&1`, `>&2`.
+//! single and double quotes, `$(...)` command substitution, and the redirections
+//! `>/dev/null`, `2>/dev/null`, `2>&1`, `>&2`. No pipes, variables or background jobs.
+//! `sleep` sleeps real time (it is the caller's sampling interval, not a simulated stage, so
+//! the lab's speed does not apply).
 //!
 //! Output arrives as `ExecChunk`s, then one `Exit`. Dropping the `ExecStream` cancels the
 //! command (a streaming `while :` loop ends); the container dying ends it with exit code 137.
@@ -164,9 +167,65 @@ impl Default for Redirect {
 
 // ---- parsing ----
 
+/// A piece of a word: literal text, or a `$(...)` command substitution (split into fields
+/// on whitespace unless inside double quotes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Lit(String),
+    Subst { script: String, quoted: bool },
+}
+
+/// A word of a command, expanded when the command runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Word(Vec<Part>);
+
+impl Word {
+    fn push(&mut self, c: char) {
+        match self.0.last_mut() {
+            Some(Part::Lit(s)) => s.push(c),
+            _ => self.0.push(Part::Lit(c.to_string())),
+        }
+    }
+
+    /// The word's text when it has no substitution (keywords, `2>` detection).
+    fn literal(&self) -> Option<&str> {
+        match self.0.as_slice() {
+            [] => Some(""),
+            [Part::Lit(s)] => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// Read the script of a `$(...)` after its `$(`, up to the matching `)`.
+fn read_subst(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Result<String, String> {
+    let mut script = String::new();
+    let mut depth = 1;
+    let mut quote: Option<char> = None;
+    loop {
+        let Some(c) = chars.next() else {
+            return Err("Syntax error: end of file unexpected (expecting \")\")".into());
+        };
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '(') => depth += 1,
+            (None, ')') => {
+                depth -= 1;
+                if depth == 0 {
+                    return Ok(script);
+                }
+            }
+            _ => {}
+        }
+        script.push(c);
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Token {
-    Word(String),
+    Word(Word),
     Semi,
     And,
     Or,
@@ -180,9 +239,9 @@ enum Token {
 fn tokenize(script: &str) -> Result<Vec<Token>, String> {
     let mut tokens = Vec::new();
     let mut chars = script.chars().peekable();
-    let mut word = String::new();
+    let mut word = Word::default();
     let mut in_word = false;
-    fn flush(tokens: &mut Vec<Token>, word: &mut String, in_word: &mut bool) {
+    fn flush(tokens: &mut Vec<Token>, word: &mut Word, in_word: &mut bool) {
         if *in_word {
             tokens.push(Token::Word(std::mem::take(word)));
             *in_word = false;
@@ -223,16 +282,16 @@ fn tokenize(script: &str) -> Result<Vec<Token>, String> {
                 }
             }
             '>' => {
-                let fd = match (in_word, word.as_str()) {
+                let fd = match (in_word, word.literal()) {
                     (false, _) => 1,
-                    (true, "1") => 1,
-                    (true, "2") => 2,
+                    (true, Some("1")) => 1,
+                    (true, Some("2")) => 2,
                     (true, _) => {
                         flush(&mut tokens, &mut word, &mut in_word);
                         1
                     }
                 };
-                word.clear();
+                word = Word::default();
                 in_word = false;
                 if chars.peek() == Some(&'>') {
                     chars.next();
@@ -272,6 +331,14 @@ fn tokenize(script: &str) -> Result<Vec<Token>, String> {
                 loop {
                     match chars.next() {
                         Some('"') => break,
+                        Some('$') if chars.peek() == Some(&'(') => {
+                            chars.next();
+                            let script = read_subst(&mut chars)?;
+                            word.0.push(Part::Subst {
+                                script,
+                                quoted: true,
+                            });
+                        }
                         Some('\\') => match chars.next() {
                             Some(c @ ('"' | '\\' | '$' | '`')) => word.push(c),
                             Some(c) => {
@@ -284,6 +351,15 @@ fn tokenize(script: &str) -> Result<Vec<Token>, String> {
                         None => return Err("unterminated quoted string".into()),
                     }
                 }
+            }
+            '$' if chars.peek() == Some(&'(') => {
+                chars.next();
+                in_word = true;
+                let script = read_subst(&mut chars)?;
+                word.0.push(Part::Subst {
+                    script,
+                    quoted: false,
+                });
             }
             '\\' => {
                 in_word = true;
@@ -313,7 +389,7 @@ enum Connector {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Node {
     Simple {
-        argv: Vec<String>,
+        argv: Vec<Word>,
         redirect: Redirect,
     },
     While {
@@ -342,7 +418,7 @@ const KEYWORDS: [&str; 9] = [
 impl Parser {
     fn peek_word(&self) -> Option<&str> {
         match self.tokens.get(self.pos) {
-            Some(Token::Word(w)) => Some(w),
+            Some(Token::Word(w)) => w.literal(),
             _ => None,
         }
     }
@@ -366,7 +442,7 @@ impl Parser {
             }
             match self.tokens.get(self.pos) {
                 None => break,
-                Some(Token::Word(w)) if stops.contains(&w.as_str()) => break,
+                Some(Token::Word(w)) if w.literal().is_some_and(|l| stops.contains(&l)) => break,
                 Some(Token::And | Token::Or) => {
                     return Err("Syntax error: \"&&\" or \"||\" unexpected".into());
                 }
@@ -468,7 +544,7 @@ fn parse(script: &str) -> Result<List, String> {
     let list = parser.list(&[])?;
     if parser.pos < parser.tokens.len() {
         let what = match &parser.tokens[parser.pos] {
-            Token::Word(w) => w.clone(),
+            Token::Word(w) => w.literal().unwrap_or("$(...)").to_string(),
             _ => "token".into(),
         };
         return Err(format!("Syntax error: \"{what}\" unexpected"));
@@ -545,7 +621,10 @@ impl Shell {
     fn run_node<'a>(&'a self, node: &'a Node) -> BoxFlow<'a> {
         Box::pin(async move {
             match node {
-                Node::Simple { argv, redirect } => self.run_argv(argv, *redirect).await,
+                Node::Simple { argv, redirect } => match self.expand(argv, *redirect).await {
+                    Ok(argv) => self.run_argv(&argv, *redirect).await,
+                    Err(flow) => flow,
+                },
                 Node::While { until, cond, body } => {
                     let mut status = 0;
                     loop {
@@ -581,6 +660,95 @@ impl Shell {
                 },
             }
         })
+    }
+
+    /// Expand words: run each `$(...)` and put its output (without trailing newlines) in;
+    /// an unquoted substitution is split into fields on whitespace, as sh does.
+    async fn expand(&self, words: &[Word], r: Redirect) -> Result<Vec<String>, Flow> {
+        let mut argv = Vec::with_capacity(words.len());
+        for word in words {
+            let mut fields = vec![String::new()];
+            let only_unquoted = !word.0.is_empty()
+                && word
+                    .0
+                    .iter()
+                    .all(|p| matches!(p, Part::Subst { quoted: false, .. }));
+            for part in &word.0 {
+                let last = fields.len() - 1;
+                match part {
+                    Part::Lit(s) => fields[last].push_str(s),
+                    Part::Subst {
+                        script,
+                        quoted: true,
+                    } => fields[last].push_str(&self.capture(script, r).await?),
+                    Part::Subst {
+                        script,
+                        quoted: false,
+                    } => {
+                        let out = self.capture(script, r).await?;
+                        let mut pieces = out.split_whitespace();
+                        if let Some(first) = pieces.next() {
+                            fields[last].push_str(first);
+                        }
+                        fields.extend(pieces.map(str::to_string));
+                    }
+                }
+            }
+            if only_unquoted && fields.len() == 1 && fields[0].is_empty() {
+                continue;
+            }
+            argv.extend(fields);
+        }
+        Ok(argv)
+    }
+
+    /// Run `script` in a subshell and return what it printed; its stderr goes to ours.
+    async fn capture(&self, script: &str, r: Redirect) -> Result<String, Flow> {
+        let list = match parse(script) {
+            Ok(list) => list,
+            Err(e) => {
+                self.err(r, format!("sh: 1: {e}\n")).await?;
+                return Ok(String::new());
+            }
+        };
+        let (tx, mut rx) = mpsc::channel(64);
+        let child = Shell {
+            rt: self.rt.clone(),
+            tx,
+        };
+        let run = async move {
+            let flow = child.run_list(&list).await;
+            drop(child);
+            flow
+        };
+        let collect = async {
+            let mut out = Vec::new();
+            while let Some(chunk) = rx.recv().await {
+                match chunk {
+                    ExecChunk::Stdout(b) => out.extend(b),
+                    ExecChunk::Stderr(b) => {
+                        if !self.write(r.stderr, b).await {
+                            return Err(Flow::Cancelled);
+                        }
+                    }
+                    ExecChunk::Exit(_) => {}
+                }
+            }
+            Ok(out)
+        };
+        let (flow, out) = tokio::select! {
+            both = async { tokio::join!(run, collect) } => both,
+            _ = self.tx.closed() => return Err(Flow::Cancelled),
+        };
+        match flow {
+            Flow::Cancelled | Flow::Killed => return Err(flow),
+            Flow::Status(_) | Flow::Exit(_) => {}
+        }
+        let mut text = String::from_utf8_lossy(&out?).into_owned();
+        while text.ends_with('\n') {
+            text.pop();
+        }
+        Ok(text)
     }
 
     fn run_argv<'a>(&'a self, argv: &'a [String], r: Redirect) -> BoxFlow<'a> {
@@ -905,9 +1073,13 @@ impl Shell {
 mod tests {
     use super::*;
 
+    fn lit(s: &str) -> Word {
+        Word(vec![Part::Lit(s.to_string())])
+    }
+
     fn simple(argv: &[&str]) -> Node {
         Node::Simple {
-            argv: argv.iter().map(|s| s.to_string()).collect(),
+            argv: argv.iter().map(|s| lit(s)).collect(),
             redirect: Redirect::default(),
         }
     }
@@ -936,7 +1108,7 @@ mod tests {
         assert_eq!(
             list[0].1,
             Node::Simple {
-                argv: vec!["cat".into(), "/x".into()],
+                argv: vec![lit("cat"), lit("/x")],
                 redirect: Redirect {
                     stdout: Target::Stdout,
                     stderr: Target::Null
@@ -952,6 +1124,39 @@ mod tests {
             &redirected[0].1,
             Node::Simple { redirect, .. } if redirect.stdout == Target::Stderr
         ));
+    }
+
+    #[test]
+    fn command_substitutions_nest_and_remember_quoting() {
+        let list = parse("echo \"t $(date +%s)\" $(cat \"/a b\" $(echo ')'))").expect("parse");
+        let Node::Simple { argv, .. } = &list[0].1 else {
+            panic!("not a simple command: {list:?}");
+        };
+        assert_eq!(
+            argv,
+            &vec![
+                lit("echo"),
+                Word(vec![
+                    Part::Lit("t ".into()),
+                    Part::Subst {
+                        script: "date +%s".into(),
+                        quoted: true
+                    }
+                ]),
+                Word(vec![Part::Subst {
+                    script: "cat \"/a b\" $(echo ')')".into(),
+                    quoted: false
+                }]),
+            ]
+        );
+        assert!(parse("echo $(date").is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_script_parses_or_fails_without_panicking(script in "[ -~\\n$()'\"&|;>µ]{0,80}") {
+            let _ = parse(&script);
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The runtime's HTTP API, shaped like Ollama's (docs/api.md; field names checked against the
 //! official Python client `ollama` 0.6.3, `_types.py`): `/`, `/api/version`, `/api/tags`,
-//! `/api/ps`, `/api/show`, `/api/generate` (streamed NDJSON or one JSON), `/api/pull`.
+//! `/api/ps`, `/api/show`, `/api/generate` and `/api/chat` (streamed NDJSON or one JSON),
+//! `/api/pull`.
 //! Errors are `{"error": "..."}` like Ollama's. Faults (hang, HTTP 500) apply to every route.
 //!
 //! Connections are accepted through `KillableListener`: when the container dies every open
@@ -52,6 +53,7 @@ pub(crate) async fn serve(runtime: Rt, listener: TcpListener, claim: AddrClaim) 
         .route("/api/ps", get(ps))
         .route("/api/show", post(show))
         .route("/api/generate", post(generate))
+        .route("/api/chat", post(chat))
         .route("/api/pull", post(pull))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
@@ -362,9 +364,59 @@ enum Line {
     Failed(StatusCode, String),
 }
 
+/// Which endpoint a generation answers: they differ only in where the text goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    /// `/api/generate`: `"response": text`.
+    Generate,
+    /// `/api/chat`: `"message": {"role": "assistant", "content": text}`.
+    Chat,
+}
+
+impl Api {
+    fn with_text(self, mut value: Value, text: &str) -> Value {
+        if let Some(obj) = value.as_object_mut() {
+            match self {
+                Api::Generate => {
+                    obj.insert("response".into(), json!(text));
+                }
+                Api::Chat => {
+                    obj.insert(
+                        "message".into(),
+                        json!({ "role": "assistant", "content": text }),
+                    );
+                }
+            }
+        }
+        value
+    }
+
+    fn text_of(self, value: &Value) -> &str {
+        match self {
+            Api::Generate => value.get("response"),
+            Api::Chat => value.get("message").and_then(|m| m.get("content")),
+        }
+        .and_then(Value::as_str)
+        .unwrap_or("")
+    }
+
+    /// A chunk of this endpoint: model, created_at, the text, then `fields`.
+    fn line(self, model: &str, text: &str, fields: Value) -> Value {
+        let mut value = self.with_text(json!({ "model": model, "created_at": created_at() }), text);
+        if let (Some(obj), Value::Object(extra)) = (value.as_object_mut(), fields) {
+            obj.extend(extra);
+        }
+        value
+    }
+}
+
 struct Generation {
+    api: Api,
     model: ModelSpec,
+    /// What the model reads (every message's content for chat).
     prompt: String,
+    /// What the answer is derived from (the prompt, or the last user message).
+    question: String,
     keep_alive: KeepAlive,
     received: Instant,
 }
@@ -378,11 +430,19 @@ fn ns(d: Duration) -> u64 {
 }
 
 async fn generate(State(rt): State<Rt>, body: Bytes) -> Response {
+    serve_generation(rt, Api::Generate, body).await
+}
+
+async fn chat(State(rt): State<Rt>, body: Bytes) -> Response {
+    serve_generation(rt, Api::Chat, body).await
+}
+
+async fn serve_generation(rt: Rt, api: Api, body: Bytes) -> Response {
     let received = Instant::now();
     rt.spec.ground_truth.log(
         &rt.spec.pod_name,
         Transition::InferenceReceived,
-        json!({ "bytes": body.len() }),
+        json!({ "bytes": body.len(), "api": format!("{api:?}").to_lowercase() }),
     );
     let body = match parse_body(&body) {
         Ok(b) => b,
@@ -399,15 +459,45 @@ async fn generate(State(rt): State<Rt>, body: Bytes) -> Response {
     let Some((model, _)) = rt.spec.disk.get(&name) else {
         return model_not_found(&name);
     };
-    let prompt = body
-        .get("prompt")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
+    let (prompt, question) = match api {
+        Api::Generate => {
+            let p = body
+                .get("prompt")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            (p.clone(), p)
+        }
+        Api::Chat => {
+            let messages: &[Value] = match body.get("messages") {
+                None | Some(Value::Null) => &[],
+                Some(Value::Array(m)) => m,
+                Some(_) => {
+                    return error(StatusCode::BAD_REQUEST, "messages must be an array");
+                }
+            };
+            let content = |m: &Value| {
+                m.get("content")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let all: Vec<String> = messages.iter().map(content).collect();
+            let last_user = messages
+                .iter()
+                .rev()
+                .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+                .map(content)
+                .unwrap_or_default();
+            (all.join("\n"), last_user)
+        }
+    };
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(true);
     let generation = Generation {
+        api,
         model,
         prompt,
+        question,
         keep_alive,
         received,
     };
@@ -429,16 +519,10 @@ async fn generate(State(rt): State<Rt>, body: Bytes) -> Response {
         let mut text = String::new();
         while let Some(line) = rx.next().await {
             match line {
-                Line::Chunk(v) => {
-                    text.push_str(v.get("response").and_then(Value::as_str).unwrap_or(""));
-                }
-                Line::Done(mut v) => {
-                    if let Some(obj) = v.as_object_mut() {
-                        let last = obj.get("response").and_then(Value::as_str).unwrap_or("");
-                        text.push_str(last);
-                        obj.insert("response".into(), Value::String(text));
-                    }
-                    return axum::Json(v).into_response();
+                Line::Chunk(v) => text.push_str(api.text_of(&v)),
+                Line::Done(v) => {
+                    text.push_str(api.text_of(&v));
+                    return axum::Json(api.with_text(v, &text)).into_response();
                 }
                 Line::Failed(status, message) => return error(status, message),
             }
@@ -449,6 +533,7 @@ async fn generate(State(rt): State<Rt>, body: Bytes) -> Response {
 
 async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::UnboundedSender<Line>) {
     let name = g.model.name.clone();
+    let api = g.api;
     let fail = |e: RunError| {
         let message = match e {
             RunError::Killed => KILLED,
@@ -466,10 +551,8 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
 
     if g.prompt.is_empty() && g.keep_alive == KeepAlive::For(Duration::ZERO) {
         rt.unload(&name);
-        let _ = tx.unbounded_send(Line::Done(json!({
-            "model": name, "created_at": created_at(), "response": "",
-            "done": true, "done_reason": "unload",
-        })));
+        let done = json!({ "done": true, "done_reason": "unload" });
+        let _ = tx.unbounded_send(Line::Done(api.line(&name, "", done)));
         return;
     }
 
@@ -482,10 +565,8 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
     };
     if g.prompt.is_empty() {
         rt.release(&name, g.keep_alive);
-        let _ = tx.unbounded_send(Line::Done(json!({
-            "model": name, "created_at": created_at(), "response": "",
-            "done": true, "done_reason": "load",
-        })));
+        let done = json!({ "done": true, "done_reason": "load" });
+        let _ = tx.unbounded_send(Line::Done(api.line(&name, "", done)));
         return;
     }
 
@@ -495,14 +576,13 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
         let prompt_eval = prompt_start.elapsed();
 
         let eval_start = Instant::now();
-        let text = answer(&g.prompt);
+        let text = answer(&g.question);
         let toks = tokens(&text);
         let eval_total = rt.sample(&g.model.eval);
         let step = eval_total / (toks.len() as u32 + 1);
         for tok in &toks {
-            let _ = tx.unbounded_send(Line::Chunk(json!({
-                "model": name, "created_at": created_at(), "response": tok, "done": false,
-            })));
+            let chunk = api.line(&name, tok, json!({ "done": false }));
+            let _ = tx.unbounded_send(Line::Chunk(chunk));
             rt.sleep_alive(step).await?;
         }
         rt.sleep_alive(step).await?;
@@ -518,9 +598,6 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
         }
     };
     let prompt_eval_count = prompt_tokens(&g.prompt);
-    let context: Vec<u64> = (0..prompt_eval_count + eval_count)
-        .map(|i| 128_000 + (i * 7919) % 1000)
-        .collect();
     let total = start.elapsed();
     rt.spec.ground_truth.log(
         &rt.spec.pod_name,
@@ -532,20 +609,26 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
             "wall_ms": g.received.elapsed().as_secs_f64() * 1000.0,
         }),
     );
-    let _ = tx.unbounded_send(Line::Done(json!({
-        "model": name,
-        "created_at": created_at(),
-        "response": "",
+    let mut done = json!({
         "done": true,
         "done_reason": "stop",
-        "context": context,
         "total_duration": ns(total),
         "load_duration": ns(load),
         "prompt_eval_count": prompt_eval_count,
         "prompt_eval_duration": ns(prompt_eval),
         "eval_count": eval_count,
         "eval_duration": ns(eval),
-    })));
+    });
+    if api == Api::Generate
+        && let Some(obj) = done.as_object_mut()
+    {
+        // Token ids of the conversation, which /api/generate returns (deprecated upstream).
+        let context: Vec<u64> = (0..prompt_eval_count + eval_count)
+            .map(|i| 128_000 + (i * 7919) % 1000)
+            .collect();
+        obj.insert("context".into(), json!(context));
+    }
+    let _ = tx.unbounded_send(Line::Done(api.line(&name, "", done)));
 }
 
 /// A TCP listener whose connections all fail once the container is gone.
@@ -691,6 +774,16 @@ mod tests {
             Ok(KeepAlive::Forever)
         );
         assert!(parse_keep_alive(Some(&json!([1]))).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn durations_and_prompts_never_panic(text in "\\PC{0,40}") {
+            let _ = parse_go_duration(&text);
+            let _ = parse_keep_alive(Some(&json!(text)));
+            let _ = tokens(&answer(&text));
+            let _ = prompt_tokens(&text);
+        }
     }
 
     #[test]

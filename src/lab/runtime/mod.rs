@@ -89,7 +89,8 @@ impl RuntimeFaults {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Accept connections and never answer.
+    /// Accept connections and never answer. Requests that arrived while hung stay hung until
+    /// the container stops, even after the fault is cleared.
     pub fn set_hang(&self, on: bool) {
         self.hang.store(on, Ordering::SeqCst);
     }
@@ -358,6 +359,7 @@ async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrC
 
 impl RuntimeHandle {
     /// Run a command inside the container (`kubectl exec`). Dropping the stream cancels it.
+    /// Call it from within a Tokio runtime (the command runs as a task).
     pub fn exec(&self, argv: Vec<String>) -> ExecStream {
         exec::spawn(self.inner.clone(), argv)
     }
@@ -454,19 +456,26 @@ impl Runtime {
         }
     }
 
+    /// Wait for every task of the container (tasks spawned meanwhile too), aborting any that
+    /// has not ended 5 s after the shutdown.
     async fn join_tasks(&self) {
-        let tasks: Vec<JoinHandle<()>> = self
-            .tasks
-            .lock()
-            .map(|mut t| std::mem::take(&mut *t))
-            .unwrap_or_default();
-        for task in tasks {
-            let abort = task.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(5), task)
-                .await
-                .is_err()
-            {
-                abort.abort();
+        loop {
+            let tasks: Vec<JoinHandle<()>> = self
+                .tasks
+                .lock()
+                .map(|mut t| std::mem::take(&mut *t))
+                .unwrap_or_default();
+            if tasks.is_empty() {
+                return;
+            }
+            for task in tasks {
+                let abort = task.abort_handle();
+                if tokio::time::timeout(Duration::from_secs(5), task)
+                    .await
+                    .is_err()
+                {
+                    abort.abort();
+                }
             }
         }
     }
@@ -537,6 +546,10 @@ impl Runtime {
             if loading.cold {
                 cache += (loading.spec.disk_bytes as f64 * progress) as u64;
             }
+        }
+        if limit > 0 {
+            // The kernel never lets usage pass memory.max: the OOM kill comes first.
+            b.anon = b.anon.min(limit.saturating_sub(b.kernel + b.active_file));
         }
         let room = if limit == 0 {
             u64::MAX
