@@ -96,6 +96,12 @@ pub struct RunArgs {
     /// Limit of T3 → T4.
     #[arg(long, default_value = "600s", value_parser = parse_duration)]
     pub inference_timeout: Duration,
+    /// Interval of the residency polls (`/api/ps`).
+    #[arg(long, default_value = "250ms", value_parser = parse_duration)]
+    pub residency_interval: Duration,
+    /// Interval of the models-on-disk polls (`/api/tags`).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub tags_interval: Duration,
     /// Do not follow the container's memory.
     #[arg(long)]
     pub no_memory: bool,
@@ -348,6 +354,11 @@ async fn session(
         memory: !args.no_memory,
         memory_interval: args.memory_interval,
         container: args.container.clone(),
+        poll: crate::sources::runtime::PollConfig {
+            residency: args.residency_interval,
+            tags: args.tags_interval,
+            probe: None,
+        },
         ..TrialConfig::default()
     };
     let mut runner = Runner::new(
@@ -459,6 +470,12 @@ async fn discover_model(target: &cluster::Target, runtime: &dyn RuntimeAdapter) 
                 name: p.name.clone(),
                 ip: p.ip.clone(),
             };
+            // A resident model is the one being served; else the first on disk.
+            if let Ok(resident) = runtime.residency(&r).await
+                && let Some(m) = resident.first()
+            {
+                return Ok(m.name.clone());
+            }
             match runtime.models_on_disk(&r).await {
                 Ok(models) => match models.first() {
                     Some(m) => return Ok(m.name.clone()),
@@ -473,5 +490,72 @@ async fn discover_model(target: &cluster::Target, runtime: &dyn RuntimeAdapter) 
             ));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::{Event, EventKind, Source};
+    use crate::core::state::State;
+
+    fn at(ms: i64) -> Timestamp {
+        chrono::DateTime::from_timestamp_millis(1_800_000_000_000 + ms).unwrap()
+    }
+
+    #[test]
+    fn durations_accept_zero_for_the_cooldown() {
+        assert_eq!(parse_duration_or_zero("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration_or_zero("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration_or_zero("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(
+            parse_duration_or_zero("250ms"),
+            Ok(Duration::from_millis(250))
+        );
+        assert!(parse_duration_or_zero("soon").is_err());
+    }
+
+    #[test]
+    fn a_failed_trial_has_null_marks_and_its_reason() {
+        let evs = [
+            Event::new(at(0), Source::Runner, EventKind::TrialBegin { cold: false }),
+            Event::new(
+                at(1),
+                Source::Action,
+                EventKind::ActionRequested {
+                    id: 1,
+                    action: crate::core::event::Action::DeletePod {
+                        pod: "p".into(),
+                        grace_seconds: None,
+                    },
+                },
+            ),
+            Event::new(at(2), Source::Action, EventKind::ActionStarted { id: 1 }),
+            Event::new(
+                at(5_000),
+                Source::Runner,
+                EventKind::TrialAbort {
+                    reason: "timeout: x".into(),
+                },
+            ),
+        ];
+        let s = State::from_events(&evs);
+        let t = &s.timeline.trials[0];
+        let v = trial_json(t);
+        assert_eq!(v["index"], 1);
+        assert_eq!(v["ok"], false);
+        assert_eq!(v["reason"], "timeout: x");
+        assert_eq!(v["cold"], false);
+        assert_eq!(v["marks"]["t0"], "2027-01-15T08:00:00.002Z");
+        assert!(v["marks"]["t1"].is_null() && v["marks"]["t4"].is_null());
+        assert!(v["metrics"]["k8s_recovery"].is_null());
+
+        let r = Report {
+            files: vec![FileReport::from_trials("x", vec![t.clone()], vec![])],
+        };
+        let j = report_json(&r).unwrap();
+        assert_eq!(j["files"][0]["trial_count"], 1);
+        assert_eq!(j["files"][0]["failed"], 1);
+        assert_eq!(j["files"][0]["trials"][0]["reason"], "timeout: x");
     }
 }

@@ -598,6 +598,24 @@ impl Runner {
                 break;
             }
         }
+        // A failed inference may be explained by an OOM kill the watch reports a moment
+        // later (the reducer then rewrites the reason): wait for it, bounded.
+        if !self.cancel.is_cancelled()
+            && let Some(i) = self.state.timeline.trials.len().checked_sub(1)
+            && self
+                .trial(i)
+                .and_then(|t| t.reason())
+                .is_some_and(|r| r.starts_with("inference_error"))
+        {
+            self.wait_until(Some(Instant::now() + Duration::from_secs(3)), |s| {
+                s.timeline
+                    .trials
+                    .get(i)
+                    .and_then(|t| t.reason())
+                    .is_none_or(|r| r.starts_with("oom_killed"))
+            })
+            .await;
+        }
         // Memory after T4 is the first sample after it: give the feed a moment (bounded).
         if self.cfg.memory && !self.cancel.is_cancelled() {
             let wait = (self.cfg.memory_interval * 4).max(Duration::from_secs(1));
@@ -695,4 +713,48 @@ pub fn progress_line(t: &Trial, of: Option<(usize, usize)>) -> String {
         f(Metric::FunctionalRecovery),
         f(Metric::ReadyToInference)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::{ContainerState, ContainerView, PodCondition};
+
+    fn pod(name: &str, ready: bool, deleting: bool) -> PodView {
+        PodView {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            conditions: vec![PodCondition {
+                type_: "Ready".into(),
+                status: ready,
+                ..Default::default()
+            }],
+            containers: vec![ContainerView {
+                name: "ollama".into(),
+                state: ContainerState::Running { started_at: None },
+                ..Default::default()
+            }],
+            deletion_timestamp: deleting.then(Utc::now),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_victim_is_a_ready_pod_that_is_not_being_deleted() {
+        let mut s = State::new();
+        assert!(Runner::pick_victim(&s).is_none());
+        s.pods.insert("a".into(), pod("a", true, true));
+        assert!(
+            Runner::pick_victim(&s).is_none(),
+            "a terminating pod is no victim"
+        );
+        s.pods.insert("b".into(), pod("b", false, false));
+        assert_eq!(
+            Runner::pick_victim(&s).unwrap().name,
+            "b",
+            "else any live pod"
+        );
+        s.pods.insert("c".into(), pod("c", true, false));
+        assert_eq!(Runner::pick_victim(&s).unwrap().name, "c", "Ready first");
+    }
 }

@@ -13,6 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+/// One lab at a time in this test binary (pod IPs on loopback are a process-wide pool, and a
+/// lab shutting down must not overlap another's start).
+static ONE_LAB: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn lab(seed: u64) -> LabHandle {
     let mut o = LabOptions::new(Profile::named("local-1b").unwrap());
     o.speed = 8.0;
@@ -110,6 +114,7 @@ async fn runtime_up(exec: &Executor, rx: &mut mpsc::Receiver<Event>, pod: &PodRe
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_is_stamped_before_the_api_server_accepts_it() {
+    let _one = ONE_LAB.lock().await;
     let lab = lab(81).await;
     let (exec, mut rx, client) = setup(&lab).await;
     let pod = serving_pod(&lab, &client).await;
@@ -170,6 +175,7 @@ async fn delete_is_stamped_before_the_api_server_accepts_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inference_unload_and_drop_caches() {
+    let _one = ONE_LAB.lock().await;
     let lab = lab(82).await;
     let (mut exec, mut rx, client) = setup(&lab).await;
     let pod = serving_pod(&lab, &client).await;
@@ -271,6 +277,7 @@ async fn inference_unload_and_drop_caches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_inference_times_out() {
+    let _one = ONE_LAB.lock().await;
     let lab = lab(83).await;
     let (mut exec, mut rx, client) = setup(&lab).await;
     exec.timeouts = Timeouts {

@@ -27,6 +27,10 @@ struct Wrap {
     args: RunArgs,
 }
 
+/// One lab at a time in this test binary (pod IPs on loopback are a process-wide pool, and a
+/// lab shutting down must not overlap another's start).
+static ONE_LAB: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn lab(speed: f64, seed: u64) -> LabHandle {
     let mut o = LabOptions::new(Profile::named("local-1b").unwrap());
     o.speed = speed;
@@ -118,6 +122,7 @@ async fn refusing_proxy(lab: &LabHandle, dir: &std::path::Path) -> std::path::Pa
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_forbidden_falls_back_to_the_summary_api_and_says_so() {
+    let _one = ONE_LAB.lock().await;
     let lab = lab(4.0, 71).await;
     let dir = tempfile::tempdir().unwrap();
     let kc = refusing_proxy(&lab, dir.path()).await;
@@ -178,6 +183,7 @@ async fn exec_forbidden_falls_back_to_the_summary_api_and_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cold_trial_unloads_and_drops_the_page_cache_before_t0() {
+    let _one = ONE_LAB.lock().await;
     let lab = lab(4.0, 72).await;
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("cold.jsonl");
@@ -195,6 +201,8 @@ async fn a_cold_trial_unloads_and_drops_the_page_cache_before_t0() {
         "--record",
         rec.to_str().unwrap(),
         "--no-memory",
+        "--model",
+        "llama3.2:1b",
     ])
     .unwrap()
     .args;
@@ -271,6 +279,7 @@ async fn a_cold_trial_unloads_and_drops_the_page_cache_before_t0() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_restart_is_a_trial() {
+    let _one = ONE_LAB.lock().await;
     use k8s_openapi::api::apps::v1::Deployment;
     let lab = lab(4.0, 73).await;
     let a = Wrap::try_parse_from([
@@ -286,6 +295,8 @@ async fn a_rollout_restart_is_a_trial() {
         "--cooldown",
         "0s",
         "--no-memory",
+        "--model",
+        "llama3.2:1b",
     ])
     .unwrap()
     .args;

@@ -94,6 +94,10 @@ fn a_generate_stream_split_anywhere() {
     assert!(!g.done, "no done: true");
 }
 
+/// One lab at a time in this test binary (pod IPs on loopback are a process-wide pool, and a
+/// lab shutting down must not overlap another's start).
+static ONE_LAB: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn lab(seed: u64) -> LabHandle {
     let mut o = LabOptions::new(Profile::named("local-1b").unwrap());
     o.speed = 8.0;
@@ -208,21 +212,25 @@ async fn adapter_in_mode(mode: AccessMode, seed: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ollama_through_the_pod_proxy() {
+    let _one = ONE_LAB.lock().await;
     adapter_in_mode(AccessMode::Proxy, 61).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ollama_through_port_forward() {
+    let _one = ONE_LAB.lock().await;
     adapter_in_mode(AccessMode::PortForward, 62).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ollama_direct() {
+    let _one = ONE_LAB.lock().await;
     adapter_in_mode(AccessMode::Direct, 63).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_probe_of_a_pod_without_ip_fails_fast_in_direct_mode() {
+    let _one = ONE_LAB.lock().await;
     let lab = lab(64).await;
     let o = Ollama::new(RuntimeAccess::new(
         AccessMode::Direct,
