@@ -95,6 +95,15 @@ impl Default for TrialConfig {
     }
 }
 
+/// What the dashboard asks of a serving runner ([`Runner::serve`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Run one trial now (with the cold step when `cold`).
+    Trial { cold: bool },
+    /// Run an action in the background.
+    Act(Request),
+}
+
 /// How a wait ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
@@ -542,7 +551,7 @@ impl Runner {
 
     /// Cooldown: apply events for `cooldown`; an external trial opening meanwhile is driven to
     /// its end, then the cooldown starts again. Returns false on Ctrl-C/close.
-    pub async fn cooldown(&mut self, on_trial: &mut dyn FnMut(&Trial)) -> bool {
+    pub async fn cooldown(&mut self, on_trial: &mut (dyn FnMut(&Trial) + Send)) -> bool {
         loop {
             let deadline = Instant::now() + self.cfg.cooldown;
             match self
@@ -579,7 +588,7 @@ impl Runner {
 
     /// Run `n` trials with cooldowns between (and after the last, so late external
     /// replacements are not lost). `on_trial` sees each finished trial, own or external.
-    pub async fn run_trials(&mut self, n: usize, on_trial: &mut dyn FnMut(&Trial)) {
+    pub async fn run_trials(&mut self, n: usize, on_trial: &mut (dyn FnMut(&Trial) + Send)) {
         let mut done = 0;
         let mut attempts = 0;
         while done < n && attempts < n * 3 + 3 {
@@ -632,6 +641,54 @@ impl Runner {
         }
         self.stop_feeds.cancel();
         self.drain();
+    }
+
+    /// The dashboard's loop: apply events, run the commands it receives (a trial on a
+    /// hotkey, any other action in the background), and drive external trials (probe and
+    /// infer) as they open. Ends when the command channel closes, the event channel closes
+    /// or on `cancel`. `on_trial` sees each finished trial.
+    pub async fn serve(
+        &mut self,
+        mut commands: mpsc::Receiver<Command>,
+        on_trial: &mut (dyn FnMut(&Trial) + Send),
+    ) {
+        loop {
+            if let Some(i) = self.open_index() {
+                let go_on = self.drive(i).await;
+                if let Some(t) = self.trial(i).cloned() {
+                    on_trial(&t);
+                }
+                if !go_on {
+                    break;
+                }
+                continue;
+            }
+            tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => break,
+                cmd = commands.recv() => match cmd {
+                    None => break,
+                    Some(Command::Trial { cold }) => {
+                        self.cfg.cold = cold;
+                        let (index, go_on) = self.one_trial().await;
+                        if let Some(t) = index.and_then(|i| self.trial(i)).cloned() {
+                            on_trial(&t);
+                        }
+                        if !go_on {
+                            break;
+                        }
+                    }
+                    Some(Command::Act(req)) => {
+                        self.exec.submit(req);
+                    }
+                },
+                ev = self.rx.recv() => match ev {
+                    Some(ev) => self.apply(ev),
+                    None => break,
+                },
+            }
+        }
+        self.stop_feeds.cancel();
     }
 
     /// Stop every per-pod feed.

@@ -303,3 +303,100 @@ fn the_restart_patch_is_kubectls() {
         serde_json::json!({"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "2026-11-30T10:00:00Z"}}}}})
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_runner_runs_a_trial_on_command_and_drives_an_external_one() {
+    use readygap::trial::{Command, Runner, TrialConfig};
+    let _one = ONE_LAB.lock().await;
+    let lab = lab(84).await;
+    let (_, _, client) = setup(&lab).await;
+    let (tx, rx) = mpsc::channel(8192);
+    let kc = kube::config::Kubeconfig::read_from(&lab.kubeconfig).unwrap();
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    cfg.default_retry = false;
+    let rt_client = kube::Client::try_from(cfg).unwrap();
+    let runtime: Arc<dyn readygap::sources::runtime::RuntimeAdapter> = Arc::new(Ollama::new(
+        RuntimeAccess::new(AccessMode::Proxy, rt_client, &lab.namespace, 11434, ""),
+    ));
+    let exec = Executor::new(
+        client.clone(),
+        &lab.namespace,
+        runtime.clone(),
+        "llama3.2:1b",
+        tx.clone(),
+    );
+    let feeds = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(readygap::sources::kube::run(
+        client.clone(),
+        readygap::sources::kube::KubeConfig {
+            namespace: lab.namespace.clone(),
+            selector: "app=ollama".into(),
+            service: Some("ollama".into()),
+            pod_prefix: Some("ollama-".into()),
+            watch_nodes: false,
+        },
+        tx.clone(),
+        feeds.clone(),
+    ));
+    let cfg = TrialConfig {
+        namespace: lab.namespace.clone(),
+        memory: false,
+        ..TrialConfig::default()
+    };
+    let seen = Arc::new(std::sync::Mutex::new(0usize));
+    let s2 = seen.clone();
+    let sink = Box::new(move |_: &Event| *s2.lock().unwrap() += 1);
+    let mut runner = Runner::new(
+        rx,
+        tx,
+        exec,
+        runtime,
+        client.clone(),
+        cfg,
+        sink,
+        tokio_util::sync::CancellationToken::new(),
+    );
+    let (cmd_tx, cmd_rx) = mpsc::channel(4);
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+    let served = tokio::spawn(async move {
+        let mut on_trial = move |t: &readygap::core::timeline::Trial| {
+            done_tx.send(t.clone()).ok();
+        };
+        runner.serve(cmd_rx, &mut on_trial).await;
+        runner
+    });
+    cmd_tx.send(Command::Trial { cold: false }).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
+        .await
+        .expect("trial in time")
+        .unwrap();
+    assert!(!first.external && first.is_ok(), "{:?}", first.status);
+    // Someone else deletes the serving pod: the runner drives that trial to T4 on its own.
+    let pod = first.new_pod.clone().unwrap();
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client, &lab.namespace);
+    api.delete(&pod, &Default::default()).await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
+        .await
+        .expect("external trial in time")
+        .unwrap();
+    assert!(
+        second.external && second.is_ok(),
+        "{:?} {}",
+        second.status,
+        second.trigger
+    );
+    assert!(second.trigger.contains(&pod));
+    assert!(second.marks.t3.is_some() && second.marks.t4.is_some());
+    drop(cmd_tx);
+    let runner = tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .expect("serve ends when commands close")
+        .unwrap();
+    assert_eq!(runner.state.timeline.trials.len(), 2);
+    assert!(*seen.lock().unwrap() > 10, "the sink saw the events");
+    feeds.cancel();
+    lab.shutdown().await;
+}

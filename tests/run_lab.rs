@@ -99,7 +99,12 @@ fn micros(m: &readygap::core::timeline::Marks) -> Vec<Option<i64>> {
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 /// Errors (measured − true, ms) of T1..T4 for each trial.
