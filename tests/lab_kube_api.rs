@@ -901,3 +901,193 @@ async fn selector_watches_see_objects_enter_and_leave_the_selection() {
     assert_eq!(pod_names(&lab, "").await, [pod]);
     lab.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_runtime_fails_the_http_probe_and_recovers() {
+    let (lab, _dir) = ready_lab(Scenario::HttpReadiness, "local-1b", 20).await;
+    let pods: Api<Pod> = Api::namespaced(client(&lab).await, NS);
+    let pod = pod_names(&lab, "").await.pop().unwrap();
+    let ready = |want: bool| {
+        let pods = pods.clone();
+        let pod = pod.clone();
+        async move {
+            let p = pods.get(&pod).await.ok()?;
+            let cs = p.status?.container_statuses?.into_iter().next()?;
+            (cs.ready == want).then_some(())
+        }
+    };
+    lab.runtime_faults().set_hang(true);
+    // Three failed probes (1 s period / speed 10, 1 s timeout floor 200 ms) turn the pod NotReady.
+    wait_for(
+        Duration::from_secs(60),
+        "NotReady under a hanging runtime",
+        || ready(false),
+    )
+    .await;
+    let (_, eps) = get_json(
+        &lab,
+        &format!("/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices"),
+    )
+    .await;
+    assert_eq!(
+        eps["items"][0]["endpoints"][0]["conditions"]["ready"],
+        false
+    );
+    let (_, evs) = get_json(
+        &lab,
+        &format!("/api/v1/namespaces/{NS}/events?fieldSelector=reason%3DUnhealthy"),
+    )
+    .await;
+    assert!(!evs["items"].as_array().unwrap().is_empty());
+    lab.runtime_faults().set_hang(false);
+    wait_for(Duration::from_secs(60), "Ready again", || ready(true)).await;
+    lab.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absurd_inputs_do_not_take_the_lab_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = readygap::lab::serve::LabOptions::new(
+        readygap::lab::profile::Profile::named("local-1b").unwrap(),
+    );
+    o.speed = f64::MIN_POSITIVE;
+    o.bookmark_interval = Duration::ZERO;
+    o.kubeconfig_out = Some(dir.path().join("kc"));
+    let lab = readygap::lab::serve::serve(o).await.unwrap();
+    // The pod waits "forever" to be scheduled; the API still answers everything.
+    let pod = wait_for(Duration::from_secs(30), "the pod object", || async {
+        pod_names(&lab, "").await.pop()
+    })
+    .await;
+    let resp = http()
+        .get(format!("{}/api/v1/namespaces/{NS}/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=18446744073709551615", lab.api_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let (lines, _) = watch_lines(resp, 2, Duration::from_secs(10)).await;
+    assert_eq!(lines[0]["type"], "ADDED");
+    for (method, path, body) in [
+        (
+            "DELETE",
+            format!("/api/v1/namespaces/{NS}/pods/{pod}?gracePeriodSeconds=9223372036854775807"),
+            "",
+        ),
+        (
+            "PATCH",
+            format!("/apis/apps/v1/namespaces/{NS}/deployments/ollama"),
+            "not json",
+        ),
+        (
+            "POST",
+            format!("/api/v1/namespaces/{NS}/pods"),
+            "{\"metadata\": 5}",
+        ),
+        (
+            "GET",
+            format!("/api/v1/namespaces/{NS}/pods?watch=1&resourceVersion=abc"),
+            "",
+        ),
+        ("GET", "/api/v1/namespaces/x/widgets".to_string(), ""),
+        ("POST", "/lab/faults".to_string(), "[]"),
+    ] {
+        let r = http()
+            .request(method.parse().unwrap(), format!("{}{path}", lab.api_url))
+            .header(
+                "Content-Type",
+                if method == "PATCH" {
+                    "application/merge-patch+json"
+                } else {
+                    "application/json"
+                },
+            )
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let code = r.status().as_u16();
+        assert!(code < 500, "{method} {path}: {code}");
+    }
+    let (code, _) = get_json(&lab, "/version").await;
+    assert_eq!(code, 200);
+    lab.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_objects_are_rejected_not_fatal() {
+    let (lab, _dir) = start_lab("local-1b", Scenario::Baseline, 10.0, 21).await;
+    let cases = [
+        (
+            "POST",
+            format!("/apis/apps/v1/namespaces/{NS}/deployments"),
+            "application/json",
+            r#"{"metadata": {"name": "x"}, "spec": 5}"#,
+        ),
+        (
+            "POST",
+            format!("/apis/apps/v1/namespaces/{NS}/deployments"),
+            "application/json",
+            r#"{"metadata": {"name": "y"}, "spec": {"template": "z"}}"#,
+        ),
+        (
+            "POST",
+            format!("/api/v1/namespaces/{NS}/services"),
+            "application/json",
+            r#"[1, 2]"#,
+        ),
+        (
+            "PATCH",
+            format!("/apis/apps/v1/namespaces/{NS}/deployments/ollama"),
+            "application/json-patch+json",
+            r#"[{"op": "replace", "path": "", "value": 7}]"#,
+        ),
+        (
+            "PATCH",
+            format!("/apis/apps/v1/namespaces/{NS}/deployments/ollama"),
+            "application/merge-patch+json",
+            r#"{"metadata": 3}"#,
+        ),
+        (
+            "PATCH",
+            format!("/apis/apps/v1/namespaces/{NS}/deployments/ollama"),
+            "application/merge-patch+json",
+            r#"{"spec": {"replicas": "many"}}"#,
+        ),
+        (
+            "PUT",
+            format!("/api/v1/namespaces/{NS}/services/ollama"),
+            "application/json",
+            r#""a string""#,
+        ),
+        (
+            "PUT",
+            format!("/apis/apps/v1/namespaces/{NS}/deployments/ollama/scale"),
+            "application/json",
+            r#"{"spec": {"replicas": -1}}"#,
+        ),
+    ];
+    for (method, path, ct, body) in cases {
+        let r = http()
+            .request(method.parse().unwrap(), format!("{}{path}", lab.api_url))
+            .header("Content-Type", ct)
+            .body(body)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path} {body}: {e}"));
+        let code = r.status().as_u16();
+        let v: Value = r.json().await.unwrap();
+        assert!(
+            (400..500).contains(&code),
+            "{method} {path} {body}: {code} {v}"
+        );
+        assert_eq!(v["kind"], "Status", "{v}");
+    }
+    // Nothing changed.
+    let (_, d) = get_json(
+        &lab,
+        &format!("/apis/apps/v1/namespaces/{NS}/deployments/ollama"),
+    )
+    .await;
+    assert_eq!(d["spec"]["replicas"], 1);
+    lab.shutdown().await;
+}

@@ -156,13 +156,34 @@ async fn trial(
     let body =
         serde_json::json!({"model": model, "prompt": "Reply with exactly: READY", "stream": false});
     let _t3 = Instant::now();
-    let r = http
+    let r = match http
         .post(format!("{base}/api/generate"))
         .json(&body)
         .timeout(Duration::from_secs(120))
         .send()
         .await
-        .unwrap();
+    {
+        Ok(r) => r,
+        Err(e) => {
+            // Say what happened to the pod, from the lab's own records.
+            let gt: Vec<String> = lab
+                .ground_truth()
+                .entries()
+                .iter()
+                .filter(|g| g.pod == new_name)
+                .map(|g| format!("{:?} {} {}", g.transition, g.ts, g.detail))
+                .collect();
+            let pod = pods
+                .get_opt(&new_name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|p| p.status);
+            panic!(
+                "generate on {new_name} ({ip}) failed: {e}\nground truth: {gt:#?}\nstatus: {pod:?}"
+            );
+        }
+    };
     assert_eq!(r.status().as_u16(), 200);
     let v: serde_json::Value = r.json().await.unwrap();
     let t4 = Instant::now();
@@ -182,7 +203,12 @@ async fn trials_match_the_published_means_for_every_profile() {
         skip_or_panic("the published lab data (READYGAP_LAB_DATA or ../shared/lab-data)");
         return;
     };
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        // Pod IPs are reused: never keep a connection to a pod that may be gone.
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
     let cols = [
         "pod_recovery_ms",
         "runtime_recovery_ms",

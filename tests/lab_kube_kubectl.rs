@@ -342,3 +342,47 @@ async fn kubectl_rollout_restart_and_scale() {
     assert_eq!(eps.split_whitespace().count(), 2, "{eps}");
     lab.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_creates_configures_and_deletes() {
+    let Some(bin) = kubectl_or_skip() else { return };
+    let (lab, dir) = ready_lab(10.0).await;
+    let k = Kubectl::new(bin, &lab);
+    let manifest = |replicas: u32| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.27\n"
+        )
+    };
+    let path = dir.path().join("web.yaml");
+    std::fs::write(&path, manifest(2)).unwrap();
+    let out = k.ok(&["apply", "-f", path.to_str().unwrap()]).await;
+    assert!(out.contains("deployment.apps/web created"), "{out}");
+    let count_running = || async {
+        let out = k
+            .ok(&["get", "pods", "-l", "app=web", "--no-headers"])
+            .await;
+        out.lines()
+            .filter(|l| l.contains("Running") && !l.contains("Terminating"))
+            .count()
+    };
+    wait_for(Duration::from_secs(60), "two web pods", || async {
+        (count_running().await == 2).then_some(())
+    })
+    .await;
+    std::fs::write(&path, manifest(1)).unwrap();
+    let out = k.ok(&["apply", "-f", path.to_str().unwrap()]).await;
+    assert!(out.contains("deployment.apps/web configured"), "{out}");
+    wait_for(Duration::from_secs(60), "one web pod", || async {
+        (count_running().await == 1).then_some(())
+    })
+    .await;
+    let out = k.ok(&["delete", "deployment", "web", "--wait=false"]).await;
+    assert!(out.contains("deleted"), "{out}");
+    wait_for(Duration::from_secs(60), "web pods terminating", || async {
+        (count_running().await == 0).then_some(())
+    })
+    .await;
+    // The ollama deployment is untouched.
+    assert_eq!(k.live_pods().await.len(), 1);
+    lab.shutdown().await;
+}

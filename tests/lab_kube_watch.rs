@@ -62,6 +62,18 @@ fn record(api: Api<Pod>) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::JoinHandle<()>)
     (seen, task)
 }
 
+/// Drop every watch connection and wait until the watcher has opened a new one.
+async fn drop_and_wait_for_reconnect(lab: &readygap::lab::serve::LabHandle) {
+    let before = lab.watches_opened();
+    lab.drop_watches();
+    wait_for(
+        Duration::from_secs(30),
+        "the watcher to reconnect",
+        || async { (lab.watches_opened() > before).then_some(()) },
+    )
+    .await;
+}
+
 fn snapshot(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<Seen> {
     seen.lock().unwrap().clone()
 }
@@ -192,7 +204,7 @@ async fn watcher_resumes_after_dropped_connections_without_gaps_or_duplicates() 
         )
         .await
         .unwrap();
-        lab.drop_watches();
+        drop_and_wait_for_reconnect(&lab).await;
         let rv_now = lab.cluster().store.resource_version();
         wait_for(
             Duration::from_secs(30),
@@ -209,7 +221,7 @@ async fn watcher_resumes_after_dropped_connections_without_gaps_or_duplicates() 
             },
         )
         .await;
-        lab.drop_watches();
+        drop_and_wait_for_reconnect(&lab).await;
         lab.wait_ready(Duration::from_secs(60))
             .await
             .unwrap_or_else(|e| panic!("round {round}: {e}"));

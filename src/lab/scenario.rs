@@ -31,7 +31,9 @@ pub enum Scenario {
     InferenceReadiness,
     /// Models on an emptyDir: every replacement starts with an empty model store.
     Emptydir,
-    /// A 1B model resident, then a 3B inference: the container is OOM-killed and restarted.
+    /// A 1B model resident, then a 3B inference under the 4 GiB limit: the runtime is
+    /// OOM-killed and the kubelet restarts the container (lastState OOMKilled, exit 137,
+    /// restartCount + 1). The trial driver sends the two requests; the lab reacts.
     OverlapOom,
     /// A rolling update with surge (maxSurge 1, maxUnavailable 0) and an inference probe,
     /// as in the published readiness experiment.

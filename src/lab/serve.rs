@@ -6,7 +6,7 @@ use crate::lab::ground_truth::GroundTruth;
 use crate::lab::kube::api::{self, Api};
 use crate::lab::kube::cluster::{self, Cluster, LabSettings};
 use crate::lab::kube::objects::{self, NAMESPACE, OLLAMA_IMAGE};
-use crate::lab::kube::resources::{DEPLOYMENTS, NAMESPACES, NODES, PVCS, SERVICES};
+use crate::lab::kube::resources::{DEPLOYMENTS, NAMESPACES, NODES, PODS, PVCS, SERVICES};
 use crate::lab::kube::store::Store;
 use crate::lab::kube::{kubeconfig, objects::typed};
 use crate::lab::profile::Profile;
@@ -192,7 +192,8 @@ impl LabHandle {
         Some(r)
     }
 
-    /// Wait (bounded) until the `ollama` Deployment has all replicas ready.
+    /// Wait (bounded) until the `ollama` Deployment has exactly its replicas as live (not
+    /// terminating) pods, all Ready, and its status says so.
     pub async fn wait_ready(&self, timeout: Duration) -> Result<()> {
         let store = self.api.cluster.store.clone();
         let mut rx = store.subscribe();
@@ -200,8 +201,19 @@ impl LabHandle {
         loop {
             if let Some(d) = store.get(DEPLOYMENTS, &self.namespace, "ollama") {
                 let want = d["spec"]["replicas"].as_i64().unwrap_or(1);
-                if d["status"]["readyReplicas"].as_i64().unwrap_or(0) >= want
-                    && d["status"]["replicas"].as_i64() == Some(want)
+                let live: Vec<_> = store
+                    .list(PODS, Some(&self.namespace))
+                    .0
+                    .into_iter()
+                    .filter(|p| {
+                        p["metadata"]["labels"]["app"] == "ollama"
+                            && p["metadata"]["deletionTimestamp"].is_null()
+                    })
+                    .collect();
+                let all_ready = live.iter().all(|p| cluster::pod_ready(p));
+                if live.len() as i64 == want
+                    && all_ready
+                    && d["status"]["readyReplicas"].as_i64().unwrap_or(0) >= want
                 {
                     return Ok(());
                 }

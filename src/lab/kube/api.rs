@@ -1,7 +1,17 @@
 //! The lab's Kubernetes API server (HTTP, JSON): discovery, get/list/watch with selectors and
 //! resourceVersions, create, patch, replace, delete (pods gracefully), the scale and status
 //! subresources, Table output for kubectl, pod/service/node proxies, exec and port-forward
-//! over WebSocket, and the lab's admin endpoints (`/lab/faults`, drop-caches).
+//! over WebSocket, and the lab's admin endpoints:
+//!
+//! - `POST /lab/faults` with any of `{"drop_watches": true, "expire_resource_versions": true,
+//!   "drop_connections": true, "restart_api_server": true, "exec_delay_ms": 500,
+//!   "runtime": {"hang": true, "http_500": false, "slow_exec_ms": 200}}` → `{"applied": [...]}`.
+//! - `POST /lab/nodes/{node}/drop-caches` → `{"node", "cached_kb_before", "cached_kb_after"}`.
+//! - `GET /lab/ground-truth` → the ground-truth entries so far.
+//!
+//! Not served: protobuf bodies (415, so clients retry as JSON where they can), server-side
+//! apply, the OpenAPI schemas (only the v3 index and per-group PATCH operations kubectl
+//! reads), SPDY upgrades, the metrics API.
 
 // Handlers fail with a ready HTTP response (a Kubernetes Status); boxing it buys nothing here.
 #![allow(clippy::result_large_err)]
@@ -211,7 +221,20 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
         (Method::GET, "/healthz" | "/readyz" | "/livez") => return "ok".into_response(),
         (Method::GET, "/api") => return json_response(StatusCode::OK, &api_versions(&api)),
         (Method::GET, "/apis") => return json_response(StatusCode::OK, &api_groups()),
+        (Method::GET, "/openapi/v3") => return json_response(StatusCode::OK, &openapi_v3_root()),
         _ => {}
+    }
+    if method == Method::GET
+        && let Some(gv) = path.strip_prefix("/openapi/v3/")
+    {
+        return match openapi_v3_group(gv) {
+            Some(v) => json_response(StatusCode::OK, &v),
+            None => error(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ),
+        };
     }
     if let Some(gv) = discovery_group_version(&path) {
         return match resource_list(gv) {
@@ -282,6 +305,7 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
         (&Method::GET, Some(name), None | Some("status")) => get(&api, &rp, name, &headers, &pairs),
         (&Method::GET, Some(name), Some("scale")) => scale_get(&api, &rp, name),
         (&Method::GET, Some(name), Some("log")) => logs(&api, &rp, name),
+        (&Method::POST | &Method::PUT, _, _) if !json_body(&headers) => unsupported_body(&headers),
         (&Method::POST, None, None) => create(&api, &rp, &body),
         (&Method::PATCH, Some(name), sub) => patch_object(&api, &rp, name, sub, &headers, &body),
         (&Method::PUT, Some(name), sub) => replace(&api, &rp, name, sub, &body),
@@ -294,6 +318,100 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
             ),
         ),
     }
+}
+
+/// Whether a request body is JSON (absent Content-Type counts as JSON).
+fn json_body(headers: &HeaderMap) -> bool {
+    match headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    {
+        None => true,
+        Some(ct) => {
+            let ct = ct.split(';').next().unwrap_or("").trim();
+            ct == "application/json" || ct.is_empty()
+        }
+    }
+}
+
+/// 415 for protobuf or YAML bodies: client-go then retries the request as JSON.
+fn unsupported_body(headers: &HeaderMap) -> Response {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    error(
+        415,
+        "UnsupportedMediaType",
+        &format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json (got {ct:?})"
+        ),
+    )
+}
+
+/// The group-versions the OpenAPI v3 documents cover, as (path key, group, version).
+fn openapi_group_versions() -> Vec<(String, &'static str)> {
+    let mut v = vec![("api/v1".to_string(), "")];
+    for g in resources::GROUPS {
+        v.push((format!("apis/{g}/v1"), g));
+    }
+    v
+}
+
+/// `/openapi/v3`: the index of per-group documents.
+fn openapi_v3_root() -> Value {
+    let paths: serde_json::Map<String, Value> = openapi_group_versions()
+        .into_iter()
+        .map(|(k, _)| {
+            let url = format!("/openapi/v3/{k}?hash=readygap-lab");
+            (k, json!({"serverRelativeURL": url}))
+        })
+        .collect();
+    json!({"paths": paths})
+}
+
+/// A minimal OpenAPI v3 document of one group-version: the object paths with their PATCH
+/// operation, its group-version-kind and the `fieldValidation` parameter, which is what
+/// kubectl reads to decide that the server validates fields (so it needs no schema).
+fn openapi_v3_group(gv: &str) -> Option<Value> {
+    let (_, group) = openapi_group_versions()
+        .into_iter()
+        .find(|(k, _)| k == gv)?;
+    let mut paths = serde_json::Map::new();
+    for r in resources::ALL.iter().filter(|r| r.group == group) {
+        let prefix = if group.is_empty() {
+            "/api/v1".to_string()
+        } else {
+            format!("/apis/{group}/v1")
+        };
+        let path = if r.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", r.plural)
+        } else {
+            format!("{prefix}/{}/{{name}}", r.plural)
+        };
+        let gvk = json!({"group": group, "version": "v1", "kind": r.kind});
+        let params = json!([
+            {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}}
+        ]);
+        let op = |verb: &str| {
+            json!({
+                "operationId": format!("{verb}{}", r.kind),
+                "parameters": params,
+                "responses": {"200": {"description": "OK"}},
+                "x-kubernetes-action": verb,
+                "x-kubernetes-group-version-kind": gvk
+            })
+        };
+        paths.insert(path, json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}));
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": objects::KUBE_VERSION},
+        "paths": paths,
+        "components": {}
+    }))
 }
 
 fn version() -> Response {
@@ -592,6 +710,17 @@ fn parse_body(body: &Bytes) -> Result<Value, Response> {
     })
 }
 
+/// An object with (if present) an object as metadata: what indexing below relies on.
+fn check_shape(obj: &Value) -> Result<(), String> {
+    if !obj.is_object() {
+        return Err("the request body must be a JSON object".into());
+    }
+    match obj.get("metadata") {
+        None | Some(Value::Null) | Some(Value::Object(_)) => Ok(()),
+        Some(_) => Err("metadata must be an object".into()),
+    }
+}
+
 /// Check an object against its k8s-openapi type.
 fn validate(resource: &Resource, obj: Value) -> Result<Value, String> {
     use k8s_openapi::api as k;
@@ -648,8 +777,8 @@ fn create(api: &Api, rp: &ResourcePath, body: &Bytes) -> Response {
         Ok(v) => v,
         Err(r) => return r,
     };
-    if !obj.is_object() {
-        return error(400, "BadRequest", "the request body must be an object");
+    if let Err(e) = check_shape(&obj) {
+        return error(400, "BadRequest", &e);
     }
     if let Some(ns) = &rp.namespace {
         obj["metadata"]["namespace"] = json!(ns);
@@ -677,6 +806,11 @@ fn create(api: &Api, rp: &ResourcePath, body: &Bytes) -> Response {
         }
     }
     if rp.resource == DEPLOYMENTS {
+        // Validate the shape first: defaulting indexes into spec and template.
+        obj = match validate(&rp.resource, obj) {
+            Ok(v) => v,
+            Err(e) => return error(422, "Invalid", &format!("Deployment is invalid: {e}")),
+        };
         default_deployment(&mut obj);
     }
     let obj = match validate(&rp.resource, obj) {
@@ -752,6 +886,7 @@ fn write(
                 return Err(StoreError::Invalid("rejected".into()));
             }
         };
+        check_shape(&next).map_err(StoreError::Invalid)?;
         let next = merge_for_write(&resource, cur, next, sub);
         let next = validate(&resource, next).map_err(StoreError::Invalid)?;
         *cur = next;

@@ -68,6 +68,8 @@ pub struct Cluster {
     rng: Mutex<StdRng>,
     /// Stage timings only, so the same seed gives the same timings whatever else happens.
     timing_rng: Mutex<StdRng>,
+    /// Stratified draws per stage.
+    strata: Mutex<HashMap<&'static str, super::timing::Strata>>,
     pub node_caches: BTreeMap<String, Arc<NodeCache>>,
     pub shared_disk: Arc<ModelDisk>,
     pub runtime_faults: Arc<RuntimeFaults>,
@@ -180,6 +182,7 @@ impl Cluster {
             store,
             rng,
             timing_rng,
+            strata: Mutex::new(HashMap::new()),
             node_caches,
             shared_disk,
             runtime_faults: Arc::new(RuntimeFaults::new()),
@@ -188,6 +191,8 @@ impl Cluster {
             shutdown: CancellationToken::new(),
             http: reqwest::Client::builder()
                 .no_proxy()
+                // Pod IPs are reused: never keep a connection to a pod that may be gone.
+                .pool_max_idle_per_host(0)
                 .build()
                 .unwrap_or_else(|_| reqwest::Client::new()),
             emptydir_seeded: std::sync::atomic::AtomicBool::new(false),
@@ -196,15 +201,18 @@ impl Cluster {
         }
     }
 
-    /// A sample of a stage, divided by the lab's speed.
-    pub fn sample(&self, stage: &Stage) -> Duration {
-        let d = stage.sample(&mut *lock(&self.timing_rng));
+    /// A draw of a stage (stratified per `key`, see `timing`), divided by the lab's speed.
+    pub fn sample(&self, key: &'static str, stage: &Stage) -> Duration {
+        let mut rng = lock(&self.timing_rng);
+        let mut strata = lock(&self.strata);
+        let d = strata.entry(key).or_default().draw(stage, &mut rng);
         self.scaled(d)
     }
 
     /// A duration divided by the lab's speed.
     pub fn scaled(&self, d: Duration) -> Duration {
-        d.div_f64(self.settings.speed.max(1e-6))
+        let speed = self.settings.speed.max(1e-6);
+        Duration::try_from_secs_f64(d.as_secs_f64() / speed).unwrap_or(Duration::MAX)
     }
 
     /// A random name suffix of `n` characters.
@@ -359,7 +367,7 @@ impl Cluster {
         let now = Utc::now();
         let gt = &self.settings.ground_truth;
         if grace == 0 || !scheduled {
-            let gone = self.store.delete(PODS, ns, name)?;
+            // Logged first: the entries exist before anyone can see the change.
             gt.log_at(
                 now,
                 name,
@@ -367,24 +375,29 @@ impl Cluster {
                 json!({"grace_seconds": grace}),
             );
             gt.log_at(now, name, Transition::PodGone, json!({}));
+            let gone = self.store.delete(PODS, ns, name)?;
             self.with_pod(ns, name, |e| e.deleting.cancel());
             return Ok(gone);
         }
-        let wait = self.scaled(Duration::from_secs(grace as u64));
-        let deadline = now + chrono::Duration::from_std(wait).unwrap_or_default();
+        // Any int64 is a valid grace period; timing is capped at a year so nothing overflows.
+        let wait = self.scaled(Duration::from_secs(grace.min(365 * 86_400) as u64));
+        let deadline = chrono::Duration::from_std(wait)
+            .ok()
+            .and_then(|d| now.checked_add_signed(d))
+            .unwrap_or(now);
         let updated = self.store.mutate(PODS, ns, name, |p| {
+            gt.log_at(
+                now,
+                name,
+                Transition::DeleteAccepted,
+                json!({"grace_seconds": grace}),
+            );
             p["metadata"]["deletionTimestamp"] = json!(time(deadline));
             p["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
             Ok(())
         })?;
-        gt.log_at(
-            now,
-            name,
-            Transition::DeleteAccepted,
-            json!({"grace_seconds": grace}),
-        );
         self.with_pod(ns, name, |e| {
-            e.remove_at = Some(Instant::now() + wait);
+            e.remove_at = Instant::now().checked_add(wait);
             e.deleting.cancel();
         });
         self.record_event(
@@ -430,13 +443,13 @@ impl Cluster {
         }
         let pod = json!({"metadata": meta, "spec": spec, "status": {"phase": "Pending", "qosClass": "Guaranteed"}});
         let pod = objects::typed::<Pod>(pod).map_err(StoreError::Invalid)?;
-        let created = self.store.create(PODS, pod)?;
         self.settings.ground_truth.log_at(
             now,
             &name,
             Transition::PodCreated,
             json!({"replicaset": rs_name}),
         );
+        let created = self.store.create(PODS, pod)?;
         self.record_event(
             rs,
             "Normal",

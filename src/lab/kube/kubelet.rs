@@ -201,7 +201,14 @@ impl PodRun {
         let baseline = self.cluster.settings.scenario.readiness() == Readiness::Started;
         let ip = self.ip;
         let cid = container_id.clone();
+        let gt = self.cluster.settings.ground_truth.clone();
+        let pod_name = self.name.clone();
         let pod = self.update(|p| {
+            // Logged inside the store update: the entry exists before anyone sees the change.
+            gt.log_at(now, &pod_name, Transition::ContainerStarted, json!({"restart_count": restart_count}));
+            if baseline {
+                gt.log_at(now, &pod_name, Transition::PodReady, json!({}));
+            }
             let st = p.status.get_or_insert_with(Default::default);
             st.phase = Some("Running".into());
             if let Some(ip) = ip {
@@ -217,14 +224,6 @@ impl PodRun {
             cs.image_id = "docker.io/ollama/ollama@sha256:5d9a3e3a1b0b2ba6a0d2b0c3f1e0f2e6a4e2c4d1b7f5a8f0e4c1d2b3a4f5e6d7".into();
             set_ready(p, baseline, now);
         });
-        self.log(
-            now,
-            Transition::ContainerStarted,
-            json!({"restart_count": restart_count}),
-        );
-        if baseline {
-            self.log(now, Transition::PodReady, json!({}));
-        }
         if let Some(pod) = &pod {
             let image = objects::OLLAMA_IMAGE;
             self.event(
@@ -286,8 +285,15 @@ impl PodRun {
     }
 }
 
+/// `t + d`, saturating at a year from `t` (absurd speeds must not overflow).
+fn later(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d)
+        .or_else(|| t.checked_add(Duration::from_secs(365 * 86_400)))
+        .unwrap_or(t)
+}
+
 async fn sleep_or(d: Duration, cancel: &CancellationToken) -> bool {
-    sleep_until_or(Instant::now() + d, cancel).await
+    sleep_until_or(later(Instant::now(), d), cancel).await
 }
 
 async fn sleep_until_or(at: Instant, cancel: &CancellationToken) -> bool {
@@ -354,8 +360,8 @@ pub async fn run_pod(
     };
 
     // Scheduling.
-    let schedule = cluster.sample(&profile.schedule);
-    let scheduled_at = created + schedule;
+    let schedule = cluster.sample("schedule", &profile.schedule);
+    let scheduled_at = later(created, schedule);
     if !sleep_until_or(scheduled_at, &deleting).await {
         return finish(&run, None, &deleting).await;
     }
@@ -363,16 +369,16 @@ pub async fn run_pod(
     let now = Utc::now();
     let node_c = node.clone();
     let Some(pod) = run.update(|p| {
+        run.log(
+            now,
+            Transition::PodScheduled,
+            json!({"node": node, "sampled_ms": schedule.as_secs_f64() * 1000.0}),
+        );
         p.spec.get_or_insert_with(Default::default).node_name = Some(node_c);
         set_condition(p, "PodScheduled", true, None, None, now);
     }) else {
         return finish(&run, None, &deleting).await;
     };
-    run.log(
-        now,
-        Transition::PodScheduled,
-        json!({"node": node, "sampled_ms": schedule.as_secs_f64() * 1000.0}),
-    );
     cluster.record_event(
         &pod,
         "Normal",
@@ -412,8 +418,8 @@ pub async fn run_pod(
     });
 
     // Container start.
-    let container_start = cluster.sample(&profile.container_start);
-    if !sleep_until_or(scheduled_at + container_start, &deleting).await {
+    let container_start = cluster.sample("container_start", &profile.container_start);
+    if !sleep_until_or(later(scheduled_at, container_start), &deleting).await {
         return finish(&run, None, &deleting).await;
     }
     let mut container = run.start_container(0).await;
@@ -462,14 +468,16 @@ pub async fn run_pod(
                 run.probe(readiness).await
             }, if probe_due => {
                 container.events = events;
-                next_probe = Instant::now() + period;
+                next_probe = later(Instant::now(), period);
                 if ok {
                     failures = 0;
                     if !container.ready {
                         container.ready = true;
                         let now = Utc::now();
-                        run.update(|p| set_ready(p, true, now));
-                        run.log(now, Transition::PodReady, json!({"probe": format!("{readiness:?}")}));
+                        run.update(|p| {
+                            run.log(now, Transition::PodReady, json!({"probe": format!("{readiness:?}")}));
+                            set_ready(p, true, now);
+                        });
                     }
                 } else {
                     failures += 1;
@@ -559,7 +567,7 @@ async fn oom_restart(
     // The kubelet restarts the container at once (first restart: no back-off).
     let delay = run
         .cluster
-        .sample(&run.cluster.settings.profile.container_start);
+        .sample("restart", &run.cluster.settings.profile.container_start);
     if !sleep_or(delay, deleting).await {
         return container;
     }
@@ -605,10 +613,9 @@ async fn finish(run: &PodRun, container: Option<Container>, deleting: &Cancellat
             _ = cluster.shutdown.cancelled() => {}
         }
     }
-    if cluster.store.get(PODS, &run.ns, &run.name).is_some()
-        && cluster.store.delete(PODS, &run.ns, &run.name).is_ok()
-    {
+    if cluster.store.get(PODS, &run.ns, &run.name).is_some() {
         run.log(Utc::now(), Transition::PodGone, json!({}));
+        let _ = cluster.store.delete(PODS, &run.ns, &run.name);
     }
     if let Some(ip) = run.ip {
         cluster.release_ip(ip);

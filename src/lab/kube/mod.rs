@@ -10,6 +10,7 @@
 //! - `kubelet`: one task per pod (scheduling, container start, readiness, OOM restarts,
 //!   graceful termination).
 //! - `api`, `watch`, `exec`, `proxy`: the HTTP surface.
+//! - `timing`: stratified draws of the kubelet's stage timings.
 //! - `kubeconfig`: the kubeconfig the lab writes.
 //! - `faults`: the fault switches of the admin endpoint.
 
@@ -26,4 +27,5 @@ pub mod resources;
 pub mod selectors;
 pub mod store;
 pub mod tables;
+pub mod timing;
 pub mod watch;

@@ -308,6 +308,41 @@ mod tests {
         );
     }
 
+    fn arb_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            "[a-z/~0-9-]{0,6}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                proptest::collection::btree_map("[a-z$/]{1,4}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn patching_never_panics(doc in arb_json(), patch in arb_json(), path in "(/[a-z0-9~-]{0,3}){0,3}", op in "add|remove|replace|test|copy|move|bogus") {
+            for kind in [PatchKind::Merge, PatchKind::Strategic, PatchKind::Json] {
+                let _ = apply(kind, &doc, &patch);
+            }
+            let ops = json!([{"op": op, "path": path, "from": path, "value": patch}]);
+            let _ = apply(PatchKind::Json, &doc, &ops);
+        }
+
+        #[test]
+        fn merge_patch_with_itself_is_idempotent(doc in arb_json(), patch in arb_json()) {
+            let once = apply(PatchKind::Merge, &doc, &patch).unwrap();
+            let twice = apply(PatchKind::Merge, &once, &patch).unwrap();
+            proptest::prop_assert_eq!(once, twice);
+        }
+    }
+
     #[test]
     fn content_types() {
         assert_eq!(

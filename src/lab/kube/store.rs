@@ -187,7 +187,7 @@ impl Store {
     /// Create an object. Sets uid, creationTimestamp (if absent), resourceVersion.
     pub fn create(&self, resource: Resource, mut obj: Value) -> Result<Value, StoreError> {
         let (ns, name) = key_of(&obj);
-        if name.is_empty() {
+        if name.is_empty() || !obj.is_object() {
             return Err(StoreError::Invalid("metadata.name is required".into()));
         }
         let mut inner = self.lock();
@@ -274,6 +274,11 @@ impl Store {
         };
         let mut next = (*cur).clone();
         f(&mut next)?;
+        if !next.is_object() {
+            return Err(StoreError::Invalid(
+                "an object must be a JSON object".into(),
+            ));
+        }
         next["apiVersion"] = json!(resource.api_version());
         next["kind"] = json!(resource.kind);
         set_meta(&mut next, "name", json!(name));

@@ -79,7 +79,9 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let mut rx = store.subscribe();
-    let deadline = req.timeout.map(|t| tokio::time::Instant::now() + t);
+    let deadline = req
+        .timeout
+        .and_then(|t| tokio::time::Instant::now().checked_add(t));
     let mut last = match req.resource_version {
         Some(rv) if rv > 0 => rv,
         _ => {
@@ -92,7 +94,7 @@ pub async fn run(
             rv
         }
     };
-    let mut bookmark = tokio::time::interval(req.bookmark_interval);
+    let mut bookmark = tokio::time::interval(req.bookmark_interval.max(Duration::from_millis(10)));
     bookmark.tick().await;
     loop {
         rx.borrow_and_update();
