@@ -400,3 +400,115 @@ async fn a_served_runner_runs_a_trial_on_command_and_drives_an_external_one() {
     feeds.cancel();
     lab.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oom_kill_is_an_external_trial_that_the_runner_follows_to_recovery() {
+    use readygap::trial::{Command, Runner, TrialConfig};
+    let _one = ONE_LAB.lock().await;
+    let lab = lab(85).await;
+    let (_, _, client) = setup(&lab).await;
+    let (tx, rx) = mpsc::channel(8192);
+    let kc = kube::config::Kubeconfig::read_from(&lab.kubeconfig).unwrap();
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    cfg.default_retry = false;
+    let rt_client = kube::Client::try_from(cfg).unwrap();
+    let runtime: Arc<dyn readygap::sources::runtime::RuntimeAdapter> = Arc::new(Ollama::new(
+        RuntimeAccess::new(AccessMode::Proxy, rt_client, &lab.namespace, 11434, ""),
+    ));
+    let exec = Executor::new(
+        client.clone(),
+        &lab.namespace,
+        runtime.clone(),
+        "llama3.2:1b",
+        tx.clone(),
+    );
+    let feeds = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(readygap::sources::kube::run(
+        client.clone(),
+        readygap::sources::kube::KubeConfig {
+            namespace: lab.namespace.clone(),
+            selector: "app=ollama".into(),
+            service: None,
+            pod_prefix: None,
+            watch_nodes: false,
+        },
+        tx.clone(),
+        feeds.clone(),
+    ));
+    let cfg = TrialConfig {
+        namespace: lab.namespace.clone(),
+        memory: false,
+        ..TrialConfig::default()
+    };
+    let mut runner = Runner::new(
+        rx,
+        tx,
+        exec,
+        runtime,
+        client.clone(),
+        cfg,
+        Box::new(|_: &Event| {}),
+        tokio_util::sync::CancellationToken::new(),
+    );
+    let (cmd_tx, cmd_rx) = mpsc::channel(4);
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+    let served = tokio::spawn(async move {
+        let mut on_trial = move |t: &readygap::core::timeline::Trial| {
+            done_tx.send(t.clone()).ok();
+        };
+        runner.serve(cmd_rx, &mut on_trial).await;
+        runner
+    });
+    // A trial leaves the 1B model resident in the new pod.
+    cmd_tx.send(Command::Trial { cold: false }).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
+        .await
+        .expect("trial in time")
+        .unwrap();
+    assert!(first.is_ok(), "{:?}", first.status);
+    let pod = first.new_pod.clone().unwrap();
+    // A 3B inference on top of it passes the 4 GiB limit: OOM kill, container restart.
+    let ip = None;
+    cmd_tx
+        .send(Command::Act(Request::Infer {
+            pod: PodRef {
+                name: pod.clone(),
+                ip,
+            },
+            model: Some("llama3.2:3b".into()),
+        }))
+        .await
+        .unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
+        .await
+        .expect("restart trial in time")
+        .unwrap();
+    assert!(second.external, "{}", second.trigger);
+    assert!(second.trigger.contains("OOMKilled"), "{}", second.trigger);
+    assert!(
+        second.is_ok(),
+        "the runner drove the restarted container to T4: {:?}",
+        second.status
+    );
+    assert_eq!(
+        second.new_pod.as_deref(),
+        Some(pod.as_str()),
+        "same pod, restarted in place"
+    );
+    assert!(
+        lab.ground_truth()
+            .entries()
+            .iter()
+            .any(|e| e.transition == Transition::OomKilled)
+    );
+    drop(cmd_tx);
+    let runner = tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(runner.state.pods[&pod].oom_killed());
+    feeds.cancel();
+    lab.shutdown().await;
+}
