@@ -502,6 +502,12 @@ impl Runner {
             }
         }
         let before = self.state.timeline.trials.len();
+        if self.cfg.replace_by == ReplaceBy::Restart && self.cfg.deployment.is_none() {
+            self.inject(EventKind::Note {
+                text: "rollout restart needs a --deployment target; deleting the pod instead"
+                    .into(),
+            });
+        }
         let req = match (self.cfg.replace_by, &self.cfg.deployment) {
             (ReplaceBy::Restart, Some(d)) => Request::RolloutRestart {
                 deployment: d.clone(),
