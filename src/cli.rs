@@ -32,6 +32,9 @@ pub enum Command {
     /// Drop a node's page cache (sync; echo 3 > /proc/sys/vm/drop_caches) for cold-cache
     /// trials, reporting `Cached:` before and after.
     DropCaches(crate::node::cli::DropCachesArgs),
+    /// Run recovery trials headless (delete → Ready → runtime → inference) and print the
+    /// statistics.
+    Run(Box<crate::run::RunArgs>),
     /// The built-in lab: a Kubernetes API and Ollama-compatible runtimes on loopback.
     Lab {
         #[command(subcommand)]
@@ -118,6 +121,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             std::io::stdout().write_all(text.as_bytes())?;
             Ok(0)
         }
+        Command::Run(args) => runtime()?.block_on(crate::run::run(*args)),
         Command::DropCaches(args) => runtime()?.block_on(crate::node::cli::drop_caches_cli(args)),
         Command::Lab {
             command: LabCommand::Serve(args),

@@ -1,0 +1,442 @@
+//! Effects readygap carries out: delete a pod, `rollout restart` a Deployment, send an
+//! inference, unload a model, drop a node's page cache. Each one reports
+//! `action_requested`, `action_started` (stamped just before the request is sent: T0 for
+//! replacements) and `action_finished{outcome}`, and has a timeout.
+//!
+//! The [`Executor`] takes [`Request`]s (from the dashboard's intents or the trial runner) and
+//! runs each in its own task, so the caller never blocks.
+
+use crate::core::event::{Action, CacheDrop, Event, EventKind, Outcome, Source, Timestamp};
+use crate::node::{DropThreshold, NodeAccess};
+use crate::sources::runtime::{PodRef, RuntimeAdapter};
+use chrono::Utc;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The default prompt, as in the study.
+pub const DEFAULT_PROMPT: &str = "Reply with exactly: READY";
+
+/// What can be asked of the executor.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// Delete a pod (grace from the request, else the configured default).
+    DeletePod {
+        pod: String,
+        grace_seconds: Option<u32>,
+    },
+    /// Restart a Deployment as `kubectl rollout restart` does.
+    RolloutRestart { deployment: String },
+    /// Send one inference (model: the configured one when `None`).
+    Infer { pod: PodRef, model: Option<String> },
+    /// Unload a model (`keep_alive: 0`).
+    Unload { pod: PodRef, model: Option<String> },
+    /// Drop a node's page cache.
+    DropCaches { node: String },
+}
+
+/// Resolves how to reach a node by its name.
+pub type NodeAccessFor = Arc<dyn Fn(&str) -> Result<NodeAccess, String> + Send + Sync>;
+
+/// How node page caches are dropped.
+#[derive(Clone)]
+pub enum CacheDropper {
+    /// Not configured: the drop fails with this explanation.
+    None(String),
+    /// The lab's admin endpoint `POST {api}/lab/nodes/{node}/drop-caches`.
+    Lab { api_url: String },
+    /// Over ssh / minikube / kind / local, through `crate::node`.
+    Node { access: NodeAccessFor },
+}
+
+/// Timeouts of the actions.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub kube: Duration,
+    pub inference: Duration,
+    pub unload: Duration,
+    pub drop_caches: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            kube: Duration::from_secs(30),
+            inference: Duration::from_secs(600),
+            unload: Duration::from_secs(60),
+            drop_caches: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Everything the actions need.
+#[derive(Clone)]
+pub struct Executor {
+    pub client: kube::Client,
+    pub namespace: String,
+    pub runtime: Arc<dyn RuntimeAdapter>,
+    pub model: String,
+    pub prompt: String,
+    pub default_grace: Option<u32>,
+    pub dropper: CacheDropper,
+    pub threshold: DropThreshold,
+    pub timeouts: Timeouts,
+    pub tx: mpsc::Sender<Event>,
+    ids: Arc<AtomicU64>,
+}
+
+async fn emit_at(tx: &mpsc::Sender<Event>, ts: Timestamp, kind: EventKind) {
+    let _ = tx.send(Event::new(ts, Source::Action, kind)).await;
+}
+
+async fn emit(tx: &mpsc::Sender<Event>, kind: EventKind) {
+    emit_at(tx, Utc::now(), kind).await;
+}
+
+impl Executor {
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        runtime: Arc<dyn RuntimeAdapter>,
+        model: &str,
+        tx: mpsc::Sender<Event>,
+    ) -> Self {
+        Self {
+            client,
+            namespace: namespace.to_string(),
+            runtime,
+            model: model.to_string(),
+            prompt: DEFAULT_PROMPT.to_string(),
+            default_grace: None,
+            dropper: CacheDropper::None("no node access configured (--node-access)".into()),
+            threshold: DropThreshold::default(),
+            timeouts: Timeouts::default(),
+            tx,
+            ids: Arc::new(AtomicU64::new(1)),
+        }
+    }
+
+    /// A fresh action id.
+    pub fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Run a request in the background; returns its action id at once.
+    pub fn submit(&self, req: Request) -> u64 {
+        let id = self.next_id();
+        let me = self.clone();
+        tokio::spawn(async move {
+            me.execute(id, req).await;
+        });
+        id
+    }
+
+    /// Run a request to its end (events included); returns the outcome.
+    pub async fn run(&self, req: Request) -> (u64, Outcome) {
+        let id = self.next_id();
+        let o = self.execute(id, req).await;
+        (id, o)
+    }
+
+    fn action_of(&self, req: &Request) -> Action {
+        match req {
+            Request::DeletePod { pod, grace_seconds } => Action::DeletePod {
+                pod: pod.clone(),
+                grace_seconds: grace_seconds.or(self.default_grace),
+            },
+            Request::RolloutRestart { deployment } => Action::RolloutRestart {
+                deployment: deployment.clone(),
+            },
+            Request::Infer { pod, model } => Action::Infer {
+                pod: pod.name.clone(),
+                model: model.clone().unwrap_or_else(|| self.model.clone()),
+            },
+            Request::Unload { pod, model } => Action::Unload {
+                pod: pod.name.clone(),
+                model: model.clone().unwrap_or_else(|| self.model.clone()),
+            },
+            Request::DropCaches { node } => Action::DropCaches { node: node.clone() },
+        }
+    }
+
+    /// Run one request with its events; returns the outcome.
+    pub async fn execute(&self, id: u64, req: Request) -> Outcome {
+        let action = self.action_of(&req);
+        emit(
+            &self.tx,
+            EventKind::ActionRequested {
+                id,
+                action: action.clone(),
+            },
+        )
+        .await;
+        let outcome = match (req, action) {
+            (Request::DeletePod { pod, .. }, Action::DeletePod { grace_seconds, .. }) => {
+                self.timed(
+                    id,
+                    self.timeouts.kube,
+                    self.delete_pod(id, &pod, grace_seconds),
+                )
+                .await
+            }
+            (Request::RolloutRestart { deployment }, _) => {
+                self.timed(
+                    id,
+                    self.timeouts.kube,
+                    self.rollout_restart(id, &deployment),
+                )
+                .await
+            }
+            (Request::Infer { pod, .. }, Action::Infer { model, .. }) => {
+                self.infer(id, &pod, &model).await
+            }
+            (Request::Unload { pod, .. }, Action::Unload { model, .. }) => {
+                emit(&self.tx, EventKind::ActionStarted { id }).await;
+                let fut = async { self.runtime.unload(&pod, &model).await };
+                match tokio::time::timeout(self.timeouts.unload, fut).await {
+                    Ok(Ok(())) => Outcome::Ok,
+                    Ok(Err(e)) => Outcome::Error { message: e },
+                    Err(_) => Outcome::Timeout {
+                        after_ms: self.timeouts.unload.as_millis() as u64,
+                    },
+                }
+            }
+            (Request::DropCaches { node }, _) => {
+                emit(&self.tx, EventKind::ActionStarted { id }).await;
+                let d = self.drop_caches(&node).await;
+                let outcome = match (&d.error, d.dropped) {
+                    (_, true) => Outcome::Ok,
+                    (Some(e), false) => Outcome::Error { message: e.clone() },
+                    (None, false) => Outcome::Error {
+                        message: "the page cache did not fall".into(),
+                    },
+                };
+                emit(&self.tx, EventKind::CachesDropped(d)).await;
+                outcome
+            }
+            _ => Outcome::Error {
+                message: "internal: request and action disagree".into(),
+            },
+        };
+        emit(
+            &self.tx,
+            EventKind::ActionFinished {
+                id,
+                outcome: outcome.clone(),
+            },
+        )
+        .await;
+        outcome
+    }
+
+    async fn timed(
+        &self,
+        _id: u64,
+        limit: Duration,
+        fut: impl std::future::Future<Output = Result<(), String>>,
+    ) -> Outcome {
+        match tokio::time::timeout(limit, fut).await {
+            Ok(Ok(())) => Outcome::Ok,
+            Ok(Err(message)) => Outcome::Error { message },
+            Err(_) => Outcome::Timeout {
+                after_ms: limit.as_millis() as u64,
+            },
+        }
+    }
+
+    async fn delete_pod(&self, id: u64, pod: &str, grace: Option<u32>) -> Result<(), String> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+        let dp = DeleteParams {
+            grace_period_seconds: grace,
+            ..DeleteParams::default()
+        };
+        emit(&self.tx, EventKind::ActionStarted { id }).await;
+        api.delete(pod, &dp).await.map(|_| ()).map_err(|e| {
+            crate::rbac::explain_kube_error(
+                &e,
+                &crate::rbac::Request {
+                    verb: "delete",
+                    group: "",
+                    resource: "pods",
+                    namespace: Some(&self.namespace),
+                },
+            )
+            .unwrap_or_else(|| format!("delete pod {pod}: {e}"))
+        })
+    }
+
+    async fn rollout_restart(&self, id: u64, deployment: &str) -> Result<(), String> {
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &self.namespace);
+        let patch = restart_patch(Utc::now());
+        emit(&self.tx, EventKind::ActionStarted { id }).await;
+        api.patch(
+            deployment,
+            &PatchParams::default(),
+            &Patch::Strategic(patch),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            crate::rbac::explain_kube_error(
+                &e,
+                &crate::rbac::Request {
+                    verb: "patch",
+                    group: "apps",
+                    resource: "deployments",
+                    namespace: Some(&self.namespace),
+                },
+            )
+            .unwrap_or_else(|| format!("rollout restart {deployment}: {e}"))
+        })
+    }
+
+    async fn infer(&self, id: u64, pod: &PodRef, model: &str) -> Outcome {
+        let started = Utc::now();
+        emit_at(&self.tx, started, EventKind::ActionStarted { id }).await;
+        emit_at(
+            &self.tx,
+            started,
+            EventKind::InferenceStarted {
+                request_id: id,
+                pod: pod.name.clone(),
+                model: model.to_string(),
+            },
+        )
+        .await;
+        let tx = self.tx.clone();
+        let first = Box::new(move || {
+            let ev = Event::new(
+                Utc::now(),
+                Source::Runtime,
+                EventKind::InferenceFirstToken { request_id: id },
+            );
+            let _ = tx.try_send(ev);
+        });
+        let fut = self.runtime.generate(pod, model, &self.prompt, id, first);
+        let (result, timed_out) = match tokio::time::timeout(self.timeouts.inference, fut).await {
+            Ok(r) => (r, false),
+            Err(_) => (
+                crate::core::event::InferenceResult {
+                    request_id: id,
+                    ok: false,
+                    error: Some(format!(
+                        "timeout: no done: true within {:?}",
+                        self.timeouts.inference
+                    )),
+                    ..Default::default()
+                },
+                true,
+            ),
+        };
+        let outcome = if result.ok {
+            Outcome::Ok
+        } else if timed_out {
+            Outcome::Timeout {
+                after_ms: self.timeouts.inference.as_millis() as u64,
+            }
+        } else {
+            Outcome::Error {
+                message: result
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "inference failed".into()),
+            }
+        };
+        let _ = self
+            .tx
+            .send(Event::new(
+                Utc::now(),
+                Source::Runtime,
+                EventKind::InferenceDone(result),
+            ))
+            .await;
+        outcome
+    }
+
+    /// Drop a node's page cache with the configured dropper.
+    pub async fn drop_caches(&self, node: &str) -> CacheDrop {
+        let failed = |e: String| CacheDrop {
+            node: node.to_string(),
+            error: Some(e),
+            ..CacheDrop::default()
+        };
+        match &self.dropper {
+            CacheDropper::None(why) => failed(why.clone()),
+            CacheDropper::Lab { api_url } => {
+                let url = format!(
+                    "{}/lab/nodes/{node}/drop-caches",
+                    api_url.trim_end_matches('/')
+                );
+                let http = reqwest::Client::builder()
+                    .no_proxy()
+                    .build()
+                    .unwrap_or_default();
+                let fut = async {
+                    let r = http
+                        .post(&url)
+                        .send()
+                        .await
+                        .map_err(|e| format!("{url}: {e}"))?;
+                    let status = r.status();
+                    let v: serde_json::Value = r.json().await.map_err(|e| format!("{url}: {e}"))?;
+                    if !status.is_success() {
+                        return Err(format!("{url}: HTTP {status}: {}", v["message"]));
+                    }
+                    Ok(v)
+                };
+                match tokio::time::timeout(self.timeouts.drop_caches, fut).await {
+                    Ok(Ok(v)) => {
+                        let before = v["cached_kb_before"].as_u64();
+                        let after = v["cached_kb_after"].as_u64();
+                        let reason = match (before, after) {
+                            (Some(b), Some(a)) => self.threshold.judge(b, a),
+                            _ => Some("the lab's answer lacks cached_kb_before/after".into()),
+                        };
+                        CacheDrop {
+                            node: node.to_string(),
+                            cached_kb_before: before,
+                            cached_kb_after: after,
+                            dropped: reason.is_none(),
+                            error: reason,
+                        }
+                    }
+                    Ok(Err(e)) => failed(e),
+                    Err(_) => failed(format!("no answer within {:?}", self.timeouts.drop_caches)),
+                }
+            }
+            CacheDropper::Node { access } => match access(node) {
+                Ok(a) => {
+                    let r = crate::node::drop_caches(
+                        node,
+                        &a,
+                        &self.threshold,
+                        self.timeouts.drop_caches,
+                    )
+                    .await;
+                    CacheDrop {
+                        node: r.node,
+                        cached_kb_before: r.cached_kb_before,
+                        cached_kb_after: r.cached_kb_after,
+                        dropped: r.dropped,
+                        error: r.error,
+                    }
+                }
+                Err(e) => failed(e),
+            },
+        }
+    }
+}
+
+/// The strategic merge patch `kubectl rollout restart` sends.
+pub fn restart_patch(now: Timestamp) -> serde_json::Value {
+    serde_json::json!({
+        "spec": {"template": {"metadata": {"annotations": {
+            "kubectl.kubernetes.io/restartedAt": now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        }}}}
+    })
+}

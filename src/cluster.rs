@@ -1,0 +1,199 @@
+//! Connecting to a cluster: the kube client from `--kubeconfig`, `--context`, KUBECONFIG or
+//! the in-cluster service account, the namespace (`-n`), and the target workload
+//! (`--deployment`, default `ollama`, or a `--selector`) with its Service.
+
+use color_eyre::eyre::{Result, WrapErr, eyre};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How long connecting may take before readygap says the API server is unreachable.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Which cluster and which workload.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArgs {
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: the current context).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Namespace (default: the context's namespace, or `default`).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// The Deployment serving the model.
+    #[arg(long, default_value = "ollama")]
+    pub deployment: String,
+    /// A label selector of the pods instead of the Deployment's selector.
+    #[arg(long)]
+    pub selector: Option<String>,
+    /// The Service whose EndpointSlices are watched (default: the deployment's name).
+    #[arg(long)]
+    pub service: Option<String>,
+}
+
+/// A connected cluster and resolved target.
+#[derive(Clone)]
+pub struct Target {
+    pub client: Client,
+    /// A client without kube's retry-on-503 layer, for the runtime through the pod proxy:
+    /// a probe answered 503 (runtime not up yet) must fail at once, not be retried.
+    pub runtime_client: Client,
+    pub context: String,
+    pub namespace: String,
+    /// The Deployment, unless a selector was given.
+    pub deployment: Option<String>,
+    pub selector: String,
+    pub service: String,
+    pub api_url: String,
+}
+
+impl Target {
+    /// A short label for headers (`deployment/ollama` or `selector app=x`).
+    pub fn label(&self) -> String {
+        match &self.deployment {
+            Some(d) => format!("deployment/{d}"),
+            None => format!("pods {}", self.selector),
+        }
+    }
+}
+
+/// Build the client configuration.
+pub async fn config(args: &ClusterArgs) -> Result<(Config, String)> {
+    let opts = KubeConfigOptions {
+        context: args.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let (mut cfg, context) = match &args.kubeconfig {
+        Some(path) => {
+            // KUBECONFIG may list several files.
+            let mut merged: Option<Kubeconfig> = None;
+            for p in std::env::split_paths(path) {
+                let kc = Kubeconfig::read_from(&p)
+                    .wrap_err_with(|| format!("reading kubeconfig {}", p.display()))?;
+                merged = Some(match merged {
+                    Some(m) => m.merge(kc).wrap_err("merging kubeconfig files")?,
+                    None => kc,
+                });
+            }
+            let kc = merged.ok_or_else(|| eyre!("empty kubeconfig path"))?;
+            let ctx = args
+                .context
+                .clone()
+                .or_else(|| kc.current_context.clone())
+                .unwrap_or_default();
+            let cfg = Config::from_custom_kubeconfig(kc, &opts)
+                .await
+                .wrap_err_with(|| format!("loading kubeconfig {}", path.display()))?;
+            (cfg, ctx)
+        }
+        None => match Config::from_kubeconfig(&opts).await {
+            Ok(cfg) => (
+                cfg,
+                args.context.clone().unwrap_or_else(|| "current".into()),
+            ),
+            Err(kc_err) => match Config::incluster() {
+                Ok(cfg) => (cfg, "in-cluster".into()),
+                Err(ic_err) => {
+                    return Err(eyre!(
+                        "no cluster configuration: kubeconfig: {kc_err}; in-cluster: {ic_err}"
+                    ));
+                }
+            },
+        },
+    };
+    cfg.connect_timeout = Some(CONNECT_TIMEOUT);
+    if let Some(ns) = &args.namespace {
+        cfg.default_namespace = ns.clone();
+    }
+    Ok((cfg, context))
+}
+
+/// Connect, check the API server answers (bounded), and resolve the target.
+pub async fn connect(args: &ClusterArgs) -> Result<Target> {
+    let (cfg, context) = config(args).await?;
+    let api_url = cfg.cluster_url.to_string();
+    let namespace = cfg.default_namespace.clone();
+    let mut no_retry = cfg.clone();
+    no_retry.default_retry = false;
+    let client = Client::try_from(cfg).wrap_err("building the Kubernetes client")?;
+    let runtime_client = Client::try_from(no_retry).wrap_err("building the Kubernetes client")?;
+    match tokio::time::timeout(
+        CONNECT_TIMEOUT + Duration::from_secs(1),
+        client.apiserver_version(),
+    )
+    .await
+    {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            return Err(eyre!(
+                "the Kubernetes API server at {api_url} is unreachable: {}",
+                crate::sources::runtime::error_chain(&e)
+            ));
+        }
+        Err(_) => {
+            return Err(eyre!(
+                "the Kubernetes API server at {api_url} did not answer within {:?}",
+                CONNECT_TIMEOUT + Duration::from_secs(1)
+            ));
+        }
+    }
+    let (deployment, selector) = match &args.selector {
+        Some(sel) => (None, sel.clone()),
+        None => {
+            let api: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+            let d = api.get(&args.deployment).await.map_err(|e| {
+                let why = crate::rbac::explain_kube_error(
+                    &e,
+                    &crate::rbac::Request {
+                        verb: "get",
+                        group: "apps",
+                        resource: "deployments",
+                        namespace: Some(&namespace),
+                    },
+                )
+                .unwrap_or_else(|| e.to_string());
+                eyre!("deployment {}/{}: {why}", namespace, args.deployment)
+            })?;
+            (Some(args.deployment.clone()), selector_of(&d)?)
+        }
+    };
+    let service = args
+        .service
+        .clone()
+        .or_else(|| deployment.clone())
+        .unwrap_or_else(|| "ollama".into());
+    Ok(Target {
+        client,
+        runtime_client,
+        context,
+        namespace,
+        deployment,
+        selector,
+        service,
+        api_url,
+    })
+}
+
+/// The label selector (`k=v,k2=v2`) of a Deployment's `spec.selector.matchLabels`.
+pub fn selector_of(d: &Deployment) -> Result<String> {
+    let labels = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.match_labels.as_ref())
+        .filter(|l| !l.is_empty())
+        .ok_or_else(|| {
+            eyre!(
+                "deployment {} has no matchLabels selector; pass --selector",
+                d.metadata.name.as_deref().unwrap_or("?")
+            )
+        })?;
+    Ok(labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(","))
+}

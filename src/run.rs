@@ -1,0 +1,561 @@
+//! `readygap run`: headless recovery trials. Connects to the cluster (or starts the built-in
+//! lab with `--lab`), starts the feeds, lets the trial runner drive `--trials N` trials,
+//! prints a progress line per trial on stderr and the statistics at the end (table, CSV, or
+//! JSON with every trial's marks), and optionally records the session and exports the
+//! trials in the study's CSV schema. Ctrl-C ends the current trial cleanly and still prints
+//! and records what was measured.
+
+use crate::actions::{CacheDropper, Executor, Timeouts};
+use crate::cluster::{self, ClusterArgs};
+use crate::core::event::{Event, EventKind, SessionInfo, Source, Timestamp};
+use crate::core::timeline::{Metric, Trial};
+use crate::node::cli::parse_duration;
+use crate::record::{jsonl, labcsv};
+use crate::report::{self, FileReport, Format, Report};
+use crate::sources::runtime::ollama::Ollama;
+use crate::sources::runtime::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter};
+use crate::trial::{InferAfter, ReplaceBy, Runner, TrialConfig, progress_line};
+use chrono::Utc;
+use color_eyre::eyre::{Result, WrapErr, eyre};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Arguments of `readygap run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// How many trials readygap starts.
+    #[arg(long, default_value_t = 5)]
+    pub trials: usize,
+    /// Cold trials: unload the model and drop the node's page cache before each T0.
+    #[arg(long)]
+    pub cold: bool,
+    /// Pause between trials.
+    #[arg(long, default_value = "15s", value_parser = parse_duration_or_zero)]
+    pub cooldown: Duration,
+    /// The model of the T3 inference (default: the lab profile's, else the first on disk).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The prompt of the T3 inference.
+    #[arg(long, default_value = crate::actions::DEFAULT_PROMPT)]
+    pub prompt: String,
+    /// Record the session (JSON lines) to this file.
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    /// Output format of the statistics on stdout.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutFormat,
+    /// Write the trials in the study's CSV schema to this file.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Start the built-in lab in-process with this profile (default local-3b) and run against it.
+    #[arg(long, num_args = 0..=1, default_missing_value = "local-3b")]
+    pub lab: Option<String>,
+    /// Speed factor of the built-in lab.
+    #[arg(long, default_value_t = 1.0)]
+    pub lab_speed: f64,
+    /// How to reach each pod's runtime.
+    #[arg(long, value_enum, default_value = "proxy")]
+    pub access: AccessMode,
+    /// URL template for `--access direct` ({pod_ip}, {pod}, {namespace}, {port}).
+    #[arg(long, default_value = "http://{pod_ip}:{port}")]
+    pub direct_url: String,
+    /// The runtime's port in the pod.
+    #[arg(long, default_value_t = 11434)]
+    pub runtime_port: u16,
+    /// Path probed for T2.
+    #[arg(long, default_value = "/api/tags")]
+    pub probe_path: String,
+    /// Interval of the T2 probes.
+    #[arg(long, default_value = "50ms", value_parser = parse_duration)]
+    pub probe_interval: Duration,
+    /// When the T3 inference is sent: after the runtime answered (as in the study) or at Ready.
+    #[arg(long, value_enum, default_value = "runtime")]
+    pub infer_after: InferAfter,
+    /// Replace the pod by deleting it or by a rollout restart of the deployment.
+    #[arg(long, value_enum, default_value = "delete")]
+    pub replace: ReplaceBy,
+    /// Grace period of the delete, in seconds (default: the pod's).
+    #[arg(long)]
+    pub grace: Option<u32>,
+    /// How to reach nodes for the cold step: ssh://USER@HOST:PORT, local, minikube, kind.
+    #[arg(long)]
+    pub node_access: Option<String>,
+    /// Limit of T0 → T1.
+    #[arg(long, default_value = "300s", value_parser = parse_duration)]
+    pub ready_timeout: Duration,
+    /// Limit of T1 → T2.
+    #[arg(long, default_value = "300s", value_parser = parse_duration)]
+    pub runtime_timeout: Duration,
+    /// Limit of T3 → T4.
+    #[arg(long, default_value = "600s", value_parser = parse_duration)]
+    pub inference_timeout: Duration,
+    /// Interval of the residency polls (`/api/ps`).
+    #[arg(long, default_value = "250ms", value_parser = parse_duration)]
+    pub residency_interval: Duration,
+    /// Interval of the models-on-disk polls (`/api/tags`).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub tags_interval: Duration,
+    /// Do not follow the container's memory.
+    #[arg(long)]
+    pub no_memory: bool,
+    /// Interval of the memory samples.
+    #[arg(long, default_value = "250ms", value_parser = parse_duration)]
+    pub memory_interval: Duration,
+    /// The serving container (default: the pod's first).
+    #[arg(long)]
+    pub container: Option<String>,
+}
+
+/// Output formats of `run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutFormat {
+    Table,
+    Json,
+    Csv,
+}
+
+fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
+    if s.trim().trim_end_matches(['s', 'm']).trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(s)
+}
+
+/// Marks as RFC 3339 with milliseconds.
+fn ms(t: Option<Timestamp>) -> Value {
+    t.map(|t| Value::String(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)))
+        .unwrap_or(Value::Null)
+}
+
+/// The JSON of one trial in `--format json`.
+pub fn trial_json(t: &Trial) -> Value {
+    let m = &t.marks;
+    let mut metrics = serde_json::Map::new();
+    for metric in Metric::ALL {
+        let v = t.metric(metric).map(Value::from).unwrap_or(Value::Null);
+        metrics.insert(metric.name().to_string(), v);
+    }
+    json!({
+        "index": t.index,
+        "external": t.external,
+        "cold": t.cold.is_some(),
+        "trigger": t.trigger,
+        "new_pod": t.new_pod,
+        "marks": {
+            "t0": ms(m.t0), "t1": ms(m.t1), "t1_api": ms(m.t1_api), "t2": ms(m.t2),
+            "t3": ms(m.t3), "t4": ms(m.t4), "deletion_seen": ms(m.deletion_seen),
+            "scheduled": ms(m.scheduled), "container_started": ms(m.container_started),
+            "endpoint_ready": ms(m.endpoint_ready), "model_resident": ms(m.model_resident),
+            "first_token": ms(m.first_token),
+        },
+        "metrics": metrics,
+        "ok": t.is_ok(),
+        "reason": t.reason(),
+    })
+}
+
+/// The report with a `trials` array per file.
+pub fn report_json(report: &Report) -> Result<Value> {
+    let mut v = serde_json::to_value(report)?;
+    if let Some(files) = v["files"].as_array_mut() {
+        for (f, fr) in files.iter_mut().zip(&report.files) {
+            if let Some(o) = f.as_object_mut() {
+                o.insert("trial_count".into(), json!(fr.trials));
+                o.insert(
+                    "trials".into(),
+                    Value::Array(fr.trial_list.iter().map(trial_json).collect()),
+                );
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// `readygap run`.
+pub async fn run(args: RunArgs) -> Result<i32> {
+    let cancel = CancellationToken::new();
+    {
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("interrupted: ending the current trial");
+                c.cancel();
+            }
+        });
+    }
+    let out = run_with(args, cancel).await?;
+    std::io::stdout().write_all(out.stdout.as_bytes())?;
+    Ok(out.code)
+}
+
+/// What a run produced.
+pub struct RunOutput {
+    pub stdout: String,
+    pub trials: Vec<Trial>,
+    pub code: i32,
+}
+
+/// `readygap run` with a given cancel token (tests cancel it as Ctrl-C would).
+pub async fn run_with(mut args: RunArgs, cancel: CancellationToken) -> Result<RunOutput> {
+    let mut lab = None;
+    let mut lab_model = None;
+    if let Some(profile) = &args.lab {
+        let p = crate::lab::profile::Profile::named(profile)
+            .ok_or_else(|| eyre!("unknown lab profile {profile:?}"))?;
+        lab_model = Some(p.model.clone());
+        let mut o = crate::lab::serve::LabOptions::new(p);
+        o.speed = args.lab_speed;
+        let h = crate::lab::serve::serve(o).await?;
+        h.wait_ready(Duration::from_secs(120)).await?;
+        args.cluster.kubeconfig = Some(h.kubeconfig.clone());
+        args.cluster.context = None;
+        args.cluster.namespace = Some(h.namespace.clone());
+        lab = Some(h);
+    }
+    let result = session(
+        &args,
+        lab.as_ref().map(|l| l.api_url.clone()),
+        lab_model,
+        cancel,
+    )
+    .await;
+    if let Some(l) = lab {
+        l.shutdown().await;
+    }
+    result
+}
+
+async fn session(
+    args: &RunArgs,
+    lab_api: Option<String>,
+    lab_model: Option<String>,
+    cancel: CancellationToken,
+) -> Result<RunOutput> {
+    let target = cluster::connect(&args.cluster).await?;
+    let (tx, rx) = mpsc::channel::<Event>(8192);
+    let feeds = CancellationToken::new();
+
+    let access = RuntimeAccess::new(
+        args.access,
+        target.runtime_client.clone(),
+        &target.namespace,
+        args.runtime_port,
+        &args.direct_url,
+    );
+    let mut ollama = Ollama::new(access);
+    ollama.probe_path = args.probe_path.clone();
+    ollama.generate_timeout = args.inference_timeout;
+    let runtime: Arc<dyn RuntimeAdapter> = Arc::new(ollama);
+
+    let model = match args.model.clone().or(lab_model) {
+        Some(m) => m,
+        None => discover_model(&target, runtime.as_ref()).await?,
+    };
+
+    let settings = json!({
+        "trials": args.trials, "cold": args.cold, "cooldown_s": args.cooldown.as_secs_f64(),
+        "model": model, "prompt": args.prompt, "access": args.access,
+        "probe_path": args.probe_path, "probe_interval_ms": args.probe_interval.as_millis() as u64,
+        "infer_after": args.infer_after, "replace": args.replace, "lab": args.lab, "lab_speed": args.lab_speed,
+    });
+    let mut recorder = match &args.record {
+        Some(path) => {
+            let mut h = jsonl::Header::new(
+                Utc::now(),
+                &target.context,
+                &target.namespace,
+                &target.label(),
+            );
+            h.settings = settings.clone();
+            Some(
+                jsonl::Recorder::create(path, &h)
+                    .wrap_err_with(|| format!("creating the recording {}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    let record_error: Arc<Mutex<Option<String>>> = Arc::default();
+    let rec_err = record_error.clone();
+    let sink = Box::new(move |ev: &Event| {
+        if let Some(r) = recorder.as_mut()
+            && let Err(e) = r.write(ev)
+        {
+            rec_err
+                .lock()
+                .map(|mut g| g.get_or_insert(e.to_string()).clone())
+                .ok();
+        }
+    });
+
+    tokio::spawn(crate::sources::kube::run(
+        target.client.clone(),
+        crate::sources::kube::KubeConfig {
+            namespace: target.namespace.clone(),
+            selector: target.selector.clone(),
+            service: Some(target.service.clone()),
+            pod_prefix: target.deployment.as_ref().map(|d| format!("{d}-")),
+            watch_nodes: true,
+        },
+        tx.clone(),
+        feeds.clone(),
+    ));
+
+    let mut exec = Executor::new(
+        target.client.clone(),
+        &target.namespace,
+        runtime.clone(),
+        &model,
+        tx.clone(),
+    );
+    exec.prompt = args.prompt.clone();
+    exec.default_grace = args.grace;
+    exec.timeouts = Timeouts {
+        inference: args.inference_timeout,
+        ..Timeouts::default()
+    };
+    exec.dropper = match (&lab_api, &args.node_access) {
+        (_, Some(via)) => {
+            let via = via.clone();
+            CacheDropper::Node {
+                access: Arc::new(move |node: &str| {
+                    let name = crate::node::NodeName::new(node).map_err(|e| e.to_string())?;
+                    let user = crate::node::access::current_user()
+                        .or_else(|| crate::node::User::new("root").ok())
+                        .ok_or("no user for ssh")?;
+                    crate::node::config::access_from_via(&via, &name, &user)
+                        .map_err(|e| e.to_string())
+                }),
+            }
+        }
+        (Some(api), None) => CacheDropper::Lab {
+            api_url: api.clone(),
+        },
+        (None, None) => CacheDropper::None("no node access: pass --node-access for --cold".into()),
+    };
+
+    let cfg = TrialConfig {
+        cold: args.cold,
+        replace_by: args.replace,
+        deployment: target.deployment.clone(),
+        infer_after: args.infer_after,
+        probe_interval: args.probe_interval,
+        cooldown: args.cooldown,
+        ready_timeout: args.ready_timeout,
+        runtime_timeout: args.runtime_timeout,
+        inference_timeout: args.inference_timeout,
+        namespace: target.namespace.clone(),
+        memory: !args.no_memory,
+        memory_interval: args.memory_interval,
+        container: args.container.clone(),
+        poll: crate::sources::runtime::PollConfig {
+            residency: args.residency_interval,
+            tags: args.tags_interval,
+            probe: None,
+        },
+        ..TrialConfig::default()
+    };
+    let mut runner = Runner::new(
+        rx,
+        tx.clone(),
+        exec,
+        runtime,
+        target.client.clone(),
+        cfg,
+        sink,
+        cancel.clone(),
+    );
+    let session_ev = Event::new(
+        Utc::now(),
+        Source::Session,
+        EventKind::Session(SessionInfo {
+            context: target.context.clone(),
+            namespace: target.namespace.clone(),
+            target: target.label(),
+            model: Some(model.clone()),
+            mode: "run".into(),
+        }),
+    );
+    tx.send(session_ev).await.ok();
+    eprintln!(
+        "readygap run: {} trial(s) on {} in {}/{} ({}), model {model}, access {:?}",
+        args.trials,
+        target.label(),
+        target.context,
+        target.namespace,
+        target.api_url,
+        args.access
+    );
+    let n = args.trials;
+    let mut own = 0;
+    let mut on_trial = |t: &Trial| {
+        if !t.external {
+            own += 1;
+        }
+        eprintln!("{}", progress_line(t, Some((own, n))));
+    };
+    runner.run_trials(n, &mut on_trial).await;
+    feeds.cancel();
+    runner.stop();
+    drop(tx);
+
+    let trials = runner.state.timeline.trials.clone();
+    let mut warnings = Vec::new();
+    if let Ok(g) = record_error.lock()
+        && let Some(e) = g.as_ref()
+    {
+        warnings.push(format!("recording: {e}"));
+    }
+    let label = args
+        .record
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| format!("run {}/{}", target.namespace, target.label()));
+    let fr = FileReport::from_trials(&label, trials.clone(), warnings);
+    let report = Report { files: vec![fr] };
+    let stdout = match args.format {
+        OutFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&report_json(&report)?)?;
+            s.push('\n');
+            s
+        }
+        OutFormat::Table => report::render(&report, Format::Table)?,
+        OutFormat::Csv => report::render(&report, Format::Csv)?,
+    };
+    if let Some(path) = &args.csv {
+        let f =
+            std::fs::File::create(path).wrap_err_with(|| format!("creating {}", path.display()))?;
+        labcsv::export(&trials, f).wrap_err_with(|| format!("writing {}", path.display()))?;
+    }
+    let own_failed = trials.iter().any(|t| !t.is_ok());
+    let code = if cancel.is_cancelled() {
+        130
+    } else if own_failed || trials.is_empty() {
+        1
+    } else {
+        0
+    };
+    Ok(RunOutput {
+        stdout,
+        trials,
+        code,
+    })
+}
+
+/// The first model on disk of a Ready pod of the target (waits, bounded, for a runtime
+/// that answers: Ready does not mean the runtime is up).
+async fn discover_model(target: &cluster::Target, runtime: &dyn RuntimeAdapter) -> Result<String> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(target.client.clone(), &target.namespace);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let mut last = String::from("no Ready pod");
+    loop {
+        let pods = api
+            .list(&kube::api::ListParams::default().labels(&target.selector))
+            .await
+            .wrap_err("listing the target's pods")?;
+        for p in pods
+            .items
+            .iter()
+            .map(crate::sources::kube::pod_view)
+            .filter(|p| p.is_ready())
+        {
+            let r = PodRef {
+                name: p.name.clone(),
+                ip: p.ip.clone(),
+            };
+            // A resident model is the one being served; else the first on disk.
+            if let Ok(resident) = runtime.residency(&r).await
+                && let Some(m) = resident.first()
+            {
+                return Ok(m.name.clone());
+            }
+            match runtime.models_on_disk(&r).await {
+                Ok(models) => match models.first() {
+                    Some(m) => return Ok(m.name.clone()),
+                    None => last = format!("no model on disk in {}", p.name),
+                },
+                Err(e) => last = e,
+            }
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(eyre!(
+                "no model found on the target's runtime ({last}); pass --model"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::{Event, EventKind, Source};
+    use crate::core::state::State;
+
+    fn at(ms: i64) -> Timestamp {
+        chrono::DateTime::from_timestamp_millis(1_800_000_000_000 + ms).unwrap()
+    }
+
+    #[test]
+    fn durations_accept_zero_for_the_cooldown() {
+        assert_eq!(parse_duration_or_zero("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration_or_zero("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration_or_zero("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(
+            parse_duration_or_zero("250ms"),
+            Ok(Duration::from_millis(250))
+        );
+        assert!(parse_duration_or_zero("soon").is_err());
+    }
+
+    #[test]
+    fn a_failed_trial_has_null_marks_and_its_reason() {
+        let evs = [
+            Event::new(at(0), Source::Runner, EventKind::TrialBegin { cold: false }),
+            Event::new(
+                at(1),
+                Source::Action,
+                EventKind::ActionRequested {
+                    id: 1,
+                    action: crate::core::event::Action::DeletePod {
+                        pod: "p".into(),
+                        grace_seconds: None,
+                    },
+                },
+            ),
+            Event::new(at(2), Source::Action, EventKind::ActionStarted { id: 1 }),
+            Event::new(
+                at(5_000),
+                Source::Runner,
+                EventKind::TrialAbort {
+                    reason: "timeout: x".into(),
+                },
+            ),
+        ];
+        let s = State::from_events(&evs);
+        let t = &s.timeline.trials[0];
+        let v = trial_json(t);
+        assert_eq!(v["index"], 1);
+        assert_eq!(v["ok"], false);
+        assert_eq!(v["reason"], "timeout: x");
+        assert_eq!(v["cold"], false);
+        assert_eq!(v["marks"]["t0"], "2027-01-15T08:00:00.002Z");
+        assert!(v["marks"]["t1"].is_null() && v["marks"]["t4"].is_null());
+        assert!(v["metrics"]["k8s_recovery"].is_null());
+
+        let r = Report {
+            files: vec![FileReport::from_trials("x", vec![t.clone()], vec![])],
+        };
+        let j = report_json(&r).unwrap();
+        assert_eq!(j["files"][0]["trial_count"], 1);
+        assert_eq!(j["files"][0]["failed"], 1);
+        assert_eq!(j["files"][0]["trials"][0]["reason"], "timeout: x");
+    }
+}

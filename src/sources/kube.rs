@@ -1,0 +1,409 @@
+//! Kubernetes feeds: watches of the target's Pods, its EndpointSlices, Events about pods and
+//! Nodes, through `kube::runtime::watcher` with its default backoff. Raw watcher events map
+//! one to one: `Init` → `resync_started`, `InitApply`/`Apply` → applied, `InitDone` →
+//! `resync_done`, `Delete` → deleted, so re-lists and deletions are explicit to the reducer.
+//!
+//! Conversions from API objects to the compact views ([`pod_view`], [`endpoint_slice_view`],
+//! [`kube_event_view`], [`node_view`]) are pure; [`adapt`] turns any watcher `Stream` into
+//! events, so tests feed it directly.
+
+use crate::core::event::{
+    ContainerState, ContainerView, EndpointSliceView, EndpointView, Event, EventKind,
+    KubeEventView, NodeView, PodCondition, PodView, Source, Timestamp,
+};
+use chrono::Utc;
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Pod};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+fn ts(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Timestamp {
+    // k8s-openapi 0.29 wraps jiff::Timestamp.
+    let t = t.0;
+    chrono::DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().max(0) as u32)
+        .unwrap_or_default()
+}
+
+fn container_state(s: Option<&k8s_openapi::api::core::v1::ContainerState>) -> ContainerState {
+    let Some(s) = s else {
+        return ContainerState::Unknown;
+    };
+    if let Some(r) = &s.running {
+        ContainerState::Running {
+            started_at: r.started_at.as_ref().map(ts),
+        }
+    } else if let Some(t) = &s.terminated {
+        ContainerState::Terminated {
+            reason: t.reason.clone().unwrap_or_default(),
+            exit_code: t.exit_code,
+            finished_at: t.finished_at.as_ref().map(ts),
+        }
+    } else if let Some(w) = &s.waiting {
+        ContainerState::Waiting {
+            reason: w.reason.clone().unwrap_or_default(),
+        }
+    } else {
+        ContainerState::Unknown
+    }
+}
+
+/// The compact view of a Pod.
+pub fn pod_view(pod: &Pod) -> PodView {
+    let md = &pod.metadata;
+    let status = pod.status.as_ref();
+    let conditions = status
+        .and_then(|s| s.conditions.as_ref())
+        .map(|cs| {
+            cs.iter()
+                .map(|c| PodCondition {
+                    type_: c.type_.clone(),
+                    status: c.status == "True",
+                    last_transition: c.last_transition_time.as_ref().map(ts),
+                    reason: c.reason.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let containers = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|cs| {
+            cs.iter()
+                .map(|c| ContainerView {
+                    name: c.name.clone(),
+                    ready: c.ready,
+                    restart_count: c.restart_count.max(0) as u32,
+                    state: container_state(c.state.as_ref()),
+                    last_state: c
+                        .last_state
+                        .as_ref()
+                        .map(|s| container_state(Some(s)))
+                        .filter(|s| *s != ContainerState::Unknown),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    PodView {
+        name: md.name.clone().unwrap_or_default(),
+        uid: md.uid.clone().unwrap_or_default(),
+        node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+        ip: status.and_then(|s| s.pod_ip.clone()),
+        phase: status.and_then(|s| s.phase.clone()).unwrap_or_default(),
+        conditions,
+        containers,
+        created: md.creation_timestamp.as_ref().map(ts),
+        deletion_timestamp: md.deletion_timestamp.as_ref().map(ts),
+        owner: md
+            .owner_references
+            .as_ref()
+            .and_then(|o| o.iter().find(|r| r.controller == Some(true)).or(o.first()))
+            .map(|r| r.name.clone()),
+        resource_version: md.resource_version.clone().unwrap_or_default(),
+    }
+}
+
+impl From<&Pod> for PodView {
+    fn from(p: &Pod) -> Self {
+        pod_view(p)
+    }
+}
+
+/// The view of an EndpointSlice.
+pub fn endpoint_slice_view(s: &EndpointSlice) -> EndpointSliceView {
+    EndpointSliceView {
+        name: s.metadata.name.clone().unwrap_or_default(),
+        service: s
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("kubernetes.io/service-name").cloned()),
+        endpoints: s
+            .endpoints
+            .iter()
+            .map(|e| {
+                let c = e.conditions.as_ref();
+                // Per the API: nil ready means ready; nil serving means same as ready.
+                let ready = c.and_then(|c| c.ready).unwrap_or(true);
+                EndpointView {
+                    addresses: e.addresses.clone(),
+                    pod: e
+                        .target_ref
+                        .as_ref()
+                        .filter(|r| r.kind.as_deref().is_none_or(|k| k == "Pod"))
+                        .and_then(|r| r.name.clone()),
+                    ready,
+                    serving: c.and_then(|c| c.serving).unwrap_or(ready),
+                    terminating: c.and_then(|c| c.terminating).unwrap_or(false),
+                }
+            })
+            .collect(),
+    }
+}
+
+/// The view of a core/v1 Event.
+pub fn kube_event_view(e: &CoreEvent) -> KubeEventView {
+    let o = &e.involved_object;
+    KubeEventView {
+        object: format!(
+            "{}/{}",
+            o.kind.as_deref().unwrap_or("").to_lowercase(),
+            o.name.as_deref().unwrap_or("")
+        ),
+        reason: e.reason.clone().unwrap_or_default(),
+        message: e.message.clone().unwrap_or_default(),
+        type_: e.type_.clone().unwrap_or_default(),
+    }
+}
+
+/// The view of a Node.
+pub fn node_view(n: &Node) -> NodeView {
+    let status = n.status.as_ref();
+    NodeView {
+        name: n.metadata.name.clone().unwrap_or_default(),
+        ready: status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status == "True"),
+        provider_id: n.spec.as_ref().and_then(|s| s.provider_id.clone()),
+        internal_ip: status
+            .and_then(|s| s.addresses.as_ref())
+            .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
+            .map(|a| a.address.clone()),
+    }
+}
+
+/// How a watched kind becomes events.
+pub trait Watched: Sized {
+    /// The resource name in `resync_*` events.
+    const RESOURCE: &'static str;
+    fn applied(&self) -> Option<EventKind>;
+    fn deleted(&self) -> Option<EventKind>;
+}
+
+impl Watched for Pod {
+    const RESOURCE: &'static str = "pods";
+    fn applied(&self) -> Option<EventKind> {
+        Some(EventKind::PodApplied(pod_view(self)))
+    }
+    fn deleted(&self) -> Option<EventKind> {
+        Some(EventKind::PodDeleted(pod_view(self)))
+    }
+}
+
+impl Watched for EndpointSlice {
+    const RESOURCE: &'static str = "endpointslices";
+    fn applied(&self) -> Option<EventKind> {
+        Some(EventKind::EndpointSliceApplied(endpoint_slice_view(self)))
+    }
+    fn deleted(&self) -> Option<EventKind> {
+        Some(EventKind::EndpointSliceDeleted {
+            name: self.metadata.name.clone().unwrap_or_default(),
+        })
+    }
+}
+
+impl Watched for CoreEvent {
+    const RESOURCE: &'static str = "events";
+    fn applied(&self) -> Option<EventKind> {
+        Some(EventKind::KubeEvent(kube_event_view(self)))
+    }
+    fn deleted(&self) -> Option<EventKind> {
+        None
+    }
+}
+
+impl Watched for Node {
+    const RESOURCE: &'static str = "nodes";
+    fn applied(&self) -> Option<EventKind> {
+        Some(EventKind::NodeApplied(node_view(self)))
+    }
+    fn deleted(&self) -> Option<EventKind> {
+        None
+    }
+}
+
+/// Turn one raw watcher event into event kinds.
+pub fn convert<K: Watched>(ev: watcher::Event<K>) -> Vec<EventKind> {
+    let resource = K::RESOURCE.to_string();
+    match ev {
+        watcher::Event::Init => vec![EventKind::ResyncStarted { resource }],
+        watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
+            o.applied().into_iter().collect()
+        }
+        watcher::Event::InitDone => vec![EventKind::ResyncDone { resource }],
+        watcher::Event::Delete(o) => o.deleted().into_iter().collect(),
+    }
+}
+
+/// Feed a watcher stream into the channel until it ends, the receiver is gone or `cancel`.
+/// Each event is stamped when it is received. Errors become one `source_error` (repeated
+/// errors are not repeated), and the first event after an error a `source_connected`.
+/// `keep` filters objects (e.g. Events about the target's pods only).
+pub async fn adapt<K, S>(
+    stream: S,
+    feed: &str,
+    keep: impl Fn(&K) -> bool,
+    tx: mpsc::Sender<Event>,
+    cancel: CancellationToken,
+) where
+    K: Watched,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+{
+    let mut stream = std::pin::pin!(stream);
+    let mut connected = false;
+    let mut errored = false;
+    loop {
+        let item = tokio::select! {
+            _ = cancel.cancelled() => return,
+            item = stream.next() => item,
+        };
+        let Some(item) = item else { return };
+        let now = Utc::now();
+        let mut kinds = Vec::new();
+        match item {
+            Ok(ev) => {
+                if !connected {
+                    connected = true;
+                    errored = false;
+                    kinds.push(EventKind::SourceConnected {
+                        feed: feed.to_string(),
+                        detail: format!("watching {}", K::RESOURCE),
+                    });
+                }
+                let wanted = match &ev {
+                    watcher::Event::InitApply(o)
+                    | watcher::Event::Apply(o)
+                    | watcher::Event::Delete(o) => keep(o),
+                    _ => true,
+                };
+                if wanted {
+                    kinds.extend(convert(ev));
+                }
+            }
+            Err(e) => {
+                connected = false;
+                if !errored {
+                    errored = true;
+                    kinds.push(EventKind::SourceError {
+                        feed: feed.to_string(),
+                        message: watch_error_message(&e, K::RESOURCE),
+                    });
+                }
+            }
+        }
+        for kind in kinds {
+            if tx.send(Event::new(now, Source::Kube, kind)).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// A readable message for a watch error, with an RBAC explanation for 403s.
+pub fn watch_error_message(e: &watcher::Error, resource: &str) -> String {
+    let api_err = match e {
+        watcher::Error::InitialListFailed(k)
+        | watcher::Error::WatchStartFailed(k)
+        | watcher::Error::WatchFailed(k) => Some(k),
+        _ => None,
+    };
+    if let Some(k) = api_err {
+        let group = if resource == "endpointslices" {
+            "discovery.k8s.io"
+        } else {
+            ""
+        };
+        if let Some(why) = crate::rbac::explain_kube_error(
+            k,
+            &crate::rbac::Request {
+                verb: "watch",
+                group,
+                resource,
+                namespace: None,
+            },
+        ) {
+            return why;
+        }
+    }
+    format!("watch of {resource}: {e}")
+}
+
+/// What the Kubernetes feeds watch.
+#[derive(Debug, Clone)]
+pub struct KubeConfig {
+    pub namespace: String,
+    /// Label selector of the target's pods.
+    pub selector: String,
+    /// The Service whose EndpointSlices are watched.
+    pub service: Option<String>,
+    /// Keep only Events about pods whose name starts with this (the deployment's pods).
+    pub pod_prefix: Option<String>,
+    pub watch_nodes: bool,
+}
+
+/// Run all Kubernetes feeds until cancelled.
+pub async fn run(
+    client: kube::Client,
+    cfg: KubeConfig,
+    tx: mpsc::Sender<Event>,
+    cancel: CancellationToken,
+) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
+    let pod_stream =
+        watcher(pods, watcher::Config::default().labels(&cfg.selector)).default_backoff();
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(adapt(
+        pod_stream,
+        "pods",
+        |_: &Pod| true,
+        tx.clone(),
+        cancel.clone(),
+    ));
+    if let Some(svc) = &cfg.service {
+        let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), &cfg.namespace);
+        let s = watcher(
+            slices,
+            watcher::Config::default().labels(&format!("kubernetes.io/service-name={svc}")),
+        )
+        .default_backoff();
+        tasks.spawn(adapt(
+            s,
+            "endpointslices",
+            |_: &EndpointSlice| true,
+            tx.clone(),
+            cancel.clone(),
+        ));
+    }
+    let events: Api<CoreEvent> = Api::namespaced(client.clone(), &cfg.namespace);
+    let e = watcher(
+        events,
+        watcher::Config::default().fields("involvedObject.kind=Pod"),
+    )
+    .default_backoff();
+    let prefix = cfg.pod_prefix.clone();
+    tasks.spawn(adapt(
+        e,
+        "events",
+        move |ev: &CoreEvent| match (&prefix, &ev.involved_object.name) {
+            (Some(p), Some(n)) => n.starts_with(p.as_str()),
+            (None, _) => true,
+            (Some(_), None) => false,
+        },
+        tx.clone(),
+        cancel.clone(),
+    ));
+    if cfg.watch_nodes {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let n = watcher(nodes, watcher::Config::default()).default_backoff();
+        tasks.spawn(adapt(
+            n,
+            "nodes",
+            |_: &Node| true,
+            tx.clone(),
+            cancel.clone(),
+        ));
+    }
+    while tasks.join_next().await.is_some() {}
+}

@@ -1,0 +1,564 @@
+//! Memory of the serving container: one long-lived exec per container streams its cgroup
+//! files (v2 or v1) every interval, and pure parsers turn each block into a
+//! [`MemorySample`]. When exec is forbidden (HTTP 403), the kubelet Summary API through the
+//! node proxy is the fallback, and the feed says which source is in use.
+//!
+//! The stream: `sh -c 'while :; do head -n 200 F1 F2 F3 F4; echo @@readygap; sleep S; done'`.
+//! With several files GNU `head` prints a `==> FILE <==` header before each, so a block
+//! between two `@@readygap` lines holds the four files, named.
+//!
+//! Working set = usage − inactive file cache (floored at 0), as the kubelet computes it.
+
+use crate::core::event::{Event, EventKind, MemorySample, MemorySource, Source};
+use chrono::Utc;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, AttachParams};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The line that ends each block of the stream.
+pub const MARKER: &str = "@@readygap";
+
+/// cgroup v2 files, in the order the stream prints them.
+pub const V2_FILES: [&str; 4] = [
+    "/sys/fs/cgroup/memory.current",
+    "/sys/fs/cgroup/memory.max",
+    "/sys/fs/cgroup/memory.events",
+    "/sys/fs/cgroup/memory.stat",
+];
+
+/// cgroup v1 files, in the order the stream prints them.
+pub const V1_FILES: [&str; 4] = [
+    "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+    "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    "/sys/fs/cgroup/memory/memory.oom_control",
+    "/sys/fs/cgroup/memory/memory.stat",
+];
+
+/// v1 reports "no limit" as a page-rounded `i64::MAX`; anything this large is no limit.
+const V1_NO_LIMIT_ABOVE: u64 = 1 << 62;
+
+/// Which cgroup hierarchy a container sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupVersion {
+    V1,
+    V2,
+}
+
+impl CgroupVersion {
+    /// The four files streamed for this version.
+    pub fn files(self) -> [&'static str; 4] {
+        match self {
+            CgroupVersion::V1 => V1_FILES,
+            CgroupVersion::V2 => V2_FILES,
+        }
+    }
+
+    pub fn source(self) -> MemorySource {
+        match self {
+            CgroupVersion::V1 => MemorySource::CgroupV1,
+            CgroupVersion::V2 => MemorySource::CgroupV2,
+        }
+    }
+
+    /// The files for a v1 hierarchy rooted elsewhere (`/sys/fs/cgroup/memory/SUBPATH`).
+    pub fn v1_files_under(dir: &str) -> [String; 4] {
+        ["usage_in_bytes", "limit_in_bytes", "oom_control", "stat"]
+            .map(|f| format!("{}/memory.{f}", dir.trim_end_matches('/')))
+    }
+}
+
+/// What one block of cgroup files says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CgroupReading {
+    pub usage: u64,
+    /// `None`: no limit.
+    pub limit: Option<u64>,
+    pub oom_kill: Option<u64>,
+    pub inactive_file: Option<u64>,
+}
+
+impl CgroupReading {
+    /// Usage minus inactive file cache, floored at 0.
+    pub fn working_set(&self) -> Option<u64> {
+        self.inactive_file.map(|i| self.usage.saturating_sub(i))
+    }
+
+    /// The sample for a pod.
+    pub fn sample(&self, pod: &str, source: MemorySource) -> MemorySample {
+        MemorySample {
+            pod: pod.to_string(),
+            current: self.usage,
+            working_set: self.working_set(),
+            limit: self.limit,
+            oom_kill: self.oom_kill,
+            source,
+        }
+    }
+}
+
+fn number(text: &str, what: &str) -> Result<u64, String> {
+    let t = text.trim();
+    t.parse::<u64>()
+        .map_err(|_| format!("{what}: expected a number, got {t:?}"))
+}
+
+/// The value of `key` in a `key value` per line file (`memory.stat`, `memory.events`).
+pub fn keyed(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let mut it = l.split_whitespace();
+        (it.next() == Some(key))
+            .then(|| it.next().and_then(|v| v.parse().ok()))
+            .flatten()
+    })
+}
+
+/// Parse cgroup v2 files: `memory.current`, `memory.max` (`max` = no limit), `memory.events`
+/// (`oom_kill`), `memory.stat` (`inactive_file`).
+pub fn parse_v2(
+    current: &str,
+    max: &str,
+    events: &str,
+    stat: &str,
+) -> Result<CgroupReading, String> {
+    let usage = number(current, "memory.current")?;
+    let limit = match max.trim() {
+        "max" => None,
+        other => Some(number(other, "memory.max")?),
+    };
+    Ok(CgroupReading {
+        usage,
+        limit,
+        oom_kill: keyed(events, "oom_kill"),
+        inactive_file: keyed(stat, "inactive_file"),
+    })
+}
+
+/// Parse cgroup v1 files: `memory.usage_in_bytes`, `memory.limit_in_bytes` (a huge value is
+/// no limit), `memory.oom_control` (`oom_kill`), `memory.stat` (`total_inactive_file`, else
+/// `inactive_file`).
+pub fn parse_v1(
+    usage: &str,
+    limit: &str,
+    oom_control: &str,
+    stat: &str,
+) -> Result<CgroupReading, String> {
+    let usage = number(usage, "memory.usage_in_bytes")?;
+    let limit = number(limit, "memory.limit_in_bytes")?;
+    Ok(CgroupReading {
+        usage,
+        limit: (limit < V1_NO_LIMIT_ABOVE).then_some(limit),
+        oom_kill: keyed(oom_control, "oom_kill"),
+        inactive_file: keyed(stat, "total_inactive_file").or_else(|| keyed(stat, "inactive_file")),
+    })
+}
+
+/// Split `head` output of several files into (file, content) by its `==> FILE <==` headers.
+pub fn split_head_output(block: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut current: Option<(String, String)> = None;
+    for line in block.lines() {
+        if let Some(name) = line
+            .strip_prefix("==> ")
+            .and_then(|r| r.strip_suffix(" <=="))
+        {
+            if let Some((f, c)) = current.take() {
+                out.insert(f, c);
+            }
+            current = Some((name.to_string(), String::new()));
+        } else if let Some((_, c)) = current.as_mut() {
+            c.push_str(line);
+            c.push('\n');
+        }
+    }
+    if let Some((f, c)) = current {
+        out.insert(f, c);
+    }
+    out
+}
+
+/// Parse one block of the stream (the four files of `version`, with headers).
+pub fn parse_block(version: CgroupVersion, block: &str) -> Result<CgroupReading, String> {
+    let files = split_head_output(block);
+    let names = version.files();
+    let get = |i: usize| {
+        files
+            .iter()
+            .find(|(k, _)| k.ends_with(names[i].rsplit('/').next().unwrap_or(names[i])))
+            .map(|(_, v)| v.as_str())
+            .ok_or_else(|| format!("{} missing from the block", names[i]))
+    };
+    match version {
+        CgroupVersion::V2 => parse_v2(get(0)?, get(1)?, get(2)?, get(3)?),
+        CgroupVersion::V1 => parse_v1(get(0)?, get(1)?, get(2)?, get(3)?),
+    }
+}
+
+/// Cuts a byte stream into blocks ended by a [`MARKER`] line.
+#[derive(Debug, Default)]
+pub struct BlockSplitter {
+    buf: String,
+    pending: Vec<u8>,
+}
+
+impl BlockSplitter {
+    /// Feed bytes; returns the complete blocks (without the marker line).
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+        self.pending.extend_from_slice(bytes);
+        // Keep an incomplete UTF-8 sequence at the end for the next chunk; invalid bytes
+        // elsewhere are replaced.
+        let consumed = match std::str::from_utf8(&self.pending) {
+            Ok(_) => self.pending.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => self.pending.len(),
+        };
+        let text = String::from_utf8_lossy(&self.pending[..consumed]).into_owned();
+        self.pending.drain(..consumed);
+        self.buf.push_str(&text);
+        let mut blocks = Vec::new();
+        while let Some(pos) = find_marker_line(&self.buf) {
+            let block = self.buf[..pos].to_string();
+            let rest_start = self.buf[pos..]
+                .find('\n')
+                .map(|n| pos + n + 1)
+                .unwrap_or(self.buf.len());
+            self.buf.drain(..rest_start);
+            blocks.push(block);
+        }
+        // Bound the buffer if the marker never comes.
+        if self.buf.len() > 1 << 20 {
+            self.buf.clear();
+        }
+        blocks
+    }
+}
+
+/// The start of the first complete marker line.
+fn find_marker_line(buf: &str) -> Option<usize> {
+    let mut start = 0;
+    for line in buf.split_inclusive('\n') {
+        if !line.ends_with('\n') {
+            return None;
+        }
+        if line.trim_end() == MARKER {
+            return Some(start);
+        }
+        start += line.len();
+    }
+    None
+}
+
+/// The streaming shell script for a version and interval.
+pub fn stream_script(version: CgroupVersion, interval: Duration) -> String {
+    format!(
+        "while :; do head -n 200 {}; echo {MARKER}; sleep {}; done",
+        version.files().join(" "),
+        interval.as_secs_f64()
+    )
+}
+
+/// The detection script: prints `cgroup-v2` and/or `cgroup-v1` for the files that can be read.
+pub const DETECT_SCRIPT: &str = "cat /sys/fs/cgroup/memory.current >/dev/null 2>&1 && echo cgroup-v2; cat /sys/fs/cgroup/memory/memory.usage_in_bytes >/dev/null 2>&1 && echo cgroup-v1; true";
+
+/// Reads the detection script's output.
+pub fn parse_detection(out: &str) -> Option<CgroupVersion> {
+    if out.lines().any(|l| l.trim() == "cgroup-v2") {
+        Some(CgroupVersion::V2)
+    } else if out.lines().any(|l| l.trim() == "cgroup-v1") {
+        Some(CgroupVersion::V1)
+    } else {
+        None
+    }
+}
+
+/// One container's memory in a kubelet Summary API document.
+pub fn parse_summary(
+    summary: &serde_json::Value,
+    namespace: &str,
+    pod: &str,
+    container: &str,
+) -> Option<(u64, Option<u64>)> {
+    let p = summary["pods"].as_array()?.iter().find(|p| {
+        p["podRef"]["name"] == pod
+            && (p["podRef"]["namespace"] == namespace || namespace.is_empty())
+    })?;
+    let c = p["containers"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == container)?;
+    let usage = c["memory"]["usageBytes"].as_u64()?;
+    Some((usage, c["memory"]["workingSetBytes"].as_u64()))
+}
+
+/// What the memory feed of one pod needs.
+#[derive(Debug, Clone)]
+pub struct MemoryConfig {
+    pub namespace: String,
+    pub pod: String,
+    pub container: Option<String>,
+    pub node: Option<String>,
+    pub interval: Duration,
+}
+
+/// The feed name in `SourceConnected`/`SourceError`.
+pub const FEED: &str = "memory";
+
+async fn send(tx: &mpsc::Sender<Event>, kind: EventKind) -> bool {
+    tx.send(Event::new(Utc::now(), Source::Memory, kind))
+        .await
+        .is_ok()
+}
+
+/// Whether a kube error is an HTTP 403.
+pub fn is_forbidden(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 403,
+        kube::Error::UpgradeConnection(u) => u.to_string().contains("403"),
+        _ => e.to_string().contains("403"),
+    }
+}
+
+async fn exec_collect(
+    api: &Api<Pod>,
+    cfg: &MemoryConfig,
+    script: &str,
+) -> Result<String, kube::Error> {
+    let mut ap = AttachParams::default()
+        .stdout(true)
+        .stderr(false)
+        .stdin(false);
+    if let Some(c) = &cfg.container {
+        ap = ap.container(c.clone());
+    }
+    let mut proc_ = api.exec(&cfg.pod, ["sh", "-c", script], &ap).await?;
+    let mut out = String::new();
+    if let Some(mut so) = proc_.stdout() {
+        let _ = tokio::time::timeout(Duration::from_secs(10), so.read_to_string(&mut out)).await;
+    }
+    let _ = proc_.join().await;
+    Ok(out)
+}
+
+/// Stream the container's memory until cancelled. Falls back to the Summary API on 403.
+pub async fn run(
+    client: kube::Client,
+    cfg: MemoryConfig,
+    tx: mpsc::Sender<Event>,
+    cancel: CancellationToken,
+) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
+    let mut failures = 0u32;
+    loop {
+        if cancel.is_cancelled() {
+            return;
+        }
+        let result = tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = exec_stream(&api, &cfg, &tx, &cancel) => r,
+        };
+        match result {
+            Ok(()) => return,
+            Err(e) if is_forbidden(&e) => {
+                let why = crate::rbac::explain_kube_error(
+                    &e,
+                    &crate::rbac::Request {
+                        verb: "create",
+                        group: "",
+                        resource: "pods/exec",
+                        namespace: Some(&cfg.namespace),
+                    },
+                )
+                .unwrap_or_else(|| e.to_string());
+                summary_loop(client, cfg, tx, cancel, why).await;
+                return;
+            }
+            Err(e) => {
+                failures += 1;
+                if !send(
+                    &tx,
+                    EventKind::SourceError {
+                        feed: FEED.into(),
+                        message: format!("memory of {}: {e}", cfg.pod),
+                    },
+                )
+                .await
+                {
+                    return;
+                }
+                let backoff = Duration::from_millis(500 * u64::from(failures.min(10)));
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Detect the version, then stream. Returns Ok when the stream ended because of cancel.
+async fn exec_stream(
+    api: &Api<Pod>,
+    cfg: &MemoryConfig,
+    tx: &mpsc::Sender<Event>,
+    cancel: &CancellationToken,
+) -> Result<(), kube::Error> {
+    let detected = exec_collect(api, cfg, DETECT_SCRIPT).await?;
+    let Some(version) = parse_detection(&detected) else {
+        return Err(kube::Error::Service(
+            format!(
+                "no cgroup memory files readable in {} (output {detected:?})",
+                cfg.pod
+            )
+            .into(),
+        ));
+    };
+    let mut ap = AttachParams::default()
+        .stdout(true)
+        .stderr(false)
+        .stdin(false);
+    if let Some(c) = &cfg.container {
+        ap = ap.container(c.clone());
+    }
+    let script = stream_script(version, cfg.interval);
+    let mut proc_ = api
+        .exec(&cfg.pod, ["sh", "-c", script.as_str()], &ap)
+        .await?;
+    let Some(mut stdout) = proc_.stdout() else {
+        return Err(kube::Error::Service("the exec has no stdout".into()));
+    };
+    send(
+        tx,
+        EventKind::SourceConnected {
+            feed: FEED.into(),
+            detail: format!(
+                "cgroup {} via exec in {}",
+                if version == CgroupVersion::V2 {
+                    "v2"
+                } else {
+                    "v1"
+                },
+                cfg.pod
+            ),
+        },
+    )
+    .await;
+    let mut splitter = BlockSplitter::default();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = tokio::select! {
+            _ = cancel.cancelled() => { proc_.abort(); return Ok(()); }
+            n = stdout.read(&mut buf) => n.map_err(|e| kube::Error::Service(Box::new(e)))?,
+        };
+        if n == 0 {
+            return Err(kube::Error::Service(
+                format!("the memory exec in {} ended", cfg.pod).into(),
+            ));
+        }
+        for block in splitter.push(&buf[..n]) {
+            match parse_block(version, &block) {
+                Ok(r) => {
+                    if !send(
+                        tx,
+                        EventKind::MemorySample(r.sample(&cfg.pod, version.source())),
+                    )
+                    .await
+                    {
+                        return Ok(());
+                    }
+                }
+                Err(e) => tracing::debug!("memory block of {}: {e}", cfg.pod),
+            }
+        }
+    }
+}
+
+/// Poll the kubelet Summary API through the node proxy.
+async fn summary_loop(
+    client: kube::Client,
+    cfg: MemoryConfig,
+    tx: mpsc::Sender<Event>,
+    cancel: CancellationToken,
+    why: String,
+) {
+    let Some(node) = cfg.node.clone() else {
+        send(
+            &tx,
+            EventKind::SourceError {
+                feed: FEED.into(),
+                message: format!(
+                    "exec forbidden ({why}) and pod {} has no node for the Summary API",
+                    cfg.pod
+                ),
+            },
+        )
+        .await;
+        return;
+    };
+    send(
+        &tx,
+        EventKind::SourceConnected {
+            feed: FEED.into(),
+            detail: format!("summary API (exec forbidden: {why})"),
+        },
+    )
+    .await;
+    let container = cfg.container.clone().unwrap_or_else(|| "ollama".into());
+    let mut tick = tokio::time::interval(cfg.interval.max(Duration::from_millis(250)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let req = match http::Request::get(format!("/api/v1/nodes/{node}/proxy/stats/summary"))
+            .body(Vec::new())
+        {
+            Ok(r) => r,
+            Err(e) => {
+                send(
+                    &tx,
+                    EventKind::SourceError {
+                        feed: FEED.into(),
+                        message: e.to_string(),
+                    },
+                )
+                .await;
+                return;
+            }
+        };
+        match client.request::<serde_json::Value>(req).await {
+            Ok(v) => {
+                failing = false;
+                if let Some((usage, ws)) = parse_summary(&v, &cfg.namespace, &cfg.pod, &container) {
+                    let s = MemorySample {
+                        pod: cfg.pod.clone(),
+                        current: usage,
+                        working_set: ws,
+                        limit: None,
+                        oom_kill: None,
+                        source: MemorySource::SummaryApi,
+                    };
+                    if !send(&tx, EventKind::MemorySample(s)).await {
+                        return;
+                    }
+                }
+            }
+            Err(e) if !failing => {
+                failing = true;
+                send(
+                    &tx,
+                    EventKind::SourceError {
+                        feed: FEED.into(),
+                        message: format!("summary API of {node}: {e}"),
+                    },
+                )
+                .await;
+            }
+            Err(_) => {}
+        }
+    }
+}

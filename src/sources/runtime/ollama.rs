@@ -1,0 +1,368 @@
+//! The Ollama adapter: probe (`GET /api/tags` by default), residency (`GET /api/ps`), models
+//! on disk (`GET /api/tags`), streamed `POST /api/generate` (NDJSON chunks; the first chunk
+//! with text is the first token, the chunk with `done: true` carries Ollama's durations in
+//! ns), and unload (`keep_alive: 0`). Parsing is in pure functions over the JSON bodies.
+
+use super::{HttpResponse, PodRef, RuntimeAccess, RuntimeAdapter, timed};
+use crate::core::event::{
+    DiskModel, InferenceResult, ResidentModel, RuntimeDurations, RuntimeProbe,
+};
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use serde_json::Value;
+use std::time::Duration;
+
+/// The Ollama adapter over an access mode.
+#[derive(Clone)]
+pub struct Ollama {
+    pub access: RuntimeAccess,
+    /// Path probed for T2 (default `/api/tags`, as in the study).
+    pub probe_path: String,
+    pub probe_timeout: Duration,
+    /// Upper bound of one generate request.
+    pub generate_timeout: Duration,
+}
+
+impl Ollama {
+    pub fn new(access: RuntimeAccess) -> Self {
+        Self {
+            access,
+            probe_path: "/api/tags".into(),
+            probe_timeout: Duration::from_secs(2),
+            generate_timeout: Duration::from_secs(600),
+        }
+    }
+
+    async fn get_json(&self, pod: &PodRef, path: &str) -> Result<Value, String> {
+        let fut = async {
+            let r = self.access.send(pod, http::Method::GET, path, None).await?;
+            let status = r.status;
+            let body = r.bytes().await?;
+            if status != 200 {
+                return Err(format!(
+                    "{path}: HTTP {status}: {}",
+                    String::from_utf8_lossy(&body)
+                        .chars()
+                        .take(200)
+                        .collect::<String>()
+                ));
+            }
+            serde_json::from_slice(&body).map_err(|e| format!("{path}: invalid JSON: {e}"))
+        };
+        tokio::time::timeout(Duration::from_secs(5), fut)
+            .await
+            .map_err(|_| format!("{path}: no answer within 5 s"))?
+    }
+}
+
+fn parse_ts(v: &Value) -> Option<crate::core::event::Timestamp> {
+    v.as_str()
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
+/// Models of an `/api/ps` answer.
+pub fn parse_ps(v: &Value) -> Result<Vec<ResidentModel>, String> {
+    let models = v["models"]
+        .as_array()
+        .ok_or("/api/ps: no \"models\" array")?;
+    Ok(models
+        .iter()
+        .map(|m| ResidentModel {
+            name: m["name"]
+                .as_str()
+                .or(m["model"].as_str())
+                .unwrap_or_default()
+                .to_string(),
+            size: m["size"].as_u64().unwrap_or(0),
+            size_vram: m["size_vram"].as_u64().unwrap_or(0),
+            expires_at: parse_ts(&m["expires_at"]),
+        })
+        .collect())
+}
+
+/// Models of an `/api/tags` answer.
+pub fn parse_tags(v: &Value) -> Result<Vec<DiskModel>, String> {
+    let models = v["models"]
+        .as_array()
+        .ok_or("/api/tags: no \"models\" array")?;
+    Ok(models
+        .iter()
+        .map(|m| DiskModel {
+            name: m["name"]
+                .as_str()
+                .or(m["model"].as_str())
+                .unwrap_or_default()
+                .to_string(),
+            size: m["size"].as_u64().unwrap_or(0),
+        })
+        .collect())
+}
+
+/// Folds the NDJSON chunks of a streamed `/api/generate`.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct GenerateStream {
+    pub response: String,
+    pub first_token_seen: bool,
+    pub done: bool,
+    pub error: Option<String>,
+    pub durations: RuntimeDurations,
+    partial: String,
+}
+
+/// What one pushed piece of the stream revealed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// The first token arrived in this piece.
+    pub first_token: bool,
+    /// The `done: true` chunk arrived in this piece.
+    pub done: bool,
+}
+
+impl GenerateStream {
+    /// Feed bytes (chunks may split lines anywhere).
+    pub fn push(&mut self, bytes: &[u8]) -> Progress {
+        self.partial.push_str(&String::from_utf8_lossy(bytes));
+        let mut p = Progress::default();
+        while let Some(nl) = self.partial.find('\n') {
+            let line: String = self.partial.drain(..=nl).collect();
+            let q = self.line(line.trim());
+            p.first_token |= q.first_token;
+            p.done |= q.done;
+        }
+        p
+    }
+
+    /// Finish: a last line without a newline.
+    pub fn finish(&mut self) -> Progress {
+        let rest = std::mem::take(&mut self.partial);
+        self.line(rest.trim())
+    }
+
+    fn line(&mut self, line: &str) -> Progress {
+        let mut p = Progress::default();
+        if line.is_empty() {
+            return p;
+        }
+        let v: Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => {
+                self.error
+                    .get_or_insert_with(|| format!("invalid chunk: {e}"));
+                return p;
+            }
+        };
+        if let Some(e) = v["error"].as_str() {
+            self.error = Some(e.to_string());
+        }
+        if let Some(text) = v["response"].as_str() {
+            if !text.is_empty() && !self.first_token_seen {
+                self.first_token_seen = true;
+                p.first_token = true;
+            }
+            self.response.push_str(text);
+        }
+        if v["done"].as_bool() == Some(true) && !self.done {
+            self.done = true;
+            p.done = true;
+            self.durations = RuntimeDurations {
+                total_ns: v["total_duration"].as_u64(),
+                load_ns: v["load_duration"].as_u64(),
+                prompt_eval_ns: v["prompt_eval_duration"].as_u64(),
+                eval_ns: v["eval_duration"].as_u64(),
+            };
+        }
+        p
+    }
+}
+
+/// The body of a streamed generate request.
+pub fn generate_body(model: &str, prompt: &str) -> Vec<u8> {
+    serde_json::json!({"model": model, "prompt": prompt, "stream": true})
+        .to_string()
+        .into_bytes()
+}
+
+/// The body of an unload request.
+pub fn unload_body(model: &str) -> Vec<u8> {
+    serde_json::json!({"model": model, "keep_alive": 0})
+        .to_string()
+        .into_bytes()
+}
+
+async fn read_generate(
+    mut resp: HttpResponse,
+    request_id: u64,
+    first_token: Box<dyn FnOnce() + Send + '_>,
+) -> InferenceResult {
+    let status = resp.status;
+    let mut g = GenerateStream::default();
+    let mut first = Some(first_token);
+    let mut transport_error = None;
+    while let Some(chunk) = resp.body.next().await {
+        match chunk {
+            Ok(b) => {
+                if g.push(&b).first_token
+                    && let Some(f) = first.take()
+                {
+                    f();
+                }
+                if g.done {
+                    break;
+                }
+            }
+            Err(e) => {
+                transport_error = Some(e);
+                break;
+            }
+        }
+    }
+    if !g.done {
+        g.finish();
+    }
+    let ok = status == 200 && g.done && g.error.is_none();
+    let error = if ok {
+        None
+    } else {
+        Some(g.error.clone().or(transport_error).unwrap_or_else(|| {
+            if status != 200 {
+                format!("HTTP {status}")
+            } else {
+                "stream ended without done: true".into()
+            }
+        }))
+    };
+    InferenceResult {
+        request_id,
+        ok,
+        http_status: Some(status),
+        error,
+        durations: g.durations,
+        response: Some(g.response),
+    }
+}
+
+impl RuntimeAdapter for Ollama {
+    fn probe<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, RuntimeProbe> {
+        Box::pin(async move {
+            let fut = async {
+                let r = self
+                    .access
+                    .send(pod, http::Method::GET, &self.probe_path, None)
+                    .await?;
+                let status = r.status;
+                // Read the body so the probe measures a complete answer.
+                r.bytes().await?;
+                Ok::<u16, String>(status)
+            };
+            let (res, ms) = timed(tokio::time::timeout(self.probe_timeout, fut)).await;
+            let (ok, status, error) = match res {
+                Ok(Ok(200)) => (true, Some(200), None),
+                Ok(Ok(s)) => (false, Some(s), Some(format!("HTTP {s}"))),
+                Ok(Err(e)) => (false, None, Some(e)),
+                Err(_) => (
+                    false,
+                    None,
+                    Some(format!("no answer within {:?}", self.probe_timeout)),
+                ),
+            };
+            RuntimeProbe {
+                pod: pod.name.clone(),
+                ok,
+                status,
+                latency_ms: ms,
+                error,
+            }
+        })
+    }
+
+    fn residency<'a>(
+        &'a self,
+        pod: &'a PodRef,
+    ) -> BoxFuture<'a, Result<Vec<ResidentModel>, String>> {
+        Box::pin(async move { parse_ps(&self.get_json(pod, "/api/ps").await?) })
+    }
+
+    fn models_on_disk<'a>(
+        &'a self,
+        pod: &'a PodRef,
+    ) -> BoxFuture<'a, Result<Vec<DiskModel>, String>> {
+        Box::pin(async move { parse_tags(&self.get_json(pod, "/api/tags").await?) })
+    }
+
+    fn generate<'a>(
+        &'a self,
+        pod: &'a PodRef,
+        model: &'a str,
+        prompt: &'a str,
+        request_id: u64,
+        first_token: Box<dyn FnOnce() + Send + 'a>,
+    ) -> BoxFuture<'a, InferenceResult> {
+        Box::pin(async move {
+            let fut = async {
+                match self
+                    .access
+                    .send(
+                        pod,
+                        http::Method::POST,
+                        "/api/generate",
+                        Some(generate_body(model, prompt)),
+                    )
+                    .await
+                {
+                    Ok(resp) => read_generate(resp, request_id, first_token).await,
+                    Err(e) => InferenceResult {
+                        request_id,
+                        ok: false,
+                        error: Some(e),
+                        ..InferenceResult::default()
+                    },
+                }
+            };
+            match tokio::time::timeout(self.generate_timeout, fut).await {
+                Ok(r) => r,
+                Err(_) => InferenceResult {
+                    request_id,
+                    ok: false,
+                    error: Some(format!(
+                        "timeout: no done: true within {:?}",
+                        self.generate_timeout
+                    )),
+                    ..InferenceResult::default()
+                },
+            }
+        })
+    }
+
+    fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let fut = async {
+                let r = self
+                    .access
+                    .send(
+                        pod,
+                        http::Method::POST,
+                        "/api/generate",
+                        Some(unload_body(model)),
+                    )
+                    .await?;
+                let status = r.status;
+                let body = r.bytes().await?;
+                if status == 200 {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "unload {model}: HTTP {status}: {}",
+                        String::from_utf8_lossy(&body)
+                            .chars()
+                            .take(200)
+                            .collect::<String>()
+                    ))
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(30), fut)
+                .await
+                .map_err(|_| format!("unload {model}: no answer within 30 s"))?
+        })
+    }
+}

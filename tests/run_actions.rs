@@ -1,0 +1,514 @@
+//! The action executor against the lab: each action reports requested → started → finished,
+//! `action_started` is stamped before the API server accepts the request (so it is a fair
+//! T0), `submit` never blocks the caller, and failures and timeouts are outcomes, not panics.
+
+use readygap::actions::{CacheDropper, Executor, Request, Timeouts, restart_patch};
+use readygap::core::event::{Action, Event, EventKind, Outcome};
+use readygap::lab::ground_truth::Transition;
+use readygap::lab::profile::Profile;
+use readygap::lab::serve::{LabHandle, LabOptions, serve};
+use readygap::sources::runtime::ollama::Ollama;
+use readygap::sources::runtime::{AccessMode, PodRef, RuntimeAccess};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// One lab at a time in this test binary (pod IPs on loopback are a process-wide pool, and a
+/// lab shutting down must not overlap another's start).
+static ONE_LAB: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn lab(seed: u64) -> LabHandle {
+    let mut o = LabOptions::new(Profile::named("local-1b").unwrap());
+    o.speed = 8.0;
+    o.seed = seed;
+    let lab = serve(o).await.unwrap();
+    lab.wait_ready(Duration::from_secs(60)).await.unwrap();
+    lab
+}
+
+async fn setup(lab: &LabHandle) -> (Executor, mpsc::Receiver<Event>, kube::Client) {
+    let kc = kube::config::Kubeconfig::read_from(&lab.kubeconfig).unwrap();
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(cfg.clone()).unwrap();
+    cfg.default_retry = false;
+    let rt_client = kube::Client::try_from(cfg).unwrap();
+    let ollama = Ollama::new(RuntimeAccess::new(
+        AccessMode::Proxy,
+        rt_client,
+        &lab.namespace,
+        11434,
+        "",
+    ));
+    let (tx, rx) = mpsc::channel(1024);
+    let exec = Executor::new(
+        client.clone(),
+        &lab.namespace,
+        Arc::new(ollama),
+        "llama3.2:1b",
+        tx,
+    );
+    (exec, rx, client)
+}
+
+/// Collect the events of action `id` until its `action_finished` (bounded).
+async fn until_finished(rx: &mut mpsc::Receiver<Event>, id: u64) -> Vec<Event> {
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let ev = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .expect("action finishes in time")
+            .expect("channel open");
+        let done = matches!(&ev.kind, EventKind::ActionFinished { id: i, .. } if *i == id);
+        out.push(ev);
+        if done {
+            return out;
+        }
+    }
+}
+
+fn outcome(events: &[Event]) -> Outcome {
+    events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ActionFinished { outcome, .. } => Some(outcome.clone()),
+            _ => None,
+        })
+        .unwrap()
+}
+
+async fn serving_pod(lab: &LabHandle, client: &kube::Client) -> PodRef {
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), &lab.namespace);
+    let p =
+        readygap::sources::kube::pod_view(&api.list(&Default::default()).await.unwrap().items[0]);
+    PodRef {
+        name: p.name,
+        ip: p.ip,
+    }
+}
+
+/// Wait (bounded) until the runtime answers: an unload succeeds. Drains the events.
+async fn runtime_up(exec: &Executor, rx: &mut mpsc::Receiver<Event>, pod: &PodRef) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, o) = exec
+            .run(Request::Unload {
+                pod: pod.clone(),
+                model: None,
+            })
+            .await;
+        if o == Outcome::Ok {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "runtime never answered: {o:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    while rx.try_recv().is_ok() {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_is_stamped_before_the_api_server_accepts_it() {
+    let _one = ONE_LAB.lock().await;
+    let lab = lab(81).await;
+    let (exec, mut rx, client) = setup(&lab).await;
+    let pod = serving_pod(&lab, &client).await;
+    let id = exec.submit(Request::DeletePod {
+        pod: pod.name.clone(),
+        grace_seconds: Some(1),
+    });
+    // submit returned at once: nothing has been sent yet or at most the first events.
+    let events = until_finished(&mut rx, id).await;
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match &e.kind {
+            EventKind::ActionRequested { .. } => "requested",
+            EventKind::ActionStarted { .. } => "started",
+            EventKind::ActionFinished { .. } => "finished",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["requested", "started", "finished"]);
+    assert!(matches!(
+        &events[0].kind,
+        EventKind::ActionRequested {
+            action: Action::DeletePod {
+                grace_seconds: Some(1),
+                ..
+            },
+            ..
+        }
+    ));
+    assert_eq!(outcome(&events), Outcome::Ok);
+    let started = events[1].ts;
+    let accepted = lab
+        .ground_truth()
+        .entries()
+        .into_iter()
+        .find(|e| e.pod == pod.name && e.transition == Transition::DeleteAccepted)
+        .expect("the lab accepted the delete")
+        .ts;
+    assert!(
+        started <= accepted,
+        "T0 {started} must not be after the API server's acceptance {accepted}"
+    );
+    assert!((accepted - started).num_milliseconds() < 100);
+
+    // Deleting it again: the pod is going or gone; a pod that never existed is an error.
+    let (_, o) = exec
+        .run(Request::DeletePod {
+            pod: "no-such-pod".into(),
+            grace_seconds: None,
+        })
+        .await;
+    match o {
+        Outcome::Error { message } => assert!(message.contains("not found"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    lab.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inference_unload_and_drop_caches() {
+    let _one = ONE_LAB.lock().await;
+    let lab = lab(82).await;
+    let (mut exec, mut rx, client) = setup(&lab).await;
+    let pod = serving_pod(&lab, &client).await;
+    runtime_up(&exec, &mut rx, &pod).await;
+
+    let id = exec.submit(Request::Infer {
+        pod: pod.clone(),
+        model: None,
+    });
+    let events = until_finished(&mut rx, id).await;
+    let pos = |f: &dyn Fn(&EventKind) -> bool| {
+        events.iter().position(|e| f(&e.kind)).unwrap_or_else(|| {
+            panic!(
+                "{:?}",
+                events
+                    .iter()
+                    .map(|e| format!("{:?}", e.kind)
+                        .chars()
+                        .take(160)
+                        .collect::<String>())
+                    .collect::<Vec<_>>()
+            )
+        })
+    };
+    let started = pos(
+        &|k| matches!(k, EventKind::InferenceStarted { request_id, model, .. } if *request_id == id && model == "llama3.2:1b"),
+    );
+    let first =
+        pos(&|k| matches!(k, EventKind::InferenceFirstToken { request_id } if *request_id == id));
+    let done = pos(&|k| matches!(k, EventKind::InferenceDone(r) if r.request_id == id && r.ok));
+    assert!(started < first && first < done);
+    assert_eq!(outcome(&events), Outcome::Ok);
+    // The unload before was a generate too: the matching receipt is the last one.
+    let received = lab
+        .ground_truth()
+        .entries()
+        .into_iter()
+        .filter(|e| e.transition == Transition::InferenceReceived)
+        .map(|e| e.ts)
+        .max()
+        .unwrap();
+    assert!(
+        events[started].ts <= received,
+        "T3 stamped before the runtime received it"
+    );
+    assert!((received - events[started].ts).num_milliseconds() < 100);
+
+    // No node access configured: the drop fails with the reason, as an event and an outcome.
+    let id = exec.submit(Request::DropCaches {
+        node: "lab-node-1".into(),
+    });
+    let events = until_finished(&mut rx, id).await;
+    let drop = events.iter().find_map(|e| match &e.kind {
+        EventKind::CachesDropped(d) => Some(d.clone()),
+        _ => None,
+    });
+    assert!(
+        drop.is_some_and(|d| !d.dropped && d.error.is_some_and(|e| e.contains("--node-access")))
+    );
+    assert!(matches!(outcome(&events), Outcome::Error { .. }));
+    // Through the lab's admin endpoint.
+    exec.dropper = CacheDropper::Lab {
+        api_url: lab.api_url.clone(),
+    };
+    let (_, _) = exec
+        .run(Request::DropCaches {
+            node: "lab-node-1".into(),
+        })
+        .await;
+    let mut saw = None;
+    while let Ok(e) = rx.try_recv() {
+        if let EventKind::CachesDropped(d) = e.kind {
+            saw = Some(d);
+        }
+    }
+    let d = saw.expect("caches_dropped");
+    assert!(
+        d.cached_kb_before.unwrap() > d.cached_kb_after.unwrap(),
+        "{d:?}"
+    );
+    assert!(
+        lab.ground_truth()
+            .entries()
+            .iter()
+            .any(|e| e.transition == Transition::CachesDropped)
+    );
+    // An unknown node is an error from the lab.
+    let (_, o) = exec
+        .run(Request::DropCaches {
+            node: "nope".into(),
+        })
+        .await;
+    assert!(
+        matches!(o, Outcome::Error { ref message } if message.contains("404")),
+        "{o:?}"
+    );
+    lab.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_inference_times_out() {
+    let _one = ONE_LAB.lock().await;
+    let lab = lab(83).await;
+    let (mut exec, mut rx, client) = setup(&lab).await;
+    exec.timeouts = Timeouts {
+        inference: Duration::from_millis(800),
+        ..Timeouts::default()
+    };
+    let pod = serving_pod(&lab, &client).await;
+    runtime_up(&exec, &mut rx, &pod).await;
+    lab.runtime_faults().set_hang(true);
+    let id = exec.submit(Request::Infer { pod, model: None });
+    let events = until_finished(&mut rx, id).await;
+    assert_eq!(outcome(&events), Outcome::Timeout { after_ms: 800 });
+    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::InferenceDone(r) if !r.ok && r.error.as_deref().unwrap_or("").starts_with("timeout"))));
+    lab.runtime_faults().set_hang(false);
+    lab.shutdown().await;
+}
+
+#[test]
+fn the_restart_patch_is_kubectls() {
+    let now = "2026-11-30T10:00:00.123Z".parse().unwrap();
+    assert_eq!(
+        restart_patch(now),
+        serde_json::json!({"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "2026-11-30T10:00:00Z"}}}}})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_runner_runs_a_trial_on_command_and_drives_an_external_one() {
+    use readygap::trial::{Command, Runner, TrialConfig};
+    let _one = ONE_LAB.lock().await;
+    let lab = lab(84).await;
+    let (_, _, client) = setup(&lab).await;
+    let (tx, rx) = mpsc::channel(8192);
+    let kc = kube::config::Kubeconfig::read_from(&lab.kubeconfig).unwrap();
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    cfg.default_retry = false;
+    let rt_client = kube::Client::try_from(cfg).unwrap();
+    let runtime: Arc<dyn readygap::sources::runtime::RuntimeAdapter> = Arc::new(Ollama::new(
+        RuntimeAccess::new(AccessMode::Proxy, rt_client, &lab.namespace, 11434, ""),
+    ));
+    let exec = Executor::new(
+        client.clone(),
+        &lab.namespace,
+        runtime.clone(),
+        "llama3.2:1b",
+        tx.clone(),
+    );
+    let feeds = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(readygap::sources::kube::run(
+        client.clone(),
+        readygap::sources::kube::KubeConfig {
+            namespace: lab.namespace.clone(),
+            selector: "app=ollama".into(),
+            service: Some("ollama".into()),
+            pod_prefix: Some("ollama-".into()),
+            watch_nodes: false,
+        },
+        tx.clone(),
+        feeds.clone(),
+    ));
+    let cfg = TrialConfig {
+        namespace: lab.namespace.clone(),
+        memory: false,
+        ..TrialConfig::default()
+    };
+    let seen = Arc::new(std::sync::Mutex::new(0usize));
+    let s2 = seen.clone();
+    let sink = Box::new(move |_: &Event| *s2.lock().unwrap() += 1);
+    let mut runner = Runner::new(
+        rx,
+        tx,
+        exec,
+        runtime,
+        client.clone(),
+        cfg,
+        sink,
+        tokio_util::sync::CancellationToken::new(),
+    );
+    let (cmd_tx, cmd_rx) = mpsc::channel(4);
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+    let served = tokio::spawn(async move {
+        let mut on_trial = move |t: &readygap::core::timeline::Trial| {
+            done_tx.send(t.clone()).ok();
+        };
+        runner.serve(cmd_rx, &mut on_trial).await;
+        runner
+    });
+    cmd_tx.send(Command::Trial { cold: false }).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
+        .await
+        .expect("trial in time")
+        .unwrap();
+    assert!(!first.external && first.is_ok(), "{:?}", first.status);
+    // Someone else deletes the serving pod: the runner drives that trial to T4 on its own.
+    let pod = first.new_pod.clone().unwrap();
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client, &lab.namespace);
+    api.delete(&pod, &Default::default()).await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
+        .await
+        .expect("external trial in time")
+        .unwrap();
+    assert!(
+        second.external && second.is_ok(),
+        "{:?} {}",
+        second.status,
+        second.trigger
+    );
+    assert!(second.trigger.contains(&pod));
+    assert!(second.marks.t3.is_some() && second.marks.t4.is_some());
+    drop(cmd_tx);
+    let runner = tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .expect("serve ends when commands close")
+        .unwrap();
+    assert_eq!(runner.state.timeline.trials.len(), 2);
+    assert!(*seen.lock().unwrap() > 10, "the sink saw the events");
+    feeds.cancel();
+    lab.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oom_kill_is_an_external_trial_that_the_runner_follows_to_recovery() {
+    use readygap::trial::{Command, Runner, TrialConfig};
+    let _one = ONE_LAB.lock().await;
+    let lab = lab(85).await;
+    let (_, _, client) = setup(&lab).await;
+    let (tx, rx) = mpsc::channel(8192);
+    let kc = kube::config::Kubeconfig::read_from(&lab.kubeconfig).unwrap();
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    cfg.default_retry = false;
+    let rt_client = kube::Client::try_from(cfg).unwrap();
+    let runtime: Arc<dyn readygap::sources::runtime::RuntimeAdapter> = Arc::new(Ollama::new(
+        RuntimeAccess::new(AccessMode::Proxy, rt_client, &lab.namespace, 11434, ""),
+    ));
+    let exec = Executor::new(
+        client.clone(),
+        &lab.namespace,
+        runtime.clone(),
+        "llama3.2:1b",
+        tx.clone(),
+    );
+    let feeds = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(readygap::sources::kube::run(
+        client.clone(),
+        readygap::sources::kube::KubeConfig {
+            namespace: lab.namespace.clone(),
+            selector: "app=ollama".into(),
+            service: None,
+            pod_prefix: None,
+            watch_nodes: false,
+        },
+        tx.clone(),
+        feeds.clone(),
+    ));
+    let cfg = TrialConfig {
+        namespace: lab.namespace.clone(),
+        memory: false,
+        ..TrialConfig::default()
+    };
+    let mut runner = Runner::new(
+        rx,
+        tx,
+        exec,
+        runtime,
+        client.clone(),
+        cfg,
+        Box::new(|_: &Event| {}),
+        tokio_util::sync::CancellationToken::new(),
+    );
+    let (cmd_tx, cmd_rx) = mpsc::channel(4);
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+    let served = tokio::spawn(async move {
+        let mut on_trial = move |t: &readygap::core::timeline::Trial| {
+            done_tx.send(t.clone()).ok();
+        };
+        runner.serve(cmd_rx, &mut on_trial).await;
+        runner
+    });
+    // A trial leaves the 1B model resident in the new pod.
+    cmd_tx.send(Command::Trial { cold: false }).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
+        .await
+        .expect("trial in time")
+        .unwrap();
+    assert!(first.is_ok(), "{:?}", first.status);
+    let pod = first.new_pod.clone().unwrap();
+    // A 3B inference on top of it passes the 4 GiB limit: OOM kill, container restart.
+    let ip = None;
+    cmd_tx
+        .send(Command::Act(Request::Infer {
+            pod: PodRef {
+                name: pod.clone(),
+                ip,
+            },
+            model: Some("llama3.2:3b".into()),
+        }))
+        .await
+        .unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
+        .await
+        .expect("restart trial in time")
+        .unwrap();
+    assert!(second.external, "{}", second.trigger);
+    assert!(second.trigger.contains("OOMKilled"), "{}", second.trigger);
+    assert!(
+        second.is_ok(),
+        "the runner drove the restarted container to T4: {:?}",
+        second.status
+    );
+    assert_eq!(
+        second.new_pod.as_deref(),
+        Some(pod.as_str()),
+        "same pod, restarted in place"
+    );
+    assert!(
+        lab.ground_truth()
+            .entries()
+            .iter()
+            .any(|e| e.transition == Transition::OomKilled)
+    );
+    drop(cmd_tx);
+    let runner = tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(runner.state.pods[&pod].oom_killed());
+    feeds.cancel();
+    lab.shutdown().await;
+}
