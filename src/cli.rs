@@ -11,13 +11,22 @@ use std::path::PathBuf;
 /// recover (Ready is not the same as able to answer).
 #[derive(Debug, Parser)]
 #[command(name = "readygap", version, about, long_about = None)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
+    /// Without a subcommand: the dashboard on the current cluster context.
+    #[command(flatten)]
+    pub live: Box<crate::run::RunArgs>,
+    #[command(flatten)]
+    pub screen: crate::live::ScreenArgs,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The dashboard on the built-in lab (a Kubernetes API and Ollama runtimes on loopback,
+    /// calibrated to the published measurements): press `t` to run a trial.
+    Demo(Box<crate::live::DemoArgs>),
     /// Statistics of recordings (.jsonl) and of the study's CSV files.
     Report {
         /// Recordings, CSV files, or directories holding them.
@@ -101,7 +110,14 @@ pub enum LabCommand {
 
 /// Run a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32> {
-    match cli.command {
+    let Some(command) = cli.command else {
+        let hint = "t: trial · c: cold · d: delete · ? help".to_string();
+        return runtime()?.block_on(crate::live::dashboard(
+            *cli.live, cli.screen, None, "live", &hint,
+        ));
+    };
+    match command {
+        Command::Demo(args) => runtime()?.block_on(crate::live::demo(*args)),
         Command::Report {
             files,
             format,

@@ -436,6 +436,24 @@ pub async fn run_remote_sampler(
 }
 
 /// Samples this machine every `interval` until `cancel` fires or the receiver is gone.
+impl HostSample {
+    /// The event for this sample (`node` is `None` for the machine readygap runs on).
+    pub fn event(&self, node: Option<String>) -> crate::core::event::Event {
+        use crate::core::event::{Event, EventKind, HostSample as H, Source};
+        Event::new(
+            self.at,
+            Source::Host,
+            EventKind::HostSample(H {
+                node,
+                cpu_percent: self.cpu_percent.unwrap_or(0.0) as f32,
+                mem_total: self.mem_total_bytes,
+                mem_available: self.mem_available_bytes.unwrap_or(0),
+                cached: self.cached_bytes.unwrap_or(0),
+            }),
+        )
+    }
+}
+
 pub async fn run_local_sampler(
     interval: Duration,
     tx: tokio::sync::mpsc::Sender<HostSample>,

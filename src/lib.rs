@@ -10,6 +10,7 @@ pub mod config;
 pub mod core;
 pub mod host;
 pub mod lab;
+pub mod live;
 pub mod node;
 pub mod rbac;
 pub mod record;

@@ -1,14 +1,43 @@
 //! The `readygap` binary: parses the command line and hands over to [`readygap::cli`].
 
 use clap::Parser;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::prelude::*;
 
 fn main() -> color_eyre::Result<()> {
     color_eyre::install()?;
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_max_level(tracing::Level::WARN)
-        .init();
     let cli = readygap::cli::Cli::parse();
+    // Library diagnostics go to stderr for the line-oriented commands. The full-screen ones
+    // (dashboard, demo, replay) must not write over the screen: there they go to the file
+    // named by READYGAP_LOG, if any; sources report their failures on screen as events anyway.
+    // kube's client logs every non-2xx answer (a runtime probed through the pod proxy before
+    // it listens answers 503 on purpose), so it is kept to errors of its own making.
+    let filter = Targets::new()
+        .with_default(LevelFilter::WARN)
+        .with_target("kube_client::client::builder", LevelFilter::OFF);
+    let full_screen = matches!(
+        cli.command,
+        None | Some(readygap::cli::Command::Demo(_)) | Some(readygap::cli::Command::Replay { .. })
+    );
+    if let Some(path) = std::env::var_os("READYGAP_LOG") {
+        if let Ok(file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+        {
+            let layer = tracing_subscriber::fmt::layer()
+                .with_writer(std::sync::Mutex::new(file))
+                .with_ansi(false);
+            tracing_subscriber::registry()
+                .with(layer.with_filter(filter))
+                .init();
+        }
+    } else if !full_screen {
+        let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+        tracing_subscriber::registry()
+            .with(layer.with_filter(filter))
+            .init();
+    }
     let code = readygap::cli::run(cli)?;
     std::process::exit(code);
 }

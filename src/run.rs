@@ -232,12 +232,65 @@ pub async fn run_with(mut args: RunArgs, cancel: CancellationToken) -> Result<Ru
     result
 }
 
+/// A connected session ready to run: the trial runner (which owns the event stream) and what
+/// it needs. Used by `readygap run` and by the live dashboard.
+pub struct Built {
+    pub runner: Runner,
+    pub tx: mpsc::Sender<Event>,
+    pub feeds: CancellationToken,
+    pub target: cluster::Target,
+    pub model: String,
+    pub record_error: Arc<Mutex<Option<String>>>,
+}
+
 async fn session(
     args: &RunArgs,
     lab_api: Option<String>,
     lab_model: Option<String>,
     cancel: CancellationToken,
 ) -> Result<RunOutput> {
+    let Built {
+        mut runner,
+        tx,
+        feeds,
+        target,
+        model,
+        record_error,
+    } = build(args, lab_api, lab_model, cancel.clone(), None, "run").await?;
+    eprintln!(
+        "readygap run: {} trial(s) on {} in {}/{} ({}), model {model}, access {:?}",
+        args.trials,
+        target.label(),
+        target.context,
+        target.namespace,
+        target.api_url,
+        args.access
+    );
+    let n = args.trials;
+    let mut own = 0;
+    let mut on_trial = |t: &Trial| {
+        if !t.external {
+            own += 1;
+        }
+        eprintln!("{}", progress_line(t, Some((own, n))));
+    };
+    runner.run_trials(n, &mut on_trial).await;
+    feeds.cancel();
+    runner.stop();
+    drop(tx);
+    finish(args, &runner, &target, &record_error, &cancel)
+}
+
+/// Connect, start the feeds and build the runner. Every event the runner sees is written to
+/// the recording (`--record`) and, when given, forwarded to `forward` (the dashboard).
+pub async fn build(
+    args: &RunArgs,
+    lab_api: Option<String>,
+    lab_model: Option<String>,
+    cancel: CancellationToken,
+    forward: Option<mpsc::UnboundedSender<Event>>,
+    mode: &str,
+) -> Result<Built> {
     let target = cluster::connect(&args.cluster).await?;
     let (tx, rx) = mpsc::channel::<Event>(8192);
     let feeds = CancellationToken::new();
@@ -284,6 +337,9 @@ async fn session(
     let record_error: Arc<Mutex<Option<String>>> = Arc::default();
     let rec_err = record_error.clone();
     let sink = Box::new(move |ev: &Event| {
+        if let Some(f) = &forward {
+            let _ = f.send(ev.clone());
+        }
         if let Some(r) = recorder.as_mut()
             && let Err(e) = r.write(ev)
         {
@@ -361,7 +417,7 @@ async fn session(
         },
         ..TrialConfig::default()
     };
-    let mut runner = Runner::new(
+    let runner = Runner::new(
         rx,
         tx.clone(),
         exec,
@@ -379,32 +435,28 @@ async fn session(
             namespace: target.namespace.clone(),
             target: target.label(),
             model: Some(model.clone()),
-            mode: "run".into(),
+            mode: mode.into(),
         }),
     );
     tx.send(session_ev).await.ok();
-    eprintln!(
-        "readygap run: {} trial(s) on {} in {}/{} ({}), model {model}, access {:?}",
-        args.trials,
-        target.label(),
-        target.context,
-        target.namespace,
-        target.api_url,
-        args.access
-    );
-    let n = args.trials;
-    let mut own = 0;
-    let mut on_trial = |t: &Trial| {
-        if !t.external {
-            own += 1;
-        }
-        eprintln!("{}", progress_line(t, Some((own, n))));
-    };
-    runner.run_trials(n, &mut on_trial).await;
-    feeds.cancel();
-    runner.stop();
-    drop(tx);
+    Ok(Built {
+        runner,
+        tx,
+        feeds,
+        target,
+        model,
+        record_error,
+    })
+}
 
+/// The statistics, CSV and exit code of a finished run.
+fn finish(
+    args: &RunArgs,
+    runner: &Runner,
+    target: &cluster::Target,
+    record_error: &Arc<Mutex<Option<String>>>,
+    cancel: &CancellationToken,
+) -> Result<RunOutput> {
     let trials = runner.state.timeline.trials.clone();
     let mut warnings = Vec::new();
     if let Ok(g) = record_error.lock()

@@ -332,3 +332,77 @@ fn replay_keys_in_tmux_seek_between_trials() {
     let screen = tmux.wait("the process to exit", |s| s.contains("EXITED"));
     assert!(screen.contains("EXITED 0"), "exit status 0: {screen}");
 }
+
+/// `readygap demo` at 160×48: the lab starts in-process, all six panels show, `t` (confirmed
+/// with `y`) runs a full trial that reaches T4 on screen, and `q` exits with the terminal
+/// restored.
+#[test]
+fn demo_in_tmux_runs_a_trial_to_t4() {
+    if !tmux_available() {
+        if std::env::var_os("CI").is_some() {
+            panic!("tmux is required in CI: apt-get install -y tmux");
+        }
+        eprintln!("skipped: tmux not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tmux = Tmux {
+        socket: format!("readygap-demo-{}", std::process::id()),
+    };
+    let bin = env!("CARGO_BIN_EXE_readygap");
+    let script = format!(
+        "'{bin}' demo --speed 4 --recordings-dir '{}'; echo EXITED $?; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; sleep 60",
+        dir.path().display()
+    );
+    let config_home = dir.path().join("config");
+    let out = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "rg",
+        "-x",
+        "160",
+        "-y",
+        "48",
+        "-e",
+        &format!("XDG_CONFIG_HOME={}", config_home.display()),
+        "-e",
+        "TERM=xterm-256color",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(out.status.success());
+    let titles = [
+        "╭ Pods",
+        "╭ Timeline",
+        "╭ Residency",
+        "╭ Memory",
+        "╭ Endpoints",
+        "╭ Host",
+    ];
+    let screen = tmux.wait("the six panels and a Ready pod", |s| {
+        titles.iter().all(|t| s.contains(t)) && s.contains("Running True")
+    });
+    assert!(screen.contains("DEMO"), "{screen}");
+    assert!(screen.contains("t: trial"), "the hint line: {screen}");
+    tmux.cmd(&["send-keys", "-t", "rg", "t"]);
+    tmux.wait("the confirmation", |s| s.contains("Confirm"));
+    tmux.cmd(&["send-keys", "-t", "rg", "y"]);
+    let screen = tmux.wait("the trial's T4", |s| s.contains("T3→T4 "));
+    assert!(screen.contains("trial #1"), "{screen}");
+    tmux.cmd(&["send-keys", "-t", "rg", "q"]);
+    let screen = tmux.wait("the process to exit", |s| s.contains("EXITED"));
+    assert!(screen.contains("EXITED 0"), "exit status 0: {screen}");
+    let screen = tmux.wait("stty output", |s| {
+        s.lines().any(|l| l.trim().ends_with("icanon"))
+    });
+    assert!(
+        !screen.contains("╭ Pods"),
+        "alternate screen left: {screen}"
+    );
+    assert!(
+        screen.lines().any(|l| l.trim() == "icanon"),
+        "terminal still raw: {screen}"
+    );
+}
