@@ -392,7 +392,7 @@ fn from_trial_offset_and_time() {
         "--pause-at-marks",
     ])
     .expect("parses");
-    match cli.command {
+    match cli.command.expect("a subcommand") {
         CliCommand::Replay {
             from,
             pause_at_marks,

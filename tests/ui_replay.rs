@@ -73,7 +73,7 @@ fn speeds_parse() {
         "readygap", "replay", "r.jsonl", "--speed", "max", "--theme", "light",
     ])
     .expect("replay parses");
-    match cli.command {
+    match cli.command.expect("a subcommand") {
         Command::Replay {
             file, speed, theme, ..
         } => {
