@@ -57,6 +57,15 @@ pub struct RunArgs {
     /// Start the built-in lab in-process with this profile (default local-3b) and run against it.
     #[arg(long, num_args = 0..=1, default_missing_value = "local-3b")]
     pub lab: Option<String>,
+    /// Scenario of the built-in lab (baseline, http-readiness, inference-readiness, emptydir,
+    /// overlap-oom, rollout).
+    #[arg(long, default_value = "baseline")]
+    pub lab_scenario: String,
+    /// Load this model on the new pod just before each trial's T3 inference (with
+    /// `--model llama3.2:3b --preload-model llama3.2:1b` under 4 GiB: the published
+    /// overlapping-residency OOM kill).
+    #[arg(long)]
+    pub preload_model: Option<String>,
     /// Speed factor of the built-in lab.
     #[arg(long, default_value_t = 1.0)]
     pub lab_speed: f64,
@@ -212,6 +221,7 @@ pub async fn run_with(mut args: RunArgs, cancel: CancellationToken) -> Result<Ru
         lab_model = Some(p.model.clone());
         let mut o = crate::lab::serve::LabOptions::new(p);
         o.speed = args.lab_speed;
+        o.scenario = args.lab_scenario.parse().map_err(|e: String| eyre!(e))?;
         let h = crate::lab::serve::serve(o).await?;
         h.wait_ready(Duration::from_secs(120)).await?;
         args.cluster.kubeconfig = Some(h.kubeconfig.clone());
@@ -410,6 +420,7 @@ pub async fn build(
         memory: !args.no_memory,
         memory_interval: args.memory_interval,
         container: args.container.clone(),
+        preload_model: args.preload_model.clone(),
         poll: crate::sources::runtime::PollConfig {
             residency: args.residency_interval,
             tags: args.tags_interval,

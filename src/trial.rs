@@ -69,6 +69,10 @@ pub struct TrialConfig {
     pub memory: bool,
     pub memory_interval: Duration,
     pub container: Option<String>,
+    /// Load this model on the new pod just before T3 (announced as a note, not an inference
+    /// of the trial): the published overlapping-residency case, a small model resident when
+    /// the served one loads.
+    pub preload_model: Option<String>,
     #[serde(skip)]
     pub poll: PollConfig,
 }
@@ -90,6 +94,7 @@ impl Default for TrialConfig {
             memory: true,
             memory_interval: Duration::from_millis(250),
             container: None,
+            preload_model: None,
             poll: PollConfig::default(),
         }
     }
@@ -417,6 +422,73 @@ impl Runner {
             return true;
         };
         let ip = self.state.pods.get(&pod).and_then(|p| p.ip.clone());
+        // The models on disk of the new pod, now that its runtime answers (their sizes tell
+        // the OOM detector what loading the served model will take).
+        if !self
+            .state
+            .runtimes
+            .get(&pod)
+            .is_some_and(|r| !r.on_disk.is_empty())
+        {
+            let pref = PodRef {
+                name: pod.clone(),
+                ip: ip.clone(),
+            };
+            if let Ok(models) = self.runtime.models_on_disk(&pref).await {
+                let ev = Event::new(
+                    Utc::now(),
+                    Source::Runtime,
+                    EventKind::ModelsOnDisk {
+                        pod: pod.clone(),
+                        models,
+                    },
+                );
+                let _ = self.tx.send(ev).await;
+            }
+        }
+        if let Some(model) = self.cfg.preload_model.clone() {
+            let pref = PodRef {
+                name: pod.clone(),
+                ip: ip.clone(),
+            };
+            let note = |text: String| {
+                Event::new(
+                    chrono::Utc::now(),
+                    crate::core::event::Source::Runner,
+                    crate::core::event::EventKind::Note { text },
+                )
+            };
+            let _ = self
+                .tx
+                .send(note(format!("preloading {model} on {pod} before T3")))
+                .await;
+            let r = self
+                .runtime
+                .generate(
+                    &pref,
+                    &model,
+                    "Reply with exactly: READY",
+                    0,
+                    Box::new(|| {}),
+                )
+                .await;
+            let text = if r.ok {
+                format!("{model} loaded on {pod}")
+            } else {
+                format!("preloading {model} failed: {}", r.error.unwrap_or_default())
+            };
+            let _ = self.tx.send(note(text)).await;
+            // T3 goes out once /api/ps shows the preloaded model (bounded), so what is
+            // resident is on record before the served model loads.
+            let (p, m) = (pod.clone(), model.clone());
+            let _ = self
+                .wait_until(Some(Instant::now() + Duration::from_secs(10)), move |st| {
+                    st.runtimes
+                        .get(&p)
+                        .is_some_and(|r| r.resident.iter().any(|x| x.name == m))
+                })
+                .await;
+        }
         self.exec.submit(Request::Infer {
             pod: PodRef { name: pod, ip },
             model: None,

@@ -134,7 +134,7 @@ fn overlapping_residency_oom_names_both_models_and_warns_first() {
     );
     assert!(
         v[1].message.starts_with(
-            "llama3.2:1b 1.3 GiB + llama3.2:3b 2.9 GiB resident under 4.0 GiB: OOM kill at"
+            "llama3.2:1b 1.3 GiB + llama3.2:3b ~3.1 GiB (estimated) resident under 4.0 GiB: OOM kill at"
         ),
         "{}",
         v[1].message

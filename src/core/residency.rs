@@ -102,12 +102,38 @@ pub struct OomDetector {
 }
 
 impl OomDetector {
+    /// The resident size of a model: as `/api/ps` last showed it, else estimated from its
+    /// size on disk scaled by the largest resident/disk ratio seen for any model here (a
+    /// model takes more memory than its file: context and runner overhead), else 0 (unknown).
     fn size_of(&self, model: &str) -> u64 {
-        self.sizes
-            .get(model)
-            .or_else(|| self.disk_sizes.get(model))
-            .copied()
-            .unwrap_or(0)
+        if let Some(s) = self.sizes.get(model) {
+            return *s;
+        }
+        let Some(disk) = self.disk_sizes.get(model) else {
+            return 0;
+        };
+        let ratio = self
+            .sizes
+            .iter()
+            .filter_map(|(name, res)| {
+                let d = *self.disk_sizes.get(name)?;
+                (d > 0).then(|| *res as f64 / d as f64)
+            })
+            .fold(1.0f64, f64::max);
+        (*disk as f64 * ratio) as u64
+    }
+
+    /// Whether a model's size is an estimate (never seen resident).
+    fn estimated(&self, model: &str) -> bool {
+        !self.sizes.contains_key(model) && self.disk_sizes.contains_key(model)
+    }
+
+    fn label(&self, name: &str, bytes: u64) -> String {
+        if self.estimated(name) && bytes > 0 {
+            format!("{name} ~{} (estimated)", gib(bytes))
+        } else {
+            size_label(name, bytes)
+        }
     }
 
     /// Models resident plus those loading in the pod, with sizes.
@@ -128,13 +154,13 @@ impl OomDetector {
         out
     }
 
-    fn describe(models: &[(String, u64)], limit: Option<u64>) -> String {
+    fn describe(&self, models: &[(String, u64)], limit: Option<u64>) -> String {
         let list = if models.is_empty() {
             "no model known".to_string()
         } else {
             models
                 .iter()
-                .map(|(n, s)| size_label(n, *s))
+                .map(|(n, s)| self.label(n, *s))
                 .collect::<Vec<_>>()
                 .join(" + ")
         };
@@ -153,7 +179,7 @@ impl OomDetector {
         };
         let message = format!(
             "{}: OOM kill at {}",
-            Self::describe(&models, limit),
+            self.describe(&models, limit),
             ts.format("%H:%M:%S%.3f")
         );
         let v = Verdict {
@@ -227,8 +253,8 @@ impl OomDetector {
                         let mut models = resident.clone();
                         models.push((model.clone(), size));
                         let message = format!(
-                            "loading {model} ({}) next to {}: {} > limit {}",
-                            gib(size),
+                            "loading {} next to {}: {} > limit {}",
+                            self.label(model, size),
                             if resident.is_empty() {
                                 "nothing".to_string()
                             } else {
@@ -329,7 +355,7 @@ impl OomDetector {
         let why = r.error.clone().unwrap_or_else(|| "inference failed".into());
         let message = format!(
             "{}: runner OOM-killed at {}, container kept running ({why})",
-            Self::describe(&models_then, limit),
+            self.describe(&models_then, limit),
             rose.format("%H:%M:%S%.3f")
         );
         let v = Verdict {
