@@ -424,11 +424,11 @@ impl Runner {
         let ip = self.state.pods.get(&pod).and_then(|p| p.ip.clone());
         // The models on disk of the new pod, now that its runtime answers (their sizes tell
         // the OOM detector what loading the served model will take).
-        if !self
+        if self
             .state
             .runtimes
             .get(&pod)
-            .is_some_and(|r| !r.on_disk.is_empty())
+            .is_none_or(|r| r.on_disk.is_empty())
         {
             let pref = PodRef {
                 name: pod.clone(),
