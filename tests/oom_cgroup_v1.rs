@@ -83,7 +83,7 @@ fn kernel_oom_kill_in_a_child_cgroup_is_seen_and_attributed() {
     });
 
     let mut state = State::new();
-    let mut drain = |state: &mut State, until: Option<&dyn Fn(&State) -> bool>| {
+    let drain = |state: &mut State, until: Option<&dyn Fn(&State) -> bool>| {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             while let Ok(ev) = rx.try_recv() {
