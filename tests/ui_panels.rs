@@ -362,3 +362,32 @@ fn header_shows_session_trial_mode_and_recording() {
         assert!(t.contains(part), "{part} missing: {t}");
     }
 }
+
+#[test]
+fn oom_banner_stays_until_acknowledged() {
+    let state = state_at(AFTER_OOM);
+    for theme in themes() {
+        let t = frame(&state, &ViewState::default(), &theme, 160, 48);
+        let buf = t.backend().buffer();
+        let (x, y) = find(buf, "single_model_oom on").expect("the banner's title");
+        assert_eq!(buf[(x, y)].fg, theme.error, "theme {}", theme.name);
+        assert!(find(buf, "a acknowledge").is_some());
+        // `a` acknowledges: the banner is gone, the verdict stays in the footer.
+        let key = crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Char('a'));
+        let (view, intent) = readygap::ui::view::update(ViewState::default(), &state, key);
+        assert_eq!(intent, None);
+        let t = frame(&state, &view, &theme, 160, 48);
+        let buf = t.backend().buffer();
+        assert!(find(buf, "single_model_oom on").is_none());
+        assert!(find(buf, "single_model_oom: llama3.2:3b").is_some());
+    }
+    // Before the kill there is no banner.
+    let t = frame(
+        &state_at(AFTER_T4),
+        &ViewState::default(),
+        &themes()[0],
+        160,
+        48,
+    );
+    assert!(find(t.backend().buffer(), "acknowledge").is_none());
+}

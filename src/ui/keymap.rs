@@ -23,6 +23,7 @@ pub enum Command {
     ToggleLog,
     Freeze,
     Help,
+    Acknowledge,
     PauseResume,
     PrevMark,
     NextMark,
@@ -36,7 +37,7 @@ pub enum Command {
 }
 
 impl Command {
-    pub const ALL: [Command; 23] = [
+    pub const ALL: [Command; 24] = [
         Command::DeletePod,
         Command::RolloutRestart,
         Command::ColdTrial,
@@ -50,6 +51,7 @@ impl Command {
         Command::ToggleLog,
         Command::Freeze,
         Command::Help,
+        Command::Acknowledge,
         Command::PauseResume,
         Command::PrevMark,
         Command::NextMark,
@@ -78,6 +80,7 @@ impl Command {
             Command::ToggleLog => "toggle_log",
             Command::Freeze => "freeze",
             Command::Help => "help",
+            Command::Acknowledge => "acknowledge",
             Command::PauseResume => "pause_resume",
             Command::PrevMark => "prev_mark",
             Command::NextMark => "next_mark",
@@ -111,6 +114,7 @@ impl Command {
             Command::ToggleLog => "memory chart: log/linear scale",
             Command::Freeze => "freeze/unfreeze the display (events keep coming)",
             Command::Help => "this help",
+            Command::Acknowledge => "acknowledge the OOM banner",
             Command::PauseResume => "replay: pause/resume playback (at the end: play again)",
             Command::PrevMark => "replay: previous T0–T4 mark",
             Command::NextMark => "replay: next T0–T4 mark",
@@ -140,6 +144,7 @@ impl Command {
             Command::ToggleLog => "log",
             Command::Freeze => "freeze",
             Command::Help => "help",
+            Command::Acknowledge => "ack",
             Command::PauseResume => "pause",
             Command::PrevMark => "mark◂",
             Command::NextMark => "mark▸",
@@ -362,6 +367,7 @@ impl Default for Keymap {
                 b(Key::char('l'), Command::ToggleLog),
                 b(Key::char(' '), Command::Freeze),
                 b(Key::char('?'), Command::Help),
+                b(Key::char('a'), Command::Acknowledge),
                 b(Key::char(' '), Command::PauseResume),
                 b(Key::code(KeyCode::Left), Command::PrevMark),
                 b(Key::code(KeyCode::Right), Command::NextMark),

@@ -171,18 +171,31 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             }
         }
     }
+    // OOM kills of this pod: marked like a mark, in the error colour (k = 5).
+    for v in state.oom.verdicts.iter().filter(|v| v.kind.is_kill()) {
+        if v.pod == pod && v.ts >= from && v.ts <= now {
+            marks.push((secs(from, v.ts), 5));
+        }
+    }
     let mark_lines: Vec<[(f64, f64); 2]> = marks
         .iter()
         .map(|(x, _)| [(*x, y_min), (*x, y_max)])
         .collect();
 
     let mut datasets = Vec::new();
+    let mark_colour = |k: usize| {
+        if k == 5 {
+            theme.error
+        } else {
+            theme.segment(k.max(1))
+        }
+    };
     for (k, line) in marks.iter().map(|(_, k)| *k).zip(&mark_lines) {
         datasets.push(
             Dataset::default()
                 .marker(Marker::Braille)
                 .graph_type(GraphType::Line)
-                .style(Style::new().fg(theme.segment(k.max(1))))
+                .style(Style::new().fg(mark_colour(k)))
                 .data(line),
         );
     }
@@ -260,11 +273,11 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         );
     }
     for ((_, k), col) in marks.iter().zip(mark_cols.iter().copied()) {
-        buf.set_string(
-            row.x + col,
-            row.y,
-            format!("T{k}"),
-            Style::new().fg(theme.segment((*k).max(1))),
-        );
+        let label = if *k == 5 {
+            "OOM".to_string()
+        } else {
+            format!("T{k}")
+        };
+        buf.set_string(row.x + col, row.y, label, Style::new().fg(mark_colour(*k)));
     }
 }

@@ -5,6 +5,7 @@
 //! [`app`]; key handling in [`view::update`].
 
 pub mod app;
+pub mod banner;
 pub mod dialog;
 pub mod endpoints;
 pub mod footer;
@@ -134,6 +135,7 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     endpoints::render(state, view, theme, a.endpoints, buf);
     host::render(state, view, theme, a.host, buf);
     footer::render(state, view, theme, a.footer, buf);
+    banner::render(state, view, theme, area, buf);
     dialog::render(state, view, theme, area, buf);
 }
 

@@ -54,6 +54,8 @@ pub struct ViewState {
     /// In a replay: the playhead as the replay controller last reported it. `Some` = replay
     /// mode (replay keys are looked up, `space` pauses instead of freezing).
     pub replay: Option<ReplayBar>,
+    /// OOM verdicts acknowledged with `a` (the banner shows newer kills).
+    pub acknowledged: usize,
     pub quit: bool,
 }
 
@@ -75,6 +77,7 @@ impl Default for ViewState {
             notice: None,
             feed_ended: false,
             replay: None,
+            acknowledged: 0,
             quit: false,
         }
     }
@@ -214,6 +217,10 @@ pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, 
         }
         Command::Help => {
             view.dialog = Some(Dialog::Help);
+            (view, None)
+        }
+        Command::Acknowledge => {
+            view.acknowledged = state.oom.verdicts.len();
             (view, None)
         }
         Command::PauseResume => replay(view, ReplayCommand::PauseResume),
