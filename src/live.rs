@@ -61,6 +61,9 @@ pub struct DemoArgs {
     /// Record the session to this file from the start.
     #[arg(long)]
     pub record: Option<PathBuf>,
+    /// Leave prompts and responses out of recordings.
+    #[arg(long)]
+    pub record_redact: bool,
     #[command(flatten)]
     pub screen: ScreenArgs,
 }
@@ -179,6 +182,7 @@ pub async fn dashboard(
             status: st_tx,
             header,
             record_to,
+            redact: args.record_redact,
         }
         .run(),
     );
@@ -332,6 +336,7 @@ pub async fn demo(d: DemoArgs) -> Result<i32> {
     args.cluster.kubeconfig = Some(lab.kubeconfig.clone());
     args.cluster.namespace = Some(lab.namespace.clone());
     args.record = d.record.clone();
+    args.record_redact = d.record_redact;
     args.cooldown = std::time::Duration::ZERO;
     let hint = format!(
         "t: trial · c: cold · d: delete · ? help — lab {} {}",

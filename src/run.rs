@@ -48,6 +48,10 @@ pub struct RunArgs {
     /// Record the session (JSON lines) to this file.
     #[arg(long)]
     pub record: Option<PathBuf>,
+    /// Leave prompts and responses out of recordings (timings, statuses and Ollama's
+    /// durations stay).
+    #[arg(long)]
+    pub record_redact: bool,
     /// Output format of the statistics on stdout.
     #[arg(long, value_enum, default_value = "table")]
     pub format: OutFormat,
@@ -337,6 +341,9 @@ pub async fn build(
                 &target.label(),
             );
             h.settings = settings.clone();
+            if args.record_redact {
+                jsonl::redact_header(&mut h);
+            }
             Some(
                 jsonl::Recorder::create(path, &h)
                     .wrap_err_with(|| format!("creating the recording {}", path.display()))?,
@@ -346,12 +353,20 @@ pub async fn build(
     };
     let record_error: Arc<Mutex<Option<String>>> = Arc::default();
     let rec_err = record_error.clone();
+    let redact = args.record_redact;
     let sink = Box::new(move |ev: &Event| {
         if let Some(f) = &forward {
             let _ = f.send(ev.clone());
         }
         if let Some(r) = recorder.as_mut()
-            && let Err(e) = r.write(ev)
+            && let Err(e) = r.write(
+                if redact {
+                    jsonl::redacted(ev)
+                } else {
+                    std::borrow::Cow::Borrowed(ev)
+                }
+                .as_ref(),
+            )
         {
             rec_err
                 .lock()

@@ -134,6 +134,8 @@ pub struct Pump {
     pub header: Header,
     /// Start recording at once to this path.
     pub record_to: Option<PathBuf>,
+    /// Leave prompts and responses out of recordings.
+    pub redact: bool,
 }
 
 impl Pump {
@@ -149,8 +151,13 @@ impl Pump {
                 ev = self.input.recv() => {
                     let Some(ev) = ev else { break };
                     state.apply(&ev);
+                    let to_write = if self.redact {
+                        crate::record::jsonl::redacted(&ev)
+                    } else {
+                        std::borrow::Cow::Borrowed(&ev)
+                    };
                     if let Some(r) = recorder.as_mut()
-                        && let Err(e) = r.write(&ev)
+                        && let Err(e) = r.write(&to_write)
                     {
                         let _ = self.status.send(RecordStatus::Failed(format!(
                             "writing {}: {e}; recording stopped",
@@ -196,6 +203,9 @@ impl Pump {
     fn start(&self, state: &State, path: &Path, ts: Timestamp) -> Option<Recorder> {
         let mut header = self.header.clone();
         header.started = ts;
+        if self.redact {
+            crate::record::jsonl::redact_header(&mut header);
+        }
         let result = Recorder::create(path, &header).and_then(|mut r| {
             for ev in state.snapshot_events(ts) {
                 r.write(&ev)?;

@@ -24,6 +24,7 @@ async fn recording_started_mid_session_replays_to_the_same_facts() {
             status: st_tx,
             header: Header::new(at(0), "lab", "llm-recovery-lab", "deployment/ollama"),
             record_to: None,
+            redact: false,
         }
         .run(),
     );
@@ -89,6 +90,7 @@ async fn an_unwritable_path_is_reported_and_the_session_goes_on() {
             status: st_tx,
             header: Header::new(at(0), "lab", "ns", "t"),
             record_to: Some(blocker.join("sub/r.jsonl")),
+            redact: false,
         }
         .run(),
     );

@@ -118,6 +118,29 @@ impl Recorder {
     }
 }
 
+/// The event as it goes into a recording made with responses left out: an inference's
+/// response text is dropped (its timing, status and Ollama's durations stay).
+pub fn redacted(ev: &Event) -> std::borrow::Cow<'_, Event> {
+    use crate::core::event::EventKind;
+    match &ev.kind {
+        EventKind::InferenceDone(r) if r.response.is_some() => {
+            let mut e = ev.clone();
+            if let EventKind::InferenceDone(r) = &mut e.kind {
+                r.response = None;
+            }
+            std::borrow::Cow::Owned(e)
+        }
+        _ => std::borrow::Cow::Borrowed(ev),
+    }
+}
+
+/// A header for a recording made with prompts left out: the settings' `prompt` is removed.
+pub fn redact_header(h: &mut Header) {
+    if let Some(o) = h.settings.as_object_mut() {
+        o.remove("prompt");
+    }
+}
+
 /// A recording read whole.
 #[derive(Debug, Clone)]
 pub struct Recording {
@@ -317,6 +340,40 @@ mod tests {
         assert_eq!(rec.events, vec![ev(1, "a")]);
         assert_eq!(rec.warnings.len(), 1);
         assert!(rec.warnings[0].contains(":3: torn last line"));
+    }
+
+    #[test]
+    fn redaction_drops_responses_and_the_prompt_only() {
+        use crate::core::event::{InferenceResult, RuntimeDurations};
+        let done = Event::new(
+            ev(5, "").ts,
+            Source::Runtime,
+            EventKind::InferenceDone(InferenceResult {
+                request_id: 3,
+                ok: true,
+                http_status: Some(200),
+                error: None,
+                durations: RuntimeDurations {
+                    total_ns: Some(9),
+                    ..Default::default()
+                },
+                response: Some("READY".into()),
+            }),
+        );
+        let r = redacted(&done);
+        let EventKind::InferenceDone(res) = &r.kind else {
+            panic!("kind changed")
+        };
+        assert_eq!(res.response, None);
+        assert_eq!(res.durations.total_ns, Some(9));
+        assert_eq!((res.ok, res.http_status, r.ts), (true, Some(200), done.ts));
+        // Other events pass untouched (borrowed, not copied).
+        let note = ev(1, "a");
+        assert!(matches!(redacted(&note), std::borrow::Cow::Borrowed(_)));
+        let mut h = header();
+        h.settings = serde_json::json!({"prompt": "secret", "model": "m"});
+        redact_header(&mut h);
+        assert_eq!(h.settings, serde_json::json!({"model": "m"}));
     }
 
     #[test]
