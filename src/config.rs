@@ -42,6 +42,8 @@ pub struct ConfigFile {
     pub theme: Option<String>,
     pub read_only: Option<bool>,
     pub keys: Option<BTreeMap<String, KeyList>>,
+    /// Per-node access for the cold step (`[nodes."PATTERN"]`, see `node::config`).
+    pub nodes: Option<BTreeMap<String, crate::node::config::NodeConfig>>,
 }
 
 /// Settings in force.
@@ -90,6 +92,19 @@ pub fn load(explicit: Option<&Path>) -> Result<(ConfigFile, Option<PathBuf>)> {
 }
 
 /// Resolve the file against the command line (`--theme`, `--read-only` win).
+/// The `[nodes]` tables of the config file, checked.
+pub fn nodes_section(file: &ConfigFile) -> Result<crate::node::config::NodesSection> {
+    let section = crate::node::config::NodesSection {
+        nodes: file.nodes.clone().unwrap_or_default(),
+    };
+    for (pattern, config) in &section.nodes {
+        config
+            .check()
+            .map_err(|e| eyre!("config [nodes.{pattern:?}]: {e}"))?;
+    }
+    Ok(section)
+}
+
 pub fn resolve(
     file: &ConfigFile,
     path: Option<&Path>,
