@@ -571,6 +571,72 @@ async fn discover_model(target: &cluster::Target, runtime: &dyn RuntimeAdapter) 
     }
 }
 
+/// The cold step's node access when `--node-access` is not given: the config file's
+/// `[nodes."PATTERN"]` tables over a guess from each node's labels, providerID and
+/// InternalIP (listed once now). Each node's choice is announced as a note, so it shows on
+/// screen and in the recording.
+async fn node_access_from_config(
+    target: &cluster::Target,
+    tx: &mpsc::Sender<Event>,
+) -> CacheDropper {
+    use crate::node::config::NodeFacts;
+    let section =
+        match crate::config::load(None).and_then(|(f, _)| crate::config::nodes_section(&f)) {
+            Ok(s) => s,
+            Err(e) => return CacheDropper::None(format!("no node access: {e}")),
+        };
+    let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(target.client.clone());
+    let facts: std::collections::BTreeMap<String, NodeFacts> =
+        match api.list(&Default::default()).await {
+            Ok(list) => list
+                .items
+                .iter()
+                .map(NodeFacts::from_node)
+                .map(|f| (f.name.clone(), f))
+                .collect(),
+            Err(e) => {
+                return CacheDropper::None(format!(
+                    "no node access: listing nodes failed ({}); pass --node-access",
+                    crate::rbac::explain_kube_error(
+                        &e,
+                        &crate::rbac::Request {
+                            verb: "list",
+                            group: "",
+                            resource: "nodes",
+                            namespace: None,
+                        },
+                    )
+                    .unwrap_or_else(|| e.to_string())
+                ));
+            }
+        };
+    for f in facts.values() {
+        let text = match section.resolve(f) {
+            Ok((access, why)) => format!("node {}: {} ({why})", f.name, access.target()),
+            Err(e) => format!("node {}: no access ({e})", f.name),
+        };
+        let _ = tx
+            .send(Event::new(
+                Utc::now(),
+                Source::Session,
+                EventKind::Note { text },
+            ))
+            .await;
+    }
+    CacheDropper::Node {
+        access: Arc::new(move |node: &str| {
+            let f = facts.get(node).cloned().unwrap_or_else(|| NodeFacts {
+                name: node.to_string(),
+                ..Default::default()
+            });
+            section
+                .resolve(&f)
+                .map(|(a, _)| a)
+                .map_err(|e| e.to_string())
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -635,71 +701,5 @@ mod tests {
         assert_eq!(j["files"][0]["trial_count"], 1);
         assert_eq!(j["files"][0]["failed"], 1);
         assert_eq!(j["files"][0]["trials"][0]["reason"], "timeout: x");
-    }
-}
-
-/// The cold step's node access when `--node-access` is not given: the config file's
-/// `[nodes."PATTERN"]` tables over a guess from each node's labels, providerID and
-/// InternalIP (listed once now). Each node's choice is announced as a note, so it shows on
-/// screen and in the recording.
-async fn node_access_from_config(
-    target: &cluster::Target,
-    tx: &mpsc::Sender<Event>,
-) -> CacheDropper {
-    use crate::node::config::NodeFacts;
-    let section =
-        match crate::config::load(None).and_then(|(f, _)| crate::config::nodes_section(&f)) {
-            Ok(s) => s,
-            Err(e) => return CacheDropper::None(format!("no node access: {e}")),
-        };
-    let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(target.client.clone());
-    let facts: std::collections::BTreeMap<String, NodeFacts> =
-        match api.list(&Default::default()).await {
-            Ok(list) => list
-                .items
-                .iter()
-                .map(NodeFacts::from_node)
-                .map(|f| (f.name.clone(), f))
-                .collect(),
-            Err(e) => {
-                return CacheDropper::None(format!(
-                    "no node access: listing nodes failed ({}); pass --node-access",
-                    crate::rbac::explain_kube_error(
-                        &e,
-                        &crate::rbac::Request {
-                            verb: "list",
-                            group: "",
-                            resource: "nodes",
-                            namespace: None,
-                        },
-                    )
-                    .unwrap_or_else(|| e.to_string())
-                ));
-            }
-        };
-    for f in facts.values() {
-        let text = match section.resolve(f) {
-            Ok((access, why)) => format!("node {}: {} ({why})", f.name, access.target()),
-            Err(e) => format!("node {}: no access ({e})", f.name),
-        };
-        let _ = tx
-            .send(Event::new(
-                Utc::now(),
-                Source::Session,
-                EventKind::Note { text },
-            ))
-            .await;
-    }
-    CacheDropper::Node {
-        access: Arc::new(move |node: &str| {
-            let f = facts.get(node).cloned().unwrap_or_else(|| NodeFacts {
-                name: node.to_string(),
-                ..Default::default()
-            });
-            section
-                .resolve(&f)
-                .map(|(a, _)| a)
-                .map_err(|e| e.to_string())
-        }),
     }
 }
