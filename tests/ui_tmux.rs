@@ -30,6 +30,32 @@ impl Tmux {
             .expect("running tmux")
     }
 
+    /// A detached 160×48 session `rg` running `script` under `sh`, with its own config dir.
+    fn start(&self, config_home: &Path, script: &str) {
+        let out = self.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            "rg",
+            "-x",
+            "160",
+            "-y",
+            "48",
+            "-e",
+            &format!("XDG_CONFIG_HOME={}", config_home.display()),
+            "-e",
+            "TERM=xterm-256color",
+            "sh",
+            "-c",
+            script,
+        ]);
+        assert!(
+            out.status.success(),
+            "tmux new-session: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     fn capture(&self) -> String {
         let out = self.cmd(&["capture-pane", "-p", "-t", "rg"]);
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -104,28 +130,7 @@ fn replay_in_tmux_shows_panels_and_t4_then_quits_cleanly() {
         recording.display()
     );
     let config_home = dir.path().join("config");
-    let out = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "rg",
-        "-x",
-        "160",
-        "-y",
-        "48",
-        "-e",
-        &format!("XDG_CONFIG_HOME={}", config_home.display()),
-        "-e",
-        "TERM=xterm-256color",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    assert!(
-        out.status.success(),
-        "tmux new-session: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    tmux.start(&config_home, &script);
 
     let titles = [
         "╭ Pods",
@@ -295,28 +300,7 @@ fn replay_keys_in_tmux_seek_between_trials() {
         recording.display()
     );
     let config_home = dir.path().join("config");
-    let out = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "rg",
-        "-x",
-        "160",
-        "-y",
-        "48",
-        "-e",
-        &format!("XDG_CONFIG_HOME={}", config_home.display()),
-        "-e",
-        "TERM=xterm-256color",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    assert!(
-        out.status.success(),
-        "tmux new-session: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    tmux.start(&config_home, &script);
     tmux.wait("trial 1 and the replay bar", |s| {
         s.contains("trial #1 running") && s.contains("playing") && s.contains("×1/20")
     });
@@ -355,24 +339,7 @@ fn demo_in_tmux_runs_a_trial_to_t4() {
         dir.path().display()
     );
     let config_home = dir.path().join("config");
-    let out = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "rg",
-        "-x",
-        "160",
-        "-y",
-        "48",
-        "-e",
-        &format!("XDG_CONFIG_HOME={}", config_home.display()),
-        "-e",
-        "TERM=xterm-256color",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    assert!(out.status.success());
+    tmux.start(&config_home, &script);
     let titles = [
         "╭ Pods",
         "╭ Timeline",
