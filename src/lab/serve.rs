@@ -63,6 +63,9 @@ pub struct LabOptions {
     pub replicas: i32,
     /// How often watches with `allowWatchBookmarks` get a BOOKMARK.
     pub bookmark_interval: Duration,
+    /// Create the lab's own PVC, Service and `ollama` Deployment at start. Off: the
+    /// namespace is empty and the workload is whatever gets applied (e.g. `manifests/`).
+    pub builtin_workload: bool,
 }
 
 impl LabOptions {
@@ -78,6 +81,7 @@ impl LabOptions {
             seed: 0x5EED,
             replicas: 1,
             bookmark_interval: Duration::from_secs(5),
+            builtin_workload: true,
         }
     }
 }
@@ -342,24 +346,26 @@ pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
             typed::<Node>(objects::node(n, i + 1, now)).map_err(invalid)?,
         )?;
     }
-    store.create(
-        PVCS,
-        typed::<PersistentVolumeClaim>(objects::pvc(&namespace)).map_err(invalid)?,
-    )?;
-    store.create(
-        SERVICES,
-        typed::<Service>(objects::service(&namespace)).map_err(invalid)?,
-    )?;
-    let dep = objects::deployment(
-        &namespace,
-        "ollama",
-        opts.replicas,
-        OLLAMA_IMAGE,
-        profile.memory_limit_bytes,
-        opts.scenario,
-        &profile.model,
-    );
-    store.create(DEPLOYMENTS, typed::<Deployment>(dep).map_err(invalid)?)?;
+    if opts.builtin_workload {
+        store.create(
+            PVCS,
+            typed::<PersistentVolumeClaim>(objects::pvc(&namespace)).map_err(invalid)?,
+        )?;
+        store.create(
+            SERVICES,
+            typed::<Service>(objects::service(&namespace)).map_err(invalid)?,
+        )?;
+        let dep = objects::deployment(
+            &namespace,
+            "ollama",
+            opts.replicas,
+            OLLAMA_IMAGE,
+            profile.memory_limit_bytes,
+            opts.scenario,
+            &profile.model,
+        );
+        store.create(DEPLOYMENTS, typed::<Deployment>(dep).map_err(invalid)?)?;
+    }
 
     let api = Arc::new(Api::new(cluster.clone(), opts.bookmark_interval));
     api.port.store(u64::from(addr.port()), Ordering::Relaxed);

@@ -228,6 +228,24 @@ pub fn deployment(
     })
 }
 
+/// The status of a Job that completed at `now` (the lab stores Jobs without running them).
+pub fn job_complete_status(now: DateTime<Utc>) -> Value {
+    let t = time(now);
+    let cond = |ty: &str, reason: &str, msg: &str| {
+        json!({"type": ty, "status": "True", "reason": reason, "message": msg,
+               "lastProbeTime": t, "lastTransitionTime": t})
+    };
+    json!({
+        "startTime": t, "completionTime": t, "succeeded": 1, "active": 0, "failed": 0,
+        "ready": 0, "terminating": 0,
+        "uncountedTerminatedPods": {},
+        "conditions": [
+            cond("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods"),
+            cond("Complete", "CompletionsReached", "Reached expected number of succeeded pods")
+        ]
+    })
+}
+
 /// An `involvedObject`/`regarding` reference to an object.
 pub fn object_ref(obj: &Value) -> Value {
     json!({
