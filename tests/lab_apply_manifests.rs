@@ -172,6 +172,38 @@ async fn check_applied_objects(k: &Kubectl, pod: &str, memory: &str, bytes: u64)
         .ok(&["exec", pod, "--", "cat", "/sys/fs/cgroup/memory.max"])
         .await;
     assert_eq!(cgroup.trim(), bytes.to_string());
+    // What the lab only stores still reads back as a cluster would show it.
+    let pvc = k
+        .ok(&[
+            "get",
+            "pvc",
+            "ollama-models",
+            "-o",
+            "jsonpath={.status.phase} {.status.capacity.storage}",
+        ])
+        .await;
+    assert_eq!(pvc.trim(), "Bound 10Gi");
+    let jobs = k.ok(&["get", "jobs", "--no-headers"]).await;
+    assert!(
+        jobs.contains("ollama-pull") && jobs.contains("Complete") && jobs.contains("1/1"),
+        "{jobs}"
+    );
+    // The Service's named targetPort reaches the pod's container port through its endpoints.
+    let eps = k
+        .ok(&[
+            "get",
+            "endpointslices",
+            "-l",
+            "kubernetes.io/service-name=ollama",
+            "-o",
+            "jsonpath={.items[0].ports[0].port} {.items[0].endpoints[0].targetRef.name}",
+        ])
+        .await;
+    assert_eq!(eps.trim(), format!("11434 {pod}"));
+    let svc = k
+        .ok(&["get", "svc", "ollama", "-o", "jsonpath={.spec.clusterIP}"])
+        .await;
+    assert!(svc.starts_with("10.96."), "{svc}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,9 +272,9 @@ async fn inference_aware_overlay_turns_ready_only_after_a_generate() {
     );
     check_applied_objects(&k, &pod, "4Gi", 4 << 30).await;
 
-    // Re-applying the same render changes nothing; the Deployment is only "unchanged".
-    let file = dir.path().join("llama3.2-3b.yaml");
-    let out = k.ok(&["apply", "-f", file.to_str().unwrap()]).await;
+    // `kubectl apply -k` of the same overlay changes nothing: the Deployment is "unchanged".
+    let overlay = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/overlays/llama3.2-3b");
+    let out = k.ok(&["apply", "-k", overlay.to_str().unwrap()]).await;
     assert!(out.contains("deployment.apps/ollama unchanged"), "{out}");
 
     k.ok(&["delete", "pod", &pod, "--wait=false"]).await;

@@ -874,3 +874,128 @@ fn pick_node(cluster: &Cluster, pod: &serde_json::Value) -> String {
 pub fn now_str() -> String {
     time(Utc::now())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn pod(container: Value) -> Value {
+        json!({"spec": {"containers": [container]}})
+    }
+
+    #[test]
+    fn plan_follows_the_applied_container() {
+        let c = json!({
+            "name": "server", "image": "ollama/ollama:0.6.8",
+            "ports": [{"name": "web", "containerPort": 8080}],
+            "envFrom": [{"configMapRef": {"name": "cfg"}}],
+            "resources": {"limits": {"memory": "16Gi"}},
+            "readinessProbe": {"httpGet": {"path": "/api/tags", "port": "web"},
+                               "periodSeconds": 2, "initialDelaySeconds": 7, "failureThreshold": 5}
+        });
+        let cms =
+            |n: &str| (n == "cfg").then(|| json!({"data": {"READYGAP_MODEL": "llama3.1:8b"}}));
+        let p = ContainerPlan::of_pod(&pod(c), cms);
+        assert_eq!(p.name, "server");
+        assert_eq!(p.port, 8080);
+        assert_eq!(p.memory_limit, Some(16 << 30));
+        assert_eq!(p.model.as_deref(), Some("llama3.1:8b"));
+        assert_eq!(
+            p.readiness.action,
+            ProbeAction::Http {
+                path: "/api/tags".into(),
+                port: 8080
+            }
+        );
+        assert_eq!(
+            (
+                p.readiness.period_seconds,
+                p.readiness.initial_delay_seconds,
+                p.readiness.failure_threshold
+            ),
+            (2, 7, 5)
+        );
+    }
+
+    #[test]
+    fn exec_tcp_and_missing_probes_and_defaults() {
+        let none = |_: &str| None;
+        let exec = ContainerPlan::of_pod(
+            &pod(
+                json!({"name": "o", "env": [{"name": "OLLAMA_HOST", "value": "0.0.0.0:9000"},
+                                             {"name": "OLLAMA_MODEL", "value": "m:1"}],
+                        "readinessProbe": {"exec": {"command": ["bash", "probe.sh"]}}}),
+            ),
+            none,
+        );
+        assert_eq!(exec.readiness.action, ProbeAction::Inference);
+        assert_eq!(exec.port, 9000);
+        assert_eq!(exec.model.as_deref(), Some("m:1"));
+        // Kubernetes' defaults for the fields left out.
+        assert_eq!(
+            (
+                exec.readiness.period_seconds,
+                exec.readiness.timeout_seconds,
+                exec.readiness.failure_threshold
+            ),
+            (10, 1, 3)
+        );
+        let tcp = ContainerPlan::of_pod(
+            &pod(json!({"name": "o", "readinessProbe": {"tcpSocket": {"port": 11434}}})),
+            none,
+        );
+        assert_eq!(tcp.readiness.action, ProbeAction::Tcp { port: 11434 });
+        let bare = ContainerPlan::of_pod(&pod(json!({"name": "o"})), none);
+        assert_eq!(bare.readiness.action, ProbeAction::None);
+        assert_eq!(
+            (bare.port, bare.memory_limit, bare.model),
+            (OLLAMA_PORT, None, None)
+        );
+        // Garbage does not panic and falls back to defaults.
+        let junk = ContainerPlan::of_pod(
+            &json!({"spec": {"containers": [{"ports": [{"containerPort": 99999}],
+                    "readinessProbe": {"httpGet": {"port": "nope"}, "periodSeconds": -3}}]}}),
+            none,
+        );
+        assert_eq!(junk.port, OLLAMA_PORT);
+        assert_eq!(
+            junk.readiness.action,
+            ProbeAction::Http {
+                path: "/".into(),
+                port: OLLAMA_PORT
+            }
+        );
+        assert_eq!(junk.readiness.period_seconds, 10);
+    }
+
+    #[test]
+    fn builtin_scenario_probes_read_back_as_their_scenarios() {
+        use crate::lab::kube::objects::{OLLAMA_IMAGE, deployment};
+        use crate::lab::scenario::{Readiness, Scenario};
+        for sc in [
+            Scenario::Baseline,
+            Scenario::HttpReadiness,
+            Scenario::InferenceReadiness,
+        ] {
+            let d = deployment("ns", "ollama", 1, OLLAMA_IMAGE, 4 << 30, sc, "llama3.2:1b");
+            let p = ContainerPlan::of_pod(&d["spec"]["template"], |_| None);
+            let want = match sc.readiness() {
+                Readiness::Started => ProbeAction::None,
+                Readiness::Http => ProbeAction::Http {
+                    path: "/api/tags".into(),
+                    port: OLLAMA_PORT,
+                },
+                Readiness::Inference => ProbeAction::Inference,
+            };
+            assert_eq!(p.readiness.action, want, "{sc}");
+            if want != ProbeAction::None {
+                assert_eq!(
+                    p.readiness.period_seconds,
+                    u64::from(sc.probe_period_seconds())
+                );
+            }
+            assert_eq!(p.memory_limit, Some(4 << 30));
+        }
+    }
+}
