@@ -47,6 +47,10 @@ pub struct LabArgs {
     /// Seed of the lab's random timings (same seed, same timings).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Start without the lab's own PVC, Service and Deployment: the workload is what you
+    /// apply (`kubectl apply -k manifests/overlays/llama3.2-3b`).
+    #[arg(long)]
+    pub no_workload: bool,
 }
 
 /// Everything `serve` needs.
@@ -114,6 +118,7 @@ impl LabArgs {
         o.port = self.port;
         o.kubeconfig_out = self.kubeconfig_out.clone();
         o.ground_truth = ground_truth;
+        o.builtin_workload = !self.no_workload;
         o.seed = self.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
