@@ -85,7 +85,10 @@ async fn discovery_selectors_tables_and_watch_semantics() {
         .iter()
         .map(|g| g["name"].as_str().unwrap())
         .collect();
-    assert_eq!(groups, ["apps", "discovery.k8s.io", "events.k8s.io"]);
+    assert_eq!(
+        groups,
+        ["apps", "batch", "discovery.k8s.io", "events.k8s.io"]
+    );
 
     let pod = pod_names(&lab, "").await.pop().unwrap();
     for (sel, n) in [

@@ -47,6 +47,10 @@ pub struct LabArgs {
     /// Seed of the lab's random timings (same seed, same timings).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Start without the lab's own PVC, Service and Deployment: the workload is what you
+    /// apply (`kubectl apply -k manifests/overlays/llama3.2-3b`).
+    #[arg(long)]
+    pub no_workload: bool,
 }
 
 /// Everything `serve` needs.
@@ -63,6 +67,9 @@ pub struct LabOptions {
     pub replicas: i32,
     /// How often watches with `allowWatchBookmarks` get a BOOKMARK.
     pub bookmark_interval: Duration,
+    /// Create the lab's own PVC, Service and `ollama` Deployment at start. Off: the
+    /// namespace is empty and the workload is whatever gets applied (e.g. `manifests/`).
+    pub builtin_workload: bool,
 }
 
 impl LabOptions {
@@ -78,6 +85,7 @@ impl LabOptions {
             seed: 0x5EED,
             replicas: 1,
             bookmark_interval: Duration::from_secs(5),
+            builtin_workload: true,
         }
     }
 }
@@ -110,6 +118,7 @@ impl LabArgs {
         o.port = self.port;
         o.kubeconfig_out = self.kubeconfig_out.clone();
         o.ground_truth = ground_truth;
+        o.builtin_workload = !self.no_workload;
         o.seed = self.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -342,24 +351,26 @@ pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
             typed::<Node>(objects::node(n, i + 1, now)).map_err(invalid)?,
         )?;
     }
-    store.create(
-        PVCS,
-        typed::<PersistentVolumeClaim>(objects::pvc(&namespace)).map_err(invalid)?,
-    )?;
-    store.create(
-        SERVICES,
-        typed::<Service>(objects::service(&namespace)).map_err(invalid)?,
-    )?;
-    let dep = objects::deployment(
-        &namespace,
-        "ollama",
-        opts.replicas,
-        OLLAMA_IMAGE,
-        profile.memory_limit_bytes,
-        opts.scenario,
-        &profile.model,
-    );
-    store.create(DEPLOYMENTS, typed::<Deployment>(dep).map_err(invalid)?)?;
+    if opts.builtin_workload {
+        store.create(
+            PVCS,
+            typed::<PersistentVolumeClaim>(objects::pvc(&namespace)).map_err(invalid)?,
+        )?;
+        store.create(
+            SERVICES,
+            typed::<Service>(objects::service(&namespace)).map_err(invalid)?,
+        )?;
+        let dep = objects::deployment(
+            &namespace,
+            "ollama",
+            opts.replicas,
+            OLLAMA_IMAGE,
+            profile.memory_limit_bytes,
+            opts.scenario,
+            &profile.model,
+        );
+        store.create(DEPLOYMENTS, typed::<Deployment>(dep).map_err(invalid)?)?;
+    }
 
     let api = Arc::new(Api::new(cluster.clone(), opts.bookmark_interval));
     api.port.store(u64::from(addr.port()), Ordering::Relaxed);

@@ -18,7 +18,9 @@
 
 use super::cluster::Cluster;
 use super::patch::{self, PatchKind};
-use super::resources::{self, DEPLOYMENTS, NODES, PODS, REPLICASETS, Resource};
+use super::resources::{
+    self, DEPLOYMENTS, JOBS, NODES, PODS, PVCS, REPLICASETS, Resource, SERVICES,
+};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{StoreError, rv_of};
 use super::tables::{self, IncludeObject};
@@ -731,6 +733,8 @@ fn validate(resource: &Resource, obj: Value) -> Result<Value, String> {
         ("", "nodes") => objects::typed::<k::core::v1::Node>(obj),
         ("", "events") => objects::typed::<k::core::v1::Event>(obj),
         ("", "persistentvolumeclaims") => objects::typed::<k::core::v1::PersistentVolumeClaim>(obj),
+        ("", "configmaps") => objects::typed::<k::core::v1::ConfigMap>(obj),
+        ("batch", "jobs") => objects::typed::<k::batch::v1::Job>(obj),
         ("apps", "deployments") => objects::typed::<k::apps::v1::Deployment>(obj),
         ("apps", "replicasets") => objects::typed::<k::apps::v1::ReplicaSet>(obj),
         ("discovery.k8s.io", "endpointslices") => {
@@ -812,6 +816,28 @@ fn create(api: &Api, rp: &ResourcePath, body: &Bytes) -> Response {
             Err(e) => return error(422, "Invalid", &format!("Deployment is invalid: {e}")),
         };
         default_deployment(&mut obj);
+    }
+    if rp.resource == PVCS {
+        objects::bind_pvc(&mut obj);
+    }
+    if rp.resource == SERVICES {
+        let store = &api.cluster.store;
+        objects::default_service(&mut obj, || {
+            let used: Vec<String> = store
+                .list(SERVICES, None)
+                .0
+                .iter()
+                .filter_map(|s| s["spec"]["clusterIP"].as_str().map(str::to_string))
+                .collect();
+            (50..=254)
+                .map(|n| format!("10.96.0.{n}"))
+                .find(|ip| !used.contains(ip))
+                .unwrap_or_else(|| "10.96.1.1".into())
+        });
+    }
+    if rp.resource == JOBS {
+        // The lab runs no Job pods: a Job is done as soon as it exists.
+        obj["status"] = objects::job_complete_status(chrono::Utc::now());
     }
     let obj = match validate(&rp.resource, obj) {
         Ok(v) => v,

@@ -919,7 +919,17 @@ impl Cluster {
             .as_array()
             .map(|ps| {
                 ps.iter()
-                    .map(|p| json!({"name": p["name"], "port": p["targetPort"].as_i64().or(p["port"].as_i64()), "protocol": p["protocol"]}))
+                    .map(|p| {
+                        // A named targetPort resolves against the pods' container ports.
+                        let named = p["targetPort"].as_str().and_then(|n| {
+                            pods.iter().find_map(|pod| {
+                                pod["spec"]["containers"].as_array()?.iter().find_map(|c| {
+                                    c["ports"].as_array()?.iter().find(|cp| cp["name"] == n)?["containerPort"].as_i64()
+                                })
+                            })
+                        });
+                        json!({"name": p["name"], "port": p["targetPort"].as_i64().or(named).or(p["port"].as_i64()), "protocol": p["protocol"]})
+                    })
                     .collect()
             })
             .unwrap_or_default();

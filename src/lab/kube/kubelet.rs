@@ -1,16 +1,18 @@
 //! The kubelet of the lab, one task per pod: scheduling after `profile.schedule`, container
 //! creation after `profile.container_start`, the Ollama runtime started in the container,
-//! readiness per scenario (at start, HTTP probe on /api/tags, or a finished generate),
+//! readiness from the pod's own readinessProbe (none: at start; httpGet: the runtime answers
+//! that path; tcpSocket: the port accepts; exec: a one-token generate with the served model
+//! finishes, as the inference-aware probe script does), with its period, initial delay,
+//! timeout and failure threshold (scaled by the lab's speed),
 //! container restarts after an OOM kill, and graceful termination when the pod is deleted.
 //! Every status change is one store update with the conditions and container states a real
 //! kubelet writes, and the matching ground-truth line at the same instant.
 
 use super::cluster::Cluster;
 use super::objects::{self, OLLAMA_PORT, time};
-use super::resources::{NODES, PODS};
+use super::resources::{CONFIGMAPS, NODES, PODS};
 use crate::lab::ground_truth::Transition;
 use crate::lab::runtime::{self, ModelDisk, RuntimeEvent, RuntimeHandle, RuntimeSpec};
-use crate::lab::scenario::Readiness;
 use chrono::Utc;
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
@@ -27,6 +29,173 @@ use tokio_util::sync::CancellationToken;
 /// A chrono instant as a k8s `Time`.
 pub fn k8s_time(ts: chrono::DateTime<Utc>) -> Time {
     Time(k8s_openapi::jiff::Timestamp::from_microsecond(ts.timestamp_micros()).unwrap_or_default())
+}
+
+/// What a readiness probe checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeAction {
+    /// No readiness probe: Ready once the container started.
+    None,
+    /// `httpGet`: a 2xx answer on this path and port.
+    Http { path: String, port: u16 },
+    /// `tcpSocket`: the port accepts a connection.
+    Tcp { port: u16 },
+    /// `exec`: the lab runs the inference-aware check (a one-token generate of the served
+    /// model that finishes with `"done":true`), what the manifests' probe script does.
+    Inference,
+}
+
+/// A container's readiness probe, with Kubernetes' defaults for missing fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadinessSpec {
+    pub action: ProbeAction,
+    pub period_seconds: u64,
+    pub initial_delay_seconds: u64,
+    pub timeout_seconds: u64,
+    pub failure_threshold: u32,
+}
+
+/// What the kubelet runs for a pod, read from its first container (as applied).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerPlan {
+    pub name: String,
+    pub image: String,
+    /// The port the runtime listens on: the first `containerPort`, else `OLLAMA_HOST`'s.
+    pub port: u16,
+    pub memory_limit: Option<u64>,
+    pub readiness: ReadinessSpec,
+    /// The served model, from `OLLAMA_MODEL`/`READYGAP_MODEL` in `env` or an `envFrom`
+    /// ConfigMap (`None`: the profile's).
+    pub model: Option<String>,
+}
+
+fn seconds(v: &serde_json::Value, default: u64) -> u64 {
+    v.as_u64().unwrap_or(default)
+}
+
+/// Resolve a probe's port (number or container port name) against the container.
+fn probe_port(port: &serde_json::Value, container: &serde_json::Value, default: u16) -> u16 {
+    if let Some(n) = port.as_u64() {
+        return u16::try_from(n).unwrap_or(default);
+    }
+    let Some(name) = port.as_str() else {
+        return default;
+    };
+    if let Ok(n) = name.parse::<u16>() {
+        return n;
+    }
+    container["ports"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+        .and_then(|p| p["containerPort"].as_u64())
+        .and_then(|n| u16::try_from(n).ok())
+        .unwrap_or(default)
+}
+
+const MODEL_KEYS: &[&str] = &["OLLAMA_MODEL", "READYGAP_MODEL"];
+
+/// The served model of a container: an explicit env value wins over `envFrom` ConfigMaps
+/// (looked up with `config_map(name)`), as in a real pod.
+fn served_model(
+    container: &serde_json::Value,
+    config_map: impl Fn(&str) -> Option<serde_json::Value>,
+) -> Option<String> {
+    let env = container["env"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    for key in MODEL_KEYS {
+        if let Some(v) = env
+            .iter()
+            .find(|e| e["name"] == *key)
+            .and_then(|e| e["value"].as_str())
+            .filter(|v| !v.is_empty())
+        {
+            return Some(v.to_string());
+        }
+    }
+    let from = container["envFrom"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    for src in from {
+        let Some(name) = src["configMapRef"]["name"].as_str() else {
+            continue;
+        };
+        let prefix = src["prefix"].as_str().unwrap_or("");
+        if let Some(cm) = config_map(name) {
+            for key in MODEL_KEYS {
+                if let Some(v) = cm["data"]
+                    .as_object()
+                    .and_then(|d| {
+                        d.iter()
+                            .find(|(k, _)| format!("{prefix}{k}") == *key)
+                            .map(|(_, v)| v)
+                    })
+                    .and_then(|v| v.as_str())
+                    .filter(|v| !v.is_empty())
+                {
+                    return Some(v.to_string());
+                }
+            }
+        }
+    }
+    None
+}
+
+impl ContainerPlan {
+    /// Read the plan from a pod object; `config_map(name)` finds ConfigMaps of its namespace.
+    pub fn of_pod(
+        pod: &serde_json::Value,
+        config_map: impl Fn(&str) -> Option<serde_json::Value>,
+    ) -> Self {
+        let c = &pod["spec"]["containers"][0];
+        let env_port = c["env"].as_array().and_then(|env| {
+            env.iter()
+                .find(|e| e["name"] == "OLLAMA_HOST")
+                .and_then(|e| e["value"].as_str())
+                .and_then(|v| v.rsplit_once(':'))
+                .and_then(|(_, p)| p.parse::<u16>().ok())
+        });
+        let port = c["ports"][0]["containerPort"]
+            .as_u64()
+            .and_then(|n| u16::try_from(n).ok())
+            .or(env_port)
+            .unwrap_or(OLLAMA_PORT);
+        let p = &c["readinessProbe"];
+        let action = if p["httpGet"].is_object() {
+            ProbeAction::Http {
+                path: p["httpGet"]["path"].as_str().unwrap_or("/").to_string(),
+                port: probe_port(&p["httpGet"]["port"], c, port),
+            }
+        } else if p["tcpSocket"].is_object() {
+            ProbeAction::Tcp {
+                port: probe_port(&p["tcpSocket"]["port"], c, port),
+            }
+        } else if p["exec"].is_object() || p["grpc"].is_object() {
+            ProbeAction::Inference
+        } else {
+            ProbeAction::None
+        };
+        Self {
+            name: c["name"].as_str().unwrap_or("ollama").to_string(),
+            image: c["image"].as_str().unwrap_or_default().to_string(),
+            port,
+            memory_limit: c["resources"]["limits"]["memory"]
+                .as_str()
+                .and_then(objects::parse_quantity),
+            readiness: ReadinessSpec {
+                action,
+                period_seconds: seconds(&p["periodSeconds"], 10).max(1),
+                initial_delay_seconds: seconds(&p["initialDelaySeconds"], 0),
+                timeout_seconds: seconds(&p["timeoutSeconds"], 1).max(1),
+                failure_threshold: u32::try_from(seconds(&p["failureThreshold"], 3))
+                    .unwrap_or(3)
+                    .max(1),
+            },
+            model: served_model(c, config_map),
+        }
+    }
 }
 
 fn set_condition(
@@ -135,6 +304,9 @@ struct PodRun {
     disk: Arc<ModelDisk>,
     runs_ollama: bool,
     memory_limit: u64,
+    plan: ContainerPlan,
+    /// The model the inference-aware probe asks for.
+    model: String,
 }
 
 impl PodRun {
@@ -175,7 +347,7 @@ impl PodRun {
                 pod_uid: self.uid.clone(),
                 node_name: self.node.clone(),
                 ip,
-                port: OLLAMA_PORT,
+                port: self.plan.port,
                 memory_limit_bytes: self.memory_limit,
                 profile: self.cluster.settings.profile.clone(),
                 disk: self.disk.clone(),
@@ -198,7 +370,7 @@ impl PodRun {
             .with_pod(&self.ns, &self.name, |e| e.runtime = runtime.clone());
         let now = Utc::now();
         let container_id = format!("containerd://{}", self.cluster.hex(64));
-        let baseline = self.cluster.settings.scenario.readiness() == Readiness::Started;
+        let baseline = self.plan.readiness.action == ProbeAction::None;
         let ip = self.ip;
         let cid = container_id.clone();
         let gt = self.cluster.settings.ground_truth.clone();
@@ -225,15 +397,25 @@ impl PodRun {
             set_ready(p, baseline, now);
         });
         if let Some(pod) = &pod {
-            let image = objects::OLLAMA_IMAGE;
+            let (image, cname) = (&self.plan.image, &self.plan.name);
             self.event(
                 pod,
                 "Normal",
                 "Pulled",
                 &format!("Container image \"{image}\" already present on machine"),
             );
-            self.event(pod, "Normal", "Created", "Created container: ollama");
-            self.event(pod, "Normal", "Started", "Started container ollama");
+            self.event(
+                pod,
+                "Normal",
+                "Created",
+                &format!("Created container: {cname}"),
+            );
+            self.event(
+                pod,
+                "Normal",
+                "Started",
+                &format!("Started container {cname}"),
+            );
         }
         Container {
             runtime,
@@ -245,32 +427,43 @@ impl PodRun {
     }
 
     /// Run one readiness probe; true when it passed.
-    async fn probe(&self, readiness: Readiness) -> bool {
+    async fn probe(&self, spec: &ReadinessSpec) -> bool {
         let Some(ip) = self.ip else { return false };
         if !self.runs_ollama {
             return true;
         }
-        let base = format!("http://{ip}:{OLLAMA_PORT}");
         let http = &self.cluster.http;
-        match readiness {
-            Readiness::Started => true,
-            Readiness::Http => {
-                let timeout = self
-                    .cluster
-                    .scaled(Duration::from_secs(1))
-                    .max(Duration::from_millis(200));
-                matches!(http.get(format!("{base}/api/tags")).timeout(timeout).send().await, Ok(r) if r.status().is_success())
+        let timeout = |floor: Duration| {
+            self.cluster
+                .scaled(Duration::from_secs(spec.timeout_seconds))
+                .max(floor)
+        };
+        match &spec.action {
+            ProbeAction::None => true,
+            ProbeAction::Http { path, port } => {
+                let path = if path.starts_with('/') {
+                    path.clone()
+                } else {
+                    format!("/{path}")
+                };
+                let url = format!("http://{ip}:{port}{path}");
+                let t = timeout(Duration::from_millis(200));
+                matches!(http.get(url).timeout(t).send().await, Ok(r) if r.status().is_success())
             }
-            Readiness::Inference => {
-                let timeout = self
-                    .cluster
-                    .scaled(Duration::from_secs(120))
-                    .max(Duration::from_secs(5));
-                let body = json!({"model": self.cluster.settings.profile.model, "prompt": "Reply with exactly: READY", "stream": false});
+            ProbeAction::Tcp { port } => {
+                let t = timeout(Duration::from_millis(200));
+                matches!(
+                    tokio::time::timeout(t, tokio::net::TcpStream::connect((ip, *port))).await,
+                    Ok(Ok(_))
+                )
+            }
+            ProbeAction::Inference => {
+                let base = format!("http://{ip}:{}", self.plan.port);
+                let body = json!({"model": self.model, "prompt": "Reply with exactly: READY", "stream": false});
                 match http
                     .post(format!("{base}/api/generate"))
                     .json(&body)
-                    .timeout(timeout)
+                    .timeout(timeout(Duration::from_secs(5)))
                     .send()
                     .await
                 {
@@ -321,14 +514,15 @@ pub async fn run_pod(
         cluster.remove_pod_entry(&ns, &name);
         return;
     };
-    let container0 = &pod_json["spec"]["containers"][0];
-    let runs_ollama = container0["image"]
-        .as_str()
-        .is_some_and(|i| i.starts_with("ollama/ollama"));
-    let memory_limit = container0["resources"]["limits"]["memory"]
-        .as_str()
-        .and_then(objects::parse_quantity)
-        .unwrap_or(profile.memory_limit_bytes);
+    let plan = ContainerPlan::of_pod(&pod_json, |cm| {
+        cluster
+            .store
+            .get(CONFIGMAPS, &ns, cm)
+            .map(|v| v.as_ref().clone())
+    });
+    let runs_ollama = plan.image.starts_with("ollama/ollama");
+    let memory_limit = plan.memory_limit.unwrap_or(profile.memory_limit_bytes);
+    let model = plan.model.clone().unwrap_or_else(|| profile.model.clone());
     let emptydir = pod_json["spec"]["volumes"].as_array().is_some_and(|vs| {
         vs.iter()
             .any(|v| v["name"] == "models" && v.get("emptyDir").is_some())
@@ -357,6 +551,8 @@ pub async fn run_pod(
         disk,
         runs_ollama,
         memory_limit,
+        plan,
+        model,
     };
 
     // Scheduling.
@@ -423,14 +619,13 @@ pub async fn run_pod(
         return finish(&run, None, &deleting).await;
     }
     let mut container = run.start_container(0).await;
-    let readiness = cluster.settings.scenario.readiness();
-    let period = cluster.scaled(Duration::from_secs(u64::from(
-        cluster.settings.scenario.probe_period_seconds().max(1),
-    )));
+    let readiness = run.plan.readiness.clone();
+    let period = cluster.scaled(Duration::from_secs(readiness.period_seconds));
+    let initial_delay = cluster.scaled(Duration::from_secs(readiness.initial_delay_seconds));
     let mut failures = 0u32;
-    let mut next_probe = Instant::now();
+    let mut next_probe = later(Instant::now(), initial_delay);
     loop {
-        let probe_due = readiness != Readiness::Started;
+        let probe_due = readiness.action != ProbeAction::None;
         let wait = next_probe.saturating_duration_since(Instant::now());
         let mut events = container.events.take();
         let ev = async {
@@ -457,7 +652,7 @@ pub async fn run_pod(
                             return finish(&run, Some(container), &deleting).await;
                         }
                         failures = 0;
-                        next_probe = Instant::now();
+                        next_probe = later(Instant::now(), initial_delay);
                     }
                     Some(_) => {}
                     None => container.events = None,
@@ -465,7 +660,7 @@ pub async fn run_pod(
             }
             ok = async {
                 tokio::time::sleep(wait).await;
-                run.probe(readiness).await
+                run.probe(&readiness).await
             }, if probe_due => {
                 container.events = events;
                 next_probe = later(Instant::now(), period);
@@ -475,13 +670,13 @@ pub async fn run_pod(
                         container.ready = true;
                         let now = Utc::now();
                         run.update(|p| {
-                            run.log(now, Transition::PodReady, json!({"probe": format!("{readiness:?}")}));
+                            run.log(now, Transition::PodReady, json!({"probe": probe_name(&readiness.action)}));
                             set_ready(p, true, now);
                         });
                     }
                 } else {
                     failures += 1;
-                    if container.ready && failures >= 3 {
+                    if container.ready && failures >= readiness.failure_threshold {
                         container.ready = false;
                         let now = Utc::now();
                         if let Some(pod) = run.update(|p| set_ready(p, false, now)) {
@@ -491,6 +686,16 @@ pub async fn run_pod(
                 }
             }
         }
+    }
+}
+
+/// The name of a probe in ground-truth entries.
+fn probe_name(a: &ProbeAction) -> &'static str {
+    match a {
+        ProbeAction::None => "None",
+        ProbeAction::Http { .. } => "Http",
+        ProbeAction::Tcp { .. } => "Tcp",
+        ProbeAction::Inference => "Inference",
     }
 }
 
@@ -668,4 +873,129 @@ fn pick_node(cluster: &Cluster, pod: &serde_json::Value) -> String {
 /// Seconds-precision time string of now (for callers building JSON).
 pub fn now_str() -> String {
     time(Utc::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn pod(container: Value) -> Value {
+        json!({"spec": {"containers": [container]}})
+    }
+
+    #[test]
+    fn plan_follows_the_applied_container() {
+        let c = json!({
+            "name": "server", "image": "ollama/ollama:0.6.8",
+            "ports": [{"name": "web", "containerPort": 8080}],
+            "envFrom": [{"configMapRef": {"name": "cfg"}}],
+            "resources": {"limits": {"memory": "16Gi"}},
+            "readinessProbe": {"httpGet": {"path": "/api/tags", "port": "web"},
+                               "periodSeconds": 2, "initialDelaySeconds": 7, "failureThreshold": 5}
+        });
+        let cms =
+            |n: &str| (n == "cfg").then(|| json!({"data": {"READYGAP_MODEL": "llama3.1:8b"}}));
+        let p = ContainerPlan::of_pod(&pod(c), cms);
+        assert_eq!(p.name, "server");
+        assert_eq!(p.port, 8080);
+        assert_eq!(p.memory_limit, Some(16 << 30));
+        assert_eq!(p.model.as_deref(), Some("llama3.1:8b"));
+        assert_eq!(
+            p.readiness.action,
+            ProbeAction::Http {
+                path: "/api/tags".into(),
+                port: 8080
+            }
+        );
+        assert_eq!(
+            (
+                p.readiness.period_seconds,
+                p.readiness.initial_delay_seconds,
+                p.readiness.failure_threshold
+            ),
+            (2, 7, 5)
+        );
+    }
+
+    #[test]
+    fn exec_tcp_and_missing_probes_and_defaults() {
+        let none = |_: &str| None;
+        let exec = ContainerPlan::of_pod(
+            &pod(
+                json!({"name": "o", "env": [{"name": "OLLAMA_HOST", "value": "0.0.0.0:9000"},
+                                             {"name": "OLLAMA_MODEL", "value": "m:1"}],
+                        "readinessProbe": {"exec": {"command": ["bash", "probe.sh"]}}}),
+            ),
+            none,
+        );
+        assert_eq!(exec.readiness.action, ProbeAction::Inference);
+        assert_eq!(exec.port, 9000);
+        assert_eq!(exec.model.as_deref(), Some("m:1"));
+        // Kubernetes' defaults for the fields left out.
+        assert_eq!(
+            (
+                exec.readiness.period_seconds,
+                exec.readiness.timeout_seconds,
+                exec.readiness.failure_threshold
+            ),
+            (10, 1, 3)
+        );
+        let tcp = ContainerPlan::of_pod(
+            &pod(json!({"name": "o", "readinessProbe": {"tcpSocket": {"port": 11434}}})),
+            none,
+        );
+        assert_eq!(tcp.readiness.action, ProbeAction::Tcp { port: 11434 });
+        let bare = ContainerPlan::of_pod(&pod(json!({"name": "o"})), none);
+        assert_eq!(bare.readiness.action, ProbeAction::None);
+        assert_eq!(
+            (bare.port, bare.memory_limit, bare.model),
+            (OLLAMA_PORT, None, None)
+        );
+        // Garbage does not panic and falls back to defaults.
+        let junk = ContainerPlan::of_pod(
+            &json!({"spec": {"containers": [{"ports": [{"containerPort": 99999}],
+                    "readinessProbe": {"httpGet": {"port": "nope"}, "periodSeconds": -3}}]}}),
+            none,
+        );
+        assert_eq!(junk.port, OLLAMA_PORT);
+        assert_eq!(
+            junk.readiness.action,
+            ProbeAction::Http {
+                path: "/".into(),
+                port: OLLAMA_PORT
+            }
+        );
+        assert_eq!(junk.readiness.period_seconds, 10);
+    }
+
+    #[test]
+    fn builtin_scenario_probes_read_back_as_their_scenarios() {
+        use crate::lab::kube::objects::{OLLAMA_IMAGE, deployment};
+        use crate::lab::scenario::{Readiness, Scenario};
+        for sc in [
+            Scenario::Baseline,
+            Scenario::HttpReadiness,
+            Scenario::InferenceReadiness,
+        ] {
+            let d = deployment("ns", "ollama", 1, OLLAMA_IMAGE, 4 << 30, sc, "llama3.2:1b");
+            let p = ContainerPlan::of_pod(&d["spec"]["template"], |_| None);
+            let want = match sc.readiness() {
+                Readiness::Started => ProbeAction::None,
+                Readiness::Http => ProbeAction::Http {
+                    path: "/api/tags".into(),
+                    port: OLLAMA_PORT,
+                },
+                Readiness::Inference => ProbeAction::Inference,
+            };
+            assert_eq!(p.readiness.action, want, "{sc}");
+            if want != ProbeAction::None {
+                assert_eq!(
+                    p.readiness.period_seconds,
+                    u64::from(sc.probe_period_seconds())
+                );
+            }
+            assert_eq!(p.memory_limit, Some(4 << 30));
+        }
+    }
 }

@@ -228,6 +228,84 @@ pub fn deployment(
     })
 }
 
+/// Bind a newly created PVC as the lab's provisioner would: a volume of the requested size
+/// on the `lab-local` class (the lab stores data on no volume; the runtime's model disk is
+/// the lab's shared disk).
+pub fn bind_pvc(pvc: &mut Value) {
+    let uid_part = pvc["metadata"]["name"]
+        .as_str()
+        .unwrap_or("claim")
+        .to_string();
+    let spec = &mut pvc["spec"];
+    if spec["storageClassName"].is_null() {
+        spec["storageClassName"] = json!("lab-local");
+    }
+    if spec["volumeMode"].is_null() {
+        spec["volumeMode"] = json!("Filesystem");
+    }
+    if spec["volumeName"].is_null() {
+        spec["volumeName"] = json!(format!("pvc-lab-{uid_part}"));
+    }
+    let modes = spec["accessModes"].clone();
+    let size = spec["resources"]["requests"]["storage"].clone();
+    pvc["status"] = json!({"phase": "Bound", "accessModes": modes, "capacity": {"storage": size}});
+}
+
+/// Fill the defaults the API server fills for a new Service: type, a cluster IP from
+/// `cluster_ip`, session affinity, and each port's protocol and target port.
+pub fn default_service(svc: &mut Value, cluster_ip: impl FnOnce() -> String) {
+    let spec = &mut svc["spec"];
+    if spec["type"].is_null() {
+        spec["type"] = json!("ClusterIP");
+    }
+    if spec["clusterIP"].is_null() {
+        let ip = cluster_ip();
+        spec["clusterIP"] = json!(ip);
+        spec["clusterIPs"] = json!([ip]);
+    }
+    for (k, v) in [
+        ("sessionAffinity", json!("None")),
+        ("ipFamilies", json!(["IPv4"])),
+        ("ipFamilyPolicy", json!("SingleStack")),
+        ("internalTrafficPolicy", json!("Cluster")),
+    ] {
+        if spec[k].is_null() {
+            spec[k] = v;
+        }
+    }
+    if let Some(ports) = spec["ports"].as_array_mut() {
+        for p in ports {
+            if p["protocol"].is_null() {
+                p["protocol"] = json!("TCP");
+            }
+            if p["targetPort"].is_null() {
+                p["targetPort"] = p["port"].clone();
+            }
+        }
+    }
+    if svc["status"].is_null() {
+        svc["status"] = json!({"loadBalancer": {}});
+    }
+}
+
+/// The status of a Job that completed at `now` (the lab stores Jobs without running them).
+pub fn job_complete_status(now: DateTime<Utc>) -> Value {
+    let t = time(now);
+    let cond = |ty: &str, reason: &str, msg: &str| {
+        json!({"type": ty, "status": "True", "reason": reason, "message": msg,
+               "lastProbeTime": t, "lastTransitionTime": t})
+    };
+    json!({
+        "startTime": t, "completionTime": t, "succeeded": 1, "active": 0, "failed": 0,
+        "ready": 0, "terminating": 0,
+        "uncountedTerminatedPods": {},
+        "conditions": [
+            cond("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods"),
+            cond("Complete", "CompletionsReached", "Reached expected number of succeeded pods")
+        ]
+    })
+}
+
 /// An `involvedObject`/`regarding` reference to an object.
 pub fn object_ref(obj: &Value) -> Value {
     json!({

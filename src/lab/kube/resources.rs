@@ -1,5 +1,6 @@
 //! The resource types the lab's API server serves: group, version, plural, kind, scope and
-//! short names, used by discovery, URL routing and the store.
+//! short names, used by discovery, URL routing and the store. ConfigMaps and Jobs are only
+//! stored (a Job is marked complete at creation): the lab simulates no Job pods.
 
 /// One served resource type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -82,6 +83,17 @@ pub const PVCS: Resource = res(
     &["pvc"],
     &[],
 );
+pub const CONFIGMAPS: Resource = res(
+    "",
+    "v1",
+    "configmaps",
+    "configmap",
+    "ConfigMap",
+    true,
+    &["cm"],
+    &[],
+);
+pub const JOBS: Resource = res("batch", "v1", "jobs", "job", "Job", true, &[], &["all"]);
 pub const DEPLOYMENTS: Resource = res(
     "apps",
     "v1",
@@ -131,14 +143,16 @@ pub const ALL: &[Resource] = &[
     SERVICES,
     CORE_EVENTS,
     PVCS,
+    CONFIGMAPS,
     DEPLOYMENTS,
     REPLICASETS,
     ENDPOINT_SLICES,
     EVENTS,
+    JOBS,
 ];
 
 /// The API groups other than core, in discovery order.
-pub const GROUPS: &[&str] = &["apps", "discovery.k8s.io", "events.k8s.io"];
+pub const GROUPS: &[&str] = &["apps", "batch", "discovery.k8s.io", "events.k8s.io"];
 
 /// Find a resource by group and plural.
 pub fn find(group: &str, plural: &str) -> Option<Resource> {

@@ -407,6 +407,28 @@ fn columns(resource: &Resource) -> Vec<Value> {
             ),
             age,
         ],
+        ("", "configmaps") => vec![
+            name,
+            col("Data", "string", 0, "The number of data keys."),
+            age,
+        ],
+        ("batch", "jobs") => vec![
+            name,
+            col("Status", "string", 0, "Status of the job."),
+            col(
+                "Completions",
+                "string",
+                0,
+                "The desired number of successfully finished pods the job should be run with.",
+            ),
+            col(
+                "Duration",
+                "string",
+                0,
+                "Time required to complete the job.",
+            ),
+            age,
+        ],
         _ => vec![name, age],
     }
 }
@@ -595,6 +617,31 @@ fn row_cells(resource: &Resource, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(modes.join(",")),
                 json!(s(o, &["spec", "storageClassName"])),
                 json!("<unset>"),
+                json!(created),
+            ]
+        }
+        ("", "configmaps") => {
+            let n = o["data"].as_object().map_or(0, |m| m.len())
+                + o["binaryData"].as_object().map_or(0, |m| m.len());
+            vec![name, json!(n), json!(created)]
+        }
+        ("batch", "jobs") => {
+            let complete = arr(o, &["status", "conditions"])
+                .iter()
+                .any(|c| c["type"] == "Complete" && c["status"] == "True");
+            let want = o["spec"]["completions"].as_i64().unwrap_or(1);
+            let duration = match (
+                chrono::DateTime::parse_from_rfc3339(s(o, &["status", "startTime"])),
+                chrono::DateTime::parse_from_rfc3339(s(o, &["status", "completionTime"])),
+            ) {
+                (Ok(a), Ok(b)) => human_duration(b - a),
+                _ => String::new(),
+            };
+            vec![
+                name,
+                json!(if complete { "Complete" } else { "Running" }),
+                json!(format!("{}/{want}", i(o, &["status", "succeeded"]))),
+                json!(duration),
                 json!(created),
             ]
         }
