@@ -819,7 +819,34 @@ async fn rollout_scenario_surges_without_a_traffic_gap() {
         .unwrap()
         .to_string();
     let resp = http().get(format!("{}/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices?watch=1&resourceVersion={rv}&labelSelector=kubernetes.io%2Fservice-name%3Dollama", lab.api_url)).send().await.unwrap();
-    let watch = tokio::spawn(watch_lines(resp, 10_000, Duration::from_secs(90)));
+    // Read the slice's events until it holds only a ready endpoint of a new pod (the old
+    // one removed), so the lab is not shut down while that last event is still in flight.
+    let old_name = old.clone();
+    let watch = tokio::spawn(async move {
+        let mut stream = resp.bytes_stream();
+        let mut buf = Vec::new();
+        let mut events: Vec<Value> = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, stream.next()).await {
+            buf.extend_from_slice(&chunk);
+            while let Some(i) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=i).collect();
+                let e: Value = serde_json::from_slice(&line).unwrap();
+                let eps = e["object"]["endpoints"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let done = eps.len() == 1
+                    && eps[0]["conditions"]["ready"] == true
+                    && eps[0]["targetRef"]["name"] != old_name.as_str();
+                events.push(e);
+                if done {
+                    return events;
+                }
+            }
+        }
+        events
+    });
     let deps: Api<Deployment> = Api::namespaced(client(&lab).await, NS);
     deps.patch("ollama", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "now"}}}}}))).await.unwrap();
     wait_for(
@@ -831,8 +858,8 @@ async fn rollout_scenario_surges_without_a_traffic_gap() {
         },
     )
     .await;
+    let events = watch.await.unwrap();
     lab.shutdown().await;
-    let (events, _) = watch.await.unwrap();
     assert!(events.len() >= 3, "{events:?}");
     let mut saw_two = false;
     for e in &events {
