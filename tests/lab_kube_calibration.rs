@@ -1,8 +1,8 @@
-//! Calibration: trials against the lab at speed 10, driven like the published study (delete
+//! Calibration: trials against the lab at speed 5, driven like the published study (delete
 //! the pod; T1 when a watch shows the new pod Ready; T2 first 200 of /api/tags polled every
 //! 10 ms; T3/T4 around a non-streaming generate), land within ±15% of the published means
 //! of T1−T0, T2−T0 and T4−T1 for every profile (the lab side is the mean of the ten trials
-//! without the fastest and the slowest, against scheduling hiccups that speed 10 magnifies).
+//! without the fastest and the slowest, against scheduling hiccups that the speed magnifies).
 
 mod lab_kube_support;
 
@@ -18,7 +18,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-const SPEED: f64 = 10.0;
+/// Speed 5 rather than the 10: the client-side overheads of a trial (a few ms of
+/// HTTP and watch latency) are multiplied by the speed, and at 10 they alone put
+/// runtime_recovery 10–18 % above the published means on a busy 2-core machine.
+const SPEED: f64 = 5.0;
 const TRIALS: usize = 10;
 const TOLERANCE: f64 = 0.15;
 

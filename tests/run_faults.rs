@@ -206,7 +206,8 @@ async fn a_cold_trial_unloads_and_drops_the_page_cache_before_t0() {
     ])
     .unwrap()
     .args;
-    // Without --lab, the runner does not know the lab's admin endpoint: no node access.
+    // Without --lab or --node-access, the runner guesses how to reach the node (ssh to its
+    // InternalIP, nothing listens there): the cold step is recorded as failed, with why.
     let out = run_with(a.clone(), CancellationToken::new())
         .await
         .expect("run");
@@ -216,11 +217,9 @@ async fn a_cold_trial_unloads_and_drops_the_page_cache_before_t0() {
         .expect("the cold step is recorded");
     assert!(
         !cold.dropped
-            && cold
-                .error
-                .as_deref()
-                .unwrap_or("")
-                .contains("--node-access"),
+            && cold.error.as_deref().is_some_and(|e| {
+                e.contains("--node-access") || e.contains("connection refused")
+            }),
         "{cold:?}"
     );
     lab.shutdown().await;

@@ -228,6 +228,8 @@ fn panic_restores_the_terminal() {
         "RUST_BACKTRACE=0",
         "-e",
         "TERM=xterm-256color",
+        "-e",
+        "RUST_BACKTRACE=0",
         "sh",
         "-c",
         &script,
