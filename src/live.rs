@@ -20,11 +20,12 @@ use crate::run::{Built, RunArgs, build};
 use crate::session::{Pump, RecordControl, RecordStatus, default_recording_path};
 use crate::sources::runtime::PodRef;
 use crate::trial::Command as RunnerCommand;
-use crate::ui::app::run_dashboard;
+use crate::ui::app::{Feed, LiveFeed, run_dashboard};
 use crate::ui::intent::Intent;
 use chrono::Utc;
 use color_eyre::eyre::Result;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -166,6 +167,7 @@ pub async fn dashboard(
         });
     }
     let (ctl_tx, ctl_rx) = mpsc::channel(4);
+    let recording = Arc::new(AtomicBool::new(record_to.is_some()));
     let (st_tx, mut st_rx) = mpsc::unbounded_channel();
     let mut header = Header::new(
         Utc::now(),
@@ -186,18 +188,28 @@ pub async fn dashboard(
         }
         .run(),
     );
-    // Recording status lines go to the screen only.
+    // Recording status: the header's indicator and a line in the footer, on screen only.
+    let (control_tx, control_rx) = mpsc::unbounded_channel::<Feed>();
     {
         let ui_tx = ui_tx.clone();
+        let recording = recording.clone();
         tokio::spawn(async move {
             while let Some(s) = st_rx.recv().await {
-                let text = match s {
-                    RecordStatus::Recording(p) => format!("recording to {}", p.display()),
-                    RecordStatus::Stopped { path, events } => {
-                        format!("recording stopped: {} ({events} events)", path.display())
+                let (text, now) = match s {
+                    RecordStatus::Recording(p) => {
+                        (format!("recording to {}", p.display()), Some(p))
                     }
-                    RecordStatus::Failed(e) => format!("recording failed: {e}"),
+                    RecordStatus::Stopped { path, events } => (
+                        format!("recording stopped: {} ({events} events)", path.display()),
+                        None,
+                    ),
+                    RecordStatus::Failed(e) => (format!("recording failed: {e}"), None),
                 };
+                recording.store(now.is_some(), Ordering::SeqCst);
+                let shown = now.map(|p| p.display().to_string());
+                if control_tx.send(Feed::Recording(shown)).is_err() {
+                    break;
+                }
                 let ev = Event::new(Utc::now(), Source::Session, EventKind::Note { text });
                 if ui_tx.send(ev).await.is_err() {
                     break;
@@ -226,7 +238,6 @@ pub async fn dashboard(
     let intents = tokio::spawn(async move {
         let mut pod_choice: Option<String> = None;
         let mut model_choice: Option<String> = None;
-        let mut recording = false;
         while let Some(intent) = intent_rx.recv().await {
             let focus = || -> Option<PodRef> {
                 let s = pods.lock().ok()?;
@@ -254,7 +265,9 @@ pub async fn dashboard(
                     None
                 }
                 Intent::ToggleRecord => {
-                    if recording {
+                    // The status task keeps `recording` true only while a file is written,
+                    // so a failed start does not leave the key in the wrong state.
+                    if recording.load(Ordering::SeqCst) {
                         ctl_tx.send(RecordControl::Stop).await.ok();
                     } else {
                         let path = default_recording_path(&recordings_dir, &context, Utc::now());
@@ -263,7 +276,6 @@ pub async fn dashboard(
                             .await
                             .ok();
                     }
-                    recording = !recording;
                     None
                 }
                 _ if read_only => None,
@@ -305,7 +317,11 @@ pub async fn dashboard(
         }
     });
 
-    let result = run_dashboard(opts, ui_rx, Some(intent_tx)).await;
+    let feed = LiveFeed {
+        events: ui_rx,
+        control: control_rx,
+    };
+    let result = run_dashboard(opts, feed, Some(intent_tx)).await;
     // Leave: stop the feeds and the runner, close the recording.
     cancel.cancel();
     feeds.cancel();

@@ -359,6 +359,26 @@ fn demo_in_tmux_runs_a_trial_to_t4() {
     tmux.cmd(&["send-keys", "-t", "rg", "y"]);
     let screen = tmux.wait("the trial's T4", |s| s.contains("T3→T4 "));
     assert!(screen.contains("trial #1"), "{screen}");
+    // `R` starts a recording: the header shows it; `R` again stops it and the header drops it.
+    assert!(!screen.contains("● REC"), "not recording yet: {screen}");
+    tmux.cmd(&["send-keys", "-t", "rg", "R"]);
+    let screen = tmux.wait("the header's recording indicator", |s| {
+        s.lines().next().is_some_and(|l| l.contains("● REC"))
+    });
+    assert!(
+        screen.contains(&dir.path().display().to_string()),
+        "the header names the file in --recordings-dir: {screen}"
+    );
+    tmux.cmd(&["send-keys", "-t", "rg", "R"]);
+    tmux.wait("the indicator to go", |s| {
+        s.lines().next().is_some_and(|l| !l.contains("● REC")) && s.contains("recording stopped")
+    });
+    let written: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("recordings dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    assert_eq!(written.len(), 1, "one recording written by R … R");
     tmux.cmd(&["send-keys", "-t", "rg", "q"]);
     let screen = tmux.wait("the process to exit", |s| s.contains("EXITED"));
     assert!(screen.contains("EXITED 0"), "exit status 0: {screen}");

@@ -41,6 +41,8 @@ pub enum Feed {
     Reset(Box<State>),
     /// Where the replay is (switches the dashboard to replay mode).
     Replay(ReplayBar),
+    /// The recording now being written (`None`: not recording); the header shows it.
+    Recording(Option<String>),
 }
 
 /// A source of [`Feed`] items: a channel of events or of `Feed`.
@@ -57,6 +59,29 @@ impl FeedSource for mpsc::Receiver<Event> {
     }
     fn try_recv_feed(&mut self) -> Option<Feed> {
         self.try_recv().ok().map(Feed::Event)
+    }
+}
+
+/// A live session's feed: the event stream, plus control items (the recording indicator)
+/// that are not events and so are neither reduced nor recorded. Control items go first.
+pub struct LiveFeed {
+    pub events: mpsc::Receiver<Event>,
+    pub control: mpsc::UnboundedReceiver<Feed>,
+}
+
+impl FeedSource for LiveFeed {
+    async fn recv_feed(&mut self) -> Option<Feed> {
+        tokio::select! {
+            biased;
+            Some(c) = self.control.recv() => Some(c),
+            ev = self.events.recv() => ev.map(Feed::Event),
+        }
+    }
+    fn try_recv_feed(&mut self) -> Option<Feed> {
+        self.control
+            .try_recv()
+            .ok()
+            .or_else(|| self.events.try_recv().ok().map(Feed::Event))
     }
 }
 
@@ -180,6 +205,11 @@ impl Dashboard {
             Feed::Replay(bar) => {
                 let changed = self.view.replay.as_ref() != Some(&bar);
                 self.view.replay = Some(bar);
+                changed
+            }
+            Feed::Recording(path) => {
+                let changed = self.view.recording != path;
+                self.view.recording = path;
                 changed
             }
         }
