@@ -645,7 +645,7 @@ mod stream {
                     match f {
                         Feed::Event(ev) => shown.apply(&ev),
                         Feed::Reset(s) => *shown = *s,
-                        Feed::Replay(_) => {}
+                        Feed::Replay(_) | Feed::Recording(_) => {}
                     }
                 }
             };
