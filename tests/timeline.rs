@@ -175,6 +175,52 @@ fn two_trials_back_to_back() {
     assert_eq!(a.marks.t4, Some(at(8_000)), "the first trial is untouched");
 }
 
+/// With no cooldown the next trial can begin (and delete this trial's pod) before the first
+/// memory sample after T4 arrives: that sample still belongs to the first trial, as long as
+/// it was taken before the next trial's T0; one taken after it does not.
+#[test]
+fn memory_after_t4_is_kept_when_the_next_trial_has_begun() {
+    let mut first = full_trial(0, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b"));
+    first.pop(); // no memory sample right after T4
+    let mut events = with_initial_pod(first, "ollama-a", "uid-a");
+    // Trial 2 starts at 8.5 s (deleting ollama-b); a sample of ollama-b stamped 8.3 s
+    // arrives only then, and one stamped 8.7 s (after trial 2's T0) arrives later.
+    let mut second = full_trial(8_500, 2, ("ollama-b", "uid-b"), ("ollama-c", "uid-c"));
+    let second_rest = second.split_off(2);
+    events.extend(second);
+    events.push(memory(8_300, "ollama-b", 3_000_000_000));
+    events.push(memory(8_700, "ollama-b", 1_000_000_000));
+    events.extend(second_rest);
+    let s = state_of(&events);
+    assert_eq!(s.timeline.trials.len(), 2);
+    let (a, b) = (&s.timeline.trials[0], &s.timeline.trials[1]);
+    assert_eq!(
+        b.marks.t0,
+        Some(at(8_500)),
+        "trial 2 began before the sample arrived"
+    );
+    assert_eq!(a.metric(Metric::MemoryAfter), Some(3.0e9));
+    assert_eq!(
+        b.metric(Metric::MemoryAfter),
+        Some(2.9e9),
+        "trial 2 has its own"
+    );
+
+    // A first sample taken only after the next trial's T0 is not "after the inference".
+    let mut first = full_trial(0, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b"));
+    first.pop();
+    let mut events = with_initial_pod(first, "ollama-a", "uid-a");
+    events.extend(full_trial(
+        8_500,
+        2,
+        ("ollama-b", "uid-b"),
+        ("ollama-c", "uid-c"),
+    ));
+    events.push(memory(8_700, "ollama-b", 1_000_000_000));
+    let s = state_of(&events);
+    assert_eq!(s.timeline.trials[0].memory_after, None);
+}
+
 #[test]
 fn runtime_probe_arriving_before_the_ready_event() {
     // Arrival order: delete, new pod pending, probe OK of the new pod (stamped 1.65 s), then

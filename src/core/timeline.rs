@@ -464,13 +464,23 @@ impl Timeline {
             }
             EventKind::InferenceDone(result) => self.inference_done(ts, result),
             EventKind::MemorySample(s) => {
-                // Memory after T4: the first sample of the new pod at or after T4.
-                if let Some(t) = self.trials.last_mut()
-                    && t.memory_after.is_none()
-                    && t.new_pod.as_deref() == Some(s.pod.as_str())
-                    && t.marks.t4.is_some_and(|t4| ts >= t4)
+                // Memory after T4: the first sample of the trial's new pod at or after its
+                // T4 and before the next trial's T0 (a next trial may already have begun
+                // when the sample arrives: with no cooldown it deletes this very pod).
+                let pod = Some(s.pod.as_str());
+                if let Some(i) = self
+                    .trials
+                    .iter()
+                    .rposition(|t| t.new_pod.as_deref() == pod)
                 {
-                    t.memory_after = Some(s.current);
+                    let next_t0 = self.trials.get(i + 1).and_then(|n| n.marks.t0);
+                    let t = &mut self.trials[i];
+                    if t.memory_after.is_none()
+                        && t.marks.t4.is_some_and(|t4| ts >= t4)
+                        && next_t0.is_none_or(|t0| ts < t0)
+                    {
+                        t.memory_after = Some(s.current);
+                    }
                 }
             }
             _ => {}
