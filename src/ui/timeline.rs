@@ -116,7 +116,12 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
         y += sep;
         let head = format!(
             "{:<20}{:>3}{:>9}{:>9}{:>9}",
-            format!("{} trials, {} failed", stats.trials, stats.failed),
+            format!(
+                "{} trial{}, {} failed",
+                stats.trials,
+                if stats.trials == 1 { "" } else { "s" },
+                stats.failed
+            ),
             "n",
             "mean",
             "median",
