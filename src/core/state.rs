@@ -3,8 +3,8 @@
 //! advances only through event timestamps (`State::now` is the newest one seen).
 
 use super::event::{
-    Action, EndpointSliceView, Event, EventKind, HostSample, KubeEventView, MemorySource, NodeView,
-    Outcome, PodView, ResidentModel, SessionInfo, Source, Timestamp,
+    Action, EndpointSliceView, Event, EventKind, HostSample, KubeEventView, MemorySource,
+    NodeAccessInfo, NodeView, Outcome, PodView, ResidentModel, SessionInfo, Source, Timestamp,
 };
 use super::residency::OomDetector;
 use super::series::Series;
@@ -115,6 +115,9 @@ pub struct State {
     pub memory: BTreeMap<String, MemoryView>,
     /// Host samples: `None` is the machine readygap runs on, `Some(node)` a node.
     pub hosts: BTreeMap<Option<String>, Series<HostSample>>,
+    /// How each node that readygap followed is reached (the latest announcement per node).
+    #[serde(default)]
+    pub node_access: BTreeMap<String, NodeAccessInfo>,
     pub actions: BTreeMap<u64, ActionView>,
     pub inferences: VecDeque<InferenceView>,
     pub timeline: Timeline,
@@ -260,6 +263,9 @@ impl State {
                     .entry(h.node.clone())
                     .or_default()
                     .push(ts, h.clone());
+            }
+            EventKind::NodeAccess(a) => {
+                self.node_access.insert(a.node.clone(), a.clone());
             }
             EventKind::ActionRequested { id, action } => {
                 self.actions.insert(
