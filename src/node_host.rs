@@ -314,11 +314,20 @@ impl AccessPolicy {
                     facts.provider_id.as_deref(),
                     facts.internal_ip.as_deref(),
                 ) {
-                    Ok((a, why)) => summary(
-                        a.target(),
-                        format!("guessed ({why}); set [nodes.{node:?}] to sample it"),
-                        false,
-                    ),
+                    Ok((a, why)) => {
+                        let basis = match (&a, &facts.internal_ip) {
+                            (NodeAccess::Ssh(_), Some(ip)) => format!("InternalIP {ip}"),
+                            (NodeAccess::Ssh(_), None) => "the node name".to_owned(),
+                            _ => why,
+                        };
+                        summary(
+                            a.target(),
+                            format!(
+                                "guessed from {basis}, not sampled: set [nodes.{node:?}] to sample over it"
+                            ),
+                            false,
+                        )
+                    }
                     Err(e) => summary("none".into(), format!("no guess: {e}"), false),
                 },
             },
