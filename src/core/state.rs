@@ -513,7 +513,11 @@ mod tests {
         let n1: Vec<_> = s.hosts[&Some("n1".into())].points().collect();
         assert_eq!(n1.len(), 2);
         assert!(n1[1].value.is_none(), "a gap after the error");
-        assert_eq!(s.hosts[&Some("n2".into())].len(), 1, "other nodes untouched");
+        assert_eq!(
+            s.hosts[&Some("n2".into())].len(),
+            1,
+            "other nodes untouched"
+        );
         // Samples resume after the gap; a reconnect clears the error state.
         let back = Event::new(
             at(20_000),
