@@ -208,7 +208,7 @@ pub enum AccessPolicy {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Sampler {
     /// The node's own `/proc`, through its access.
-    Remote(NodeAccess),
+    Remote(Box<NodeAccess>),
     /// The kubelet Summary API through the node proxy.
     Summary,
     /// Nothing (the access is broken).
@@ -282,7 +282,7 @@ impl AccessPolicy {
                 sampling: true,
                 sampled_via: None,
             },
-            sampler: Sampler::Remote(access),
+            sampler: Sampler::Remote(Box::new(access)),
             error: None,
         };
         match self {
@@ -497,7 +497,7 @@ async fn follow(
         return;
     }
     match plan.sampler {
-        Sampler::Remote(access) => sample_remote(access, &node, &tx, cancel).await,
+        Sampler::Remote(access) => sample_remote(*access, &node, &tx, cancel).await,
         Sampler::Summary => sample_summary(client, &node, capacity, &tx, cancel).await,
         Sampler::Off => {}
     }
@@ -754,8 +754,11 @@ mod tests {
         assert_eq!(p.info.target, "ssh root@127.0.0.1:2222");
         assert_eq!(p.info.origin, "--node-access");
         assert!(p.info.sampling);
-        let Sampler::Remote(NodeAccess::Ssh(ssh)) = p.sampler else {
-            panic!("expected ssh: {p:?}");
+        let Sampler::Remote(access) = p.sampler else {
+            panic!("expected a remote sampler: {p:?}");
+        };
+        let NodeAccess::Ssh(ssh) = *access else {
+            panic!("expected ssh: {access:?}");
         };
         assert_eq!(ssh.identity, Some(PathBuf::from("/keys/id")));
         assert_eq!(ssh.known_hosts, Some(PathBuf::from("/keys/kh")));

@@ -69,6 +69,15 @@ fn runtime_dir() -> tempfile::TempDir {
 
 /// `readygap run --lab local-1b --trials 1` with `extra` flags, recording to `rec`.
 fn run_lab(extra: &[&str], rec: &Path, xdg: &Path) -> std::process::Output {
+    run_lab_env(extra, rec, xdg, &[])
+}
+
+fn run_lab_env(
+    extra: &[&str],
+    rec: &Path,
+    xdg: &Path,
+    env: &[(&str, &Path)],
+) -> std::process::Output {
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
     Command::new(env!("CARGO_BIN_EXE_readygap"))
         .args([
@@ -89,6 +98,7 @@ fn run_lab(extra: &[&str], rec: &Path, xdg: &Path) -> std::process::Output {
         .arg(rec)
         .args(extra)
         .env("XDG_RUNTIME_DIR", xdg)
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
         .output()
         .expect("readygap runs")
 }
@@ -350,8 +360,17 @@ fn without_access_the_lab_node_is_sampled_through_the_summary_api() {
     let tmp = tempfile::tempdir().expect("tmp");
     let xdg = runtime_dir();
     let rec = tmp.path().join("summary.jsonl");
+    // The user's own config names an ssh access for every node: the lab never uses it
+    // unless --config is given (its nodes are fake).
+    let home = tempfile::tempdir().expect("config home");
+    std::fs::create_dir_all(home.path().join("readygap")).expect("mkdir");
+    std::fs::write(
+        home.path().join("readygap/config.toml"),
+        "[nodes.\"*\"]\nvia = \"ssh://root@127.0.0.1:1\"\n",
+    )
+    .expect("config");
     let started = Instant::now();
-    let out = run_lab(&[], &rec, xdg.path());
+    let out = run_lab_env(&[], &rec, xdg.path(), &[("XDG_CONFIG_HOME", home.path())]);
     trial_ok(&out);
     let evs = events(&rec);
     let acc = accesses(&evs);
@@ -376,5 +395,40 @@ fn without_access_the_lab_node_is_sampled_through_the_summary_api() {
         assert!(h.cached >= 738_944 * 1024, "{h:?}");
         assert!(h.mem_available < h.mem_total);
     }
+    assert!(host_errors(&evs).is_empty(), "{:?}", host_errors(&evs));
+}
+
+#[test]
+fn in_the_lab_an_explicit_config_file_gives_the_node_access() {
+    let Some(sshd) = sshd() else { return };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let xdg = runtime_dir();
+    let rec = tmp.path().join("config.jsonl");
+    let config = tmp.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[nodes.\"lab-node-*\"]\nvia = \"ssh://root@127.0.0.1:{}\"\nidentity = \"{}\"\nknown_hosts = \"{}\"\n",
+            sshd.port,
+            sshd.dir.join("id_ed25519").display(),
+            sshd.dir.join("known_hosts").display()
+        ),
+    )
+    .expect("config");
+    let config_arg = config.display().to_string();
+    let out = run_lab(&["--config", &config_arg], &rec, xdg.path());
+    close_masters(xdg.path());
+    trial_ok(&out);
+    let evs = events(&rec);
+    let acc = accesses(&evs);
+    assert!(!acc.is_empty());
+    for a in &acc {
+        assert_eq!(a.origin, "configured by [nodes.\"lab-node-*\"]");
+        assert_eq!(a.target, format!("ssh root@127.0.0.1:{}", sshd.port));
+        assert!(a.sampling);
+    }
+    let samples = node_samples(&evs);
+    assert!(!samples.is_empty());
+    assert!(samples.iter().all(|(_, h)| h.mem_total == mem_total()));
     assert!(host_errors(&evs).is_empty(), "{:?}", host_errors(&evs));
 }
