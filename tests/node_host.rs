@@ -432,3 +432,118 @@ fn in_the_lab_an_explicit_config_file_gives_the_node_access() {
     assert!(samples.iter().all(|(_, h)| h.mem_total == mem_total()));
     assert!(host_errors(&evs).is_empty(), "{:?}", host_errors(&evs));
 }
+
+/// The feed itself against an in-process lab (real HTTP, the real kube client): it follows
+/// the selection from one node to the other, announcing each, and the first node's sampler
+/// stops when the second starts.
+#[test]
+fn the_feed_follows_the_selected_node_and_stops_the_old_sampler() {
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(follow_two_nodes());
+}
+
+async fn follow_two_nodes() {
+    use readygap::core::event::{PodCondition, PodView, Source};
+    use readygap::node_host::{AccessPolicy, NodeSelection};
+    use std::time::Duration;
+    let p = readygap::lab::profile::Profile::named("local-1b").expect("profile");
+    let lab = readygap::lab::serve::serve(readygap::lab::serve::LabOptions::new(p))
+        .await
+        .expect("lab");
+    lab.wait_ready(Duration::from_secs(120))
+        .await
+        .expect("ready");
+    let kc = kube::config::Kubeconfig::read_from(&lab.kubeconfig).expect("kubeconfig");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("config");
+    let client = kube::Client::try_from(cfg).expect("client");
+
+    let pod = |name: &str, node: &str, created_s: i64| {
+        Event::new(
+            chrono::Utc::now(),
+            Source::Kube,
+            EventKind::PodApplied(PodView {
+                name: name.into(),
+                node: Some(node.into()),
+                created: chrono::DateTime::from_timestamp(1_800_000_000 + created_s, 0),
+                conditions: vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: true,
+                    ..PodCondition::default()
+                }],
+                ..PodView::default()
+            }),
+        )
+    };
+    let selection = NodeSelection::new();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let feed = tokio::spawn(readygap::node_host::run(
+        AccessPolicy::Lab,
+        client,
+        selection.subscribe(),
+        tx,
+        cancel.clone(),
+    ));
+    // Reads events until `n` samples of `node` arrived (bounded); returns every event.
+    async fn until_samples(
+        rx: &mut tokio::sync::mpsc::Receiver<Event>,
+        node: &str,
+        n: usize,
+    ) -> Vec<Event> {
+        let mut seen = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let count = |seen: &[Event]| {
+            seen.iter()
+                .filter(|e| matches!(&e.kind, EventKind::HostSample(h) if h.node.as_deref() == Some(node)))
+                .count()
+        };
+        while count(&seen) < n {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(e)) => seen.push(e),
+                other => panic!("waiting for {n} samples of {node}: {other:?} after {seen:?}"),
+            }
+        }
+        seen
+    }
+
+    selection.observe(&pod("a", "lab-node-1", 0));
+    let first = until_samples(&mut rx, "lab-node-1", 2).await;
+    assert!(
+        matches!(&first[0].kind, EventKind::NodeAccess(a) if a.node == "lab-node-1"),
+        "{:?}",
+        first[0]
+    );
+    selection.observe(&pod("b", "lab-node-2", 10));
+    let second = until_samples(&mut rx, "lab-node-2", 2).await;
+    let switch = second
+        .iter()
+        .position(|e| matches!(&e.kind, EventKind::NodeAccess(a) if a.node == "lab-node-2"))
+        .expect("the second node is announced");
+    // After the announcement of lab-node-2, nothing more of lab-node-1.
+    assert!(
+        second[switch..].iter().all(|e| match &e.kind {
+            EventKind::HostSample(h) => h.node.as_deref() == Some("lab-node-2"),
+            _ => true,
+        }),
+        "{second:?}"
+    );
+    for e in first.iter().chain(&second) {
+        if let EventKind::HostSample(h) = &e.kind {
+            assert_eq!(h.mem_total, 32 << 30);
+            assert!(h.cache_approx);
+        }
+    }
+    cancel.cancel();
+    tokio::time::timeout(Duration::from_secs(20), feed)
+        .await
+        .expect("the feed stops on cancel")
+        .expect("join");
+    lab.shutdown().await;
+}

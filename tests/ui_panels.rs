@@ -459,6 +459,26 @@ fn host_panel_shows_each_nodes_access_and_its_feeds_error() {
     assert_eq!(buf[(x, y)].fg, theme.muted);
     assert!(find(&buf, "≈3.0").is_some() || find(&buf, "≈3").is_some());
 
+    // Narrow and tiny areas: wrapped text is clipped, never drawn outside the area.
+    for (w, h) in [(1, 1), (3, 3), (12, 6), (20, 40)] {
+        let mut buf = Buffer::empty(Rect::new(0, 0, 24, 44));
+        host::render(
+            &state,
+            &ViewState::default(),
+            &theme,
+            Rect::new(1, 1, w, h),
+            &mut buf,
+        );
+        for y in 0..44u16 {
+            for x in 0..24u16 {
+                let inside = (1..1 + w).contains(&x) && (1..1 + h).contains(&y);
+                if !inside {
+                    assert_eq!(buf[(x, y)].symbol(), " ", "{w}×{h} drew at {x},{y}");
+                }
+            }
+        }
+    }
+
     // The feed recovers: the error line goes.
     let mut events = events;
     events.push(ev(
