@@ -79,6 +79,7 @@ fn hour() -> Vec<Event> {
                     mem_total: 16 << 30,
                     mem_available: 8 << 30,
                     cached: 3 << 30,
+                    cache_approx: false,
                 }),
             ));
         }

@@ -43,7 +43,7 @@ pub enum Command {
     DropCaches(crate::node::cli::DropCachesArgs),
     /// Run recovery trials headless (delete → Ready → runtime → inference) and print the
     /// statistics.
-    Run(Box<crate::run::RunArgs>),
+    Run(Box<RunCommand>),
     /// The built-in lab: a Kubernetes API and Ollama-compatible runtimes on loopback.
     Lab {
         #[command(subcommand)]
@@ -100,6 +100,17 @@ pub enum Command {
     },
 }
 
+/// `readygap run`: the run's options and the config file whose `[nodes]` tables apply.
+#[derive(Debug, clap::Args)]
+pub struct RunCommand {
+    #[command(flatten)]
+    pub run: crate::run::RunArgs,
+    /// Config file whose `[nodes."PATTERN"]` tables give node access (default
+    /// ~/.config/readygap/config.toml; with `--lab` only when given).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
 /// `readygap lab …`
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
@@ -137,7 +148,11 @@ pub fn run(cli: Cli) -> Result<i32> {
             std::io::stdout().write_all(text.as_bytes())?;
             Ok(0)
         }
-        Command::Run(args) => runtime()?.block_on(crate::run::run(*args)),
+        Command::Run(cmd) => {
+            let RunCommand { mut run, config } = *cmd;
+            run.node_config = config;
+            runtime()?.block_on(crate::run::run(run))
+        }
         Command::DropCaches(args) => runtime()?.block_on(crate::node::cli::drop_caches_cli(args)),
         Command::Lab {
             command: LabCommand::Serve(args),

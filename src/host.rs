@@ -33,6 +33,10 @@ pub struct HostSample {
     pub shmem_bytes: Option<u64>,
     pub swap_total_bytes: Option<u64>,
     pub swap_free_bytes: Option<u64>,
+    /// For a node's sample: the remote `$SSH_CONNECTION` it came over (`client_ip
+    /// client_port server_ip server_port`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<String>,
 }
 
 /// The `/proc/meminfo` fields readygap uses, in bytes.
@@ -149,6 +153,7 @@ impl HostSample {
             shmem_bytes: meminfo.shmem,
             swap_total_bytes: meminfo.swap_total,
             swap_free_bytes: meminfo.swap_free,
+            connection: None,
         }
     }
 }
@@ -195,6 +200,7 @@ impl LocalHostSampler {
             shmem_bytes: meminfo.shmem,
             swap_total_bytes: meminfo.swap_total,
             swap_free_bytes: meminfo.swap_free,
+            connection: None,
         }
     }
 }
@@ -344,8 +350,9 @@ impl RemoteHostSampler {
                 Ok(None) => {}
                 Ok(Some(StreamItem::Connection(c))) => self.connection = Some(c),
                 Ok(Some(StreamItem::Sample { meminfo, cpu })) => {
-                    let sample =
+                    let mut sample =
                         HostSample::from_counters(Utc::now(), &meminfo, cpu, self.prev_cpu);
+                    sample.connection = self.connection.clone();
                     if cpu.is_some() {
                         self.prev_cpu = cpu;
                     }
@@ -435,7 +442,6 @@ pub async fn run_remote_sampler(
     }
 }
 
-/// Samples this machine every `interval` until `cancel` fires or the receiver is gone.
 impl HostSample {
     /// The event for this sample (`node` is `None` for the machine readygap runs on).
     pub fn event(&self, node: Option<String>) -> crate::core::event::Event {
@@ -449,11 +455,13 @@ impl HostSample {
                 mem_total: self.mem_total_bytes,
                 mem_available: self.mem_available_bytes.unwrap_or(0),
                 cached: self.cached_bytes.unwrap_or(0),
+                cache_approx: false,
             }),
         )
     }
 }
 
+/// Samples this machine every `interval` until `cancel` fires or the receiver is gone.
 pub async fn run_local_sampler(
     interval: Duration,
     tx: tokio::sync::mpsc::Sender<HostSample>,

@@ -12,6 +12,7 @@ pub mod host;
 pub mod lab;
 pub mod live;
 pub mod node;
+pub mod node_host;
 pub mod rbac;
 pub mod record;
 pub mod replay;

@@ -85,6 +85,8 @@ pub async fn dashboard(
         screen.read_only,
     )?;
     let record_to = args.record.take();
+    // The `[nodes]` tables of an explicit --config apply (in the demo only then).
+    args.node_config = screen.config.clone();
     let mut opts = cfg.dashboard_options(mode, hint);
     opts.recording = record_to.as_ref().map(|p| p.display().to_string());
     let read_only = opts.read_only;
@@ -109,6 +111,7 @@ pub async fn dashboard(
         feeds,
         target,
         model,
+        node_selection,
         ..
     } = match built {
         Ok(b) => b,
@@ -257,6 +260,7 @@ pub async fn dashboard(
             let cmd = match intent {
                 Intent::Quit => break,
                 Intent::ChoosePod(p) => {
+                    node_selection.choose_pod(Some(p.clone()));
                     pod_choice = Some(p);
                     None
                 }

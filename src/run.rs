@@ -10,6 +10,7 @@ use crate::cluster::{self, ClusterArgs};
 use crate::core::event::{Event, EventKind, SessionInfo, Source, Timestamp};
 use crate::core::timeline::{Metric, Trial};
 use crate::node::cli::parse_duration;
+use crate::node_host::AccessPolicy;
 use crate::record::{jsonl, labcsv};
 use crate::report::{self, FileReport, Format, Report};
 use crate::sources::runtime::ollama::Ollama;
@@ -97,9 +98,20 @@ pub struct RunArgs {
     /// Grace period of the delete, in seconds (default: the pod's).
     #[arg(long)]
     pub grace: Option<u32>,
-    /// How to reach nodes for the cold step: ssh://USER@HOST:PORT, local, minikube, kind.
+    /// How to reach nodes (host samples of the selected node, the cold step):
+    /// ssh://USER@HOST:PORT, local, minikube, kind. Default: the config's `[nodes]` tables
+    /// (in the lab: the lab's own node).
     #[arg(long)]
     pub node_access: Option<String>,
+    /// ssh private key for `--node-access ssh://…`.
+    #[arg(long, requires = "node_access")]
+    pub node_identity: Option<PathBuf>,
+    /// known_hosts file for `--node-access ssh://…`.
+    #[arg(long, requires = "node_access")]
+    pub node_known_hosts: Option<PathBuf>,
+    /// Config file whose `[nodes]` tables apply (the dashboard's `--config`; `run --config`).
+    #[arg(skip)]
+    pub node_config: Option<PathBuf>,
     /// Limit of T0 → T1.
     #[arg(long, default_value = "300s", value_parser = parse_duration)]
     pub ready_timeout: Duration,
@@ -255,6 +267,8 @@ pub struct Built {
     pub target: cluster::Target,
     pub model: String,
     pub record_error: Arc<Mutex<Option<String>>>,
+    /// The selected node (followed by the node host feed); the dashboard sets the user's pod.
+    pub node_selection: crate::node_host::NodeSelection,
 }
 
 async fn session(
@@ -270,6 +284,7 @@ async fn session(
         target,
         model,
         record_error,
+        ..
     } = build(args, lab_api, lab_model, cancel.clone(), None, "run").await?;
     eprintln!(
         "readygap run: {} trial(s) on {} in {}/{} ({}), model {model}, access {:?}",
@@ -354,7 +369,10 @@ pub async fn build(
     let record_error: Arc<Mutex<Option<String>>> = Arc::default();
     let rec_err = record_error.clone();
     let redact = args.record_redact;
+    let node_selection = crate::node_host::NodeSelection::new();
+    let selection = node_selection.clone();
     let sink = Box::new(move |ev: &Event| {
+        selection.observe(ev);
         if let Some(f) = &forward {
             let _ = f.send(ev.clone());
         }
@@ -401,25 +419,32 @@ pub async fn build(
         inference: args.inference_timeout,
         ..Timeouts::default()
     };
-    exec.dropper = match (&lab_api, &args.node_access) {
-        (_, Some(via)) => {
-            let via = via.clone();
+    let policy = access_policy(args, lab_api.is_some());
+    exec.dropper = match (&policy, &lab_api) {
+        (AccessPolicy::Explicit { .. }, _) | (AccessPolicy::Config { lab: true, .. }, _) => {
+            let policy = policy.clone();
             CacheDropper::Node {
-                access: Arc::new(move |node: &str| {
-                    let name = crate::node::NodeName::new(node).map_err(|e| e.to_string())?;
-                    let user = crate::node::access::current_user()
-                        .or_else(|| crate::node::User::new("root").ok())
-                        .ok_or("no user for ssh")?;
-                    crate::node::config::access_from_via(&via, &name, &user)
-                        .map_err(|e| e.to_string())
-                }),
+                access: Arc::new(move |node: &str| policy_access(&policy, node)),
             }
         }
-        (Some(api), None) => CacheDropper::Lab {
+        (AccessPolicy::Lab, Some(api)) => CacheDropper::Lab {
             api_url: api.clone(),
         },
-        (None, None) => node_access_from_config(&target, &tx).await,
+        (AccessPolicy::Config { section, .. }, _) => {
+            node_access_from_config(&target, section.clone()).await
+        }
+        (AccessPolicy::Unavailable(_), _) | (AccessPolicy::Lab, None) => {
+            CacheDropper::None(format!("no node access: {}", policy_why(&policy)))
+        }
     };
+    // The selected node's host metrics, every 2 s, and how it is reached.
+    tokio::spawn(crate::node_host::run(
+        policy,
+        target.client.clone(),
+        node_selection.subscribe(),
+        tx.clone(),
+        feeds.clone(),
+    ));
 
     let cfg = TrialConfig {
         cold: args.cold,
@@ -472,7 +497,69 @@ pub async fn build(
         target,
         model,
         record_error,
+        node_selection,
     })
+}
+
+/// Where node access comes from: `--node-access` (with its identity and known_hosts), the
+/// lab's own node in `--lab`/demo unless a config file was named explicitly, else the
+/// config file's `[nodes]` tables.
+fn access_policy(args: &RunArgs, lab: bool) -> AccessPolicy {
+    if let Some(via) = &args.node_access {
+        return AccessPolicy::Explicit {
+            via: via.clone(),
+            identity: args.node_identity.clone(),
+            known_hosts: args.node_known_hosts.clone(),
+        };
+    }
+    // The lab's nodes are fake: the user's own ~/.config tables never apply to them.
+    if lab && args.node_config.is_none() {
+        return AccessPolicy::Lab;
+    }
+    match crate::config::load(args.node_config.as_deref())
+        .and_then(|(f, _)| crate::config::nodes_section(&f))
+    {
+        Ok(section) => AccessPolicy::Config { section, lab },
+        Err(e) => AccessPolicy::Unavailable(format!("{e:#}")),
+    }
+}
+
+fn policy_why(policy: &AccessPolicy) -> String {
+    match policy {
+        AccessPolicy::Unavailable(why) => why.clone(),
+        _ => "pass --node-access".into(),
+    }
+}
+
+/// The access of `node` under an explicit policy (`--node-access`, or `--config` tables in
+/// the lab, where a node no table matches has no access for the cold step).
+fn policy_access(
+    policy: &AccessPolicy,
+    node: &str,
+) -> std::result::Result<crate::node::NodeAccess, String> {
+    match policy {
+        AccessPolicy::Explicit {
+            via,
+            identity,
+            known_hosts,
+        } => AccessPolicy::explicit_access(via, identity.as_ref(), known_hosts.as_ref(), node),
+        AccessPolicy::Config { section, .. } => {
+            if section.lookup(node).is_none() {
+                return Err(format!("no [nodes] table of the config matches {node}"));
+            }
+            let facts = crate::node::NodeFacts {
+                name: node.to_string(),
+                ..Default::default()
+            };
+            section
+                .resolve(&facts)
+                .map(|(a, _)| a)
+                .map_err(|e| e.to_string())
+        }
+        AccessPolicy::Lab | AccessPolicy::Unavailable(_) => {
+            Err(format!("no node access for {node}: {}", policy_why(policy)))
+        }
+    }
 }
 
 /// The statistics, CSV and exit code of a finished run.
@@ -571,20 +658,14 @@ async fn discover_model(target: &cluster::Target, runtime: &dyn RuntimeAdapter) 
     }
 }
 
-/// The cold step's node access when `--node-access` is not given: the config file's
-/// `[nodes."PATTERN"]` tables over a guess from each node's labels, providerID and
-/// InternalIP (listed once now). Each node's choice is announced as a note, so it shows on
-/// screen and in the recording.
+/// The cold step's node access from the config file's `[nodes."PATTERN"]` tables over a
+/// guess from each node's labels, providerID and InternalIP (listed once now). The
+/// selected node's access is announced by the node host feed ([`crate::node_host`]).
 async fn node_access_from_config(
     target: &cluster::Target,
-    tx: &mpsc::Sender<Event>,
+    section: crate::node::NodesSection,
 ) -> CacheDropper {
     use crate::node::config::NodeFacts;
-    let section =
-        match crate::config::load(None).and_then(|(f, _)| crate::config::nodes_section(&f)) {
-            Ok(s) => s,
-            Err(e) => return CacheDropper::None(format!("no node access: {e}")),
-        };
     let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(target.client.clone());
     let facts: std::collections::BTreeMap<String, NodeFacts> =
         match api.list(&Default::default()).await {
@@ -610,19 +691,6 @@ async fn node_access_from_config(
                 ));
             }
         };
-    for f in facts.values() {
-        let text = match section.resolve(f) {
-            Ok((access, why)) => format!("node {}: {} ({why})", f.name, access.target()),
-            Err(e) => format!("node {}: no access ({e})", f.name),
-        };
-        let _ = tx
-            .send(Event::new(
-                Utc::now(),
-                Source::Session,
-                EventKind::Note { text },
-            ))
-            .await;
-    }
     CacheDropper::Node {
         access: Arc::new(move |node: &str| {
             let f = facts.get(node).cloned().unwrap_or_else(|| NodeFacts {

@@ -571,6 +571,30 @@ async fn exec_portforward_proxies_and_admin_endpoints() {
         "summary {ws} vs runtime {}",
         rt.working_set_bytes
     );
+    // The node's memory holds the lab's page cache model (usage − working set = Cached:),
+    // and dropping the node's caches lowers it.
+    let node_cache = |s: &serde_json::Value| {
+        let m = &s["node"]["memory"];
+        let usage = m["usageBytes"].as_u64().unwrap();
+        let ws = m["workingSetBytes"].as_u64().unwrap();
+        assert!(m["availableBytes"].as_u64().unwrap() < 32 << 30);
+        usage - ws
+    };
+    let before = node_cache(&summary);
+    let cache = lab.cluster().node_caches["lab-node-1"].clone();
+    assert_eq!(before, cache.cached_kb() * 1024);
+    let r = http()
+        .post(format!("{}/lab/nodes/lab-node-1/drop-caches", lab.api_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let (_, after) = get_json(&lab, "/api/v1/nodes/lab-node-1/proxy/stats/summary").await;
+    let after = node_cache(&after);
+    assert!(
+        after + (100 << 20) < before,
+        "the drop lowers the node's usage: {before} → {after}"
+    );
 
     // Runtime faults through the admin endpoint.
     let r = http()

@@ -146,14 +146,25 @@ fn any_event() -> impl Strategy<Value = (i64, Event)> {
                 message: "lost".into()
             }
         )),
-        (0.0f32..100.0, any::<u32>()).prop_map(|(cpu, c)| (
+        (0.0f32..100.0, any::<u32>(), any::<bool>()).prop_map(|(cpu, c, remote)| (
             Source::Host,
             EventKind::HostSample(HostSample {
-                node: None,
+                node: remote.then(|| "node-a".into()),
                 cpu_percent: cpu,
                 mem_total: 24 << 30,
                 mem_available: 20 << 30,
-                cached: c as u64
+                cached: c as u64,
+                cache_approx: remote && c % 2 == 0,
+            })
+        )),
+        ("[a-z]{1,8}", any::<bool>()).prop_map(|(node, sampling)| (
+            Source::Host,
+            EventKind::NodeAccess(NodeAccessInfo {
+                node,
+                target: "ssh root@10.0.0.5:22".into(),
+                origin: "configured by [nodes.\"gpu-*\"]".into(),
+                sampling,
+                sampled_via: (!sampling).then(|| "kubelet Summary API".into()),
             })
         )),
     ];

@@ -391,3 +391,106 @@ fn oom_banner_stays_until_acknowledged() {
     );
     assert!(find(t.backend().buffer(), "acknowledge").is_none());
 }
+
+/// The Host panel with this machine, a node sampled over ssh (its access line), and a node
+/// only guessed, sampled from the Summary API (≈ cache), whose feed is failing.
+#[test]
+fn host_panel_shows_each_nodes_access_and_its_feeds_error() {
+    use readygap::core::event::{EventKind, HostSample, NodeAccessInfo, Source};
+    let sample = |ms: i64, node: Option<&str>, approx: bool| {
+        ev(
+            ms,
+            Source::Host,
+            EventKind::HostSample(HostSample {
+                node: node.map(str::to_owned),
+                cpu_percent: 25.0,
+                mem_total: 32 << 30,
+                mem_available: 24 << 30,
+                cached: 3 << 30,
+                cache_approx: approx,
+            }),
+        )
+    };
+    let events = vec![
+        sample(0, None, false),
+        ev(
+            1,
+            Source::Host,
+            EventKind::NodeAccess(NodeAccessInfo {
+                node: "gpu-1".into(),
+                target: "ssh root@10.0.0.5:22".into(),
+                origin: "configured by [nodes.\"gpu-*\"]".into(),
+                sampling: true,
+                sampled_via: None,
+            }),
+        ),
+        sample(2, Some("gpu-1"), false),
+        ev(
+            3,
+            Source::Host,
+            EventKind::NodeAccess(NodeAccessInfo {
+                node: "cpu-1".into(),
+                target: "ssh alice@10.0.0.9:22".into(),
+                origin: "guessed from InternalIP 10.0.0.9, not sampled: set [nodes.\"cpu-1\"] to sample over it"
+                    .into(),
+                sampling: false,
+                sampled_via: Some("kubelet Summary API (node proxy)".into()),
+            }),
+        ),
+        sample(4, Some("cpu-1"), true),
+        ev(
+            5,
+            Source::Host,
+            EventKind::SourceError {
+                feed: "host cpu-1".into(),
+                message: "forbidden: nodes/proxy get".into(),
+            },
+        ),
+    ];
+    let state = State::from_events(&events);
+    let theme = Theme::default_theme();
+    let mut buf = Buffer::empty(Rect::new(0, 0, 40, 28));
+    host::render(&state, &ViewState::default(), &theme, buf.area, &mut buf);
+    insta::assert_snapshot!("host_panel_node_access", text(&buf));
+
+    let (x, y) = find(&buf, "✗ forbidden").expect("the feed's error is shown");
+    assert_eq!(buf[(x + 2, y)].fg, theme.error);
+    let (x, y) = find(&buf, "via ssh root@10.0.0.5:22 ·").expect("the access line");
+    assert_eq!(buf[(x, y)].fg, theme.muted);
+    assert!(find(&buf, "≈3.0").is_some() || find(&buf, "≈3").is_some());
+
+    // Narrow and tiny areas: wrapped text is clipped, never drawn outside the area.
+    for (w, h) in [(1, 1), (3, 3), (12, 6), (20, 40)] {
+        let mut buf = Buffer::empty(Rect::new(0, 0, 24, 44));
+        host::render(
+            &state,
+            &ViewState::default(),
+            &theme,
+            Rect::new(1, 1, w, h),
+            &mut buf,
+        );
+        for y in 0..44u16 {
+            for x in 0..24u16 {
+                let inside = (1..1 + w).contains(&x) && (1..1 + h).contains(&y);
+                if !inside {
+                    assert_eq!(buf[(x, y)].symbol(), " ", "{w}×{h} drew at {x},{y}");
+                }
+            }
+        }
+    }
+
+    // The feed recovers: the error line goes.
+    let mut events = events;
+    events.push(ev(
+        6,
+        Source::Host,
+        EventKind::SourceConnected {
+            feed: "host cpu-1".into(),
+            detail: "kubelet Summary API".into(),
+        },
+    ));
+    let state = State::from_events(&events);
+    let mut buf = Buffer::empty(Rect::new(0, 0, 40, 28));
+    host::render(&state, &ViewState::default(), &theme, buf.area, &mut buf);
+    assert!(find(&buf, "forbidden").is_none(), "{}", text(&buf));
+}

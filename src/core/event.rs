@@ -144,6 +144,8 @@ pub enum EventKind {
     MemorySample(MemorySample),
     /// One sample of a host's CPU and memory.
     HostSample(HostSample),
+    /// How the selected node is reached (access for its host samples and the cold step).
+    NodeAccess(NodeAccessInfo),
     /// An action was asked for (key press, runner step, CLI).
     ActionRequested { id: u64, action: Action },
     /// The action's request is being sent now (for a replacement action this is T0).
@@ -420,6 +422,27 @@ pub struct HostSample {
     pub mem_available: u64,
     /// Page cache (`Cached:` of /proc/meminfo) in bytes.
     pub cached: u64,
+    /// `cached` is an estimate, not `Cached:` of /proc/meminfo: from the kubelet Summary
+    /// API as usage − working set (the inactive file pages, a lower bound of the cache).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cache_approx: bool,
+}
+
+/// How readygap reaches a node, as shown under the node in the Host panel.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeAccessInfo {
+    pub node: String,
+    /// What is used, e.g. `ssh root@10.0.0.5:22` or `kubelet Summary API (node proxy)`.
+    pub target: String,
+    /// Where the choice comes from: `--node-access`, `configured by [nodes."gpu-*"]`,
+    /// `guessed from InternalIP 10.0.0.5`, `lab`.
+    pub origin: String,
+    /// True when the node's host samples come through `target`.
+    pub sampling: bool,
+    /// When `target` is not used for sampling: what feeds the samples instead (e.g. the
+    /// kubelet Summary API), if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_via: Option<String>,
 }
 
 /// An action readygap can take.

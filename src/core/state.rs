@@ -3,8 +3,8 @@
 //! advances only through event timestamps (`State::now` is the newest one seen).
 
 use super::event::{
-    Action, EndpointSliceView, Event, EventKind, HostSample, KubeEventView, MemorySource, NodeView,
-    Outcome, PodView, ResidentModel, SessionInfo, Source, Timestamp,
+    Action, EndpointSliceView, Event, EventKind, HostSample, KubeEventView, MemorySource,
+    NodeAccessInfo, NodeView, Outcome, PodView, ResidentModel, SessionInfo, Source, Timestamp,
 };
 use super::residency::OomDetector;
 use super::series::Series;
@@ -115,6 +115,9 @@ pub struct State {
     pub memory: BTreeMap<String, MemoryView>,
     /// Host samples: `None` is the machine readygap runs on, `Some(node)` a node.
     pub hosts: BTreeMap<Option<String>, Series<HostSample>>,
+    /// How each node that readygap followed is reached (the latest announcement per node).
+    #[serde(default)]
+    pub node_access: BTreeMap<String, NodeAccessInfo>,
     pub actions: BTreeMap<u64, ActionView>,
     pub inferences: VecDeque<InferenceView>,
     pub timeline: Timeline,
@@ -261,6 +264,9 @@ impl State {
                     .or_default()
                     .push(ts, h.clone());
             }
+            EventKind::NodeAccess(a) => {
+                self.node_access.insert(a.node.clone(), a.clone());
+            }
             EventKind::ActionRequested { id, action } => {
                 self.actions.insert(
                     *id,
@@ -373,6 +379,12 @@ impl State {
                 match ev.source {
                     Source::Memory => self.memory.values_mut().for_each(|m| m.series.gap(ts)),
                     Source::Kube if feed.contains("endpoint") => self.endpoints.gap(ts),
+                    Source::Host => {
+                        let node = feed.strip_prefix("host ").map(str::to_owned);
+                        if let Some(series) = self.hosts.get_mut(&node) {
+                            series.gap(ts);
+                        }
+                    }
                     _ => {}
                 }
                 self.message(ts, Severity::Error, format!("{feed}: {message}"));
@@ -424,5 +436,120 @@ impl State {
             c.terminating += ep.terminating as u32;
         }
         self.endpoints.push(ts, c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::NodeAccessInfo;
+
+    fn at(ms: i64) -> Timestamp {
+        chrono::DateTime::from_timestamp_millis(1_800_000_000_000 + ms).expect("ts")
+    }
+
+    fn access(node: &str, target: &str, sampling: bool) -> Event {
+        Event::new(
+            at(0),
+            Source::Host,
+            EventKind::NodeAccess(NodeAccessInfo {
+                node: node.into(),
+                target: target.into(),
+                origin: "--node-access".into(),
+                sampling,
+                sampled_via: None,
+            }),
+        )
+    }
+
+    fn sample(ms: i64, node: &str) -> Event {
+        Event::new(
+            at(ms),
+            Source::Host,
+            EventKind::HostSample(HostSample {
+                node: Some(node.into()),
+                cpu_percent: 10.0,
+                mem_total: 100,
+                mem_available: 60,
+                cached: 30,
+                cache_approx: false,
+            }),
+        )
+    }
+
+    #[test]
+    fn node_access_is_kept_per_node_and_the_latest_wins() {
+        let s = State::from_events(&[
+            access("n1", "ssh root@10.0.0.5:22", true),
+            access("n2", "kubelet Summary API (node proxy)", true),
+            access("n1", "ssh admin@10.0.0.5:2200", false),
+        ]);
+        assert_eq!(s.node_access.len(), 2);
+        let n1 = &s.node_access["n1"];
+        assert_eq!(n1.target, "ssh admin@10.0.0.5:2200");
+        assert!(!n1.sampling);
+        assert_eq!(
+            s.node_access["n2"].target,
+            "kubelet Summary API (node proxy)"
+        );
+        // Announcing access is not a footer message (the Host panel shows it).
+        assert!(s.messages.is_empty());
+    }
+
+    #[test]
+    fn a_host_feed_error_marks_the_feed_and_leaves_a_gap_in_that_nodes_series() {
+        let err = Event::new(
+            at(3_000),
+            Source::Host,
+            EventKind::SourceError {
+                feed: "host n1".into(),
+                message: "connection refused".into(),
+            },
+        );
+        let s = State::from_events(&[sample(0, "n1"), sample(0, "n2"), err.clone()]);
+        let feed = &s.feeds["host n1"];
+        assert!(!feed.connected);
+        assert_eq!(feed.detail, "connection refused");
+        let n1: Vec<_> = s.hosts[&Some("n1".into())].points().collect();
+        assert_eq!(n1.len(), 2);
+        assert!(n1[1].value.is_none(), "a gap after the error");
+        assert_eq!(
+            s.hosts[&Some("n2".into())].len(),
+            1,
+            "other nodes untouched"
+        );
+        // Samples resume after the gap; a reconnect clears the error state.
+        let back = Event::new(
+            at(20_000),
+            Source::Host,
+            EventKind::SourceConnected {
+                feed: "host n1".into(),
+                detail: "ssh root@127.0.0.1:2222".into(),
+            },
+        );
+        let s = State::from_events(&[sample(0, "n1"), err, back, sample(20_000, "n1")]);
+        assert!(s.feeds["host n1"].connected);
+        assert_eq!(s.hosts[&Some("n1".into())].len(), 3);
+        assert_eq!(
+            s.hosts[&Some("n1".into())].last_value().map(|h| h.cached),
+            Some(30)
+        );
+    }
+
+    #[test]
+    fn node_access_events_survive_a_json_round_trip() {
+        let ev = access("n1", "ssh root@10.0.0.5:22", true);
+        let line = serde_json::to_string(&ev).expect("json");
+        assert!(line.contains("\"node_access\""), "{line}");
+        assert!(!line.contains("sampled_via"), "None is left out: {line}");
+        let back: Event = serde_json::from_str(&line).expect("read");
+        assert_eq!(back, ev);
+        // A host sample of an old recording (no cache_approx) still reads.
+        let old = r#"{"ts":"2027-01-15T08:00:00.000000Z","source":"host","kind":{"host_sample":{"node":"n1","cpu_percent":1.0,"mem_total":10,"mem_available":5,"cached":2}}}"#;
+        let e: Event = serde_json::from_str(old).expect("old sample");
+        let EventKind::HostSample(h) = e.kind else {
+            panic!("host sample expected");
+        };
+        assert!(!h.cache_approx);
     }
 }

@@ -7,7 +7,8 @@
 //! templates), [`exec`] (running with deadlines, sorting failures), [`config`]
 //! (`[nodes."PATTERN"]` and [`guess_access`]), [`drop_caches`] (the drop and its
 //! judgement), [`debug_pod`] (the pod spec), [`cli`] (`readygap drop-caches`). Host
-//! sampling of a node lives in [`crate::host`].
+//! sampling of a node lives in [`crate::host`]; the feed that follows the selected node and
+//! announces its access in [`crate::node_host`].
 
 pub mod access;
 pub mod cli;

@@ -1,5 +1,7 @@
 //! The Host panel: CPU, memory used, available and page cache of the machine readygap runs on
-//! (`local`) and of the nodes, from the latest host samples.
+//! (`local`) and of the nodes, from the latest host samples; under each node, how it is
+//! reached (the latest `node_access` event: target, where the choice came from, whether it
+//! is sampled through it) and the latest error of its `host NODE` feed while it fails.
 
 use super::theme::Theme;
 use super::view::ViewState;
@@ -27,58 +29,29 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
     }
     let mut lines: Vec<Line> = Vec::new();
     let bar_w = (inner.width as usize).saturating_sub(14).min(24);
-    for (node, series) in &state.hosts {
-        let Some(h) = series.last_value() else {
-            continue;
-        };
+    // Nodes with samples or an access announcement; `None` (local) sorts first.
+    let mut sections: Vec<Option<String>> = state.hosts.keys().cloned().collect();
+    for node in state.node_access.keys() {
+        if !state.hosts.contains_key(&Some(node.clone())) {
+            sections.push(Some(node.clone()));
+        }
+    }
+    sections.sort();
+    for node in &sections {
+        let sample = state.hosts.get(node).and_then(|s| s.last_value());
         let name = node.clone().unwrap_or_else(|| "local".into());
         lines.push(Line::styled(
             name,
             theme.accent().add_modifier(Modifier::BOLD),
         ));
-        let level = |f: f64| {
-            if f >= 0.9 {
-                theme.error()
-            } else if f >= 0.75 {
-                theme.warn()
-            } else {
-                theme.ok()
-            }
+        if let Some(node) = node {
+            access_lines(state, node, theme, inner.width as usize, &mut lines);
+        }
+        let Some(h) = sample else {
+            lines.push(Line::styled(" no samples yet", theme.muted()));
+            continue;
         };
-        let cpu = f64::from(h.cpu_percent) / 100.0;
-        let (on, off) = bar(cpu, bar_w);
-        lines.push(Line::from(vec![
-            Span::styled(" cpu ", theme.muted()),
-            Span::styled(on, level(cpu)),
-            Span::styled(off, theme.muted()),
-            Span::styled(format!(" {:.0}%", h.cpu_percent), theme.text()),
-        ]));
-        let used = h.mem_total.saturating_sub(h.mem_available);
-        let frac = if h.mem_total > 0 {
-            used as f64 / h.mem_total as f64
-        } else {
-            0.0
-        };
-        let (on, off) = bar(frac, bar_w);
-        lines.push(Line::from(vec![
-            Span::styled(" mem ", theme.muted()),
-            Span::styled(on, level(frac)),
-            Span::styled(off, theme.muted()),
-            Span::styled(format!(" {:.0}%", frac * 100.0), theme.text()),
-        ]));
-        lines.push(Line::from(vec![
-            Span::styled(" used ", theme.muted()),
-            Span::styled(
-                format!("{} / {}", gib(used), gib(h.mem_total)),
-                theme.text(),
-            ),
-        ]));
-        lines.push(Line::from(vec![
-            Span::styled(" avail ", theme.muted()),
-            Span::styled(gib(h.mem_available), theme.text()),
-            Span::styled("  cache ", theme.muted()),
-            Span::styled(gib(h.cached), Style::new().fg(theme.accent)),
-        ]));
+        sample_lines(h, theme, bar_w, &mut lines);
     }
     if lines.is_empty() {
         lines.push(Line::styled("no host samples yet", theme.muted()));
@@ -88,4 +61,124 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
             break;
         }
     }
+}
+
+/// Word-wraps `text` into at most `max` lines of `width` characters (each indented by one
+/// space); the last line ends in `…` when text was left out.
+fn wrap(text: &str, width: usize, max: usize) -> Vec<String> {
+    let width = width.saturating_sub(1).max(8);
+    let mut out: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for word in text.split_whitespace() {
+        let fits = cur.chars().count() + 1 + word.chars().count() <= width;
+        if !cur.is_empty() && !fits {
+            out.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    if out.len() > max {
+        out.truncate(max);
+        if let Some(last) = out.last_mut() {
+            let keep: String = last.chars().take(width.saturating_sub(1)).collect();
+            *last = format!("{keep}…");
+        }
+    }
+    out.into_iter().map(|l| format!(" {l}")).collect()
+}
+
+/// How a node is reached (muted, wrapped), and its feed's error while it fails.
+fn access_lines(
+    state: &State,
+    node: &str,
+    theme: &Theme,
+    width: usize,
+    lines: &mut Vec<Line<'static>>,
+) {
+    if let Some(a) = state.node_access.get(node) {
+        let text = if a.sampling {
+            format!("via {} · {}", a.target, a.origin)
+        } else {
+            format!("{} · {}", a.target, a.origin)
+        };
+        for l in wrap(&text, width, 4) {
+            lines.push(Line::styled(l, theme.muted()));
+        }
+        if !a.sampling {
+            let by = a.sampled_via.as_deref().unwrap_or("nothing");
+            for l in wrap(&format!("samples: {by}"), width, 2) {
+                lines.push(Line::styled(l, theme.muted()));
+            }
+        }
+    }
+    if let Some(f) = state.feeds.get(&crate::node_host::feed_name(node))
+        && !f.connected
+    {
+        for l in wrap(&format!("✗ {}", f.detail), width, 3) {
+            lines.push(Line::styled(l, theme.error()));
+        }
+    }
+}
+
+/// CPU and memory bars and figures of one sample.
+fn sample_lines(
+    h: &crate::core::event::HostSample,
+    theme: &Theme,
+    bar_w: usize,
+    lines: &mut Vec<Line<'static>>,
+) {
+    let level = |f: f64| {
+        if f >= 0.9 {
+            theme.error()
+        } else if f >= 0.75 {
+            theme.warn()
+        } else {
+            theme.ok()
+        }
+    };
+    let cpu = f64::from(h.cpu_percent) / 100.0;
+    let (on, off) = bar(cpu, bar_w);
+    lines.push(Line::from(vec![
+        Span::styled(" cpu ", theme.muted()),
+        Span::styled(on, level(cpu)),
+        Span::styled(off, theme.muted()),
+        Span::styled(format!(" {:.0}%", h.cpu_percent), theme.text()),
+    ]));
+    let used = h.mem_total.saturating_sub(h.mem_available);
+    let frac = if h.mem_total > 0 {
+        used as f64 / h.mem_total as f64
+    } else {
+        0.0
+    };
+    let (on, off) = bar(frac, bar_w);
+    lines.push(Line::from(vec![
+        Span::styled(" mem ", theme.muted()),
+        Span::styled(on, level(frac)),
+        Span::styled(off, theme.muted()),
+        Span::styled(format!(" {:.0}%", frac * 100.0), theme.text()),
+    ]));
+    lines.push(Line::from(vec![
+        Span::styled(" used ", theme.muted()),
+        Span::styled(
+            format!("{} / {}", gib(used), gib(h.mem_total)),
+            theme.text(),
+        ),
+    ]));
+    // The Summary API has no page cache: usage − working set (inactive file) is shown as ≈.
+    let cache = if h.cache_approx {
+        format!("≈{}", gib(h.cached))
+    } else {
+        gib(h.cached)
+    };
+    lines.push(Line::from(vec![
+        Span::styled(" avail ", theme.muted()),
+        Span::styled(gib(h.mem_available), theme.text()),
+        Span::styled("  cache ", theme.muted()),
+        Span::styled(cache, Style::new().fg(theme.accent)),
+    ]));
 }

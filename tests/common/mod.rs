@@ -248,6 +248,7 @@ pub fn session(n: usize) -> Vec<Event> {
                         mem_total: 24 << 30,
                         mem_available: 20 << 30,
                         cached: 3 << 30,
+                        cache_approx: false,
                     }),
                 ));
             }

@@ -77,6 +77,7 @@ fn host(ms: i64, node: Option<&str>, cpu: f32, avail_gib: f64, cached_gib: f64) 
             mem_total: 16 * GIB,
             mem_available: (avail_gib * GIB as f64) as u64,
             cached: (cached_gib * GIB as f64) as u64,
+            cache_approx: false,
         }),
     )
 }

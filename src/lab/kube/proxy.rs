@@ -139,11 +139,20 @@ fn node_proxy(api: &Api, node: &str, rest: &str) -> Response {
     }
 }
 
-/// The kubelet Summary API of a node.
+/// Memory capacity of a lab node (its Node's `status.capacity.memory`, 32Gi).
+pub const NODE_CAPACITY_BYTES: u64 = 32 << 30;
+/// Working set of a lab node's own processes (kernel, systemd, containerd, kubelet), on top
+/// of its pods: a small node idles around this.
+pub const NODE_SYSTEM_WORKING_SET_BYTES: u64 = 1_200 << 20;
+
+/// The kubelet Summary API of a node. As on a real kubelet, the node's `usageBytes`
+/// includes its page cache (here the lab's cache model, so a drop lowers it), its
+/// `workingSetBytes` does not (the lab's cache is all inactive file pages), and
+/// `availableBytes` is capacity − working set.
 pub fn summary(api: &Api, node: &str) -> Value {
     let now = super::objects::time(chrono::Utc::now());
     let mut pods = Vec::new();
-    let mut total_ws: u64 = 0;
+    let mut total_ws: u64 = NODE_SYSTEM_WORKING_SET_BYTES;
     for (ns, name, pod_node, rt) in api.cluster.runtimes() {
         if pod_node.as_deref() != Some(node) {
             continue;
@@ -175,7 +184,7 @@ pub fn summary(api: &Api, node: &str) -> Value {
         .unwrap_or(0);
     json!({
         "node": {"nodeName": node, "startTime": now,
-                 "memory": {"time": now, "availableBytes": (32u64 << 30).saturating_sub(total_ws), "usageBytes": total_ws + cached_kb * 1024,
+                 "memory": {"time": now, "availableBytes": NODE_CAPACITY_BYTES.saturating_sub(total_ws), "usageBytes": total_ws + cached_kb * 1024,
                             "workingSetBytes": total_ws, "rssBytes": total_ws, "pageFaults": 0, "majorPageFaults": 0},
                  "systemContainers": []},
         "pods": pods

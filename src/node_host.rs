@@ -1,0 +1,854 @@
+//! The node host feed: CPU, memory, available memory and page cache of the *selected node*
+//! (the node of the pod readygap is focused on), every 2 s, and how that node is reached,
+//! announced as a [`EventKind::NodeAccess`] event so it shows in the Host panel and in
+//! recordings.
+//!
+//! - [`Focus`] (pure) follows the pod events and the user's pod choice and names the
+//!   selected node: the chosen pod's node, else the newest Ready, not-deleting pod's node.
+//!   It is sticky: while no pod is Ready (during a replacement) the previous node stays
+//!   selected, so a trial does not restart the sampler. [`NodeSelection`] is the shared
+//!   handle (a `watch` of the node name) that the runner's sink and the dashboard update.
+//! - [`AccessPolicy::plan`] decides, per node, what samples it:
+//!   * `--node-access VIA` (with `--node-identity` / `--node-known-hosts`) or a matching
+//!     `[nodes."PATTERN"]` table: the node itself, through [`crate::host::run_remote_sampler`]
+//!     (one long-lived remote loop on one ssh session, never a connection per sample);
+//!   * a guess from labels, providerID and InternalIP is *shown* but never used for
+//!     continuous sampling (a guessed ssh target may be wrong, and readygap must not keep
+//!     knocking on a host nobody configured);
+//!   * otherwise, and in the lab without explicit access: the kubelet **Summary API** through
+//!     the API server's node proxy (`/api/v1/nodes/NODE/proxy/stats/summary`, needs
+//!     `nodes/proxy get`).
+//! - The Summary API has no page-cache figure. Its node `usageBytes` includes all file
+//!   pages, and `workingSetBytes` is usage minus the *inactive* file pages, so
+//!   `usage − workingSet` is the inactive file cache: a lower bound of `Cached:`. readygap
+//!   shows it, flagged approximate ([`HostSample::cache_approx`], "≈" on screen), rather
+//!   than nothing. Available memory is the kubelet's `availableBytes` (capacity − working
+//!   set), close to but not the kernel's `MemAvailable`; the total is the Node's
+//!   `status.capacity.memory`; CPU is `usageNanoCores` over `status.capacity.cpu`.
+//!
+//! Errors (refused key, unknown host key, timeout, lost connection, a forbidden proxy)
+//! become [`EventKind::SourceError`] events of the feed `host NODE`; the samplers retry
+//! after [`RETRY_AFTER`]; a sample after an error reports [`EventKind::SourceConnected`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use k8s_openapi::api::core::v1::Node;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::core::event::{
+    Event, EventKind, HostSample, NodeAccessInfo, PodView, Source, Timestamp,
+};
+use crate::node::config::{NodeFacts, NodesSection, access_from_via, guess_access};
+use crate::node::{NodeAccess, NodeName, User};
+
+/// How often a node is sampled.
+pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(2);
+/// How long a failed sampler waits before it tries again.
+pub const RETRY_AFTER: Duration = Duration::from_secs(15);
+/// The name of the Summary API fallback on screen.
+pub const SUMMARY_API: &str = "kubelet Summary API (node proxy)";
+
+/// The feed name of a node's host samples (`host NODE`), used by its errors.
+pub fn feed_name(node: &str) -> String {
+    format!("host {node}")
+}
+
+/// Which node readygap is focused on, from the pod events and the user's choice. Pure.
+#[derive(Debug, Clone, Default)]
+pub struct Focus {
+    pods: BTreeMap<String, PodView>,
+    chosen: Option<String>,
+    resync: Option<BTreeSet<String>>,
+    last: Option<String>,
+}
+
+impl Focus {
+    /// Follows pod events (applied, deleted, re-lists).
+    pub fn apply(&mut self, ev: &Event) {
+        match &ev.kind {
+            EventKind::PodApplied(p) => {
+                if let Some(seen) = &mut self.resync {
+                    seen.insert(p.name.clone());
+                }
+                self.pods.insert(p.name.clone(), p.clone());
+            }
+            EventKind::PodDeleted(p) => {
+                self.pods.remove(&p.name);
+            }
+            EventKind::ResyncStarted { resource } if resource == "pods" => {
+                self.resync = Some(BTreeSet::new());
+            }
+            EventKind::ResyncDone { resource } if resource == "pods" => {
+                if let Some(seen) = self.resync.take() {
+                    self.pods.retain(|k, _| seen.contains(k));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The pod the user picked (`None` goes back to the newest Ready pod).
+    pub fn choose(&mut self, pod: Option<String>) {
+        self.chosen = pod;
+    }
+
+    /// The selected node: the chosen pod's, else the newest Ready, not-deleting pod's,
+    /// else the last one selected.
+    pub fn node(&mut self) -> Option<String> {
+        let chosen = self
+            .chosen
+            .as_ref()
+            .and_then(|c| self.pods.get(c))
+            .and_then(|p| p.node.clone());
+        let newest = || {
+            self.pods
+                .values()
+                .filter(|p| p.is_ready() && p.deletion_timestamp.is_none() && p.node.is_some())
+                .max_by_key(|p| (p.created, p.name.clone()))
+                .and_then(|p| p.node.clone())
+        };
+        if let Some(n) = chosen.or_else(newest) {
+            self.last = Some(n);
+        }
+        self.last.clone()
+    }
+}
+
+/// The shared handle on the selected node: the runner's sink feeds it events, the dashboard
+/// the user's pod choice; the node feed watches the node name.
+#[derive(Clone)]
+pub struct NodeSelection {
+    focus: Arc<Mutex<Focus>>,
+    node: Arc<watch::Sender<Option<String>>>,
+}
+
+impl Default for NodeSelection {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl NodeSelection {
+    pub fn new() -> Self {
+        Self {
+            focus: Arc::default(),
+            node: Arc::new(watch::channel(None).0),
+        }
+    }
+
+    fn publish(&self, f: impl FnOnce(&mut Focus)) {
+        let Ok(mut focus) = self.focus.lock() else {
+            return;
+        };
+        f(&mut focus);
+        let node = focus.node();
+        self.node.send_if_modified(|cur| {
+            if *cur == node {
+                false
+            } else {
+                *cur = node;
+                true
+            }
+        });
+    }
+
+    /// Passes one event of the stream (only pod events matter).
+    pub fn observe(&self, ev: &Event) {
+        if matches!(
+            ev.kind,
+            EventKind::PodApplied(_)
+                | EventKind::PodDeleted(_)
+                | EventKind::ResyncStarted { .. }
+                | EventKind::ResyncDone { .. }
+        ) {
+            self.publish(|f| f.apply(ev));
+        }
+    }
+
+    /// The user picked a pod (the pod picker); its node becomes the selected node.
+    pub fn choose_pod(&self, pod: Option<String>) {
+        self.publish(|f| f.choose(pod));
+    }
+
+    /// The selected node now.
+    pub fn node(&self) -> Option<String> {
+        self.node.borrow().clone()
+    }
+
+    /// Follow changes of the selected node.
+    pub fn subscribe(&self) -> watch::Receiver<Option<String>> {
+        self.node.subscribe()
+    }
+}
+
+/// Where node access comes from in this session.
+#[derive(Debug, Clone)]
+pub enum AccessPolicy {
+    /// `--node-access VIA`, with `--node-identity` / `--node-known-hosts` for ssh.
+    Explicit {
+        via: String,
+        identity: Option<PathBuf>,
+        known_hosts: Option<PathBuf>,
+    },
+    /// `[nodes."PATTERN"]` tables. In the lab (`lab`), a node no table matches is the lab's
+    /// (Summary API); elsewhere it gets a guess, shown but not sampled.
+    Config { section: NodesSection, lab: bool },
+    /// The lab without explicit access: its Summary API.
+    Lab,
+    /// No access can be resolved (the config file failed): the reason.
+    Unavailable(String),
+}
+
+/// What samples one node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sampler {
+    /// The node's own `/proc`, through its access.
+    Remote(Box<NodeAccess>),
+    /// The kubelet Summary API through the node proxy.
+    Summary,
+    /// Nothing (the access is broken).
+    Off,
+}
+
+/// The decision for one node: what is shown, and what samples it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub info: NodeAccessInfo,
+    pub sampler: Sampler,
+    /// An error to report on the node's feed (a configured access that cannot be built).
+    pub error: Option<String>,
+}
+
+impl AccessPolicy {
+    /// The access `--node-access` names for `node`, with the identity and known_hosts
+    /// flags applied to ssh.
+    pub fn explicit_access(
+        via: &str,
+        identity: Option<&PathBuf>,
+        known_hosts: Option<&PathBuf>,
+        node: &str,
+    ) -> Result<NodeAccess, String> {
+        let name = NodeName::new(node).map_err(|e| e.to_string())?;
+        let user = crate::node::access::current_user()
+            .or_else(|| User::new("root").ok())
+            .ok_or("no user for ssh")?;
+        let mut access = access_from_via(via, &name, &user).map_err(|e| e.to_string())?;
+        if let NodeAccess::Ssh(ssh) = &mut access {
+            if identity.is_some() {
+                ssh.identity = identity.cloned();
+            }
+            if known_hosts.is_some() {
+                ssh.known_hosts = known_hosts.cloned();
+            }
+        }
+        Ok(access)
+    }
+
+    /// What to show for the node and what samples it.
+    pub fn plan(&self, facts: &NodeFacts) -> Plan {
+        let node = facts.name.clone();
+        let summary = |target: String, origin: String, sampling: bool| Plan {
+            info: NodeAccessInfo {
+                node: node.clone(),
+                target,
+                origin,
+                sampling,
+                sampled_via: (!sampling).then(|| SUMMARY_API.to_owned()),
+            },
+            sampler: Sampler::Summary,
+            error: None,
+        };
+        let broken = |target: String, origin: String, error: String| Plan {
+            info: NodeAccessInfo {
+                node: node.clone(),
+                target,
+                origin,
+                sampling: false,
+                sampled_via: None,
+            },
+            sampler: Sampler::Off,
+            error: Some(error),
+        };
+        let remote = |access: NodeAccess, origin: String| Plan {
+            info: NodeAccessInfo {
+                node: node.clone(),
+                target: access.target(),
+                origin,
+                sampling: true,
+                sampled_via: None,
+            },
+            sampler: Sampler::Remote(Box::new(access)),
+            error: None,
+        };
+        match self {
+            Self::Explicit {
+                via,
+                identity,
+                known_hosts,
+            } => match Self::explicit_access(via, identity.as_ref(), known_hosts.as_ref(), &node) {
+                Ok(a) => remote(a, "--node-access".into()),
+                Err(e) => broken(via.clone(), "--node-access".into(), e),
+            },
+            Self::Lab => summary(SUMMARY_API.into(), "lab".into(), true),
+            Self::Config { section, lab } => match section.lookup(&node) {
+                Some((pattern, _)) => {
+                    let origin = format!("configured by [nodes.{pattern:?}]");
+                    match section.resolve(facts) {
+                        Ok((a, _)) => remote(a, origin),
+                        Err(e) => broken(format!("[nodes.{pattern:?}]"), origin, e.to_string()),
+                    }
+                }
+                None if *lab => summary(
+                    SUMMARY_API.into(),
+                    "lab (no [nodes] table matches)".into(),
+                    true,
+                ),
+                None => match guess_access(
+                    &facts.name,
+                    &facts.labels,
+                    facts.provider_id.as_deref(),
+                    facts.internal_ip.as_deref(),
+                ) {
+                    Ok((a, why)) => {
+                        let basis = match (&a, &facts.internal_ip) {
+                            (NodeAccess::Ssh(_), Some(ip)) => format!("InternalIP {ip}"),
+                            (NodeAccess::Ssh(_), None) => "the node name".to_owned(),
+                            _ => why,
+                        };
+                        summary(
+                            a.target(),
+                            format!(
+                                "guessed from {basis}, not sampled: set [nodes.{node:?}] to sample over it"
+                            ),
+                            false,
+                        )
+                    }
+                    Err(e) => summary("none".into(), format!("no guess: {e}"), false),
+                },
+            },
+            Self::Unavailable(why) => summary("none".into(), why.clone(), false),
+        }
+    }
+}
+
+/// Memory and CPU capacity of a node (`status.capacity`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Capacity {
+    pub memory_bytes: Option<u64>,
+    pub cpu_cores: Option<f64>,
+}
+
+impl Capacity {
+    pub fn from_node(node: &Node) -> Self {
+        let cap = node.status.as_ref().and_then(|s| s.capacity.as_ref());
+        let get = |k: &str| cap.and_then(|c| c.get(k)).map(|q| q.0.clone());
+        Self {
+            memory_bytes: get("memory").and_then(|q| parse_memory(&q)),
+            cpu_cores: get("cpu").and_then(|q| parse_cpu(&q)),
+        }
+    }
+}
+
+/// A memory quantity (`32Gi`, `32893436Ki`, `1G`, plain bytes) in bytes.
+pub fn parse_memory(q: &str) -> Option<u64> {
+    let q = q.trim();
+    let split = q
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(q.len());
+    let (num, unit) = q.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let mult: f64 = match unit {
+        "" => 1.0,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        _ => return None,
+    };
+    let bytes = n * mult;
+    (bytes.is_finite() && bytes >= 0.0).then_some(bytes as u64)
+}
+
+/// A CPU quantity (`8`, `7800m`) in cores.
+pub fn parse_cpu(q: &str) -> Option<f64> {
+    let q = q.trim();
+    let cores = match q.strip_suffix('m') {
+        Some(milli) => milli.parse::<f64>().ok()? / 1000.0,
+        None => q.parse::<f64>().ok()?,
+    };
+    (cores.is_finite() && cores > 0.0).then_some(cores)
+}
+
+/// One node sample from a kubelet Summary API document (see the module comment for what
+/// each figure means). Fails when the node's memory figures are missing.
+pub fn summary_sample(
+    summary: &serde_json::Value,
+    node: &str,
+    capacity: Capacity,
+) -> Result<HostSample, String> {
+    let mem = &summary["node"]["memory"];
+    let field = |k: &str| mem[k].as_u64();
+    let usage = field("usageBytes").ok_or("no node.memory.usageBytes in the summary")?;
+    let ws = field("workingSetBytes").ok_or("no node.memory.workingSetBytes in the summary")?;
+    let available = field("availableBytes");
+    let total = capacity
+        .memory_bytes
+        .or_else(|| available.map(|a| a.saturating_add(ws)))
+        .ok_or("no memory capacity on the Node and no availableBytes in the summary")?;
+    let cpu_percent = match (
+        summary["node"]["cpu"]["usageNanoCores"].as_u64(),
+        capacity.cpu_cores,
+    ) {
+        (Some(nano), Some(cores)) => (nano as f64 / (cores * 1e9) * 100.0).clamp(0.0, 100.0),
+        _ => 0.0,
+    };
+    Ok(HostSample {
+        node: Some(node.to_owned()),
+        cpu_percent: cpu_percent as f32,
+        mem_total: total,
+        mem_available: available.unwrap_or_else(|| total.saturating_sub(ws)),
+        cached: usage.saturating_sub(ws),
+        cache_approx: true,
+    })
+}
+
+async fn send(tx: &mpsc::Sender<Event>, ts: Timestamp, kind: EventKind) -> bool {
+    tx.send(Event::new(ts, Source::Host, kind)).await.is_ok()
+}
+
+/// Follows the selected node until `cancel` fires: when it changes, the old node's sampler
+/// stops and one for the new node starts.
+pub async fn run(
+    policy: AccessPolicy,
+    client: kube::Client,
+    mut selected: watch::Receiver<Option<String>>,
+    tx: mpsc::Sender<Event>,
+    cancel: CancellationToken,
+) {
+    let mut current: Option<(String, CancellationToken, tokio::task::JoinHandle<()>)> = None;
+    loop {
+        let node = selected.borrow_and_update().clone();
+        if current.as_ref().map(|(n, ..)| n) != node.as_ref() {
+            if let Some((_, stop, task)) = current.take() {
+                stop.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+            }
+            if let Some(n) = node {
+                let stop = cancel.child_token();
+                let task = tokio::spawn(follow(
+                    policy.clone(),
+                    client.clone(),
+                    n.clone(),
+                    tx.clone(),
+                    stop.clone(),
+                ));
+                current = Some((n, stop, task));
+            }
+        }
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            changed = selected.changed() => if changed.is_err() { break },
+        }
+    }
+    if let Some((_, stop, task)) = current {
+        stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    }
+}
+
+/// Announces how `node` is reached and samples it until `cancel` fires.
+async fn follow(
+    policy: AccessPolicy,
+    client: kube::Client,
+    node: String,
+    tx: mpsc::Sender<Event>,
+    cancel: CancellationToken,
+) {
+    let api: kube::Api<Node> = kube::Api::all(client.clone());
+    let (facts, capacity) =
+        match tokio::time::timeout(Duration::from_secs(10), api.get(&node)).await {
+            Ok(Ok(n)) => (NodeFacts::from_node(&n), Capacity::from_node(&n)),
+            // Without the Node object the access can still come from --node-access or a
+            // table; the guess and the capacity are then missing.
+            _ => (
+                NodeFacts {
+                    name: node.clone(),
+                    ..NodeFacts::default()
+                },
+                Capacity::default(),
+            ),
+        };
+    let plan = policy.plan(&facts);
+    if !send(&tx, Utc::now(), EventKind::NodeAccess(plan.info.clone())).await {
+        return;
+    }
+    let feed = feed_name(&node);
+    if let Some(message) = plan.error {
+        send(&tx, Utc::now(), EventKind::SourceError { feed, message }).await;
+        return;
+    }
+    match plan.sampler {
+        Sampler::Remote(access) => sample_remote(*access, &node, &tx, cancel).await,
+        Sampler::Summary => sample_summary(client, &node, capacity, &tx, cancel).await,
+        Sampler::Off => {}
+    }
+}
+
+/// Samples a node through its access: the ONE place that starts the remote sampler.
+async fn sample_remote(
+    access: NodeAccess,
+    node: &str,
+    tx: &mpsc::Sender<Event>,
+    cancel: CancellationToken,
+) {
+    let target = access.target();
+    let (stx, mut srx) = mpsc::channel(4);
+    let task = tokio::spawn(crate::host::run_remote_sampler(
+        access,
+        SAMPLE_INTERVAL,
+        RETRY_AFTER,
+        stx,
+        cancel.clone(),
+    ));
+    let feed = feed_name(node);
+    let mut healthy = false;
+    while let Some(result) = srx.recv().await {
+        let ok = match result {
+            Ok(sample) => {
+                if !healthy {
+                    let detail = match &sample.connection {
+                        Some(c) if !c.is_empty() => format!("{target} (connection {c})"),
+                        _ => target.clone(),
+                    };
+                    healthy = true;
+                    send(
+                        tx,
+                        sample.at,
+                        EventKind::SourceConnected {
+                            feed: feed.clone(),
+                            detail,
+                        },
+                    )
+                    .await;
+                }
+                tx.send(sample.event(Some(node.to_owned()))).await.is_ok()
+            }
+            Err(e) => {
+                healthy = false;
+                let message = format!("{e} (retrying every {} s)", RETRY_AFTER.as_secs());
+                send(
+                    tx,
+                    Utc::now(),
+                    EventKind::SourceError {
+                        feed: feed.clone(),
+                        message,
+                    },
+                )
+                .await
+            }
+        };
+        if !ok {
+            cancel.cancel();
+            break;
+        }
+    }
+    // The sampler kills its ssh process when cancelled; wait for that.
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+}
+
+/// Polls the kubelet Summary API of `node` every [`SAMPLE_INTERVAL`].
+async fn sample_summary(
+    client: kube::Client,
+    node: &str,
+    capacity: Capacity,
+    tx: &mpsc::Sender<Event>,
+    cancel: CancellationToken,
+) {
+    let feed = feed_name(node);
+    let path = format!("/api/v1/nodes/{node}/proxy/stats/summary");
+    let mut healthy = false;
+    loop {
+        let result = match http::Request::get(&path).body(Vec::new()) {
+            Err(e) => Err(format!("building the request {path}: {e}")),
+            Ok(req) => {
+                let fetch = client.request::<serde_json::Value>(req);
+                match tokio::time::timeout(SAMPLE_INTERVAL * 5, fetch).await {
+                    Err(_) => Err(format!(
+                        "{SUMMARY_API} of {node}: no answer within {} s",
+                        (SAMPLE_INTERVAL * 5).as_secs()
+                    )),
+                    Ok(Err(e)) => Err(format!(
+                        "{SUMMARY_API} of {node}: {}",
+                        crate::rbac::explain_kube_error(
+                            &e,
+                            &crate::rbac::Request {
+                                verb: "get",
+                                group: "",
+                                resource: "nodes/proxy",
+                                namespace: None,
+                            },
+                        )
+                        .unwrap_or_else(|| e.to_string())
+                    )),
+                    Ok(Ok(v)) => summary_sample(&v, node, capacity)
+                        .map_err(|e| format!("{SUMMARY_API} of {node}: {e}")),
+                }
+            }
+        };
+        let now = Utc::now();
+        let (ok, wait) = match result {
+            Ok(sample) => {
+                if !healthy {
+                    healthy = true;
+                    let detail = SUMMARY_API.to_owned();
+                    send(
+                        tx,
+                        now,
+                        EventKind::SourceConnected {
+                            feed: feed.clone(),
+                            detail,
+                        },
+                    )
+                    .await;
+                }
+                (
+                    send(tx, now, EventKind::HostSample(sample)).await,
+                    SAMPLE_INTERVAL,
+                )
+            }
+            Err(message) => {
+                healthy = false;
+                let message = format!("{message} (retrying every {} s)", RETRY_AFTER.as_secs());
+                let feed = feed.clone();
+                (
+                    send(tx, now, EventKind::SourceError { feed, message }).await,
+                    RETRY_AFTER,
+                )
+            }
+        };
+        if !ok {
+            return;
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::PodCondition;
+
+    fn at(ms: i64) -> Timestamp {
+        chrono::DateTime::from_timestamp_millis(1_800_000_000_000 + ms).expect("ts")
+    }
+
+    fn pod(name: &str, node: &str, ready: bool, created: i64) -> Event {
+        Event::new(
+            at(created),
+            Source::Kube,
+            EventKind::PodApplied(PodView {
+                name: name.into(),
+                node: Some(node.into()),
+                created: Some(at(created)),
+                conditions: vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: ready,
+                    ..PodCondition::default()
+                }],
+                ..PodView::default()
+            }),
+        )
+    }
+
+    #[test]
+    fn focus_follows_the_newest_ready_pod_and_the_users_choice() {
+        let mut f = Focus::default();
+        assert_eq!(f.node(), None);
+        f.apply(&pod("a", "n1", true, 0));
+        assert_eq!(f.node().as_deref(), Some("n1"));
+        // A newer pod that is not Ready yet does not move the focus.
+        f.apply(&pod("b", "n2", false, 10));
+        assert_eq!(f.node().as_deref(), Some("n1"));
+        // The old pod is deleted: no Ready pod, the node stays (sticky).
+        let mut gone = pod("a", "n1", true, 0);
+        if let EventKind::PodApplied(p) = &gone.kind {
+            gone.kind = EventKind::PodDeleted(p.clone());
+        }
+        f.apply(&gone);
+        assert_eq!(f.node().as_deref(), Some("n1"));
+        f.apply(&pod("b", "n2", true, 10));
+        assert_eq!(f.node().as_deref(), Some("n2"));
+        // The user picks an older pod on another node; unknown picks are ignored.
+        f.apply(&pod("c", "n3", true, 5));
+        assert_eq!(f.node().as_deref(), Some("n2"));
+        f.choose(Some("c".into()));
+        assert_eq!(f.node().as_deref(), Some("n3"));
+        f.choose(Some("nope".into()));
+        assert_eq!(f.node().as_deref(), Some("n2"));
+    }
+
+    #[test]
+    fn a_relist_drops_pods_that_are_gone() {
+        let mut f = Focus::default();
+        f.apply(&pod("old", "n1", true, 20));
+        let resync = |done: bool| {
+            let resource = "pods".to_string();
+            Event::new(
+                at(30),
+                Source::Kube,
+                if done {
+                    EventKind::ResyncDone { resource }
+                } else {
+                    EventKind::ResyncStarted { resource }
+                },
+            )
+        };
+        f.apply(&resync(false));
+        f.apply(&pod("new", "n2", true, 10));
+        f.apply(&resync(true));
+        assert_eq!(f.node().as_deref(), Some("n2"));
+    }
+
+    #[tokio::test]
+    async fn the_selection_publishes_only_changes() {
+        let sel = NodeSelection::new();
+        let mut rx = sel.subscribe();
+        sel.observe(&pod("a", "n1", true, 0));
+        assert!(rx.has_changed().expect("open"));
+        assert_eq!(rx.borrow_and_update().as_deref(), Some("n1"));
+        sel.observe(&pod("a", "n1", true, 0));
+        assert!(!rx.has_changed().expect("open"), "same node: no wake-up");
+        sel.observe(&pod("b", "n2", true, 5));
+        sel.choose_pod(Some("a".into()));
+        assert_eq!(sel.node().as_deref(), Some("n1"));
+    }
+
+    fn facts(name: &str, ip: Option<&str>) -> NodeFacts {
+        NodeFacts {
+            name: name.into(),
+            internal_ip: ip.map(str::to_owned),
+            ..NodeFacts::default()
+        }
+    }
+
+    #[test]
+    fn plans_say_what_samples_the_node_and_why() {
+        let explicit = AccessPolicy::Explicit {
+            via: "ssh://root@127.0.0.1:2222".into(),
+            identity: Some("/keys/id".into()),
+            known_hosts: Some("/keys/kh".into()),
+        };
+        let p = explicit.plan(&facts("n1", None));
+        assert_eq!(p.info.target, "ssh root@127.0.0.1:2222");
+        assert_eq!(p.info.origin, "--node-access");
+        assert!(p.info.sampling);
+        let Sampler::Remote(access) = p.sampler else {
+            panic!("expected a remote sampler: {p:?}");
+        };
+        let NodeAccess::Ssh(ssh) = *access else {
+            panic!("expected ssh: {access:?}");
+        };
+        assert_eq!(ssh.identity, Some(PathBuf::from("/keys/id")));
+        assert_eq!(ssh.known_hosts, Some(PathBuf::from("/keys/kh")));
+
+        let bad = AccessPolicy::Explicit {
+            via: "telnet://x".into(),
+            identity: None,
+            known_hosts: None,
+        };
+        let p = bad.plan(&facts("n1", None));
+        assert_eq!(p.sampler, Sampler::Off);
+        assert!(p.error.expect("error").contains("expected ssh"));
+
+        let section = NodesSection::from_toml(
+            "[nodes.\"gpu-*\"]\nvia = \"ssh\"\nuser = \"admin\"\n[nodes.\"mk\"]\nvia = \"minikube\"\n",
+        )
+        .expect("config");
+        let config = AccessPolicy::Config {
+            section: section.clone(),
+            lab: false,
+        };
+        let p = config.plan(&facts("gpu-1", Some("10.0.0.5")));
+        assert_eq!(p.info.target, "ssh admin@10.0.0.5:22");
+        assert_eq!(p.info.origin, "configured by [nodes.\"gpu-*\"]");
+        assert!(matches!(p.sampler, Sampler::Remote(_)));
+
+        // No table: the guess is shown, the Summary API samples.
+        let p = config.plan(&facts("cpu-1", Some("10.0.0.9")));
+        assert!(p.info.target.ends_with("@10.0.0.9:22"), "{:?}", p.info);
+        assert!(p.info.origin.starts_with("guessed"), "{:?}", p.info);
+        assert!(
+            p.info.origin.contains("InternalIP 10.0.0.9"),
+            "{:?}",
+            p.info
+        );
+        assert!(p.info.origin.contains("[nodes.\"cpu-1\"]"), "{:?}", p.info);
+        assert!(!p.info.sampling);
+        assert_eq!(p.info.sampled_via.as_deref(), Some(SUMMARY_API));
+        assert_eq!(p.sampler, Sampler::Summary);
+
+        // In the lab an unmatched node is the lab's.
+        let lab_config = AccessPolicy::Config { section, lab: true };
+        let p = lab_config.plan(&facts("lab-node-1", Some("10.0.0.9")));
+        assert!(p.info.sampling && p.sampler == Sampler::Summary);
+        let p = AccessPolicy::Lab.plan(&facts("lab-node-1", None));
+        assert_eq!(
+            (p.info.target.as_str(), p.info.origin.as_str()),
+            (SUMMARY_API, "lab")
+        );
+    }
+
+    #[test]
+    fn quantities() {
+        assert_eq!(parse_memory("32Gi"), Some(32 << 30));
+        assert_eq!(parse_memory("32863436Ki"), Some(32_863_436 * 1024));
+        assert_eq!(parse_memory("1G"), Some(1_000_000_000));
+        assert_eq!(parse_memory("12345"), Some(12345));
+        assert_eq!(parse_memory("lots"), None);
+        assert_eq!(parse_memory("5Xi"), None);
+        assert_eq!(parse_cpu("8"), Some(8.0));
+        assert_eq!(parse_cpu("7800m"), Some(7.8));
+        assert_eq!(parse_cpu("0"), None);
+        assert_eq!(parse_cpu("x"), None);
+    }
+
+    #[test]
+    fn a_summary_document_becomes_an_approximate_sample() {
+        // Shape of a real kubelet /stats/summary (trimmed).
+        let v = serde_json::json!({"node": {"nodeName": "n1",
+            "cpu": {"time": "2026-11-30T10:00:00Z", "usageNanoCores": 2_000_000_000u64, "usageCoreNanoSeconds": 1},
+            "memory": {"time": "2026-11-30T10:00:00Z", "availableBytes": 20u64 << 30,
+                       "usageBytes": 14u64 << 30, "workingSetBytes": 12u64 << 30,
+                       "rssBytes": 10u64 << 30, "pageFaults": 1, "majorPageFaults": 0}},
+            "pods": []});
+        let cap = Capacity {
+            memory_bytes: Some(32 << 30),
+            cpu_cores: Some(8.0),
+        };
+        let s = summary_sample(&v, "n1", cap).expect("sample");
+        assert_eq!(s.node.as_deref(), Some("n1"));
+        assert_eq!(s.mem_total, 32 << 30);
+        assert_eq!(s.mem_available, 20 << 30);
+        assert_eq!(s.cached, 2 << 30);
+        assert!(s.cache_approx);
+        assert!((s.cpu_percent - 25.0).abs() < 1e-3, "{}", s.cpu_percent);
+        // No capacity: total from available + working set.
+        let s = summary_sample(&v, "n1", Capacity::default()).expect("sample");
+        assert_eq!(s.mem_total, 32 << 30);
+        assert_eq!(s.cpu_percent, 0.0);
+        let err = summary_sample(&serde_json::json!({"node": {}}), "n1", cap).expect_err("bad");
+        assert!(err.contains("usageBytes"), "{err}");
+    }
+}
