@@ -18,10 +18,13 @@ mod disk;
 mod exec;
 mod files;
 mod format;
+mod grep;
 mod http;
+mod plain;
 
 pub use disk::{ModelDisk, NodeCache};
 pub use exec::{ExecChunk, ExecOutput, ExecStream};
+pub use plain::{NodeAnonBytes, OnDrop, PlainContainer, PlainSpec};
 
 use crate::lab::ground_truth::{GroundTruth, Transition};
 use crate::lab::profile::{ModelSpec, Profile, Stage, duration_from_ms};
@@ -361,7 +364,7 @@ impl RuntimeHandle {
     /// Run a command inside the container (`kubectl exec`). Dropping the stream cancels it.
     /// Call it from within a Tokio runtime (the command runs as a task).
     pub fn exec(&self, argv: Vec<String>) -> ExecStream {
-        exec::spawn(self.inner.clone(), argv)
+        exec::spawn(exec::Host::Runtime(self.inner.clone()), argv)
     }
 
     /// Stop the container: stop listening, free the port, drop residency.
