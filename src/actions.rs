@@ -50,7 +50,8 @@ pub enum CacheDropper {
     None(String),
     /// The lab's admin endpoint `POST {api}/lab/nodes/{node}/drop-caches`.
     Lab { api_url: String },
-    /// Over ssh / minikube / kind / local, through `crate::node`.
+    /// Over ssh / minikube / kind / local, or a debug pod in the executor's namespace,
+    /// through `crate::node`.
     Node { access: NodeAccessFor },
 }
 
@@ -411,9 +412,13 @@ impl Executor {
             }
             CacheDropper::Node { access } => match access(node) {
                 Ok(a) => {
-                    let r = crate::node::drop_caches(
+                    // A debug pod is created in the target namespace (or reused: one per
+                    // node, kept for the next trial until its own deadline).
+                    let kube = Some((self.client.clone(), self.namespace.clone()));
+                    let r = crate::node::drop_caches_via(
                         node,
                         &a,
+                        kube,
                         &self.threshold,
                         self.timeouts.drop_caches,
                     )

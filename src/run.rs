@@ -97,7 +97,8 @@ pub struct RunArgs {
     /// Grace period of the delete, in seconds (default: the pod's).
     #[arg(long)]
     pub grace: Option<u32>,
-    /// How to reach nodes for the cold step: ssh://USER@HOST:PORT, local, minikube, kind.
+    /// How to reach nodes for the cold step: ssh://USER@HOST:PORT, local, minikube, kind or
+    /// debug-pod (a privileged pod in the target namespace, created through the API).
     #[arg(long)]
     pub node_access: Option<String>,
     /// Limit of T0 → T1.
