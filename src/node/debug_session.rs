@@ -545,3 +545,127 @@ pub(crate) fn kube_error(
         detail: format!("{verb} {resource} failed: {e}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).expect("pod")
+    }
+
+    fn status(v: serde_json::Value) -> Status {
+        serde_json::from_value(v).expect("status")
+    }
+
+    fn api_error(code: u16, reason: &str, message: &str) -> kube::Error {
+        kube::Error::Api(
+            serde_json::from_value(json!({"status": "Failure", "code": code, "reason": reason, "message": message}))
+                .expect("status"),
+        )
+    }
+
+    #[test]
+    fn exit_codes_from_the_exec_status() {
+        assert_eq!(exit_code(Some(&status(json!({"status": "Success"})))), Ok(0));
+        let failed = status(json!({"status": "Failure", "reason": "NonZeroExitCode",
+            "message": "command terminated with non-zero exit code",
+            "details": {"causes": [{"reason": "ExitCode", "message": "97"}]}}));
+        assert_eq!(exit_code(Some(&failed)), Ok(97));
+        let other = status(json!({"status": "Failure", "reason": "InternalError", "message": "boom"}));
+        assert!(exit_code(Some(&other)).expect_err("error").contains("boom"));
+        assert!(exit_code(None).is_err());
+    }
+
+    #[test]
+    fn pod_states() {
+        let running = pod(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "node"}]},
+            "status": {"phase": "Running", "containerStatuses": [{"name": "node", "image": "busybox", "imageID": "", "ready": true, "restartCount": 0,
+                "state": {"running": {}}}]}}));
+        assert_eq!(pod_state(&running, "n1"), PodState::Running);
+        assert!(matches!(pod_state(&running, "n2"), PodState::Unusable(w) if w.contains("node n1")));
+        let pulling = pod(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "node"}]},
+            "status": {"phase": "Pending", "containerStatuses": [{"name": "node", "image": "nope:1", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"nope:1\""}}}]}}));
+        match pod_state(&pulling, "n1") {
+            PodState::Stuck(why) => assert!(
+                why.contains("phase Pending") && why.contains("ImagePullBackOff") && why.contains("nope:1"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let creating = pod(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "node"}]},
+            "status": {"phase": "Pending", "containerStatuses": [{"name": "node", "image": "b", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "ContainerCreating"}}}]}}));
+        assert_eq!(pod_state(&creating, "n1"), PodState::Starting);
+        let ended = pod(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "node"}]},
+            "status": {"phase": "Failed", "reason": "DeadlineExceeded", "message": "Pod was active on the node longer than the specified deadline"}}));
+        assert!(matches!(pod_state(&ended, "n1"), PodState::Unusable(w) if w.contains("DeadlineExceeded")));
+        let deleting = pod(json!({"metadata": {"name": "p", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "node"}]}, "status": {"phase": "Running"}}));
+        assert!(matches!(pod_state(&deleting, "n1"), PodState::Unusable(_)));
+        let pending = pod(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "ghost", "containers": [{"name": "node"}]},
+            "status": {"phase": "Pending"}}));
+        assert_eq!(pod_state(&pending, "ghost"), PodState::Starting);
+        assert!(describe_pod(&pending).contains("no kubelet has started it"), "{}", describe_pod(&pending));
+    }
+
+    #[test]
+    fn refusals_name_the_permission_or_the_pod_security_level() {
+        let rbac = api_error(
+            403,
+            "Forbidden",
+            "pods is forbidden: User \"system:serviceaccount:lab:readygap\" cannot create resource \"pods\" in API group \"\" in the namespace \"lab\"",
+        );
+        let e = kube_error("debug pod lab/x on n", "lab", "create", "pods", &rbac);
+        let text = e.to_string();
+        assert!(matches!(e, NodeError::Forbidden { .. }));
+        assert!(text.contains("create pods") && text.contains("manifests/rbac"), "{text}");
+        let psa = api_error(
+            403,
+            "Forbidden",
+            "pods \"readygap-node-n\" is forbidden: violates PodSecurity \"baseline:latest\": host namespaces (hostPID=true)",
+        );
+        let text = kube_error("t", "apps", "create", "pods", &psa).to_string();
+        assert!(
+            text.contains("does not allow privileged pods")
+                && text.contains("pod-security.kubernetes.io/enforce=privileged")
+                && text.contains("baseline"),
+            "{text}"
+        );
+        // A refused WebSocket upgrade has no Status: the request itself is explained.
+        let upgrade = kube::Error::UpgradeConnection(
+            kube::client::UpgradeConnectionError::ProtocolSwitch(http::StatusCode::FORBIDDEN),
+        );
+        let text = kube_error("t", "lab", "create", "pods/exec", &upgrade).to_string();
+        assert!(text.contains("create pods/exec") && text.contains("-n lab"), "{text}");
+        let missing = api_error(404, "NotFound", "namespaces \"nope\" not found");
+        let text = kube_error("t", "nope", "create", "pods", &missing).to_string();
+        assert!(text.contains("namespace nope does not exist"), "{text}");
+        let other = api_error(500, "InternalError", "etcd down");
+        let text = kube_error("t", "lab", "get", "pods", &other).to_string();
+        assert!(text.contains("get pods failed") && text.contains("etcd down"), "{text}");
+    }
+
+    #[test]
+    fn sessions_only_for_debug_pod_access() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let cfg = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+            let client = kube::Client::try_from(cfg).expect("client");
+            let access = NodeAccess::DebugPod {
+                node: NodeName::new("lab-node-1").expect("node"),
+                image: "busybox:1.36".into(),
+            };
+            let s = DebugPodSession::for_access(client.clone(), "ns", &access).expect("session");
+            assert_eq!(s.pod_name(), "readygap-node-lab-node-1");
+            assert_eq!(s.target(), "debug pod ns/readygap-node-lab-node-1 on lab-node-1");
+            assert!(!s.created_pod());
+            assert!(DebugPodSession::for_access(client, "ns", &NodeAccess::Local).is_err());
+        });
+    }
+}
