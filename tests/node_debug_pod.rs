@@ -125,7 +125,10 @@ async fn load_and_unload(url: &str, model: &str) -> f64 {
             .json()
             .await
             .ok()?;
-        ps["models"].as_array().is_some_and(Vec::is_empty).then_some(())
+        ps["models"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+            .then_some(())
     })
     .await;
     load
@@ -144,7 +147,9 @@ async fn a_drop_through_the_debug_pod_makes_the_next_load_cold_and_sampling_uses
     let kube = client(&lab).await;
     let ns = lab.namespace.clone();
     let model = Profile::named("local-1b").expect("profile").model;
-    let factor = Profile::named("local-1b").expect("profile").cold_load_factor;
+    let factor = Profile::named("local-1b")
+        .expect("profile")
+        .cold_load_factor;
     let url = runtime_url(&kube, &ns).await;
     let warm = load_and_unload(&url, &model).await;
 
@@ -169,7 +174,10 @@ async fn a_drop_through_the_debug_pod_makes_the_next_load_cold_and_sampling_uses
     assert_eq!(cache.drops(), 1);
     // The other node's cache is untouched.
     assert_eq!(lab.cluster().node_caches["lab-node-2"].drops(), 0);
-    eprintln!("first drop through a new debug pod: {:?}", started.elapsed());
+    eprintln!(
+        "first drop through a new debug pod: {:?}",
+        started.elapsed()
+    );
     let truth = lab.ground_truth().entries();
     assert!(
         truth.iter().any(|e| e.pod == NODE
@@ -218,7 +226,9 @@ async fn a_drop_through_the_debug_pod_makes_the_next_load_cold_and_sampling_uses
         samples.push(s.expect("a sample, not an error"));
     }
     assert_eq!(samples[0].cpu_percent, None);
-    let cpu = samples[2].cpu_percent.expect("cpu share from the second on");
+    let cpu = samples[2]
+        .cpu_percent
+        .expect("cpu share from the second on");
     assert!((0.0..=100.0).contains(&cpu), "{cpu}");
     for s in &samples {
         assert_eq!(s.mem_total_bytes, cache.mem_total_kb() * 1024);
@@ -305,7 +315,13 @@ async fn refusals_and_a_missing_node_are_clear_errors_in_bounded_time() {
     );
     assert!(started.elapsed() < Duration::from_secs(30));
     let pods: Api<Pod> = Api::namespaced(kube.clone(), "baseline-apps");
-    assert!(pods.list(&ListParams::default()).await.expect("list").items.is_empty());
+    assert!(
+        pods.list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .is_empty()
+    );
 
     // A namespace that does not exist.
     let r = drop_caches_via(

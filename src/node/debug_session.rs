@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, AttachParams, AttachedProcess, DeleteParams, PostParams};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use kube::api::{Api, AttachParams, AttachedProcess, DeleteParams, PostParams};
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
@@ -179,15 +179,17 @@ impl DebugPodSession {
             }
             None => {
                 // Say where it stands: one last read, bounded on its own.
-                let last = tokio::time::timeout(Duration::from_secs(5), self.api().get_opt(&self.pod_name))
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .flatten();
-                let state = last.as_ref().map_or_else(
-                    || "it no longer exists".to_owned(),
-                    describe_pod,
-                );
+                let last = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    self.api().get_opt(&self.pod_name),
+                )
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .flatten();
+                let state = last
+                    .as_ref()
+                    .map_or_else(|| "it no longer exists".to_owned(), describe_pod);
                 return Err(NodeError::DebugPod {
                     target: self.target(),
                     detail: format!(
@@ -221,7 +223,12 @@ impl DebugPodSession {
         timeout: Duration,
     ) -> Result<(), NodeError> {
         let api = self.api();
-        match bounded(deadline, api.delete(&self.pod_name, &DeleteParams::default().grace_period(0))).await {
+        match bounded(
+            deadline,
+            api.delete(&self.pod_name, &DeleteParams::default().grace_period(0)),
+        )
+        .await
+        {
             None => return Err(self.timeout(timeout, "deleting the old pod")),
             Some(Ok(_)) => {}
             Some(Err(kube::Error::Api(s))) if s.code == 404 => return Ok(()),
@@ -276,7 +283,11 @@ impl DebugPodSession {
 
     /// Runs `script` to completion within `timeout` (pod start included) and returns what it
     /// printed; a non-zero exit is an error with its stderr.
-    pub async fn run(&self, script: RemoteScript, timeout: Duration) -> Result<PodOutput, NodeError> {
+    pub async fn run(
+        &self,
+        script: RemoteScript,
+        timeout: Duration,
+    ) -> Result<PodOutput, NodeError> {
         let deadline = Instant::now() + timeout;
         let mut process = self.spawn(script, timeout).await?;
         let collected = bounded(deadline, collect(&mut process)).await;
@@ -325,7 +336,12 @@ impl DebugPodSession {
     /// Deletes the pod (whoever created it), without waiting for it to go.
     pub async fn delete(&self) -> Result<(), NodeError> {
         let dp = DeleteParams::default().grace_period(0);
-        match tokio::time::timeout(Duration::from_secs(10), self.api().delete(&self.pod_name, &dp)).await {
+        match tokio::time::timeout(
+            Duration::from_secs(10),
+            self.api().delete(&self.pod_name, &dp),
+        )
+        .await
+        {
             Err(_) => Err(self.timeout(Duration::from_secs(10), "deleting the pod")),
             Ok(Ok(_)) => Ok(()),
             Ok(Err(kube::Error::Api(s))) if s.code == 404 => Ok(()),
@@ -444,7 +460,10 @@ pub(crate) fn describe_pod(pod: &Pod) -> String {
                 "container {} waiting: {}{}",
                 c.name,
                 w.reason.as_deref().unwrap_or("unknown"),
-                w.message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default()
+                w.message
+                    .as_deref()
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default()
             ));
         }
         if let Some(t) = &state.terminated {
@@ -464,7 +483,11 @@ pub(crate) fn describe_pod(pod: &Pod) -> String {
             ));
         }
     }
-    if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+    if pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .is_some()
         && status.container_statuses.as_ref().is_none_or(Vec::is_empty)
         && status.phase.as_deref().is_none_or(|p| p == "Pending")
     {
@@ -561,54 +584,82 @@ mod tests {
 
     fn api_error(code: u16, reason: &str, message: &str) -> kube::Error {
         kube::Error::Api(
-            serde_json::from_value(json!({"status": "Failure", "code": code, "reason": reason, "message": message}))
-                .expect("status"),
+            serde_json::from_value(
+                json!({"status": "Failure", "code": code, "reason": reason, "message": message}),
+            )
+            .expect("status"),
         )
     }
 
     #[test]
     fn exit_codes_from_the_exec_status() {
-        assert_eq!(exit_code(Some(&status(json!({"status": "Success"})))), Ok(0));
+        assert_eq!(
+            exit_code(Some(&status(json!({"status": "Success"})))),
+            Ok(0)
+        );
         let failed = status(json!({"status": "Failure", "reason": "NonZeroExitCode",
             "message": "command terminated with non-zero exit code",
             "details": {"causes": [{"reason": "ExitCode", "message": "97"}]}}));
         assert_eq!(exit_code(Some(&failed)), Ok(97));
-        let other = status(json!({"status": "Failure", "reason": "InternalError", "message": "boom"}));
+        let other =
+            status(json!({"status": "Failure", "reason": "InternalError", "message": "boom"}));
         assert!(exit_code(Some(&other)).expect_err("error").contains("boom"));
         assert!(exit_code(None).is_err());
     }
 
     #[test]
     fn pod_states() {
-        let running = pod(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "node"}]},
+        let running = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "node"}]},
             "status": {"phase": "Running", "containerStatuses": [{"name": "node", "image": "busybox", "imageID": "", "ready": true, "restartCount": 0,
-                "state": {"running": {}}}]}}));
+                "state": {"running": {}}}]}}),
+        );
         assert_eq!(pod_state(&running, "n1"), PodState::Running);
-        assert!(matches!(pod_state(&running, "n2"), PodState::Unusable(w) if w.contains("node n1")));
-        let pulling = pod(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "node"}]},
+        assert!(
+            matches!(pod_state(&running, "n2"), PodState::Unusable(w) if w.contains("node n1"))
+        );
+        let pulling = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "node"}]},
             "status": {"phase": "Pending", "containerStatuses": [{"name": "node", "image": "nope:1", "imageID": "", "ready": false, "restartCount": 0,
-                "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"nope:1\""}}}]}}));
+                "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"nope:1\""}}}]}}),
+        );
         match pod_state(&pulling, "n1") {
             PodState::Stuck(why) => assert!(
-                why.contains("phase Pending") && why.contains("ImagePullBackOff") && why.contains("nope:1"),
+                why.contains("phase Pending")
+                    && why.contains("ImagePullBackOff")
+                    && why.contains("nope:1"),
                 "{why}"
             ),
             other => panic!("{other:?}"),
         }
-        let creating = pod(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "node"}]},
+        let creating = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "node"}]},
             "status": {"phase": "Pending", "containerStatuses": [{"name": "node", "image": "b", "imageID": "", "ready": false, "restartCount": 0,
-                "state": {"waiting": {"reason": "ContainerCreating"}}}]}}));
+                "state": {"waiting": {"reason": "ContainerCreating"}}}]}}),
+        );
         assert_eq!(pod_state(&creating, "n1"), PodState::Starting);
-        let ended = pod(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "node"}]},
-            "status": {"phase": "Failed", "reason": "DeadlineExceeded", "message": "Pod was active on the node longer than the specified deadline"}}));
-        assert!(matches!(pod_state(&ended, "n1"), PodState::Unusable(w) if w.contains("DeadlineExceeded")));
-        let deleting = pod(json!({"metadata": {"name": "p", "deletionTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"nodeName": "n1", "containers": [{"name": "node"}]}, "status": {"phase": "Running"}}));
+        let ended = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "node"}]},
+            "status": {"phase": "Failed", "reason": "DeadlineExceeded", "message": "Pod was active on the node longer than the specified deadline"}}),
+        );
+        assert!(
+            matches!(pod_state(&ended, "n1"), PodState::Unusable(w) if w.contains("DeadlineExceeded"))
+        );
+        let deleting = pod(
+            json!({"metadata": {"name": "p", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "node"}]}, "status": {"phase": "Running"}}),
+        );
         assert!(matches!(pod_state(&deleting, "n1"), PodState::Unusable(_)));
-        let pending = pod(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "ghost", "containers": [{"name": "node"}]},
-            "status": {"phase": "Pending"}}));
+        let pending = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"nodeName": "ghost", "containers": [{"name": "node"}]},
+            "status": {"phase": "Pending"}}),
+        );
         assert_eq!(pod_state(&pending, "ghost"), PodState::Starting);
-        assert!(describe_pod(&pending).contains("no kubelet has started it"), "{}", describe_pod(&pending));
+        assert!(
+            describe_pod(&pending).contains("no kubelet has started it"),
+            "{}",
+            describe_pod(&pending)
+        );
     }
 
     #[test]
@@ -621,7 +672,10 @@ mod tests {
         let e = kube_error("debug pod lab/x on n", "lab", "create", "pods", &rbac);
         let text = e.to_string();
         assert!(matches!(e, NodeError::Forbidden { .. }));
-        assert!(text.contains("create pods") && text.contains("manifests/rbac"), "{text}");
+        assert!(
+            text.contains("create pods") && text.contains("manifests/rbac"),
+            "{text}"
+        );
         let psa = api_error(
             403,
             "Forbidden",
@@ -639,13 +693,19 @@ mod tests {
             kube::client::UpgradeConnectionError::ProtocolSwitch(http::StatusCode::FORBIDDEN),
         );
         let text = kube_error("t", "lab", "create", "pods/exec", &upgrade).to_string();
-        assert!(text.contains("create pods/exec") && text.contains("-n lab"), "{text}");
+        assert!(
+            text.contains("create pods/exec") && text.contains("-n lab"),
+            "{text}"
+        );
         let missing = api_error(404, "NotFound", "namespaces \"nope\" not found");
         let text = kube_error("t", "nope", "create", "pods", &missing).to_string();
         assert!(text.contains("namespace nope does not exist"), "{text}");
         let other = api_error(500, "InternalError", "etcd down");
         let text = kube_error("t", "lab", "get", "pods", &other).to_string();
-        assert!(text.contains("get pods failed") && text.contains("etcd down"), "{text}");
+        assert!(
+            text.contains("get pods failed") && text.contains("etcd down"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -663,7 +723,10 @@ mod tests {
             };
             let s = DebugPodSession::for_access(client.clone(), "ns", &access).expect("session");
             assert_eq!(s.pod_name(), "readygap-node-lab-node-1");
-            assert_eq!(s.target(), "debug pod ns/readygap-node-lab-node-1 on lab-node-1");
+            assert_eq!(
+                s.target(),
+                "debug pod ns/readygap-node-lab-node-1 on lab-node-1"
+            );
             assert!(!s.created_pod());
             assert!(DebugPodSession::for_access(client, "ns", &NodeAccess::Local).is_err());
         });

@@ -927,8 +927,15 @@ fn admit_pod(api: &Api, pod: &Value) -> Result<(), Response> {
         .map(|v| format!("\"{}\"", v["name"].as_str().unwrap_or_default()))
         .collect();
     if !host_paths.is_empty() {
-        let noun = if host_paths.len() == 1 { "volume" } else { "volumes" };
-        violations.push(format!("hostPath volumes ({noun} {})", host_paths.join(", ")));
+        let noun = if host_paths.len() == 1 {
+            "volume"
+        } else {
+            "volumes"
+        };
+        violations.push(format!(
+            "hostPath volumes ({noun} {})",
+            host_paths.join(", ")
+        ));
     }
     if violations.is_empty() {
         return Ok(());
