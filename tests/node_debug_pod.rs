@@ -382,6 +382,45 @@ async fn refusals_and_a_missing_node_are_clear_errors_in_bounded_time() {
 }
 
 #[tokio::test]
+async fn a_debug_pod_past_its_deadline_is_replaced() {
+    let _one = ONE_LAB.lock().await;
+    let (lab, _dir) = lab().await;
+    let kube = client(&lab).await;
+    let ns = lab.namespace.clone();
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), &ns);
+    // A debug pod left by an earlier session, with a 1 s deadline: the lab fails it.
+    let node = NodeName::new(NODE).expect("node");
+    let mut old = readygap::node::debug_pod::debug_pod_manifest(&node);
+    if let Some(spec) = old.spec.as_mut() {
+        spec.active_deadline_seconds = Some(1);
+    }
+    let old = pods
+        .create(&PostParams::default(), &old)
+        .await
+        .expect("created");
+    let failed = wait_for(DEADLINE, "the old pod to fail by its deadline", || async {
+        let p = pods.get(old.metadata.name.as_deref()?).await.ok()?;
+        let st = p.status?;
+        (st.phase.as_deref() == Some("Failed")).then_some(st)
+    })
+    .await;
+    assert_eq!(failed.reason.as_deref(), Some("DeadlineExceeded"));
+    // exec into it is refused by the API server; the session replaces it.
+    let session = DebugPodSession::new(kube.clone(), &ns, node, "busybox:1.36");
+    let out = session
+        .run(RemoteScript::Whoami, DEADLINE)
+        .await
+        .expect("runs in a new pod");
+    assert_eq!(out.stdout, "@user root\n@conn \n");
+    assert!(session.created_pod());
+    let now = pods.get("readygap-node-lab-node-1").await.expect("pod");
+    assert_ne!(now.metadata.uid, old.metadata.uid, "a new pod");
+    assert_eq!(now.status.and_then(|s| s.phase), Some("Running".to_owned()));
+    session.delete_if_created().await.expect("deleted");
+    lab.shutdown().await;
+}
+
+#[tokio::test]
 async fn the_binary_drops_through_a_debug_pod_and_kubectl_execs_into_it() {
     let _one = ONE_LAB.lock().await;
     let (lab, _dir) = lab().await;

@@ -1,7 +1,10 @@
 //! The lab's Kubernetes API server (HTTP, JSON): discovery, get/list/watch with selectors and
 //! resourceVersions, create, patch, replace, delete (pods gracefully), the scale and status
 //! subresources, Table output for kubectl, pod/service/node proxies, exec and port-forward
-//! over WebSocket, and the lab's admin endpoints:
+//! over WebSocket, pod admission (the namespace must exist; a namespace labelled
+//! `pod-security.kubernetes.io/enforce: baseline|restricted` refuses host namespaces,
+//! privileged containers and hostPath volumes with 403, as Pod Security Admission does),
+//! and the lab's admin endpoints:
 //!
 //! - `POST /lab/faults` with any of `{"drop_watches": true, "expire_resource_versions": true,
 //!   "drop_connections": true, "restart_api_server": true, "exec_delay_ms": 500,

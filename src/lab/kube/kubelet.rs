@@ -5,6 +5,10 @@
 //! finishes, as the inference-aware probe script does), with its period, initial delay,
 //! timeout and failure threshold (scaled by the lab's speed),
 //! container restarts after an OOM kill, and graceful termination when the pod is deleted.
+//! A pod created with `spec.nodeName` is bound already: no scheduler, and it stays Pending
+//! when that node does not exist. A container that is not the Ollama runtime gets a plain
+//! container (exec only, sees its node: see `runtime::PlainContainer`). Past its
+//! `activeDeadlineSeconds` a pod turns Failed (DeadlineExceeded) and its container is killed.
 //! Every status change is one store update with the conditions and container states a real
 //! kubelet writes, and the matching ground-truth line at the same instant.
 
@@ -712,6 +716,11 @@ pub async fn run_pod(
     let initial_delay = cluster.scaled(Duration::from_secs(readiness.initial_delay_seconds));
     let mut failures = 0u32;
     let mut next_probe = later(Instant::now(), initial_delay);
+    // activeDeadlineSeconds counts from the pod's startTime (set when it was bound), in real
+    // seconds: it is an API contract, not a calibrated stage.
+    let active_deadline = pod_json["spec"]["activeDeadlineSeconds"]
+        .as_u64()
+        .map(|secs| later(scheduled_at, Duration::from_secs(secs)));
     loop {
         let probe_due = readiness.action != ProbeAction::None;
         let wait = next_probe.saturating_duration_since(Instant::now());
@@ -725,6 +734,14 @@ pub async fn run_pod(
         tokio::select! {
             _ = deleting.cancelled() => {
                 return finish(&run, Some(container), &deleting).await;
+            }
+            _ = async {
+                match active_deadline {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                return deadline_exceeded(&run, container, &deleting).await;
             }
             _ = cluster.shutdown.cancelled() => {
                 if let Some(rt) = container.runtime.take() { rt.stop().await; }
@@ -868,6 +885,52 @@ async fn oom_restart(
     let mut c = run.start_container(restarts).await;
     c.started_at = Utc::now();
     c
+}
+
+/// The pod ran past its `activeDeadlineSeconds`: the kubelet kills the container and the
+/// pod turns Failed (reason DeadlineExceeded); the object stays until it is deleted.
+async fn deadline_exceeded(run: &PodRun, mut c: Container, deleting: &CancellationToken) {
+    if let Some(rt) = c.runtime.take() {
+        rt.stop().await;
+    }
+    if let Some(p) = c.plain.take() {
+        p.stop();
+    }
+    run.cluster.with_pod(&run.ns, &run.name, |e| {
+        e.runtime = None;
+        e.plain = None;
+    });
+    let now = Utc::now();
+    let started_at = c.started_at;
+    let cid = c.container_id.clone();
+    let message = "Pod was active on the node longer than the specified deadline";
+    let pod = run.update(|p| {
+        set_ready(p, false, now);
+        let cs = container_status(p);
+        cs.state = Some(ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: 137,
+                reason: Some("Error".into()),
+                started_at: Some(k8s_time(started_at)),
+                finished_at: Some(k8s_time(now)),
+                container_id: Some(cid.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        cs.started = Some(false);
+        let st = p.status.get_or_insert_with(Default::default);
+        st.phase = Some("Failed".into());
+        st.reason = Some("DeadlineExceeded".into());
+        st.message = Some(message.into());
+    });
+    if let Some(pod) = &pod {
+        run.event(pod, "Warning", "DeadlineExceeded", message);
+    }
+    tokio::select! {
+        _ = deleting.cancelled() => finish(run, None, deleting).await,
+        _ = run.cluster.shutdown.cancelled() => {}
+    }
 }
 
 async fn finish(run: &PodRun, container: Option<Container>, deleting: &CancellationToken) {
