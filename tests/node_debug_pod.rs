@@ -381,6 +381,62 @@ async fn refusals_and_a_missing_node_are_clear_errors_in_bounded_time() {
     lab.shutdown().await;
 }
 
+#[derive(clap::Parser)]
+struct RunWrap {
+    #[command(flatten)]
+    args: readygap::run::RunArgs,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_with_node_access_debug_pod_drops_through_one_pod_per_node() {
+    use clap::Parser;
+    let _one = ONE_LAB.lock().await;
+    let (lab, _dir) = lab().await;
+    let model = Profile::named("local-1b").expect("profile").model;
+    let a = RunWrap::try_parse_from([
+        "readygap",
+        "--kubeconfig",
+        lab.kubeconfig.to_str().expect("path"),
+        "-n",
+        &lab.namespace,
+        "--trials",
+        "2",
+        "--cold",
+        "--cooldown",
+        "0s",
+        "--no-memory",
+        "--model",
+        &model,
+        "--node-access",
+        "debug-pod",
+    ])
+    .expect("arguments parse")
+    .args;
+    let out = tokio::time::timeout(
+        Duration::from_secs(300),
+        readygap::run::run_with(a, tokio_util::sync::CancellationToken::new()),
+    )
+    .await
+    .expect("the run ends")
+    .expect("run");
+    assert_eq!(out.trials.len(), 2);
+    for t in &out.trials {
+        assert!(t.is_ok(), "{:?}", t.status);
+        let cold = t.cold.clone().expect("the cold step is recorded");
+        assert_eq!(cold.node, NODE);
+        assert!(
+            cold.cached_kb_after.expect("after") < cold.cached_kb_before.expect("before"),
+            "{cold:?}"
+        );
+    }
+    let second = out.trials[1].cold.clone().expect("cold");
+    assert!(second.dropped, "after a warm trial: {second:?}");
+    assert_eq!(lab.cluster().node_caches[NODE].drops(), 2);
+    // One debug pod served both trials: a recreated pod would count its execs from 0.
+    assert_eq!(execs_in(&lab, "readygap-node-lab-node-1"), 2);
+    lab.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_debug_pod_past_its_deadline_is_replaced() {
     let _one = ONE_LAB.lock().await;
