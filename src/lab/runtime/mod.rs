@@ -8,7 +8,8 @@
 //! container at the instant its memory would cross the limit (the published "1B resident,
 //! then 3B under 4 GiB" case). `exec` runs the few commands a dashboard runs inside a
 //! container (see `exec`), reading cgroup v1/v2 files and /proc/meminfo rendered from this
-//! state (see `files`).
+//! state (see `files`). A container that is not the runtime (a debug pod) is a
+//! `PlainContainer`: exec only, seeing its node's files (see `plain`).
 //!
 //! Timing: every sampled stage is divided by `RuntimeSpec::speed`. Ollama's own durations in
 //! responses (`load_duration`, ...) are the wall-clock times the lab really spent, so they stay
