@@ -438,6 +438,60 @@ async fn run_with_node_access_debug_pod_drops_through_one_pod_per_node() {
 }
 
 #[tokio::test]
+async fn the_executor_reuses_its_debug_pod_and_deletes_it_at_the_end() {
+    use readygap::actions::{CacheDropper, Executor};
+    use readygap::sources::runtime::ollama::Ollama;
+    use readygap::sources::runtime::{AccessMode, RuntimeAccess};
+    use std::sync::Arc;
+    let _one = ONE_LAB.lock().await;
+    let (lab, _dir) = lab().await;
+    let kube = client(&lab).await;
+    let ns = lab.namespace.clone();
+    let ollama = Ollama::new(RuntimeAccess::new(
+        AccessMode::Proxy,
+        kube.clone(),
+        &ns,
+        11434,
+        "",
+    ));
+    let (tx, _rx) = tokio::sync::mpsc::channel(1024);
+    let mut exec = Executor::new(kube.clone(), &ns, Arc::new(ollama), "llama3.2:1b", tx);
+    exec.dropper = CacheDropper::Node {
+        access: Arc::new(|node: &str| {
+            NodeName::new(node)
+                .map(|n| NodeAccess::DebugPod {
+                    node: n,
+                    image: "busybox:1.36".into(),
+                })
+                .map_err(|e| e.to_string())
+        }),
+    };
+    // No model was loaded yet: the drop runs (both figures) though it frees less than half.
+    let first = exec.drop_caches(NODE).await;
+    assert!(first.cached_kb_after.is_some(), "{first:?}");
+    assert!(first.cached_kb_after < first.cached_kb_before, "{first:?}");
+    let second = exec.drop_caches(NODE).await;
+    assert_eq!(second.cached_kb_before, first.cached_kb_after, "{second:?}");
+    assert_eq!(
+        execs_in(&lab, "readygap-node-lab-node-1"),
+        2,
+        "one pod for both"
+    );
+    assert_eq!(exec.delete_debug_pods().await, Vec::<String>::new());
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), &ns);
+    wait_for(DEADLINE, "the executor's debug pod to go", || async {
+        pods.get_opt("readygap-node-lab-node-1")
+            .await
+            .ok()
+            .and_then(|p| p.is_none().then_some(()))
+    })
+    .await;
+    // Nothing left to delete.
+    assert!(exec.delete_debug_pods().await.is_empty());
+    lab.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_debug_pod_past_its_deadline_is_replaced() {
     let _one = ONE_LAB.lock().await;
     let (lab, _dir) = lab().await;
