@@ -345,6 +345,39 @@ mod tests {
         assert!(parse(&["--node", "n", "--format", "xml"]).is_err());
     }
 
+    #[tokio::test]
+    async fn debug_pod_flags_make_a_debug_pod_access() {
+        let a = parse(&[
+            "--node",
+            "worker-1",
+            "--via",
+            "debug-pod",
+            "--image",
+            "registry.local/busybox:1.36",
+            "-n",
+            "node-tools",
+            "--keep-pod",
+        ])
+        .expect("args");
+        assert_eq!(a.namespace.as_deref(), Some("node-tools"));
+        assert!(a.keep_pod);
+        match access_for(&a).await.expect("access") {
+            NodeAccess::DebugPod { node, image } => {
+                assert_eq!(node.as_str(), "worker-1");
+                assert_eq!(image, "registry.local/busybox:1.36");
+            }
+            other => panic!("{other:?}"),
+        }
+        let a = parse(&["--node", "worker-1", "--via", "debug-pod"]).expect("args");
+        assert!(matches!(
+            access_for(&a).await.expect("access"),
+            NodeAccess::DebugPod { image, .. } if image == crate::node::access::DEFAULT_DEBUG_IMAGE
+        ));
+        let a = parse(&["--node", "w", "--via", "debug-pod", "--image", "a b"]).expect("args");
+        let err = access_for(&a).await.expect_err("bad image").to_string();
+        assert!(err.contains("invalid image"), "{err}");
+    }
+
     #[test]
     fn durations() {
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
