@@ -432,8 +432,27 @@ async fn run_with_node_access_debug_pod_drops_through_one_pod_per_node() {
     let second = out.trials[1].cold.clone().expect("cold");
     assert!(second.dropped, "after a warm trial: {second:?}");
     assert_eq!(lab.cluster().node_caches[NODE].drops(), 2);
-    // One debug pod served both trials: a recreated pod would count its execs from 0.
-    assert_eq!(execs_in(&lab, "readygap-node-lab-node-1"), 2);
+    // One debug pod served both trials (its container started once), deleted at the end.
+    let kube = client(&lab).await;
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(kube.clone(), &lab.namespace);
+    let started = events
+        .list(&ListParams::default().fields("involvedObject.name=readygap-node-lab-node-1"))
+        .await
+        .expect("events")
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Started"))
+        .count();
+    assert_eq!(started, 1, "the debug pod was started {started} times");
+    let pods: Api<Pod> = Api::namespaced(kube, &lab.namespace);
+    wait_for(DEADLINE, "the run's debug pod to go", || async {
+        pods.get_opt("readygap-node-lab-node-1")
+            .await
+            .ok()
+            .and_then(|p| p.is_none().then_some(()))
+    })
+    .await;
     lab.shutdown().await;
 }
 
