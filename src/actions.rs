@@ -50,7 +50,8 @@ pub enum CacheDropper {
     None(String),
     /// The lab's admin endpoint `POST {api}/lab/nodes/{node}/drop-caches`.
     Lab { api_url: String },
-    /// Over ssh / minikube / kind / local, through `crate::node`.
+    /// Over ssh / minikube / kind / local, or a debug pod in the executor's namespace,
+    /// through `crate::node`.
     Node { access: NodeAccessFor },
 }
 
@@ -88,6 +89,8 @@ pub struct Executor {
     pub timeouts: Timeouts,
     pub tx: mpsc::Sender<Event>,
     ids: Arc<AtomicU64>,
+    /// Debug pods this executor created (in `namespace`), for [`Executor::delete_debug_pods`].
+    debug_pods: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
 }
 
 async fn emit_at(tx: &mpsc::Sender<Event>, ts: Timestamp, kind: EventKind) {
@@ -118,6 +121,7 @@ impl Executor {
             timeouts: Timeouts::default(),
             tx,
             ids: Arc::new(AtomicU64::new(1)),
+            debug_pods: Arc::default(),
         }
     }
 
@@ -411,13 +415,45 @@ impl Executor {
             }
             CacheDropper::Node { access } => match access(node) {
                 Ok(a) => {
-                    let r = crate::node::drop_caches(
-                        node,
-                        &a,
-                        &self.threshold,
-                        self.timeouts.drop_caches,
-                    )
-                    .await;
+                    let r = match &a {
+                        // A debug pod is created in the target namespace (or reused: one
+                        // per node, kept for the next trial until its own deadline).
+                        NodeAccess::DebugPod { .. } => {
+                            match crate::node::DebugPodSession::for_access(
+                                self.client.clone(),
+                                &self.namespace,
+                                &a,
+                            ) {
+                                Ok(session) => {
+                                    let r = crate::node::drop_caches_in_pod(
+                                        node,
+                                        &session,
+                                        &self.threshold,
+                                        self.timeouts.drop_caches,
+                                    )
+                                    .await;
+                                    if session.created_pod()
+                                        && let Ok(mut pods) = self.debug_pods.lock()
+                                    {
+                                        pods.insert(session.pod_name().to_owned());
+                                    }
+                                    r
+                                }
+                                Err(e) => {
+                                    crate::node::DropCachesResult::failed(node, e.to_string())
+                                }
+                            }
+                        }
+                        _ => {
+                            crate::node::drop_caches(
+                                node,
+                                &a,
+                                &self.threshold,
+                                self.timeouts.drop_caches,
+                            )
+                            .await
+                        }
+                    };
                     CacheDrop {
                         node: r.node,
                         cached_kb_before: r.cached_kb_before,
@@ -429,6 +465,33 @@ impl Executor {
                 Err(e) => failed(e),
             },
         }
+    }
+}
+
+impl Executor {
+    /// Deletes the debug pods this executor created for cold steps (at the end of a run;
+    /// left alone they end by their own deadline). Returns one message per pod that could
+    /// not be deleted.
+    pub async fn delete_debug_pods(&self) -> Vec<String> {
+        let names: Vec<String> = match self.debug_pods.lock() {
+            Ok(mut pods) => std::mem::take(&mut *pods).into_iter().collect(),
+            Err(_) => return vec!["the list of debug pods is unreadable".into()],
+        };
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+        let dp = DeleteParams::default().grace_period(0);
+        let mut errors = Vec::new();
+        for name in names {
+            match tokio::time::timeout(self.timeouts.kube, api.delete(&name, &dp)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
+                Ok(Err(e)) => errors.push(format!("deleting debug pod {name}: {e}")),
+                Err(_) => errors.push(format!(
+                    "deleting debug pod {name}: no answer within {:?}",
+                    self.timeouts.kube
+                )),
+            }
+        }
+        errors
     }
 }
 

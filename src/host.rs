@@ -1,7 +1,9 @@
 //! Host memory and CPU samples: of this machine ([`LocalHostSampler`]: sysinfo plus
 //! `/proc/meminfo` for the page-cache figures sysinfo lacks) and of a node
 //! ([`RemoteHostSampler`]: one long-lived remote `while` loop streaming `/proc/meminfo`
-//! and `/proc/stat` over a single ssh session, never a connection per sample).
+//! and `/proc/stat` over a single ssh session, never a connection per sample), or of a node
+//! reached through a debug pod ([`DebugPodHostSampler`]: the same loop in one long-lived
+//! exec). [`run_node_sampler`] picks the right one for a [`NodeAccess`].
 //!
 //! Parsing is done by pure functions ([`parse_meminfo`], [`parse_cpu_line`],
 //! [`cpu_percent`], [`SampleStreamParser`]) that tests call on fixtures and real files.
@@ -14,7 +16,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout};
 
 use crate::node::exec::{classify_failure, spawn_streaming};
-use crate::node::{NodeAccess, NodeError, RemoteScript, Transport};
+use crate::node::{DebugPodSession, NodeAccess, NodeError, RemoteScript, Transport};
 
 /// One sample of a machine's memory and CPU. Byte counts come from `/proc/meminfo` (kB × 1024).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -438,6 +440,189 @@ pub async fn run_remote_sampler(
         tokio::select! {
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(retry_after) => {}
+        }
+    }
+}
+
+/// Samples a node reached through a debug pod: ONE long-lived exec of the
+/// [`RemoteScript::SampleHost`] loop in the pod (created or reused by
+/// [`DebugPodSession`]), its stdout parsed by [`SampleStreamParser`] as the ssh stream is.
+pub struct DebugPodHostSampler {
+    process: kube::api::AttachedProcess,
+    lines: Lines<BufReader<tokio::io::ReadHalf<tokio::io::SimplexStream>>>,
+    parser: SampleStreamParser,
+    prev_cpu: Option<CpuTimes>,
+    target: String,
+    sample_timeout: Duration,
+}
+
+impl DebugPodHostSampler {
+    /// Makes sure the pod runs and starts the loop (both within `sample_timeout`); each
+    /// later sample must arrive within `sample_timeout` too.
+    pub async fn start(
+        session: &DebugPodSession,
+        interval: Duration,
+        sample_timeout: Duration,
+    ) -> Result<Self, NodeError> {
+        let secs = u32::try_from(interval.as_secs().max(1)).unwrap_or(u32::MAX);
+        let script = RemoteScript::SampleHost {
+            interval_secs: secs,
+        };
+        let mut process = session.spawn(script, sample_timeout).await?;
+        let stdout = process.stdout().ok_or_else(|| NodeError::Io {
+            target: session.target(),
+            source: std::io::Error::other("the exec has no stdout"),
+        })?;
+        Ok(Self {
+            process,
+            lines: BufReader::new(stdout).lines(),
+            parser: SampleStreamParser::default(),
+            prev_cpu: None,
+            target: session.target(),
+            sample_timeout,
+        })
+    }
+
+    /// Waits for the next sample. After an error the sampler is finished.
+    pub async fn next_sample(&mut self) -> Result<HostSample, NodeError> {
+        let deadline = tokio::time::Instant::now() + self.sample_timeout;
+        loop {
+            let line = match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
+                Err(_) => {
+                    return Err(NodeError::Timeout {
+                        target: self.target.clone(),
+                        after: self.sample_timeout,
+                    });
+                }
+                Ok(Err(source)) => {
+                    return Err(NodeError::Io {
+                        target: self.target.clone(),
+                        source,
+                    });
+                }
+                Ok(Ok(None)) => {
+                    return Err(NodeError::UnexpectedOutput {
+                        target: self.target.clone(),
+                        detail: "the sample stream ended".into(),
+                    });
+                }
+                Ok(Ok(Some(line))) => line,
+            };
+            match self.parser.push_line(&line) {
+                Err(detail) => {
+                    return Err(NodeError::UnexpectedOutput {
+                        target: self.target.clone(),
+                        detail,
+                    });
+                }
+                Ok(None) | Ok(Some(StreamItem::Connection(_))) => {}
+                Ok(Some(StreamItem::Sample { meminfo, cpu })) => {
+                    let sample =
+                        HostSample::from_counters(Utc::now(), &meminfo, cpu, self.prev_cpu);
+                    if cpu.is_some() {
+                        self.prev_cpu = cpu;
+                    }
+                    return Ok(sample);
+                }
+            }
+        }
+    }
+
+    /// Ends the exec (the loop in the pod stops when its output has no reader).
+    pub fn stop(self) {
+        self.process.abort();
+    }
+
+    /// Ends the exec and says why the stream ended (exit status and stderr).
+    pub async fn ended(self, session: &DebugPodSession) -> NodeError {
+        session.ended(self.process).await
+    }
+}
+
+/// Like [`run_remote_sampler`] for a node reached through a debug pod in `namespace`: one
+/// exec at a time, a new one (reusing the pod) after an error and `retry_after`.
+async fn run_debug_pod_sampler(
+    session: DebugPodSession,
+    interval: Duration,
+    retry_after: Duration,
+    tx: tokio::sync::mpsc::Sender<SampleResult>,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    let sample_timeout = interval * 2 + Duration::from_secs(20);
+    while !cancel.is_cancelled() {
+        let started = tokio::select! {
+            () = cancel.cancelled() => return,
+            s = DebugPodHostSampler::start(&session, interval, sample_timeout) => s,
+        };
+        match started {
+            Err(e) => {
+                let fatal = e.is_validation();
+                if tx.send(Err(e)).await.is_err() || fatal {
+                    return;
+                }
+            }
+            Ok(mut sampler) => loop {
+                let next = tokio::select! {
+                    () = cancel.cancelled() => {
+                        sampler.stop();
+                        return;
+                    }
+                    next = sampler.next_sample() => next,
+                };
+                let next = match next {
+                    Err(NodeError::UnexpectedOutput { .. }) => Err(sampler.ended(&session).await),
+                    Err(e) => {
+                        sampler.stop();
+                        Err(e)
+                    }
+                    Ok(sample) => {
+                        if tx.send(Ok(sample)).await.is_err() {
+                            sampler.stop();
+                            return;
+                        }
+                        continue;
+                    }
+                };
+                if tx.send(next).await.is_err() {
+                    return;
+                }
+                break;
+            },
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(retry_after) => {}
+        }
+    }
+}
+
+/// Samples a node by whichever access reaches it: a [`NodeAccess::DebugPod`] through the
+/// Kubernetes API with `kube` (the client and the namespace of the pod: one long-lived exec
+/// in one pod), every other kind through [`run_remote_sampler`]. A debug-pod access without
+/// `kube` sends one error and ends. Ends when `cancel` fires or the receiver is gone.
+pub async fn run_node_sampler(
+    access: NodeAccess,
+    kube: Option<(kube::Client, String)>,
+    interval: Duration,
+    retry_after: Duration,
+    tx: tokio::sync::mpsc::Sender<SampleResult>,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    if !matches!(access, NodeAccess::DebugPod { .. }) {
+        return run_remote_sampler(access, interval, retry_after, tx, cancel).await;
+    }
+    let session = match kube {
+        Some((client, namespace)) => DebugPodSession::for_access(client, &namespace, &access),
+        None => Err(NodeError::Unsupported {
+            target: access.target(),
+            what: "sampling through a debug pod".into(),
+            hint: "it needs a Kubernetes client and namespace".into(),
+        }),
+    };
+    match session {
+        Ok(session) => run_debug_pod_sampler(session, interval, retry_after, tx, cancel).await,
+        Err(e) => {
+            let _ = tx.send(Err(e)).await;
         }
     }
 }

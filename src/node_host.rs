@@ -10,8 +10,9 @@
 //!   handle (a `watch` of the node name) that the runner's sink and the dashboard update.
 //! - [`AccessPolicy::plan`] decides, per node, what samples it:
 //!   * `--node-access VIA` (with `--node-identity` / `--node-known-hosts`) or a matching
-//!     `[nodes."PATTERN"]` table: the node itself, through [`crate::host::run_remote_sampler`]
-//!     (one long-lived remote loop on one ssh session, never a connection per sample);
+//!     `[nodes."PATTERN"]` table: the node itself, through [`crate::host::run_node_sampler`]
+//!     (one long-lived remote loop on one ssh session, or one exec in a debug pod; never a
+//!     connection per sample);
 //!   * a guess from labels, providerID and InternalIP is *shown* but never used for
 //!     continuous sampling (a guessed ssh target may be wrong, and readygap must not keep
 //!     knocking on a host nobody configured);
@@ -430,6 +431,7 @@ async fn send(tx: &mpsc::Sender<Event>, ts: Timestamp, kind: EventKind) -> bool 
 pub async fn run(
     policy: AccessPolicy,
     client: kube::Client,
+    namespace: String,
     mut selected: watch::Receiver<Option<String>>,
     tx: mpsc::Sender<Event>,
     cancel: CancellationToken,
@@ -447,6 +449,7 @@ pub async fn run(
                 let task = tokio::spawn(follow(
                     policy.clone(),
                     client.clone(),
+                    namespace.clone(),
                     n.clone(),
                     tx.clone(),
                     stop.clone(),
@@ -469,6 +472,7 @@ pub async fn run(
 async fn follow(
     policy: AccessPolicy,
     client: kube::Client,
+    namespace: String,
     node: String,
     tx: mpsc::Sender<Event>,
     cancel: CancellationToken,
@@ -497,23 +501,30 @@ async fn follow(
         return;
     }
     match plan.sampler {
-        Sampler::Remote(access) => sample_remote(*access, &node, &tx, cancel).await,
+        Sampler::Remote(access) => {
+            let kube = Some((client, namespace));
+            sample_remote(*access, kube, &node, &tx, cancel).await;
+        }
         Sampler::Summary => sample_summary(client, &node, capacity, &tx, cancel).await,
         Sampler::Off => {}
     }
 }
 
-/// Samples a node through its access: the ONE place that starts the remote sampler.
+/// Samples a node through its access (ssh/minikube/kind/local: one remote loop; a debug
+/// pod, created in `kube`'s namespace: one long-lived exec): the ONE place that starts the
+/// node sampler.
 async fn sample_remote(
     access: NodeAccess,
+    kube: Option<(kube::Client, String)>,
     node: &str,
     tx: &mpsc::Sender<Event>,
     cancel: CancellationToken,
 ) {
     let target = access.target();
     let (stx, mut srx) = mpsc::channel(4);
-    let task = tokio::spawn(crate::host::run_remote_sampler(
+    let task = tokio::spawn(crate::host::run_node_sampler(
         access,
+        kube,
         SAMPLE_INTERVAL,
         RETRY_AFTER,
         stx,

@@ -104,6 +104,13 @@ pub static READYGAP_PERMISSIONS: &[Permission] = &[
         false,
         "delete the serving pod to start a trial (T0)",
     ),
+    ns(
+        "create",
+        "",
+        "pods",
+        false,
+        "create the node-access debug pod (--node-access debug-pod; the namespace must allow privileged pods)",
+    ),
     ns("get", "", "pods/exec", false, EXEC),
     ns("create", "", "pods/exec", false, EXEC),
     ns("get", "", "pods/portforward", false, PORT_FORWARD),

@@ -99,7 +99,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub grace: Option<u32>,
     /// How to reach nodes (host samples of the selected node, the cold step):
-    /// ssh://USER@HOST:PORT, local, minikube, kind. Default: the config's `[nodes]` tables
+    /// ssh://USER@HOST:PORT, local, minikube, kind or debug-pod (a privileged pod in the
+    /// target namespace, created through the API). Default: the config's `[nodes]` tables
     /// (in the lab: the lab's own node).
     #[arg(long)]
     pub node_access: Option<String>,
@@ -441,6 +442,7 @@ pub async fn build(
     tokio::spawn(crate::node_host::run(
         policy,
         target.client.clone(),
+        target.namespace.clone(),
         node_selection.subscribe(),
         tx.clone(),
         feeds.clone(),

@@ -717,6 +717,10 @@ impl Runner {
                 .await;
             }
         }
+        // Debug pods the cold steps created go now (left alone they end by their deadline).
+        for e in self.exec.delete_debug_pods().await {
+            tracing::warn!("{e}");
+        }
         self.stop_feeds.cancel();
         self.drain();
     }

@@ -491,6 +491,7 @@ async fn follow_two_nodes() {
     let feed = tokio::spawn(readygap::node_host::run(
         AccessPolicy::Lab,
         client,
+        "llm-recovery-lab".into(),
         selection.subscribe(),
         tx,
         cancel.clone(),

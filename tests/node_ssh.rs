@@ -452,6 +452,11 @@ async fn injected_names_are_refused_before_any_process_starts() {
         format: readygap::node::cli::OutputFormat::Json,
         timeout: Duration::from_secs(5),
         min_drop_kb: None,
+        image: None,
+        namespace: None,
+        kubeconfig: None,
+        context: None,
+        keep_pod: false,
     };
     let sentinel = tempfile::tempdir().expect("tmp");
     let marker = sentinel.path().join("ran");
@@ -461,6 +466,7 @@ async fn injected_names_are_refused_before_any_process_starts() {
         args(&evil_node, format!("ssh://root@127.0.0.1:{port}")),
         args(&evil_node, "kind".to_owned()),
         args(&evil_node, "minikube".to_owned()),
+        args(&evil_node, "debug-pod".to_owned()),
         args("ok", "ssh://root@a;rm -rf /:22".to_owned()),
         args("ok", format!("ssh://root;id@127.0.0.1:{port}")),
         args("ok", "ssh://root@-oProxyCommand=touch:22".to_owned()),

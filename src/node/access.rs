@@ -235,7 +235,7 @@ pub enum NodeAccess {
     Local,
     /// A privileged pod on the node (hostPID, host /proc at `/host/proc`); creating it and
     /// exec-ing into it is done through the Kubernetes API, not by this module
-    /// (see [`super::debug_pod`]).
+    /// (see [`super::debug_session::DebugPodSession`]).
     DebugPod { node: NodeName, image: String },
 }
 
@@ -410,7 +410,7 @@ impl NodeAccess {
             Self::DebugPod { node, .. } => Err(NodeError::Unsupported {
                 target: format!("debug pod on {node}"),
                 what: "exec into a debug pod".into(),
-                hint: "create the pod from debug_pod_manifest() and exec debug_pod_exec_argv() through the Kubernetes API".into(),
+                hint: "a debug pod is reached through the Kubernetes API: use DebugPodSession (drop_caches_via, run_node_sampler) with a kube client".into(),
             }),
         }
     }

@@ -10,7 +10,8 @@ use color_eyre::eyre::WrapErr;
 
 use super::access::{HostKeyPolicy, NodeAccess};
 use super::config::{NodeFacts, NodesSection, access_from_via};
-use super::drop_caches::{DropCachesResult, DropThreshold, drop_caches};
+use super::debug_session::DebugPodSession;
+use super::drop_caches::{DropCachesResult, DropThreshold, drop_caches, drop_caches_in_pod};
 use super::validate::{NodeName, User, check_profile};
 use super::{NodeError, access::current_user};
 
@@ -27,10 +28,27 @@ pub struct DropCachesArgs {
     /// Node name (reported in the result; the node to reach for minikube and kind).
     #[arg(long)]
     pub node: String,
-    /// How to reach the node: ssh://USER@HOST:PORT, local, minikube or kind. Without it the
-    /// node is looked up in the current kubeconfig's cluster and the access is guessed.
+    /// How to reach the node: ssh://USER@HOST:PORT, local, minikube, kind or debug-pod (a
+    /// privileged pod created through the Kubernetes API). Without it the node is looked up
+    /// in the cluster and the access is guessed.
     #[arg(long)]
     pub via: Option<String>,
+    /// Image of the debug pod (with --via debug-pod; needs sh, grep, sync, sleep).
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Namespace of the debug pod (default: the context's namespace). It must allow
+    /// privileged pods (Pod Security Admission level `privileged`).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: the current context).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Leave a debug pod this command created running (it ends by its own deadline).
+    #[arg(long)]
+    pub keep_pod: bool,
     /// ssh identity file (private key).
     #[arg(long)]
     pub identity: Option<PathBuf>,
@@ -91,7 +109,7 @@ async fn access_for(args: &DropCachesArgs) -> Result<NodeAccess, NodeError> {
             let user = current_user().unwrap_or(User::new("root")?);
             access_from_via(via, &node, &user)?
         }
-        None => access_from_cluster(&node, args.timeout).await?,
+        None => access_from_cluster(args, &node).await?,
     };
     match &mut access {
         NodeAccess::Ssh(ssh) => {
@@ -116,22 +134,52 @@ async fn access_for(args: &DropCachesArgs) -> Result<NodeAccess, NodeError> {
                 *profile = Some(p.clone());
             }
         }
+        NodeAccess::DebugPod { image, .. } => {
+            if let Some(i) = &args.image {
+                if i.is_empty() || i.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                    return Err(NodeError::Config(format!("invalid image {i:?}")));
+                }
+                *image = i.clone();
+            }
+        }
         _ => {}
     }
     Ok(access)
 }
 
-async fn access_from_cluster(node: &NodeName, timeout: Duration) -> Result<NodeAccess, NodeError> {
+/// The kube client and namespace of the arguments (`--kubeconfig`, `--context`, `-n`).
+async fn kube_client(args: &DropCachesArgs) -> Result<(kube::Client, String), NodeError> {
+    let cluster = crate::cluster::ClusterArgs {
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+        namespace: args.namespace.clone(),
+        deployment: String::new(),
+        selector: None,
+        service: None,
+    };
+    let (cfg, _) = crate::cluster::config(&cluster)
+        .await
+        .map_err(|e| NodeError::Config(format!("no cluster: {e:#}")))?;
+    let namespace = cfg.default_namespace.clone();
+    let client = kube::Client::try_from(cfg)
+        .map_err(|e| NodeError::Config(format!("building the Kubernetes client: {e}")))?;
+    Ok((client, namespace))
+}
+
+async fn access_from_cluster(
+    args: &DropCachesArgs,
+    node: &NodeName,
+) -> Result<NodeAccess, NodeError> {
     let lookup = async {
-        let client = kube::Client::try_default()
+        let (client, _) = kube_client(args)
             .await
-            .map_err(|e| format!("no cluster ({e}); give --via"))?;
+            .map_err(|e| format!("{e}; give --via"))?;
         let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
         api.get(node.as_str())
             .await
             .map_err(|e| format!("reading node {node}: {e}"))
     };
-    let object = tokio::time::timeout(timeout, lookup)
+    let object = tokio::time::timeout(args.timeout, lookup)
         .await
         .map_err(|_| NodeError::Config(format!("looking up node {node} timed out; give --via")))?
         .map_err(NodeError::Config)?;
@@ -151,7 +199,29 @@ pub async fn drop_caches_for_args(args: &DropCachesArgs) -> DropCachesResult {
         min_drop_kb: args.min_drop_kb,
         ..DropThreshold::default()
     };
-    drop_caches(&args.node, &access, &threshold, args.timeout).await
+    if !matches!(access, NodeAccess::DebugPod { .. }) {
+        return drop_caches(&args.node, &access, &threshold, args.timeout).await;
+    }
+    let (client, namespace) = match kube_client(args).await {
+        Ok(k) => k,
+        Err(e) => return DropCachesResult::failed(&args.node, e.to_string()),
+    };
+    let session = match DebugPodSession::for_access(client, &namespace, &access) {
+        Ok(s) => s,
+        Err(e) => return DropCachesResult::failed(&args.node, e.to_string()),
+    };
+    let mut result = drop_caches_in_pod(&args.node, &session, &threshold, args.timeout).await;
+    if !args.keep_pod
+        && let Err(e) = session.delete_if_created().await
+    {
+        // The drop itself is reported; a pod left behind ends by its own deadline.
+        let note = format!("(the debug pod was not deleted: {e})");
+        result.error = Some(match result.error.take() {
+            Some(err) => format!("{err} {note}"),
+            None => note,
+        });
+    }
+    result
 }
 
 /// The exit status for a result: 0 dropped, 2 ran but not enough, 1 failed.
@@ -273,6 +343,39 @@ mod tests {
         assert_eq!(a.format, OutputFormat::Table);
         assert!(parse(&["--node", "n", "--timeout", "-1s"]).is_err());
         assert!(parse(&["--node", "n", "--format", "xml"]).is_err());
+    }
+
+    #[tokio::test]
+    async fn debug_pod_flags_make_a_debug_pod_access() {
+        let a = parse(&[
+            "--node",
+            "worker-1",
+            "--via",
+            "debug-pod",
+            "--image",
+            "registry.local/busybox:1.36",
+            "-n",
+            "node-tools",
+            "--keep-pod",
+        ])
+        .expect("args");
+        assert_eq!(a.namespace.as_deref(), Some("node-tools"));
+        assert!(a.keep_pod);
+        match access_for(&a).await.expect("access") {
+            NodeAccess::DebugPod { node, image } => {
+                assert_eq!(node.as_str(), "worker-1");
+                assert_eq!(image, "registry.local/busybox:1.36");
+            }
+            other => panic!("{other:?}"),
+        }
+        let a = parse(&["--node", "worker-1", "--via", "debug-pod"]).expect("args");
+        assert!(matches!(
+            access_for(&a).await.expect("access"),
+            NodeAccess::DebugPod { image, .. } if image == crate::node::access::DEFAULT_DEBUG_IMAGE
+        ));
+        let a = parse(&["--node", "w", "--via", "debug-pod", "--image", "a b"]).expect("args");
+        let err = access_for(&a).await.expect_err("bad image").to_string();
+        assert!(err.contains("invalid image"), "{err}");
     }
 
     #[test]

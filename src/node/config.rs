@@ -284,7 +284,8 @@ fn parse_via(via: &str) -> Result<Via, NodeError> {
     }
 }
 
-/// Parses a `--via` value (`ssh://USER@HOST:PORT`, `local`, `minikube`, `kind`) for `node`.
+/// Parses a `--via` value (`ssh://USER@HOST:PORT`, `local`, `minikube`, `kind`, `debug-pod`
+/// with the default image) for `node`.
 pub fn access_from_via(
     via: &str,
     node: &NodeName,
@@ -297,12 +298,16 @@ pub fn access_from_via(
             node: node.clone(),
         }),
         "kind" => Ok(NodeAccess::Kind { node: node.clone() }),
+        "debug-pod" => Ok(NodeAccess::DebugPod {
+            node: node.clone(),
+            image: DEFAULT_DEBUG_IMAGE.to_owned(),
+        }),
         url if url.starts_with("ssh://") => {
             Ok(NodeAccess::Ssh(SshAccess::parse_url(url, default_user)?))
         }
         other => Err(NodeError::InvalidAccess {
             spec: other.to_owned(),
-            reason: "expected ssh://USER@HOST:PORT, local, minikube or kind".into(),
+            reason: "expected ssh://USER@HOST:PORT, local, minikube, kind or debug-pod".into(),
         }),
     }
 }

@@ -1,8 +1,8 @@
 //! The spec of a privileged "debug pod" that reaches a node's kernel when neither ssh nor
 //! a local tool can: pinned to the node, `hostPID`, privileged, the host's `/proc` mounted
 //! read-write at `/host/proc`, tolerating every taint. Creating it, waiting for it and
-//! exec-ing [`super::access::debug_pod_exec_argv`] inside it go through the Kubernetes API
-//! and are the caller's job.
+//! exec-ing [`super::access::debug_pod_exec_argv`] inside it go through the Kubernetes API:
+//! see [`super::debug_session::DebugPodSession`].
 
 use std::collections::BTreeMap;
 

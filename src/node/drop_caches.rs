@@ -138,16 +138,62 @@ pub async fn drop_caches(
         Ok(out) => out,
         Err(e) => return DropCachesResult::failed(node, e.to_string()),
     };
-    match parse_drop_output(&output.stdout) {
+    judge_output(node, &cmd.target, &output.stdout, threshold)
+}
+
+/// Drops the page cache on one node like [`drop_caches`], reaching a
+/// [`NodeAccess::DebugPod`] through the Kubernetes API with `kube` (client and the
+/// namespace of the pod). The pod is created when missing and left running for the next
+/// drop (it ends by its own deadline); see [`super::DebugPodSession`]. Other kinds ignore
+/// `kube`.
+pub async fn drop_caches_via(
+    node: &str,
+    access: &NodeAccess,
+    kube: Option<(kube::Client, String)>,
+    threshold: &DropThreshold,
+    timeout: Duration,
+) -> DropCachesResult {
+    match (access, kube) {
+        (NodeAccess::DebugPod { .. }, Some((client, namespace))) => {
+            match super::DebugPodSession::for_access(client, &namespace, access) {
+                Ok(session) => drop_caches_in_pod(node, &session, threshold, timeout).await,
+                Err(e) => DropCachesResult::failed(node, e.to_string()),
+            }
+        }
+        _ => drop_caches(node, access, threshold, timeout).await,
+    }
+}
+
+/// Drops the page cache through a debug pod session (created or reused within `timeout`).
+pub async fn drop_caches_in_pod(
+    node: &str,
+    session: &super::DebugPodSession,
+    threshold: &DropThreshold,
+    timeout: Duration,
+) -> DropCachesResult {
+    match session.run(RemoteScript::DropCaches, timeout).await {
+        Ok(out) => judge_output(node, &session.target(), &out.stdout, threshold),
+        Err(e) => DropCachesResult::failed(node, e.to_string()),
+    }
+}
+
+/// The result for the drop script's output: both `Cached:` figures judged by `threshold`.
+fn judge_output(
+    node: &str,
+    target: &str,
+    stdout: &str,
+    threshold: &DropThreshold,
+) -> DropCachesResult {
+    match parse_drop_output(stdout) {
         Err(detail) => {
-            DropCachesResult::failed(node, format!("{}: unexpected output: {detail}", cmd.target))
+            DropCachesResult::failed(node, format!("{target}: unexpected output: {detail}"))
         }
         Ok((before, None)) => DropCachesResult {
             node: node.to_owned(),
             cached_kb_before: Some(before),
             cached_kb_after: None,
             dropped: false,
-            error: Some(format!("{}: no \"Cached:\" after the drop", cmd.target)),
+            error: Some(format!("{target}: no \"Cached:\" after the drop")),
         },
         Ok((before, Some(after))) => {
             let reason = threshold.judge(before, after);

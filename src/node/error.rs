@@ -87,6 +87,10 @@ pub enum NodeError {
         what: String,
         hint: String,
     },
+    #[error("{target}: {detail}")]
+    Forbidden { target: String, detail: String },
+    #[error("{target}: {detail}")]
+    DebugPod { target: String, detail: String },
     #[error("{target}: i/o error: {source}")]
     Io {
         target: String,

@@ -6,14 +6,16 @@
 //! Layout: [`validate`] (names and hosts), [`access`] (the access kinds and command
 //! templates), [`exec`] (running with deadlines, sorting failures), [`config`]
 //! (`[nodes."PATTERN"]` and [`guess_access`]), [`drop_caches`] (the drop and its
-//! judgement), [`debug_pod`] (the pod spec), [`cli`] (`readygap drop-caches`). Host
-//! sampling of a node lives in [`crate::host`]; the feed that follows the selected node and
-//! announces its access in [`crate::node_host`].
+//! judgement), [`debug_pod`] (the pod spec), [`debug_session`] (creating it and exec-ing
+//! in it through the Kubernetes API), [`cli`] (`readygap drop-caches`). Host sampling of a
+//! node lives in [`crate::host`]; the feed that follows the selected node and announces its
+//! access in [`crate::node_host`].
 
 pub mod access;
 pub mod cli;
 pub mod config;
 pub mod debug_pod;
+pub mod debug_session;
 pub mod drop_caches;
 pub mod error;
 pub mod exec;
@@ -26,6 +28,9 @@ pub use access::{
 pub use cli::{DropCachesArgs, drop_caches_cli};
 pub use config::{NodeConfig, NodeFacts, NodesSection, guess_access};
 pub use debug_pod::debug_pod_manifest;
-pub use drop_caches::{DropCachesResult, DropThreshold, drop_caches};
+pub use debug_session::{DebugPodSession, PodOutput};
+pub use drop_caches::{
+    DropCachesResult, DropThreshold, drop_caches, drop_caches_in_pod, drop_caches_via,
+};
 pub use error::NodeError;
 pub use validate::{Host, NodeName, User};

@@ -1,7 +1,10 @@
 //! The lab's Kubernetes API server (HTTP, JSON): discovery, get/list/watch with selectors and
 //! resourceVersions, create, patch, replace, delete (pods gracefully), the scale and status
 //! subresources, Table output for kubectl, pod/service/node proxies, exec and port-forward
-//! over WebSocket, and the lab's admin endpoints:
+//! over WebSocket, pod admission (the namespace must exist; a namespace labelled
+//! `pod-security.kubernetes.io/enforce: baseline|restricted` refuses host namespaces,
+//! privileged containers and hostPath volumes with 403, as Pod Security Admission does),
+//! and the lab's admin endpoints:
 //!
 //! - `POST /lab/faults` with any of `{"drop_watches": true, "expire_resource_versions": true,
 //!   "drop_connections": true, "restart_api_server": true, "exec_delay_ms": 500,
@@ -849,6 +852,15 @@ fn create(api: &Api, rp: &ResourcePath, body: &Bytes) -> Response {
             );
         }
     };
+    let mut obj = obj;
+    if rp.resource == PODS {
+        if let Err(r) = admit_pod(api, &obj) {
+            return r;
+        }
+        if obj["status"]["phase"].is_null() {
+            obj["status"]["phase"] = json!("Pending");
+        }
+    }
     match api.cluster.store.create(rp.resource, obj) {
         Ok(created) => {
             if rp.resource == PODS {
@@ -858,6 +870,87 @@ fn create(api: &Api, rp: &ResourcePath, body: &Bytes) -> Response {
         }
         Err(e) => store_error(e),
     }
+}
+
+/// What the API server checks before storing a new pod: its namespace exists, and the
+/// namespace's Pod Security Admission level (`pod-security.kubernetes.io/enforce`) allows it.
+/// Only the baseline checks a node-access pod trips are made: host namespaces, privileged
+/// containers, hostPath volumes (`restricted` includes them).
+fn admit_pod(api: &Api, pod: &Value) -> Result<(), Response> {
+    let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let Some(namespace) = api.cluster.store.get(resources::NAMESPACES, "", ns) else {
+        return Err(error(
+            404,
+            "NotFound",
+            &format!("namespaces \"{ns}\" not found"),
+        ));
+    };
+    let level = namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+        .as_str()
+        .unwrap_or("privileged");
+    if !matches!(level, "baseline" | "restricted") {
+        return Ok(());
+    }
+    let spec = &pod["spec"];
+    let mut violations = Vec::new();
+    let host: Vec<String> = ["hostNetwork", "hostPID", "hostIPC"]
+        .iter()
+        .filter(|k| spec[**k] == true)
+        .map(|k| format!("{k}=true"))
+        .collect();
+    if !host.is_empty() {
+        violations.push(format!("host namespaces ({})", host.join(", ")));
+    }
+    let privileged: Vec<String> = spec["containers"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+        .iter()
+        .filter(|c| c["securityContext"]["privileged"] == true)
+        .map(|c| format!("\"{}\"", c["name"].as_str().unwrap_or_default()))
+        .collect();
+    if !privileged.is_empty() {
+        let noun = if privileged.len() == 1 {
+            "container"
+        } else {
+            "containers"
+        };
+        violations.push(format!(
+            "privileged ({noun} {} must not set securityContext.privileged=true)",
+            privileged.join(", ")
+        ));
+    }
+    let host_paths: Vec<String> = spec["volumes"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+        .iter()
+        .filter(|v| v["hostPath"].is_object())
+        .map(|v| format!("\"{}\"", v["name"].as_str().unwrap_or_default()))
+        .collect();
+    if !host_paths.is_empty() {
+        let noun = if host_paths.len() == 1 {
+            "volume"
+        } else {
+            "volumes"
+        };
+        violations.push(format!(
+            "hostPath volumes ({noun} {})",
+            host_paths.join(", ")
+        ));
+    }
+    if violations.is_empty() {
+        return Ok(());
+    }
+    Err(error(
+        403,
+        "Forbidden",
+        &format!(
+            "pods \"{name}\" is forbidden: violates PodSecurity \"{level}:latest\": {}",
+            violations.join(", ")
+        ),
+    ))
 }
 
 /// Keep what a write to the main resource may not change (status) or, for the status

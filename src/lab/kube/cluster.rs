@@ -12,7 +12,7 @@ use super::selectors::LabelSelector;
 use super::store::{Store, StoreError};
 use crate::lab::ground_truth::{GroundTruth, Transition};
 use crate::lab::profile::{Profile, Stage};
-use crate::lab::runtime::{ModelDisk, NodeCache, RuntimeFaults, RuntimeHandle};
+use crate::lab::runtime::{ModelDisk, NodeCache, PlainContainer, RuntimeFaults, RuntimeHandle};
 use crate::lab::scenario::Scenario;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -52,6 +52,8 @@ pub struct PodEntry {
     pub ip: Option<Ipv4Addr>,
     pub node: Option<String>,
     pub runtime: Option<Arc<RuntimeHandle>>,
+    /// The container when it is not the Ollama runtime (a debug pod, a sidecar).
+    pub plain: Option<Arc<PlainContainer>>,
     /// Cancelled when the pod's deletion was accepted.
     pub deleting: CancellationToken,
     /// When the object is removed (set with the deletion).
@@ -289,6 +291,20 @@ impl Cluster {
         self.with_pod(ns, name, |e| e.runtime.clone()).flatten()
     }
 
+    /// The container of a pod that does not run the Ollama runtime, if it runs.
+    pub fn plain_of(&self, ns: &str, name: &str) -> Option<Arc<PlainContainer>> {
+        self.with_pod(ns, name, |e| e.plain.clone()).flatten()
+    }
+
+    /// Anon memory of the runtimes on `node`, in bytes (the node's meminfo counts it).
+    pub fn node_anon_bytes(&self, node: &str) -> u64 {
+        self.runtimes()
+            .iter()
+            .filter(|(_, _, n, _)| n.as_deref() == Some(node))
+            .map(|(_, _, _, rt)| rt.memory().anon_bytes)
+            .sum()
+    }
+
     /// Every running runtime with its pod (namespace, name, node).
     pub fn runtimes(&self) -> Vec<(String, String, Option<String>, Arc<RuntimeHandle>)> {
         lock(&self.pods)
@@ -485,6 +501,7 @@ impl Cluster {
                 ip: None,
                 node: None,
                 runtime: None,
+                plain: None,
                 deleting: deleting.clone(),
                 remove_at: None,
                 own_disk: None,

@@ -2,7 +2,8 @@
 //! (`v5.channel.k8s.io`, `v4.channel.k8s.io`, `channel.k8s.io`): every binary frame starts
 //! with a channel byte (0 stdin, 1 stdout, 2 stderr, 3 error, 4 resize, 255 close in v5).
 //! Exec ends with a v1 Status on the error channel (Success, or Failure with the exit code
-//! as a cause), as the kubelet writes it. Commands run in the pod's runtime.
+//! as a cause), as the kubelet writes it. Commands run in the pod's runtime, or in its plain
+//! container when it runs no Ollama (a debug pod: it sees its node's files).
 
 // Handlers fail with a ready HTTP response (a Kubernetes Status); boxing it buys nothing here.
 #![allow(clippy::result_large_err)]
@@ -129,7 +130,13 @@ pub async fn exec(
     if let Err(r) = running_pod_check(&api, &ns, &name, container) {
         return r;
     }
-    let Some(runtime) = api.cluster.runtime_of(&ns, &name) else {
+    // The runtime's container, or a plain one (a debug pod) that sees its node.
+    type Start = Box<dyn FnOnce(Vec<String>) -> crate::lab::runtime::ExecStream + Send>;
+    let start: Start = if let Some(runtime) = api.cluster.runtime_of(&ns, &name) {
+        Box::new(move |argv| runtime.exec(argv))
+    } else if let Some(plain) = api.cluster.plain_of(&ns, &name) {
+        Box::new(move |argv| plain.exec(argv))
+    } else {
         return error(
             400,
             "BadRequest",
@@ -155,7 +162,7 @@ pub async fn exec(
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            let mut out = runtime.exec(command);
+            let mut out = start(command);
             let mut code = 0;
             while let Some(chunk) = out.recv().await {
                 let msg = match chunk {

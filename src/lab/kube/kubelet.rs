@@ -5,6 +5,10 @@
 //! finishes, as the inference-aware probe script does), with its period, initial delay,
 //! timeout and failure threshold (scaled by the lab's speed),
 //! container restarts after an OOM kill, and graceful termination when the pod is deleted.
+//! A pod created with `spec.nodeName` is bound already: no scheduler, and it stays Pending
+//! when that node does not exist. A container that is not the Ollama runtime gets a plain
+//! container (exec only, sees its node: see `runtime::PlainContainer`). Past its
+//! `activeDeadlineSeconds` a pod turns Failed (DeadlineExceeded) and its container is killed.
 //! Every status change is one store update with the conditions and container states a real
 //! kubelet writes, and the matching ground-truth line at the same instant.
 
@@ -12,7 +16,9 @@ use super::cluster::Cluster;
 use super::objects::{self, OLLAMA_PORT, time};
 use super::resources::{CONFIGMAPS, NODES, PODS};
 use crate::lab::ground_truth::Transition;
-use crate::lab::runtime::{self, ModelDisk, RuntimeEvent, RuntimeHandle, RuntimeSpec};
+use crate::lab::runtime::{
+    self, ModelDisk, PlainContainer, PlainSpec, RuntimeEvent, RuntimeHandle, RuntimeSpec,
+};
 use chrono::Utc;
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
@@ -67,6 +73,30 @@ pub struct ContainerPlan {
     /// The served model, from `OLLAMA_MODEL`/`READYGAP_MODEL` in `env` or an `envFrom`
     /// ConfigMap (`None`: the profile's).
     pub model: Option<String>,
+    /// Where the container mounts a `hostPath` volume of the node's `/proc`, if it does.
+    pub host_proc: Option<String>,
+    /// `securityContext.privileged` of the container.
+    pub privileged: bool,
+}
+
+/// The mount path of a `hostPath: /proc` volume in the first container.
+fn host_proc_mount(pod: &serde_json::Value) -> Option<String> {
+    let volumes = pod["spec"]["volumes"].as_array()?;
+    let names: Vec<&str> = volumes
+        .iter()
+        .filter(|v| {
+            v["hostPath"]["path"]
+                .as_str()
+                .is_some_and(|p| p.trim_end_matches('/') == "/proc")
+        })
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    pod["spec"]["containers"][0]["volumeMounts"]
+        .as_array()?
+        .iter()
+        .find(|m| m["name"].as_str().is_some_and(|n| names.contains(&n)))
+        .and_then(|m| m["mountPath"].as_str())
+        .map(str::to_string)
 }
 
 fn seconds(v: &serde_json::Value, default: u64) -> u64 {
@@ -194,6 +224,8 @@ impl ContainerPlan {
                     .max(1),
             },
             model: served_model(c, config_map),
+            host_proc: host_proc_mount(pod),
+            privileged: c["securityContext"]["privileged"] == true,
         }
     }
 }
@@ -288,6 +320,7 @@ fn set_ready(pod: &mut Pod, ready: bool, now: chrono::DateTime<Utc>) {
 /// The state of one pod's container as the kubelet tracks it.
 struct Container {
     runtime: Option<Arc<RuntimeHandle>>,
+    plain: Option<Arc<PlainContainer>>,
     events: Option<mpsc::UnboundedReceiver<RuntimeEvent>>,
     ready: bool,
     started_at: chrono::DateTime<Utc>,
@@ -351,12 +384,7 @@ impl PodRun {
                 memory_limit_bytes: self.memory_limit,
                 profile: self.cluster.settings.profile.clone(),
                 disk: self.disk.clone(),
-                node_cache: self
-                    .cluster
-                    .node_caches
-                    .get(&self.node)
-                    .cloned()
-                    .unwrap_or_else(|| Arc::new(crate::lab::runtime::NodeCache::new(false))),
+                node_cache: self.node_cache(),
                 speed: self.cluster.settings.speed,
                 ground_truth: self.cluster.settings.ground_truth.clone(),
                 faults: self.cluster.runtime_faults.clone(),
@@ -366,8 +394,11 @@ impl PodRun {
                 Err(e) => tracing::warn!("lab kubelet: starting the runtime of {}: {e}", self.name),
             }
         }
-        self.cluster
-            .with_pod(&self.ns, &self.name, |e| e.runtime = runtime.clone());
+        let plain = (!self.runs_ollama).then(|| self.plain_container());
+        self.cluster.with_pod(&self.ns, &self.name, |e| {
+            e.runtime = runtime.clone();
+            e.plain = plain.clone();
+        });
         let now = Utc::now();
         let container_id = format!("containerd://{}", self.cluster.hex(64));
         let baseline = self.plan.readiness.action == ProbeAction::None;
@@ -419,11 +450,45 @@ impl PodRun {
         }
         Container {
             runtime,
+            plain,
             events: Some(rx),
             ready: baseline,
             started_at: now,
             container_id,
         }
+    }
+
+    fn node_cache(&self) -> Arc<crate::lab::runtime::NodeCache> {
+        self.cluster
+            .node_caches
+            .get(&self.node)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(crate::lab::runtime::NodeCache::new(false)))
+    }
+
+    /// The container of a pod that does not run Ollama: it sees its node (see `plain`).
+    fn plain_container(&self) -> Arc<PlainContainer> {
+        let weak = Arc::downgrade(&self.cluster);
+        let node = self.node.clone();
+        let gt = self.cluster.settings.ground_truth.clone();
+        let (node_d, pod) = (self.node.clone(), self.name.clone());
+        PlainContainer::start(PlainSpec {
+            pod_name: self.name.clone(),
+            node_name: self.node.clone(),
+            node_cache: self.node_cache(),
+            host_proc: self.plan.host_proc.clone(),
+            privileged: self.plan.privileged,
+            node_anon_bytes: Arc::new(move || {
+                weak.upgrade().map_or(0, |c| c.node_anon_bytes(&node))
+            }),
+            on_drop: Arc::new(move |before, after| {
+                gt.log(
+                    &node_d,
+                    Transition::CachesDropped,
+                    json!({"cached_kb_before": before, "cached_kb_after": after, "via": pod}),
+                );
+            }),
+        })
     }
 
     /// Run one readiness probe; true when it passed.
@@ -555,13 +620,32 @@ pub async fn run_pod(
         model,
     };
 
-    // Scheduling.
-    let schedule = cluster.sample("schedule", &profile.schedule);
-    let scheduled_at = later(created, schedule);
-    if !sleep_until_or(scheduled_at, &deleting).await {
-        return finish(&run, None, &deleting).await;
-    }
-    let node = pick_node(&cluster, &pod_json);
+    // Scheduling: a pod created with `spec.nodeName` is bound already and skips the scheduler
+    // (as `kubectl debug node/...` pods do); its node must exist, else no kubelet ever runs it
+    // and it stays Pending.
+    let bound = pod_json["spec"]["nodeName"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .map(str::to_string);
+    let (node, scheduled_at, schedule) = match bound.clone() {
+        Some(node) => {
+            if cluster.store.get(NODES, "", &node).is_none() {
+                tokio::select! {
+                    _ = deleting.cancelled() => return finish(&run, None, &deleting).await,
+                    _ = cluster.shutdown.cancelled() => return,
+                }
+            }
+            (node, Instant::now(), Duration::ZERO)
+        }
+        None => {
+            let schedule = cluster.sample("schedule", &profile.schedule);
+            let scheduled_at = later(created, schedule);
+            if !sleep_until_or(scheduled_at, &deleting).await {
+                return finish(&run, None, &deleting).await;
+            }
+            (pick_node(&cluster, &pod_json), scheduled_at, schedule)
+        }
+    };
     let now = Utc::now();
     let node_c = node.clone();
     let Some(pod) = run.update(|p| {
@@ -575,14 +659,16 @@ pub async fn run_pod(
     }) else {
         return finish(&run, None, &deleting).await;
     };
-    cluster.record_event(
-        &pod,
-        "Normal",
-        "Scheduled",
-        &format!("Successfully assigned {ns}/{name} to {node}"),
-        "default-scheduler",
-        "",
-    );
+    if bound.is_none() {
+        cluster.record_event(
+            &pod,
+            "Normal",
+            "Scheduled",
+            &format!("Successfully assigned {ns}/{name} to {node}"),
+            "default-scheduler",
+            "",
+        );
+    }
     run.node = node.clone();
     let ip = cluster.allocate_ip();
     run.ip = Some(ip);
@@ -614,7 +700,13 @@ pub async fn run_pod(
     });
 
     // Container start.
-    let container_start = cluster.sample("container_start", &profile.container_start);
+    // A bound helper container (a debug pod: image present, no model) starts at once; the
+    // profile's stage is the runtime pod's, and drawing it would shift the seeded timings.
+    let container_start = if bound.is_some() && !runs_ollama {
+        cluster.scaled(Duration::from_millis(300))
+    } else {
+        cluster.sample("container_start", &profile.container_start)
+    };
     if !sleep_until_or(later(scheduled_at, container_start), &deleting).await {
         return finish(&run, None, &deleting).await;
     }
@@ -624,6 +716,11 @@ pub async fn run_pod(
     let initial_delay = cluster.scaled(Duration::from_secs(readiness.initial_delay_seconds));
     let mut failures = 0u32;
     let mut next_probe = later(Instant::now(), initial_delay);
+    // activeDeadlineSeconds counts from the pod's startTime (set when it was bound), in real
+    // seconds: it is an API contract, not a calibrated stage.
+    let active_deadline = pod_json["spec"]["activeDeadlineSeconds"]
+        .as_u64()
+        .map(|secs| later(scheduled_at, Duration::from_secs(secs)));
     loop {
         let probe_due = readiness.action != ProbeAction::None;
         let wait = next_probe.saturating_duration_since(Instant::now());
@@ -638,8 +735,17 @@ pub async fn run_pod(
             _ = deleting.cancelled() => {
                 return finish(&run, Some(container), &deleting).await;
             }
+            _ = async {
+                match active_deadline {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                return deadline_exceeded(&run, container, &deleting).await;
+            }
             _ = cluster.shutdown.cancelled() => {
                 if let Some(rt) = container.runtime.take() { rt.stop().await; }
+                if let Some(p) = container.plain.take() { p.stop(); }
                 cluster.with_pod(&run.ns, &run.name, |e| e.runtime = None);
                 return;
             }
@@ -781,13 +887,65 @@ async fn oom_restart(
     c
 }
 
+/// The pod ran past its `activeDeadlineSeconds`: the kubelet kills the container and the
+/// pod turns Failed (reason DeadlineExceeded); the object stays until it is deleted.
+async fn deadline_exceeded(run: &PodRun, mut c: Container, deleting: &CancellationToken) {
+    if let Some(rt) = c.runtime.take() {
+        rt.stop().await;
+    }
+    if let Some(p) = c.plain.take() {
+        p.stop();
+    }
+    run.cluster.with_pod(&run.ns, &run.name, |e| {
+        e.runtime = None;
+        e.plain = None;
+    });
+    let now = Utc::now();
+    let started_at = c.started_at;
+    let cid = c.container_id.clone();
+    let message = "Pod was active on the node longer than the specified deadline";
+    let pod = run.update(|p| {
+        set_ready(p, false, now);
+        let cs = container_status(p);
+        cs.state = Some(ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: 137,
+                reason: Some("Error".into()),
+                started_at: Some(k8s_time(started_at)),
+                finished_at: Some(k8s_time(now)),
+                container_id: Some(cid.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        cs.started = Some(false);
+        let st = p.status.get_or_insert_with(Default::default);
+        st.phase = Some("Failed".into());
+        st.reason = Some("DeadlineExceeded".into());
+        st.message = Some(message.into());
+    });
+    if let Some(pod) = &pod {
+        run.event(pod, "Warning", "DeadlineExceeded", message);
+    }
+    tokio::select! {
+        _ = deleting.cancelled() => finish(run, None, deleting).await,
+        _ = run.cluster.shutdown.cancelled() => {}
+    }
+}
+
 async fn finish(run: &PodRun, container: Option<Container>, deleting: &CancellationToken) {
     let cluster = &run.cluster;
     if let Some(mut c) = container {
         if let Some(rt) = c.runtime.take() {
             rt.stop().await;
         }
-        cluster.with_pod(&run.ns, &run.name, |e| e.runtime = None);
+        if let Some(p) = c.plain.take() {
+            p.stop();
+        }
+        cluster.with_pod(&run.ns, &run.name, |e| {
+            e.runtime = None;
+            e.plain = None;
+        });
         let now = Utc::now();
         let started_at = c.started_at;
         let cid = c.container_id.clone();

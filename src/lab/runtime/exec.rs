@@ -1,9 +1,14 @@
 //! What `kubectl exec` runs inside a lab container: a tiny interpreter, not a shell. It knows
 //! `cat`, `head`, `echo`, `sleep`, `date`, `test`/`[`, `true`/`false`/`:`, `exit`, `hostname`,
-//! `ollama ps|list|--version`, and `sh -c SCRIPT` where SCRIPT joins commands with `;`, `&&`,
-//! `||` or newlines, with `while COND; do ...; done` loops and `if ...; then ...; else ...; fi`,
-//! single and double quotes, `$(...)` command substitution, and the redirections
-//! `>/dev/null`, `2>/dev/null`, `2>&1`, `>&2`. No pipes, variables or background jobs.
+//! `grep [-E] [-q]` (the patterns of `grep.rs`), `sync`, `id [-u|-g] [-n]`,
+//! `ollama ps|list|--version` (in the runtime's container), and `sh -c SCRIPT` where SCRIPT
+//! joins commands with `;`, `&&`, `||` or newlines, with `while COND; do ...; done` loops and
+//! `if ...; then ...; else ...; fi`, single and double quotes, `$(...)` command substitution,
+//! `$NAME`/`${NAME}` (read-only environment: `HOME`, `PATH`, `HOSTNAME`; anything else is
+//! unset and expands to nothing), and the redirections `>/dev/null`, `2>/dev/null`, `2>&1`,
+//! `>&2` and `> FILE` (only a plain container's writable node files, see `plain.rs`; any other
+//! file fails as `sh` does: `cannot create FILE: ...`, status 2, the command is not run). No
+//! pipes, assignments or background jobs.
 //! `sleep` sleeps real time (it is the caller's sampling interval, not a simulated stage, so
 //! the lab's speed does not apply).
 //!
@@ -13,6 +18,7 @@
 
 use super::format::{human_bytes, human_time, table};
 use super::http::OLLAMA_VERSION;
+use super::plain::PlainContainer;
 use super::{Phase, Runtime, files};
 use chrono::Utc;
 use futures::Stream;
@@ -23,6 +29,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// One piece of an exec's output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,13 +93,96 @@ impl Stream for ExecStream {
     }
 }
 
+/// The container a command runs in: the Ollama runtime's, or a plain one that sees its node.
+#[derive(Clone)]
+pub(crate) enum Host {
+    Runtime(Arc<Runtime>),
+    Plain(Arc<PlainContainer>),
+}
+
+impl Host {
+    fn shutdown(&self) -> &CancellationToken {
+        match self {
+            Self::Runtime(rt) => &rt.shutdown,
+            Self::Plain(p) => &p.shutdown,
+        }
+    }
+
+    fn running_execs(&self) -> Arc<AtomicUsize> {
+        match self {
+            Self::Runtime(rt) => rt.running_execs.clone(),
+            Self::Plain(p) => p.running_execs.clone(),
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        match self {
+            Self::Runtime(rt) => matches!(rt.phase(), Phase::Stopped | Phase::OomKilled),
+            Self::Plain(p) => p.shutdown.is_cancelled(),
+        }
+    }
+
+    fn slow_exec_ms(&self) -> u64 {
+        match self {
+            Self::Runtime(rt) => rt.spec.faults.slow_exec_ms(),
+            Self::Plain(_) => 0,
+        }
+    }
+
+    fn pod_name(&self) -> &str {
+        match self {
+            Self::Runtime(rt) => &rt.spec.pod_name,
+            Self::Plain(p) => &p.spec.pod_name,
+        }
+    }
+
+    fn read(&self, path: &str) -> Option<String> {
+        match self {
+            Self::Runtime(rt) => files::read(rt, path),
+            Self::Plain(p) => p.read(path),
+        }
+    }
+
+    fn is_dir(&self, path: &str) -> bool {
+        match self {
+            Self::Runtime(rt) => files::is_dir(rt, path),
+            Self::Plain(p) => p.is_dir(path),
+        }
+    }
+
+    /// Whether `path` can be opened for writing (`Err`: why not, as `sh` says it).
+    fn check_write(&self, path: &str) -> Result<(), &'static str> {
+        match self {
+            Self::Runtime(_) => Err("Read-only file system"),
+            Self::Plain(p) => p.check_write(path),
+        }
+    }
+
+    fn write(&self, path: &str, bytes: &[u8]) -> Result<(), &'static str> {
+        match self {
+            Self::Runtime(_) => Err("Read-only file system"),
+            Self::Plain(p) => p.write(path, bytes),
+        }
+    }
+
+    /// An environment variable of the container (`None`: unset).
+    fn var(&self, name: &str) -> Option<String> {
+        match name {
+            "HOME" => Some("/root".into()),
+            "PATH" => Some("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()),
+            "HOSTNAME" => Some(self.pod_name().to_string()),
+            _ => None,
+        }
+    }
+}
+
 /// Start `argv` in the container.
-pub(crate) fn spawn(rt: Arc<Runtime>, argv: Vec<String>) -> ExecStream {
+pub(crate) fn spawn(host: Host, argv: Vec<String>) -> ExecStream {
     let (tx, rx) = mpsc::channel(64);
-    let running = ExecGuard::new(rt.running_execs.clone());
+    let running = ExecGuard::new(host.running_execs());
     tokio::spawn(async move {
         let _running = running;
-        if matches!(rt.phase(), Phase::Stopped | Phase::OomKilled) {
+        if host.stopped() {
             let _ = tx
                 .send(ExecChunk::Stderr(
                     b"error: container is not running\n".to_vec(),
@@ -101,8 +191,8 @@ pub(crate) fn spawn(rt: Arc<Runtime>, argv: Vec<String>) -> ExecStream {
             let _ = tx.send(ExecChunk::Exit(126)).await;
             return;
         }
-        let shell = Shell { rt, tx };
-        let code = match shell.run_argv(&argv, Redirect::default()).await {
+        let shell = Shell { host, tx };
+        let code = match shell.run_argv(&argv, &Redirect::default()).await {
             Flow::Status(code) | Flow::Exit(code) => code,
             Flow::Killed => 137,
             Flow::Cancelled => return,
@@ -141,16 +231,18 @@ enum Flow {
 }
 
 /// Where a stream of a command goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 enum Target {
     #[default]
     Stdout,
     Stderr,
     Null,
+    /// A file of the container (opened when the command starts).
+    File(String),
 }
 
 /// Where stdout and stderr of a command go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Redirect {
     stdout: Target,
     stderr: Target,
@@ -172,7 +264,15 @@ impl Default for Redirect {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Part {
     Lit(String),
-    Subst { script: String, quoted: bool },
+    Subst {
+        script: String,
+        quoted: bool,
+    },
+    /// `$NAME` or `${NAME}`: an environment variable (unset ones expand to nothing).
+    Var {
+        name: String,
+        quoted: bool,
+    },
 }
 
 /// A word of a command, expanded when the command runs.
@@ -195,6 +295,37 @@ impl Word {
             _ => None,
         }
     }
+}
+
+/// Read a variable name after `$` (`NAME` or `{NAME}`); `None` when `$` starts none, so it
+/// stays a literal `$`.
+fn read_var(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+) -> Result<Option<String>, String> {
+    let start = |c: &char| c.is_ascii_alphabetic() || *c == '_';
+    if chars.peek() == Some(&'{') {
+        chars.next();
+        let mut name = String::new();
+        loop {
+            match chars.next() {
+                Some('}') if !name.is_empty() => return Ok(Some(name)),
+                Some(c) if c.is_ascii_alphanumeric() || c == '_' => name.push(c),
+                _ => return Err("Bad substitution".into()),
+            }
+        }
+    }
+    if !chars.peek().is_some_and(start) {
+        return Ok(None);
+    }
+    let mut name = String::new();
+    while let Some(&c) = chars.peek() {
+        if !(c.is_ascii_alphanumeric() || c == '_') {
+            break;
+        }
+        name.push(c);
+        chars.next();
+    }
+    Ok(Some(name))
 }
 
 /// Read the script of a `$(...)` after its `$(`, up to the matching `)`.
@@ -339,6 +470,10 @@ fn tokenize(script: &str) -> Result<Vec<Token>, String> {
                                 quoted: true,
                             });
                         }
+                        Some('$') => match read_var(&mut chars)? {
+                            Some(name) => word.0.push(Part::Var { name, quoted: true }),
+                            None => word.push('$'),
+                        },
                         Some('\\') => match chars.next() {
                             Some(c @ ('"' | '\\' | '$' | '`')) => word.push(c),
                             Some(c) => {
@@ -360,6 +495,16 @@ fn tokenize(script: &str) -> Result<Vec<Token>, String> {
                     script,
                     quoted: false,
                 });
+            }
+            '$' => {
+                in_word = true;
+                match read_var(&mut chars)? {
+                    Some(name) => word.0.push(Part::Var {
+                        name,
+                        quoted: false,
+                    }),
+                    None => word.push('$'),
+                }
             }
             '\\' => {
                 in_word = true;
@@ -512,13 +657,9 @@ impl Parser {
                         Token::Redir { fd, target } => {
                             let to = match target.as_str() {
                                 "/dev/null" => Target::Null,
-                                "&1" => redirect.stdout,
-                                "&2" => redirect.stderr,
-                                other => {
-                                    return Err(format!(
-                                        "cannot create {other}: Read-only file system"
-                                    ));
-                                }
+                                "&1" => redirect.stdout.clone(),
+                                "&2" => redirect.stderr.clone(),
+                                other => Target::File(other.to_string()),
                             };
                             if *fd == 2 {
                                 redirect.stderr = to;
@@ -555,7 +696,7 @@ fn parse(script: &str) -> Result<List, String> {
 // ---- running ----
 
 struct Shell {
-    rt: Arc<Runtime>,
+    host: Host,
     tx: mpsc::Sender<ExecChunk>,
 }
 
@@ -563,25 +704,30 @@ type BoxFlow<'a> = Pin<Box<dyn Future<Output = Flow> + Send + 'a>>;
 
 impl Shell {
     /// Write to where `target` points. False if the reader is gone.
-    async fn write(&self, target: Target, bytes: Vec<u8>) -> bool {
+    async fn write(&self, target: &Target, bytes: Vec<u8>) -> bool {
         let chunk = match target {
             Target::Null => return true,
             Target::Stdout => ExecChunk::Stdout(bytes),
             Target::Stderr => ExecChunk::Stderr(bytes),
+            Target::File(path) => match self.host.write(path, &bytes) {
+                Ok(()) => return true,
+                // The kernel refused the value (drop_caches takes 1, 2 or 3).
+                Err(why) => ExecChunk::Stderr(format!("sh: 1: write error: {why}\n").into_bytes()),
+            },
         };
         self.tx.send(chunk).await.is_ok()
     }
 
-    async fn out(&self, r: Redirect, text: impl Into<Vec<u8>>) -> Result<(), Flow> {
-        if self.write(r.stdout, text.into()).await {
+    async fn out(&self, r: &Redirect, text: impl Into<Vec<u8>>) -> Result<(), Flow> {
+        if self.write(&r.stdout, text.into()).await {
             Ok(())
         } else {
             Err(Flow::Cancelled)
         }
     }
 
-    async fn err(&self, r: Redirect, text: impl Into<Vec<u8>>) -> Result<(), Flow> {
-        if self.write(r.stderr, text.into()).await {
+    async fn err(&self, r: &Redirect, text: impl Into<Vec<u8>>) -> Result<(), Flow> {
+        if self.write(&r.stderr, text.into()).await {
             Ok(())
         } else {
             Err(Flow::Cancelled)
@@ -593,7 +739,7 @@ impl Shell {
         tokio::select! {
             _ = tokio::time::sleep(d) => Ok(()),
             _ = self.tx.closed() => Err(Flow::Cancelled),
-            _ = self.rt.shutdown.cancelled() => Err(Flow::Killed),
+            _ = self.host.shutdown().cancelled() => Err(Flow::Killed),
         }
     }
 
@@ -621,17 +767,31 @@ impl Shell {
     fn run_node<'a>(&'a self, node: &'a Node) -> BoxFlow<'a> {
         Box::pin(async move {
             match node {
-                Node::Simple { argv, redirect } => match self.expand(argv, *redirect).await {
-                    Ok(argv) => self.run_argv(&argv, *redirect).await,
-                    Err(flow) => flow,
-                },
+                Node::Simple { argv, redirect } => {
+                    // Files are opened before the command runs; a refused one skips it (2).
+                    for target in [&redirect.stdout, &redirect.stderr] {
+                        if let Target::File(path) = target
+                            && let Err(why) = self.host.check_write(path)
+                        {
+                            let msg = format!("sh: 1: cannot create {path}: {why}\n");
+                            return match self.err(&Redirect::default(), msg).await {
+                                Ok(()) => Flow::Status(2),
+                                Err(flow) => flow,
+                            };
+                        }
+                    }
+                    match self.expand(argv, redirect).await {
+                        Ok(argv) => self.run_argv(&argv, redirect).await,
+                        Err(flow) => flow,
+                    }
+                }
                 Node::While { until, cond, body } => {
                     let mut status = 0;
                     loop {
                         if self.tx.is_closed() {
                             return Flow::Cancelled;
                         }
-                        if self.rt.shutdown.is_cancelled() {
+                        if self.host.shutdown().is_cancelled() {
                             return Flow::Killed;
                         }
                         let ok = match self.run_list(cond).await {
@@ -664,15 +824,17 @@ impl Shell {
 
     /// Expand words: run each `$(...)` and put its output (without trailing newlines) in;
     /// an unquoted substitution is split into fields on whitespace, as sh does.
-    async fn expand(&self, words: &[Word], r: Redirect) -> Result<Vec<String>, Flow> {
+    async fn expand(&self, words: &[Word], r: &Redirect) -> Result<Vec<String>, Flow> {
         let mut argv = Vec::with_capacity(words.len());
         for word in words {
             let mut fields = vec![String::new()];
             let only_unquoted = !word.0.is_empty()
-                && word
-                    .0
-                    .iter()
-                    .all(|p| matches!(p, Part::Subst { quoted: false, .. }));
+                && word.0.iter().all(|p| {
+                    matches!(
+                        p,
+                        Part::Subst { quoted: false, .. } | Part::Var { quoted: false, .. }
+                    )
+                });
             for part in &word.0 {
                 let last = fields.len() - 1;
                 match part {
@@ -681,6 +843,20 @@ impl Shell {
                         script,
                         quoted: true,
                     } => fields[last].push_str(&self.capture(script, r).await?),
+                    Part::Var { name, quoted: true } => {
+                        fields[last].push_str(&self.host.var(name).unwrap_or_default());
+                    }
+                    Part::Var {
+                        name,
+                        quoted: false,
+                    } => {
+                        let value = self.host.var(name).unwrap_or_default();
+                        let mut pieces = value.split_whitespace();
+                        if let Some(first) = pieces.next() {
+                            fields[last].push_str(first);
+                        }
+                        fields.extend(pieces.map(str::to_string));
+                    }
                     Part::Subst {
                         script,
                         quoted: false,
@@ -703,7 +879,7 @@ impl Shell {
     }
 
     /// Run `script` in a subshell and return what it printed; its stderr goes to ours.
-    async fn capture(&self, script: &str, r: Redirect) -> Result<String, Flow> {
+    async fn capture(&self, script: &str, r: &Redirect) -> Result<String, Flow> {
         let list = match parse(script) {
             Ok(list) => list,
             Err(e) => {
@@ -713,7 +889,7 @@ impl Shell {
         };
         let (tx, mut rx) = mpsc::channel(64);
         let child = Shell {
-            rt: self.rt.clone(),
+            host: self.host.clone(),
             tx,
         };
         let run = async move {
@@ -727,7 +903,7 @@ impl Shell {
                 match chunk {
                     ExecChunk::Stdout(b) => out.extend(b),
                     ExecChunk::Stderr(b) => {
-                        if !self.write(r.stderr, b).await {
+                        if !self.write(&r.stderr, b).await {
                             return Err(Flow::Cancelled);
                         }
                     }
@@ -751,7 +927,7 @@ impl Shell {
         Ok(text)
     }
 
-    fn run_argv<'a>(&'a self, argv: &'a [String], r: Redirect) -> BoxFlow<'a> {
+    fn run_argv<'a>(&'a self, argv: &'a [String], r: &'a Redirect) -> BoxFlow<'a> {
         Box::pin(async move {
             match self.command(argv, r).await {
                 Ok(status) => status,
@@ -760,15 +936,15 @@ impl Shell {
         })
     }
 
-    async fn command(&self, argv: &[String], r: Redirect) -> Result<Flow, Flow> {
+    async fn command(&self, argv: &[String], r: &Redirect) -> Result<Flow, Flow> {
         let Some(first) = argv.first() else {
             return Ok(Flow::Status(0));
         };
-        let slow = self.rt.spec.faults.slow_exec_ms();
+        let slow = self.host.slow_exec_ms();
         if slow > 0 {
             self.sleep(Duration::from_millis(slow)).await?;
         }
-        if self.rt.shutdown.is_cancelled() {
+        if self.host.shutdown().is_cancelled() {
             return Err(Flow::Killed);
         }
         let name = first
@@ -798,10 +974,14 @@ impl Shell {
                 }
             }
             "hostname" => {
-                self.out(r, format!("{}\n", self.rt.spec.pod_name)).await?;
+                self.out(r, format!("{}\n", self.host.pod_name())).await?;
                 0
             }
             "date" => self.date(args, r).await?,
+            "grep" => self.grep(args, r).await?,
+            "id" => self.id(args, r).await?,
+            // Nothing is buffered in the lab: there is nothing to flush.
+            "sync" => 0,
             "ollama" => self.ollama(args, r).await?,
             "sh" | "bash" | "dash" => return self.sh(args, r).await,
             _ => {
@@ -812,7 +992,7 @@ impl Shell {
         Ok(Flow::Status(status))
     }
 
-    async fn sh(&self, args: &[String], r: Redirect) -> Result<Flow, Flow> {
+    async fn sh(&self, args: &[String], r: &Redirect) -> Result<Flow, Flow> {
         let script = match args {
             [flag, script, ..] if flag == "-c" => script,
             [] => return Ok(Flow::Status(0)),
@@ -834,13 +1014,13 @@ impl Shell {
         }
     }
 
-    async fn cat(&self, files: &[String], r: Redirect) -> Result<i32, Flow> {
+    async fn cat(&self, files: &[String], r: &Redirect) -> Result<i32, Flow> {
         let mut status = 0;
         for file in files {
-            match files::read(&self.rt, file) {
+            match self.host.read(file) {
                 Some(text) => self.out(r, text).await?,
                 None => {
-                    let why = if files::is_dir(&self.rt, file) {
+                    let why = if self.host.is_dir(file) {
                         "Is a directory"
                     } else {
                         "No such file or directory"
@@ -853,7 +1033,7 @@ impl Shell {
         Ok(status)
     }
 
-    async fn head(&self, args: &[String], r: Redirect) -> Result<i32, Flow> {
+    async fn head(&self, args: &[String], r: &Redirect) -> Result<i32, Flow> {
         let mut lines = 10usize;
         let mut files = Vec::new();
         let mut i = 0;
@@ -888,7 +1068,7 @@ impl Shell {
         let many = files.len() > 1;
         let mut status = 0;
         for (k, file) in files.iter().enumerate() {
-            let Some(text) = files::read(&self.rt, file) else {
+            let Some(text) = self.host.read(file) else {
                 self.err(
                     r,
                     format!("head: cannot open '{file}' for reading: No such file or directory\n"),
@@ -912,7 +1092,7 @@ impl Shell {
         Ok(status)
     }
 
-    async fn echo(&self, args: &[String], r: Redirect) -> Result<i32, Flow> {
+    async fn echo(&self, args: &[String], r: &Redirect) -> Result<i32, Flow> {
         let (newline, words) = match args.first().map(String::as_str) {
             Some("-n") => (false, &args[1..]),
             _ => (true, args),
@@ -925,7 +1105,7 @@ impl Shell {
         Ok(0)
     }
 
-    async fn sleep_cmd(&self, args: &[String], r: Redirect) -> Result<i32, Flow> {
+    async fn sleep_cmd(&self, args: &[String], r: &Redirect) -> Result<i32, Flow> {
         let Some(arg) = args.first() else {
             self.err(r, "sleep: missing operand\n").await?;
             return Ok(1);
@@ -955,14 +1135,14 @@ impl Shell {
     }
 
     fn test(&self, args: &[String]) -> i32 {
-        let exists = |f: &str| files::read(&self.rt, f).is_some() || files::is_dir(&self.rt, f);
+        let exists = |f: &str| self.host.read(f).is_some() || self.host.is_dir(f);
         let ok = match args {
             [] => false,
             [word] => !word.is_empty(),
             [op, file] => match op.as_str() {
                 "-e" | "-r" => exists(file),
-                "-f" | "-s" => files::read(&self.rt, file).is_some(),
-                "-d" => files::is_dir(&self.rt, file),
+                "-f" | "-s" => self.host.read(file).is_some(),
+                "-d" => self.host.is_dir(file),
                 "-n" => !file.is_empty(),
                 "-z" => file.is_empty(),
                 "!" => file.is_empty(),
@@ -978,7 +1158,7 @@ impl Shell {
         if ok { 0 } else { 1 }
     }
 
-    async fn date(&self, args: &[String], r: Redirect) -> Result<i32, Flow> {
+    async fn date(&self, args: &[String], r: &Redirect) -> Result<i32, Flow> {
         use std::fmt::Write;
         let now = Utc::now();
         let fmt = match args.first().map(String::as_str) {
@@ -1001,7 +1181,118 @@ impl Shell {
         Ok(0)
     }
 
-    async fn ollama(&self, args: &[String], r: Redirect) -> Result<i32, Flow> {
+    /// `grep [-E] [-q] PATTERN FILE...` (see `grep` for the patterns known).
+    async fn grep(&self, args: &[String], r: &Redirect) -> Result<i32, Flow> {
+        let mut extended = false;
+        let mut quiet = false;
+        let mut rest = args;
+        while let Some(flag) = rest.first().filter(|a| a.starts_with('-') && a.len() > 1) {
+            if flag == "--" {
+                rest = &rest[1..];
+                break;
+            }
+            for c in flag[1..].chars() {
+                match c {
+                    'E' => extended = true,
+                    'q' => quiet = true,
+                    _ => {
+                        self.err(
+                            r,
+                            format!("grep: the lab's grep knows only -E and -q, not -{c}\n"),
+                        )
+                        .await?;
+                        return Ok(2);
+                    }
+                }
+            }
+            rest = &rest[1..];
+        }
+        let Some((pattern, files)) = rest.split_first() else {
+            self.err(r, "Usage: grep [-E] [-q] PATTERN FILE...\n")
+                .await?;
+            return Ok(2);
+        };
+        if files.is_empty() {
+            self.err(r, "grep: reading standard input is not supported here\n")
+                .await?;
+            return Ok(2);
+        }
+        let pattern = match super::grep::Pattern::new(pattern, extended) {
+            Ok(p) => p,
+            Err(e) => {
+                self.err(r, format!("grep: {e}\n")).await?;
+                return Ok(2);
+            }
+        };
+        let mut found = false;
+        let mut failed = false;
+        for file in files {
+            let Some(text) = self.host.read(file) else {
+                let why = if self.host.is_dir(file) {
+                    "Is a directory"
+                } else {
+                    "No such file or directory"
+                };
+                self.err(r, format!("grep: {file}: {why}\n")).await?;
+                failed = true;
+                continue;
+            };
+            let mut out = String::new();
+            for line in text.lines().filter(|l| pattern.is_match(l)) {
+                found = true;
+                if files.len() > 1 {
+                    out.push_str(file);
+                    out.push(':');
+                }
+                out.push_str(line);
+                out.push('\n');
+            }
+            if !quiet && !out.is_empty() {
+                self.out(r, out).await?;
+            }
+        }
+        // As GNU grep: 0 when a line matched, else 2 after an error, else 1.
+        Ok(if found {
+            0
+        } else if failed {
+            2
+        } else {
+            1
+        })
+    }
+
+    /// `id`, `id -u`, `id -un` (lab containers run as root).
+    async fn id(&self, args: &[String], r: &Redirect) -> Result<i32, Flow> {
+        let flags: String = args
+            .iter()
+            .map(|a| a.strip_prefix('-').unwrap_or("?"))
+            .collect();
+        let mut sorted: Vec<char> = flags.chars().collect();
+        sorted.sort_unstable();
+        let text = match sorted.iter().collect::<String>().as_str() {
+            "" => "uid=0(root) gid=0(root) groups=0(root)",
+            "u" => "0",
+            "g" => "0",
+            "nu" => "root",
+            "gn" => "root",
+            _ => {
+                self.err(
+                    r,
+                    format!("id: unsupported arguments {args:?} (known: -u, -g, -n)\n"),
+                )
+                .await?;
+                return Ok(1);
+            }
+        };
+        self.out(r, format!("{text}\n")).await?;
+        Ok(0)
+    }
+
+    async fn ollama(&self, args: &[String], r: &Redirect) -> Result<i32, Flow> {
+        let Host::Runtime(rt) = &self.host else {
+            self.err(r, "sh: ollama: not found\n").await?;
+            return Ok(127);
+        };
         let sub = args.first().map(String::as_str).unwrap_or("");
         if matches!(sub, "--version" | "-v") {
             self.out(r, format!("ollama version is {OLLAMA_VERSION}\n"))
@@ -1016,7 +1307,7 @@ impl Shell {
             .await?;
             return Ok(1);
         }
-        if !self.rt.listening.load(Ordering::SeqCst) {
+        if !rt.listening.load(Ordering::SeqCst) {
             self.err(
                 r,
                 "Error: could not connect to ollama app, is it running?\n",
@@ -1026,9 +1317,8 @@ impl Shell {
         }
         let now = Utc::now();
         let text = if sub == "ps" {
-            let context = self.rt.spec.profile.context_length.to_string();
-            let rows: Vec<Vec<String>> = self
-                .rt
+            let context = rt.spec.profile.context_length.to_string();
+            let rows: Vec<Vec<String>> = rt
                 .resident_models()
                 .into_iter()
                 .map(|m| {
@@ -1047,8 +1337,7 @@ impl Shell {
                 &rows,
             )
         } else {
-            let rows: Vec<Vec<String>> = self
-                .rt
+            let rows: Vec<Vec<String>> = rt
                 .spec
                 .disk
                 .entries()
@@ -1171,9 +1460,179 @@ mod tests {
             "echo > ",
             "sleep 1 &",
             "if true; then echo",
-            "echo >/tmp/x",
+            "echo ${",
+            "echo ${A-b}",
         ] {
             assert!(parse(bad).is_err(), "{bad:?} should not parse");
+        }
+    }
+
+    fn node_container(privileged: bool) -> Arc<PlainContainer> {
+        use super::super::{NodeCache, PlainSpec};
+        PlainContainer::start(PlainSpec {
+            pod_name: "readygap-node-lab-node-1".into(),
+            node_name: "lab-node-1".into(),
+            node_cache: Arc::new(NodeCache::new(false)),
+            host_proc: Some("/host/proc".into()),
+            privileged,
+            node_anon_bytes: Arc::new(|| 0),
+            on_drop: Arc::new(|_, _| {}),
+        })
+    }
+
+    async fn run(c: &Arc<PlainContainer>, script: &str) -> ExecOutput {
+        let out = c.exec(vec!["sh".into(), "-c".into(), script.into()]);
+        tokio::time::timeout(Duration::from_secs(20), out.collect())
+            .await
+            .expect("the command ends")
+    }
+
+    #[tokio::test]
+    async fn the_drop_script_runs_in_a_privileged_node_container() {
+        let c = node_container(true);
+        let script = crate::node::RemoteScript::DropCaches.text(crate::node::ProcRoot::HostProc);
+        let out = run(&c, &script).await;
+        assert_eq!(out.code, Some(0), "{}", out.stderr_text());
+        let values: Vec<u64> = out
+            .stdout_text()
+            .lines()
+            .map(|l| {
+                assert!(l.starts_with("Cached:"), "{l}");
+                l.split_whitespace()
+                    .nth(1)
+                    .expect("value")
+                    .parse()
+                    .expect("kB")
+            })
+            .collect();
+        assert_eq!(values.len(), 2, "{}", out.stdout_text());
+        assert!(values[0] > values[1], "{values:?}");
+        assert_eq!(values[1], c.spec.node_cache.cached_kb());
+        assert_eq!(c.spec.node_cache.drops(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_unprivileged_container_cannot_drop_and_the_script_exits_97() {
+        let c = node_container(false);
+        let script = crate::node::RemoteScript::DropCaches.text(crate::node::ProcRoot::HostProc);
+        let out = run(&c, &script).await;
+        assert_eq!(out.code, Some(crate::node::access::DROP_REFUSED_STATUS));
+        assert!(
+            out.stderr_text()
+                .contains("cannot create /host/proc/sys/vm/drop_caches: Permission denied"),
+            "{}",
+            out.stderr_text()
+        );
+        assert_eq!(
+            out.stdout_text().lines().count(),
+            1,
+            "only the Cached: before"
+        );
+        assert_eq!(c.spec.node_cache.drops(), 0);
+    }
+
+    #[tokio::test]
+    async fn whoami_and_variables() {
+        let c = node_container(true);
+        let script = crate::node::RemoteScript::Whoami.text(crate::node::ProcRoot::HostProc);
+        let out = run(&c, &script).await;
+        assert_eq!(out.stdout_text(), "@user root\n@conn \n");
+        let out = run(
+            &c,
+            "echo $HOME ${HOSTNAME}x \"[$NOPE]\" $NOPE end; echo 5$ $(id -u)",
+        )
+        .await;
+        assert_eq!(
+            out.stdout_text(),
+            "/root readygap-node-lab-node-1x [] end\n5$ 0\n"
+        );
+        let out = run(&c, "id -z").await;
+        assert_eq!(out.code, Some(1));
+    }
+
+    #[tokio::test]
+    async fn grep_forms_and_statuses() {
+        let c = node_container(true);
+        let out = run(&c, "grep \"^cpu \" /host/proc/stat").await;
+        assert_eq!(out.code, Some(0));
+        assert_eq!(
+            out.stdout_text().lines().count(),
+            1,
+            "{}",
+            out.stdout_text()
+        );
+        let out = run(
+            &c,
+            "grep -E \"^(MemTotal|Cached|SwapFree):\" /host/proc/meminfo",
+        )
+        .await;
+        let text = out.stdout_text();
+        let keys: Vec<&str> = text
+            .lines()
+            .map(|l| l.split(':').next().unwrap_or(""))
+            .collect();
+        assert_eq!(keys, ["MemTotal", "Cached", "SwapFree"]);
+        let out = run(&c, "grep ^Nope: /host/proc/meminfo || echo none").await;
+        assert_eq!((out.code, out.stdout_text().as_str()), (Some(0), "none\n"));
+        let out = run(&c, "grep -q ^Cached: /host/proc/meminfo && echo yes").await;
+        assert_eq!(out.stdout_text(), "yes\n");
+        let out = run(&c, "grep x /nope").await;
+        assert_eq!(out.code, Some(2));
+        assert!(
+            out.stderr_text().contains("No such file"),
+            "{}",
+            out.stderr_text()
+        );
+        let out = run(&c, "grep 'a*' /host/proc/meminfo").await;
+        assert_eq!(out.code, Some(2));
+        let out = run(&c, "sync && ollama ps").await;
+        assert_eq!(out.code, Some(127), "no ollama in a plain container");
+        let out = run(&c, "echo hi > /etc/motd; echo after").await;
+        assert_eq!(out.stdout_text(), "after\n");
+        assert!(
+            out.stderr_text()
+                .contains("cannot create /etc/motd: Read-only file system")
+        );
+    }
+
+    #[tokio::test]
+    async fn the_sample_loop_streams_until_the_reader_goes() {
+        let c = node_container(true);
+        let script = crate::node::RemoteScript::SampleHost { interval_secs: 1 }
+            .text(crate::node::ProcRoot::HostProc);
+        let mut out = c.exec(vec!["sh".into(), "-c".into(), script]);
+        let mut text = String::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while text.matches("@end").count() < 2 {
+            match tokio::time::timeout_at(deadline, out.recv())
+                .await
+                .expect("in time")
+            {
+                Some(ExecChunk::Stdout(b)) => text.push_str(&String::from_utf8_lossy(&b)),
+                Some(other) => panic!("unexpected {other:?}"),
+                None => panic!("ended early: {text}"),
+            }
+        }
+        let mut parser = crate::host::SampleStreamParser::default();
+        let mut samples = 0;
+        for line in text.lines() {
+            if let Some(crate::host::StreamItem::Sample { meminfo, cpu }) =
+                parser.push_line(line).expect("line")
+            {
+                assert!(meminfo.cached.is_some() && cpu.is_some());
+                samples += 1;
+            }
+        }
+        assert!(samples >= 2, "{text}");
+        assert_eq!(c.running_execs(), 1);
+        drop(out);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while c.running_execs() > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the loop did not end"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }

@@ -4,14 +4,14 @@
 //! Numbers agree with each other: usage = anon + file + kernel, working set = usage −
 //! inactive_file, v1 `rss`/`cache` are the v2 `anon`/`file`.
 
-use super::{Breakdown, Runtime};
+use super::{Breakdown, NodeCache, Runtime};
 
 /// The content of `path` inside the container, if it exists.
 pub(crate) fn read(rt: &Runtime, path: &str) -> Option<String> {
     let b = rt.breakdown();
     let v1 = rt.spec.profile.cgroup_v1;
     match path {
-        "/proc/meminfo" => Some(meminfo(rt, &b)),
+        "/proc/meminfo" => Some(node_meminfo(&rt.spec.node_cache, b.anon)),
         "/etc/hostname" => Some(format!("{}\n", rt.spec.pod_name)),
         "/proc/self/cgroup" | "/proc/1/cgroup" => Some(if v1 {
             format!(
@@ -181,12 +181,13 @@ fn stat_v1(b: &Breakdown, limit: u64) -> String {
 /// Memory of the rest of the node (system daemons, other pods), in kB.
 const NODE_OTHER_USED_KB: u64 = 1_874_212;
 
-fn meminfo(rt: &Runtime, b: &Breakdown) -> String {
-    let cache = &rt.spec.node_cache;
+/// The node's `/proc/meminfo`: `Cached:` from its page cache, anon memory from the rest of the
+/// node plus `anon_bytes` (the containers it runs).
+pub(crate) fn node_meminfo(cache: &NodeCache, anon_bytes: u64) -> String {
     let total = cache.mem_total_kb();
     let cached = cache.cached_kb();
     let buffers = 91_324;
-    let anon = NODE_OTHER_USED_KB + b.anon / 1024;
+    let anon = NODE_OTHER_USED_KB + anon_bytes / 1024;
     let slab = 312_488;
     let used = anon + cached + buffers + slab;
     let free = total.saturating_sub(used);

@@ -8,7 +8,8 @@
 //! container at the instant its memory would cross the limit (the published "1B resident,
 //! then 3B under 4 GiB" case). `exec` runs the few commands a dashboard runs inside a
 //! container (see `exec`), reading cgroup v1/v2 files and /proc/meminfo rendered from this
-//! state (see `files`).
+//! state (see `files`). A container that is not the runtime (a debug pod) is a
+//! `PlainContainer`: exec only, seeing its node's files (see `plain`).
 //!
 //! Timing: every sampled stage is divided by `RuntimeSpec::speed`. Ollama's own durations in
 //! responses (`load_duration`, ...) are the wall-clock times the lab really spent, so they stay
@@ -18,10 +19,13 @@ mod disk;
 mod exec;
 mod files;
 mod format;
+mod grep;
 mod http;
+mod plain;
 
 pub use disk::{ModelDisk, NodeCache};
 pub use exec::{ExecChunk, ExecOutput, ExecStream};
+pub use plain::{NodeAnonBytes, OnDrop, PlainContainer, PlainSpec};
 
 use crate::lab::ground_truth::{GroundTruth, Transition};
 use crate::lab::profile::{ModelSpec, Profile, Stage, duration_from_ms};
@@ -361,7 +365,7 @@ impl RuntimeHandle {
     /// Run a command inside the container (`kubectl exec`). Dropping the stream cancels it.
     /// Call it from within a Tokio runtime (the command runs as a task).
     pub fn exec(&self, argv: Vec<String>) -> ExecStream {
-        exec::spawn(self.inner.clone(), argv)
+        exec::spawn(exec::Host::Runtime(self.inner.clone()), argv)
     }
 
     /// Stop the container: stop listening, free the port, drop residency.
