@@ -548,6 +548,19 @@ async fn run_debug_pod_sampler(
     tx: tokio::sync::mpsc::Sender<SampleResult>,
     cancel: tokio_util::sync::CancellationToken,
 ) {
+    sample_in_debug_pod(&session, interval, retry_after, tx, cancel).await;
+    // A privileged pod this sampler created does not outlive the session (a pod it found
+    // running belongs to someone else and is left alone).
+    let _ = tokio::time::timeout(Duration::from_secs(10), session.delete_if_created()).await;
+}
+
+async fn sample_in_debug_pod(
+    session: &DebugPodSession,
+    interval: Duration,
+    retry_after: Duration,
+    tx: tokio::sync::mpsc::Sender<SampleResult>,
+    cancel: tokio_util::sync::CancellationToken,
+) {
     let sample_timeout = interval * 2 + Duration::from_secs(20);
     while !cancel.is_cancelled() {
         let started = tokio::select! {

@@ -112,6 +112,7 @@ pub async fn dashboard(
         target,
         model,
         node_selection,
+        node_feed,
         ..
     } = match built {
         Ok(b) => b,
@@ -330,6 +331,8 @@ pub async fn dashboard(
     cancel.cancel();
     feeds.cancel();
     intents.abort();
+    // The node host feed stops its sampler (and deletes a debug pod it created).
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), node_feed).await;
     drop(tx);
     let _ = tokio::time::timeout(std::time::Duration::from_secs(3), runner_task).await;
     result.map(|_| 0)

@@ -270,6 +270,9 @@ pub struct Built {
     pub record_error: Arc<Mutex<Option<String>>>,
     /// The selected node (followed by the node host feed); the dashboard sets the user's pod.
     pub node_selection: crate::node_host::NodeSelection,
+    /// The node host feed: ends after `feeds` is cancelled, once its sampler stopped (and
+    /// deleted a debug pod it created). Await it before the process exits.
+    pub node_feed: tokio::task::JoinHandle<()>,
 }
 
 async fn session(
@@ -285,6 +288,7 @@ async fn session(
         target,
         model,
         record_error,
+        node_feed,
         ..
     } = build(args, lab_api, lab_model, cancel.clone(), None, "run").await?;
     eprintln!(
@@ -306,6 +310,8 @@ async fn session(
     };
     runner.run_trials(n, &mut on_trial).await;
     feeds.cancel();
+    // The node feed stops its sampler (and deletes a debug pod it created) first.
+    let _ = tokio::time::timeout(Duration::from_secs(15), node_feed).await;
     runner.stop();
     drop(tx);
     finish(args, &runner, &target, &record_error, &cancel)
@@ -439,7 +445,7 @@ pub async fn build(
         }
     };
     // The selected node's host metrics, every 2 s, and how it is reached.
-    tokio::spawn(crate::node_host::run(
+    let node_feed = tokio::spawn(crate::node_host::run(
         policy,
         target.client.clone(),
         target.namespace.clone(),
@@ -500,6 +506,7 @@ pub async fn build(
         model,
         record_error,
         node_selection,
+        node_feed,
     })
 }
 

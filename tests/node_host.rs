@@ -359,6 +359,33 @@ fn a_refused_key_is_a_recorded_host_feed_error_and_the_trial_completes() {
     assert!(node_samples(&evs).is_empty());
 }
 
+/// `--node-access debug-pod`: the node is sampled inside a privileged pod created through
+/// the API (one long-lived exec of the sampling loop), reading the node's own
+/// `/proc/meminfo`, so its page cache is exact (not the Summary API's ≈ figure).
+#[test]
+fn a_debug_pod_access_samples_the_node_inside_the_pod() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let xdg = runtime_dir();
+    let rec = tmp.path().join("debug-pod.jsonl");
+    let out = run_lab(&["--node-access", "debug-pod"], &rec, xdg.path());
+    trial_ok(&out);
+    let evs = events(&rec);
+    assert!(host_errors(&evs).is_empty(), "{:?}", host_errors(&evs));
+    let acc = accesses(&evs);
+    assert!(!acc.is_empty());
+    for a in &acc {
+        assert!(a.target.starts_with("debug pod on lab-node-"), "{a:?}");
+        assert_eq!(a.origin, "--node-access");
+        assert!(a.sampling && a.sampled_via.is_none(), "{a:?}");
+    }
+    let samples = node_samples(&evs);
+    assert!(samples.len() >= 2, "{} samples", samples.len());
+    for (_, h) in &samples {
+        assert!(!h.cache_approx, "read from the node's /proc/meminfo: {h:?}");
+        assert!(h.cached > 0 && h.mem_available < h.mem_total, "{h:?}");
+    }
+}
+
 #[test]
 fn without_access_the_lab_node_is_sampled_through_the_summary_api() {
     let tmp = tempfile::tempdir().expect("tmp");
