@@ -565,7 +565,7 @@ async fn sample_in_debug_pod(
     while !cancel.is_cancelled() {
         let started = tokio::select! {
             () = cancel.cancelled() => return,
-            s = DebugPodHostSampler::start(&session, interval, sample_timeout) => s,
+            s = DebugPodHostSampler::start(session, interval, sample_timeout) => s,
         };
         match started {
             Err(e) => {
@@ -583,7 +583,7 @@ async fn sample_in_debug_pod(
                     next = sampler.next_sample() => next,
                 };
                 let next = match next {
-                    Err(NodeError::UnexpectedOutput { .. }) => Err(sampler.ended(&session).await),
+                    Err(NodeError::UnexpectedOutput { .. }) => Err(sampler.ended(session).await),
                     Err(e) => {
                         sampler.stop();
                         Err(e)
