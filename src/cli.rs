@@ -17,7 +17,7 @@ pub struct Cli {
     pub command: Option<Command>,
     /// Without a subcommand: the dashboard on the current cluster context.
     #[command(flatten)]
-    pub live: Box<crate::run::RunArgs>,
+    pub live: Box<crate::run::SessionArgs>,
     #[command(flatten)]
     pub screen: crate::live::ScreenArgs,
 }
@@ -150,7 +150,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         Command::Run(cmd) => {
             let RunCommand { mut run, config } = *cmd;
-            run.node_config = config;
+            run.session.node_config = config;
             runtime()?.block_on(crate::run::run(run))
         }
         Command::DropCaches(args) => runtime()?.block_on(crate::node::cli::drop_caches_cli(args)),

@@ -16,7 +16,7 @@ use crate::actions::Request;
 use crate::core::event::{Event, EventKind, Source};
 use crate::core::state::State;
 use crate::record::jsonl::Header;
-use crate::run::{Built, RunArgs, build};
+use crate::run::{Built, RunArgs, SessionArgs, build};
 use crate::session::{Pump, RecordControl, RecordStatus, default_recording_path};
 use crate::sources::runtime::PodRef;
 use crate::trial::Command as RunnerCommand;
@@ -69,9 +69,9 @@ pub struct DemoArgs {
     pub screen: ScreenArgs,
 }
 
-/// The dashboard on the cluster named by `args` (and, for `demo`, the lab's API).
+/// The dashboard on the cluster named by `session` (and, for `demo`, the lab's API).
 pub async fn dashboard(
-    mut args: RunArgs,
+    session: SessionArgs,
     screen: ScreenArgs,
     lab: Option<(String, String)>,
     mode: &str,
@@ -84,9 +84,13 @@ pub async fn dashboard(
         screen.theme.as_deref(),
         screen.read_only,
     )?;
-    let record_to = args.record.take();
+    // The runner is built as `run` builds it; trials start one at a time from the keys.
+    let mut args = default_run_args();
+    args.session = session;
+    args.cooldown = std::time::Duration::ZERO;
+    let record_to = args.session.record.take();
     // The `[nodes]` tables of an explicit --config apply (in the demo only then).
-    args.node_config = screen.config.clone();
+    args.session.node_config = screen.config.clone();
     let mut opts = cfg.dashboard_options(mode, hint);
     opts.recording = record_to.as_ref().map(|p| p.display().to_string());
     let read_only = opts.read_only;
@@ -179,7 +183,8 @@ pub async fn dashboard(
         &target.namespace,
         &target.label(),
     );
-    header.settings = serde_json::json!({"mode": mode, "model": model, "access": args.access});
+    header.settings =
+        serde_json::json!({"mode": mode, "model": model, "access": args.session.access});
     tokio::spawn(
         Pump {
             input: pump_rx,
@@ -188,7 +193,7 @@ pub async fn dashboard(
             status: st_tx,
             header,
             record_to,
-            redact: args.record_redact,
+            redact: args.session.record_redact,
         }
         .run(),
     );
@@ -235,7 +240,7 @@ pub async fn dashboard(
     let deployment = target
         .deployment
         .clone()
-        .unwrap_or_else(|| args.cluster.deployment.clone());
+        .unwrap_or_else(|| args.session.cluster.deployment.clone());
     let recordings_dir = screen.recordings_dir.clone();
     let context = target.context.clone();
     let notes = ui_tx.clone();
@@ -356,17 +361,16 @@ pub async fn demo(d: DemoArgs) -> Result<i32> {
     let lab = crate::lab::serve::serve(o).await?;
     lab.wait_ready(std::time::Duration::from_secs(120)).await?;
     let mut args = default_run_args();
-    args.cluster.kubeconfig = Some(lab.kubeconfig.clone());
-    args.cluster.namespace = Some(lab.namespace.clone());
-    args.record = d.record.clone();
-    args.record_redact = d.record_redact;
-    args.cooldown = std::time::Duration::ZERO;
+    args.session.cluster.kubeconfig = Some(lab.kubeconfig.clone());
+    args.session.cluster.namespace = Some(lab.namespace.clone());
+    args.session.record = d.record.clone();
+    args.session.record_redact = d.record_redact;
     let hint = format!(
         "t: trial · c: cold · d: delete · ? help — lab {} {}",
         d.profile, d.scenario
     );
     let code = dashboard(
-        args,
+        args.session,
         d.screen,
         Some((lab.api_url.clone(), model)),
         "demo",

@@ -26,20 +26,13 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// Arguments of `readygap run`.
+/// What a live session needs, shared by `readygap run` and the dashboard (`readygap`): the
+/// cluster and target, the inference, the recording, how pods, runtimes and nodes are
+/// reached, and the limits and intervals of the feeds.
 #[derive(Debug, Clone, clap::Args)]
-pub struct RunArgs {
+pub struct SessionArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// How many trials readygap starts.
-    #[arg(long, default_value_t = 5)]
-    pub trials: usize,
-    /// Cold trials: unload the model and drop the node's page cache before each T0.
-    #[arg(long)]
-    pub cold: bool,
-    /// Pause between trials.
-    #[arg(long, default_value = "15s", value_parser = parse_duration_or_zero)]
-    pub cooldown: Duration,
     /// The model of the T3 inference (default: the lab profile's, else the first on disk).
     #[arg(long)]
     pub model: Option<String>,
@@ -53,27 +46,11 @@ pub struct RunArgs {
     /// durations stay).
     #[arg(long)]
     pub record_redact: bool,
-    /// Output format of the statistics on stdout.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: OutFormat,
-    /// Write the trials in the study's CSV schema to this file.
-    #[arg(long)]
-    pub csv: Option<PathBuf>,
-    /// Start the built-in lab in-process with this profile (default local-3b) and run against it.
-    #[arg(long, num_args = 0..=1, default_missing_value = "local-3b")]
-    pub lab: Option<String>,
-    /// Scenario of the built-in lab (baseline, http-readiness, inference-readiness, emptydir,
-    /// overlap-oom, rollout).
-    #[arg(long, default_value = "baseline")]
-    pub lab_scenario: String,
     /// Load this model on the new pod just before each trial's T3 inference (with
     /// `--model llama3.2:3b --preload-model llama3.2:1b` under 4 GiB: the published
     /// overlapping-residency OOM kill).
     #[arg(long)]
     pub preload_model: Option<String>,
-    /// Speed factor of the built-in lab.
-    #[arg(long, default_value_t = 1.0)]
-    pub lab_speed: f64,
     /// How to reach each pod's runtime.
     #[arg(long, value_enum, default_value = "proxy")]
     pub access: AccessMode,
@@ -137,6 +114,39 @@ pub struct RunArgs {
     /// The serving container (default: the pod's first).
     #[arg(long)]
     pub container: Option<String>,
+}
+
+/// Arguments of `readygap run`: a session, plus what only headless trials use (how many,
+/// cold or warm, the pause between them, the output, and the in-process lab).
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub session: SessionArgs,
+    /// How many trials readygap starts.
+    #[arg(long, default_value_t = 5)]
+    pub trials: usize,
+    /// Cold trials: unload the model and drop the node's page cache before each T0.
+    #[arg(long)]
+    pub cold: bool,
+    /// Pause between trials.
+    #[arg(long, default_value = "15s", value_parser = parse_duration_or_zero)]
+    pub cooldown: Duration,
+    /// Output format of the statistics on stdout.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutFormat,
+    /// Write the trials in the study's CSV schema to this file.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Start the built-in lab in-process with this profile (default local-3b) and run against it.
+    #[arg(long, num_args = 0..=1, default_missing_value = "local-3b")]
+    pub lab: Option<String>,
+    /// Scenario of the built-in lab (baseline, http-readiness, inference-readiness, emptydir,
+    /// overlap-oom, rollout).
+    #[arg(long, default_value = "baseline")]
+    pub lab_scenario: String,
+    /// Speed factor of the built-in lab.
+    #[arg(long, default_value_t = 1.0)]
+    pub lab_speed: f64,
 }
 
 /// Output formats of `run`.
@@ -241,9 +251,9 @@ pub async fn run_with(mut args: RunArgs, cancel: CancellationToken) -> Result<Ru
         o.scenario = args.lab_scenario.parse().map_err(|e: String| eyre!(e))?;
         let h = crate::lab::serve::serve(o).await?;
         h.wait_ready(Duration::from_secs(120)).await?;
-        args.cluster.kubeconfig = Some(h.kubeconfig.clone());
-        args.cluster.context = None;
-        args.cluster.namespace = Some(h.namespace.clone());
+        args.session.cluster.kubeconfig = Some(h.kubeconfig.clone());
+        args.session.cluster.context = None;
+        args.session.cluster.namespace = Some(h.namespace.clone());
         lab = Some(h);
     }
     let result = session(
@@ -298,7 +308,7 @@ async fn session(
         target.context,
         target.namespace,
         target.api_url,
-        args.access
+        args.session.access
     );
     let n = args.trials;
     let mut own = 0;
@@ -327,34 +337,34 @@ pub async fn build(
     forward: Option<mpsc::UnboundedSender<Event>>,
     mode: &str,
 ) -> Result<Built> {
-    let target = cluster::connect(&args.cluster).await?;
+    let target = cluster::connect(&args.session.cluster).await?;
     let (tx, rx) = mpsc::channel::<Event>(8192);
     let feeds = CancellationToken::new();
 
     let access = RuntimeAccess::new(
-        args.access,
+        args.session.access,
         target.runtime_client.clone(),
         &target.namespace,
-        args.runtime_port,
-        &args.direct_url,
+        args.session.runtime_port,
+        &args.session.direct_url,
     );
     let mut ollama = Ollama::new(access);
-    ollama.probe_path = args.probe_path.clone();
-    ollama.generate_timeout = args.inference_timeout;
+    ollama.probe_path = args.session.probe_path.clone();
+    ollama.generate_timeout = args.session.inference_timeout;
     let runtime: Arc<dyn RuntimeAdapter> = Arc::new(ollama);
 
-    let model = match args.model.clone().or(lab_model) {
+    let model = match args.session.model.clone().or(lab_model) {
         Some(m) => m,
         None => discover_model(&target, runtime.as_ref()).await?,
     };
 
     let settings = json!({
         "trials": args.trials, "cold": args.cold, "cooldown_s": args.cooldown.as_secs_f64(),
-        "model": model, "prompt": args.prompt, "access": args.access,
-        "probe_path": args.probe_path, "probe_interval_ms": args.probe_interval.as_millis() as u64,
-        "infer_after": args.infer_after, "replace": args.replace, "lab": args.lab, "lab_speed": args.lab_speed,
+        "model": model, "prompt": args.session.prompt, "access": args.session.access,
+        "probe_path": args.session.probe_path, "probe_interval_ms": args.session.probe_interval.as_millis() as u64,
+        "infer_after": args.session.infer_after, "replace": args.session.replace, "lab": args.lab, "lab_speed": args.lab_speed,
     });
-    let mut recorder = match &args.record {
+    let mut recorder = match &args.session.record {
         Some(path) => {
             let mut h = jsonl::Header::new(
                 Utc::now(),
@@ -363,7 +373,7 @@ pub async fn build(
                 &target.label(),
             );
             h.settings = settings.clone();
-            if args.record_redact {
+            if args.session.record_redact {
                 jsonl::redact_header(&mut h);
             }
             Some(
@@ -375,7 +385,7 @@ pub async fn build(
     };
     let record_error: Arc<Mutex<Option<String>>> = Arc::default();
     let rec_err = record_error.clone();
-    let redact = args.record_redact;
+    let redact = args.session.record_redact;
     let node_selection = crate::node_host::NodeSelection::new();
     let selection = node_selection.clone();
     let sink = Box::new(move |ev: &Event| {
@@ -420,10 +430,10 @@ pub async fn build(
         &model,
         tx.clone(),
     );
-    exec.prompt = args.prompt.clone();
-    exec.default_grace = args.grace;
+    exec.prompt = args.session.prompt.clone();
+    exec.default_grace = args.session.grace;
     exec.timeouts = Timeouts {
-        inference: args.inference_timeout,
+        inference: args.session.inference_timeout,
         ..Timeouts::default()
     };
     let policy = access_policy(args, lab_api.is_some());
@@ -456,22 +466,22 @@ pub async fn build(
 
     let cfg = TrialConfig {
         cold: args.cold,
-        replace_by: args.replace,
+        replace_by: args.session.replace,
         deployment: target.deployment.clone(),
-        infer_after: args.infer_after,
-        probe_interval: args.probe_interval,
+        infer_after: args.session.infer_after,
+        probe_interval: args.session.probe_interval,
         cooldown: args.cooldown,
-        ready_timeout: args.ready_timeout,
-        runtime_timeout: args.runtime_timeout,
-        inference_timeout: args.inference_timeout,
+        ready_timeout: args.session.ready_timeout,
+        runtime_timeout: args.session.runtime_timeout,
+        inference_timeout: args.session.inference_timeout,
         namespace: target.namespace.clone(),
-        memory: !args.no_memory,
-        memory_interval: args.memory_interval,
-        container: args.container.clone(),
-        preload_model: args.preload_model.clone(),
+        memory: !args.session.no_memory,
+        memory_interval: args.session.memory_interval,
+        container: args.session.container.clone(),
+        preload_model: args.session.preload_model.clone(),
         poll: crate::sources::runtime::PollConfig {
-            residency: args.residency_interval,
-            tags: args.tags_interval,
+            residency: args.session.residency_interval,
+            tags: args.session.tags_interval,
             probe: None,
         },
         ..TrialConfig::default()
@@ -514,18 +524,18 @@ pub async fn build(
 /// lab's own node in `--lab`/demo unless a config file was named explicitly, else the
 /// config file's `[nodes]` tables.
 fn access_policy(args: &RunArgs, lab: bool) -> AccessPolicy {
-    if let Some(via) = &args.node_access {
+    if let Some(via) = &args.session.node_access {
         return AccessPolicy::Explicit {
             via: via.clone(),
-            identity: args.node_identity.clone(),
-            known_hosts: args.node_known_hosts.clone(),
+            identity: args.session.node_identity.clone(),
+            known_hosts: args.session.node_known_hosts.clone(),
         };
     }
     // The lab's nodes are fake: the user's own ~/.config tables never apply to them.
-    if lab && args.node_config.is_none() {
+    if lab && args.session.node_config.is_none() {
         return AccessPolicy::Lab;
     }
-    match crate::config::load(args.node_config.as_deref())
+    match crate::config::load(args.session.node_config.as_deref())
         .and_then(|(f, _)| crate::config::nodes_section(&f))
     {
         Ok(section) => AccessPolicy::Config { section, lab },
@@ -587,6 +597,7 @@ fn finish(
         warnings.push(format!("recording: {e}"));
     }
     let label = args
+        .session
         .record
         .as_ref()
         .map(|p| p.display().to_string())

@@ -106,3 +106,53 @@ fn sigint_ends_the_trial_and_still_reports() {
     assert_eq!(replayed.trials.len(), 1);
     assert_eq!(replayed.trials[0].reason(), Some("interrupted"));
 }
+
+/// The dashboard (`readygap` without a subcommand) takes the session's options but not the
+/// headless ones: `--trials` there is an error (it used to be accepted and ignored), while
+/// `readygap run` lists and takes it.
+#[test]
+fn run_only_options_belong_to_run_not_to_the_dashboard() {
+    let out = readygap()
+        .args(["--trials", "3"])
+        .output()
+        .expect("readygap runs");
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unexpected argument '--trials'"),
+        "{stderr}"
+    );
+
+    let help = |args: &[&str]| {
+        let out = readygap().args(args).output().expect("readygap runs");
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let top = help(&["--help"]);
+    let run = help(&["run", "--help"]);
+    // An option is listed when a help line starts with it (`--lab [<LAB>]`, `--cold`).
+    let lists = |help: &str, flag: &str| {
+        help.lines()
+            .any(|l| l.split_whitespace().next() == Some(flag))
+    };
+    for flag in [
+        "--trials",
+        "--cold",
+        "--cooldown",
+        "--csv",
+        "--lab",
+        "--lab-speed",
+    ] {
+        assert!(!lists(&top, flag), "`readygap --help` lists {flag}:\n{top}");
+        assert!(lists(&run, flag), "`readygap run --help` lacks {flag}");
+    }
+    for flag in [
+        "--node-access",
+        "--record",
+        "--model",
+        "--read-only",
+        "--config",
+    ] {
+        assert!(lists(&top, flag), "`readygap --help` lacks {flag}");
+    }
+}

@@ -230,8 +230,8 @@ async fn a_cold_trial_unloads_and_drops_the_page_cache_before_t0() {
     a.lab = Some("local-1b".into());
     a.lab_speed = 4.0;
     a.trials = 2;
-    a.cluster.kubeconfig = None;
-    a.cluster.namespace = None;
+    a.session.cluster.kubeconfig = None;
+    a.session.cluster.namespace = None;
     let out = run_with(a, CancellationToken::new())
         .await
         .expect("run with --lab");
