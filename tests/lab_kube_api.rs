@@ -22,6 +22,21 @@ fn http() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
+/// The status code of a request.
+async fn status_of(request: reqwest::RequestBuilder) -> u16 {
+    request.send().await.unwrap().status().as_u16()
+}
+
+/// POST a fault switch to the lab's admin endpoint; the status code.
+async fn lab_faults(lab: &LabHandle, body: &Value) -> u16 {
+    status_of(
+        http()
+            .post(format!("{}/lab/faults", lab.api_url))
+            .json(body),
+    )
+    .await
+}
+
 async fn get_json(lab: &LabHandle, path: &str) -> (u16, Value) {
     let r = http()
         .get(format!("{}{path}", lab.api_url))
@@ -294,17 +309,19 @@ async fn patches_scale_and_graceful_deletion() {
         d.metadata.generation.unwrap() > gen_before,
         "a spec change bumps the generation"
     );
-    let r = http()
-        .patch(format!(
-            "{}/apis/apps/v1/namespaces/{NS}/deployments/ollama",
-            lab.api_url
-        ))
-        .header("Content-Type", "application/apply-patch+yaml")
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 415);
+    assert_eq!(
+        status_of(
+            http()
+                .patch(format!(
+                    "{}/apis/apps/v1/namespaces/{NS}/deployments/ollama",
+                    lab.api_url
+                ))
+                .header("Content-Type", "application/apply-patch+yaml")
+                .body("{}")
+        )
+        .await,
+        415
+    );
 
     // Scale subresource: GET, PUT, PATCH.
     let (code, scale) = get_json(
@@ -323,29 +340,33 @@ async fn patches_scale_and_graceful_deletion() {
     assert_eq!(scale["status"]["selector"], "app=ollama");
     let mut put = scale.clone();
     put["spec"]["replicas"] = json!(2);
-    let r = http()
-        .put(format!(
-            "{}/apis/apps/v1/namespaces/{NS}/deployments/ollama/scale",
-            lab.api_url
-        ))
-        .json(&put)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        status_of(
+            http()
+                .put(format!(
+                    "{}/apis/apps/v1/namespaces/{NS}/deployments/ollama/scale",
+                    lab.api_url
+                ))
+                .json(&put)
+        )
+        .await,
+        200
+    );
     lab.wait_ready(Duration::from_secs(60)).await.unwrap();
     assert_eq!(pod_names(&lab, "").await.len(), 2);
-    let r = http()
-        .patch(format!(
-            "{}/apis/apps/v1/namespaces/{NS}/deployments/ollama/scale",
-            lab.api_url
-        ))
-        .header("Content-Type", "application/merge-patch+json")
-        .body(r#"{"spec":{"replicas":1}}"#)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        status_of(
+            http()
+                .patch(format!(
+                    "{}/apis/apps/v1/namespaces/{NS}/deployments/ollama/scale",
+                    lab.api_url
+                ))
+                .header("Content-Type", "application/merge-patch+json")
+                .body(r#"{"spec":{"replicas":1}}"#)
+        )
+        .await,
+        200
+    );
     wait_for(Duration::from_secs(60), "one live pod", || async {
         let live = pods
             .list(&Default::default())
@@ -401,25 +422,23 @@ async fn patches_scale_and_graceful_deletion() {
         .find(|p| p.metadata.deletion_timestamp.is_none())
         .unwrap();
     let name2 = victim.metadata.name.clone().unwrap();
-    let r = http()
-        .delete(format!(
+    assert_eq!(
+        status_of(http().delete(format!(
             "{}/api/v1/namespaces/{NS}/pods/{name2}?gracePeriodSeconds=0",
             lab.api_url
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
+        )))
+        .await,
+        200
+    );
     assert!(pods.get_opt(&name2).await.unwrap().is_none());
-    let r = http()
-        .delete(format!(
+    assert_eq!(
+        status_of(http().delete(format!(
             "{}/api/v1/namespaces/{NS}/pods/{name2}",
             lab.api_url
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 404);
+        )))
+        .await,
+        404
+    );
 
     // The ground truth has each transition of the replacement, with the object's timestamps.
     lab.wait_ready(Duration::from_secs(60)).await.unwrap();
@@ -597,38 +616,23 @@ async fn exec_portforward_proxies_and_admin_endpoints() {
     );
 
     // Runtime faults through the admin endpoint.
-    let r = http()
-        .post(format!("{}/lab/faults", lab.api_url))
-        .json(&json!({"runtime": {"http_500": true}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    let (code, _) = get_json(
-        &lab,
-        &format!("/api/v1/namespaces/{NS}/pods/{pod}/proxy/api/tags"),
-    )
-    .await;
+    let tags = format!("/api/v1/namespaces/{NS}/pods/{pod}/proxy/api/tags");
+    assert_eq!(
+        lab_faults(&lab, &json!({"runtime": {"http_500": true}})).await,
+        200
+    );
+    let (code, _) = get_json(&lab, &tags).await;
     assert_eq!(code, 500);
-    http()
-        .post(format!("{}/lab/faults", lab.api_url))
-        .json(&json!({"runtime": {"http_500": false}}))
-        .send()
-        .await
-        .unwrap();
-    let (code, _) = get_json(
-        &lab,
-        &format!("/api/v1/namespaces/{NS}/pods/{pod}/proxy/api/tags"),
-    )
-    .await;
+    assert_eq!(
+        lab_faults(&lab, &json!({"runtime": {"http_500": false}})).await,
+        200
+    );
+    let (code, _) = get_json(&lab, &tags).await;
     assert_eq!(code, 200);
-    let r = http()
-        .post(format!("{}/lab/faults", lab.api_url))
-        .json(&json!({"runtime": {"bogus": true}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 400);
+    assert_eq!(
+        lab_faults(&lab, &json!({"runtime": {"bogus": true}})).await,
+        400
+    );
 
     // Drop caches on a node.
     let r: Value = http()
@@ -649,12 +653,10 @@ async fn exec_portforward_proxies_and_admin_endpoints() {
             .iter()
             .any(|e| e.transition == Transition::CachesDropped && e.pod == "lab-node-1")
     );
-    let r = http()
-        .post(format!("{}/lab/nodes/nope/drop-caches", lab.api_url))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 404);
+    assert_eq!(
+        status_of(http().post(format!("{}/lab/nodes/nope/drop-caches", lab.api_url))).await,
+        404
+    );
     lab.shutdown().await;
 }
 
@@ -669,13 +671,10 @@ async fn api_server_restart_rebinds_the_same_port_and_watchers_recover() {
         .send()
         .await
         .unwrap();
-    let r = http()
-        .post(format!("{}/lab/faults", lab.api_url))
-        .json(&json!({"restart_api_server": true}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        lab_faults(&lab, &json!({"restart_api_server": true})).await,
+        200
+    );
     // The open watch is cut.
     let (_, ended) = watch_lines(resp, 1000, Duration::from_secs(20)).await;
     assert!(ended, "the restart must cut open watches");
@@ -723,15 +722,14 @@ async fn emptydir_replacements_start_without_models() {
     })
     .await;
     assert!(n >= 1, "the first pod had its models pulled");
-    let r = http()
-        .delete(format!(
+    assert_eq!(
+        status_of(http().delete(format!(
             "{}/api/v1/namespaces/{NS}/pods/{first}",
             lab.api_url
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
+        )))
+        .await,
+        200
+    );
     let second = wait_for(Duration::from_secs(30), "a replacement", || async {
         pod_names(&lab, "").await.into_iter().find(|p| *p != first)
     })

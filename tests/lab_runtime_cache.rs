@@ -7,26 +7,22 @@ mod lab_runtime_support;
 
 use lab_runtime_support::*;
 use readygap::lab::runtime::{NodeCache, RuntimeEvent};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::Arc;
 
 async fn generate_and_unload(lab: &mut Lab) -> (f64, u64, u64) {
-    let r: Value = client().post(lab.url("/api/generate"))
-        .json(&json!({"model": "llama3.2:3b", "prompt": "Reply with exactly: READY", "stream": false, "keep_alive": "1h"}))
-        .send().await.expect("generate").json().await.expect("json");
+    let http = client();
+    let r = post_json(&http, &lab.url("/api/generate"), &json!({"model": "llama3.2:3b", "prompt": "Reply with exactly: READY", "stream": false, "keep_alive": "1h"})).await;
     assert_eq!(r["response"], "READY", "{r}");
     lab.wait_event(|e| matches!(e, RuntimeEvent::ModelResident { .. }))
         .await;
     let mem = lab.handle.memory();
-    let unload: Value = client()
-        .post(lab.url("/api/generate"))
-        .json(&json!({"model": "llama3.2:3b", "keep_alive": 0}))
-        .send()
-        .await
-        .expect("unload")
-        .json()
-        .await
-        .expect("json");
+    let unload = post_json(
+        &http,
+        &lab.url("/api/generate"),
+        &json!({"model": "llama3.2:3b", "keep_alive": 0}),
+    )
+    .await;
     assert_eq!(unload["done_reason"], "unload");
     lab.wait_event(|e| matches!(e, RuntimeEvent::ModelUnloaded { .. }))
         .await;

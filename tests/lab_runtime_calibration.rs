@@ -39,15 +39,12 @@ async fn a_trial_takes_the_profiles_published_means() {
             tokio::time::sleep(Duration::from_millis(2)).await;
         };
         let model = lab.spec.profile.model.clone();
-        let reply: Value = http
-            .post(lab.url("/api/generate"))
-            .json(&json!({"model": model, "prompt": "Reply with exactly: READY", "stream": false}))
-            .send()
-            .await
-            .expect("generate")
-            .json()
-            .await
-            .expect("json");
+        let reply: Value = post_json(
+            &http,
+            &lab.url("/api/generate"),
+            &json!({"model": model, "prompt": "Reply with exactly: READY", "stream": false}),
+        )
+        .await;
         let t4 = Instant::now();
         assert_eq!(reply["response"], "READY", "{name}");
 

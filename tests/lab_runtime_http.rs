@@ -21,14 +21,7 @@ async fn every_endpoint_answers_and_generate_loads_the_model() {
     let root = http.get(lab.url("/")).send().await.expect("GET /");
     assert_eq!(root.status(), 200);
     assert_eq!(root.text().await.expect("body"), "Ollama is running");
-    let version: Value = http
-        .get(lab.url("/api/version"))
-        .send()
-        .await
-        .expect("version")
-        .json()
-        .await
-        .expect("json");
+    let version: Value = get_json(&http, &lab.url("/api/version")).await;
     assert!(
         version["version"]
             .as_str()
@@ -36,14 +29,7 @@ async fn every_endpoint_answers_and_generate_loads_the_model() {
         "{version}"
     );
 
-    let tags: Value = http
-        .get(lab.url("/api/tags"))
-        .send()
-        .await
-        .expect("tags")
-        .json()
-        .await
-        .expect("json");
+    let tags: Value = get_json(&http, &lab.url("/api/tags")).await;
     let models = tags["models"].as_array().expect("models");
     let names: Vec<&str> = models.iter().filter_map(|m| m["name"].as_str()).collect();
     assert_eq!(names, ["llama3.2:3b", "llama3.2:1b", "llama3.1:8b"]);
@@ -61,38 +47,25 @@ async fn every_endpoint_answers_and_generate_loads_the_model() {
     assert_eq!(m["details"]["parameter_size"], "3.2B");
     assert_eq!(m["details"]["quantization_level"], "Q4_K_M");
 
-    let ps: Value = http
-        .get(lab.url("/api/ps"))
-        .send()
-        .await
-        .expect("ps")
-        .json()
-        .await
-        .expect("json");
+    let ps: Value = get_json(&http, &lab.url("/api/ps")).await;
     assert_eq!(ps["models"], json!([]));
     let idle = lab.handle.memory();
     assert_eq!(idle.current_bytes, IDLE);
     assert_eq!(idle.limit_bytes, 4 << 30);
     assert_eq!(idle.working_set_bytes, IDLE);
 
-    let show: Value = http
-        .post(lab.url("/api/show"))
-        .json(&json!({"model": "llama3.2:3b"}))
-        .send()
-        .await
-        .expect("show")
-        .json()
-        .await
-        .expect("json");
+    let show: Value = post_json(
+        &http,
+        &lab.url("/api/show"),
+        &json!({"model": "llama3.2:3b"}),
+    )
+    .await;
     assert_eq!(show["details"]["family"], "llama");
     assert_eq!(show["model_info"]["general.architecture"], "llama");
 
     // Not streamed: loads the model, answers READY with Ollama's durations.
     let before = std::time::Instant::now();
-    let reply: Value = http
-        .post(lab.url("/api/generate"))
-        .json(&json!({"model": "llama3.2:3b", "prompt": "Reply with exactly: READY", "stream": false, "keep_alive": "1h"}))
-        .send().await.expect("generate").json().await.expect("json");
+    let reply: Value = post_json(&http, &lab.url("/api/generate"), &json!({"model": "llama3.2:3b", "prompt": "Reply with exactly: READY", "stream": false, "keep_alive": "1h"})).await;
     let wall = before.elapsed().as_nanos() as u64;
     assert_eq!(reply["response"], "READY");
     assert_eq!(reply["done"], true);
@@ -136,14 +109,7 @@ async fn every_endpoint_answers_and_generate_loads_the_model() {
         loaded.working_set_bytes,
         loaded.current_bytes - loaded.inactive_file_bytes
     );
-    let ps: Value = http
-        .get(lab.url("/api/ps"))
-        .send()
-        .await
-        .expect("ps")
-        .json()
-        .await
-        .expect("json");
+    let ps: Value = get_json(&http, &lab.url("/api/ps")).await;
     let running = &ps["models"][0];
     assert_eq!(running["name"], "llama3.2:3b");
     assert_eq!(running["size"], resident);
@@ -159,10 +125,7 @@ async fn every_endpoint_answers_and_generate_loads_the_model() {
     assert!((60..=73).contains(&left), "expires in {left} s");
 
     // A second request reuses the resident model: load is tiny.
-    let again: Value = http
-        .post(lab.url("/api/generate"))
-        .json(&json!({"model": "llama3.2:3b", "prompt": "Reply with exactly: READY", "stream": false, "keep_alive": "1h"}))
-        .send().await.expect("generate").json().await.expect("json");
+    let again: Value = post_json(&http, &lab.url("/api/generate"), &json!({"model": "llama3.2:3b", "prompt": "Reply with exactly: READY", "stream": false, "keep_alive": "1h"})).await;
     assert!(
         again["load_duration"].as_u64().expect("load") < load / 2,
         "{again}"
@@ -190,19 +153,14 @@ async fn every_endpoint_answers_and_generate_loads_the_model() {
     assert!(last["eval_duration"].as_u64().is_some_and(|e| e > 0));
 
     // /api/chat: the same model, the answer in an assistant message.
-    let chat: Value = http
-        .post(lab.url("/api/chat"))
-        .json(
-            &json!({"model": "llama3.2:3b", "stream": false, "messages": [
+    let chat: Value = post_json(
+        &http,
+        &lab.url("/api/chat"),
+        &json!({"model": "llama3.2:3b", "stream": false, "messages": [
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "Reply with exactly: READY"}]}),
-        )
-        .send()
-        .await
-        .expect("chat")
-        .json()
-        .await
-        .expect("json");
+    )
+    .await;
     assert_eq!(
         chat["message"],
         json!({"role": "assistant", "content": "READY"})
@@ -215,15 +173,12 @@ async fn every_endpoint_answers_and_generate_loads_the_model() {
     assert!(chat["eval_duration"].as_u64().is_some_and(|e| e > 0));
 
     // Empty prompt with keep_alive 0 unloads, as Ollama does.
-    let unload: Value = http
-        .post(lab.url("/api/generate"))
-        .json(&json!({"model": "llama3.2:3b", "prompt": "", "keep_alive": 0, "stream": false}))
-        .send()
-        .await
-        .expect("unload")
-        .json()
-        .await
-        .expect("json");
+    let unload: Value = post_json(
+        &http,
+        &lab.url("/api/generate"),
+        &json!({"model": "llama3.2:3b", "prompt": "", "keep_alive": 0, "stream": false}),
+    )
+    .await;
     assert_eq!(unload["done_reason"], "unload");
     assert_eq!(
         lab.wait_event(|e| matches!(e, RuntimeEvent::ModelUnloaded { .. }))
@@ -232,14 +187,7 @@ async fn every_endpoint_answers_and_generate_loads_the_model() {
             model: "llama3.2:3b".into()
         }
     );
-    let ps: Value = http
-        .get(lab.url("/api/ps"))
-        .send()
-        .await
-        .expect("ps")
-        .json()
-        .await
-        .expect("json");
+    let ps: Value = get_json(&http, &lab.url("/api/ps")).await;
     assert_eq!(ps["models"], json!([]));
     assert_eq!(lab.handle.memory().current_bytes, IDLE);
 
@@ -457,14 +405,7 @@ async fn an_empty_volume_has_no_models_until_pulled() {
     )
     .await;
     let http = client();
-    let tags: Value = http
-        .get(lab.url("/api/tags"))
-        .send()
-        .await
-        .expect("tags")
-        .json()
-        .await
-        .expect("json");
+    let tags: Value = get_json(&http, &lab.url("/api/tags")).await;
     assert_eq!(tags, json!({"models": []}));
     let missing = http
         .post(lab.url("/api/generate"))
@@ -473,15 +414,12 @@ async fn an_empty_volume_has_no_models_until_pulled() {
         .await
         .expect("generate");
     assert_eq!(missing.status(), 404);
-    let pulled: Value = http
-        .post(lab.url("/api/pull"))
-        .json(&json!({"model": "llama3.2:1b", "stream": false}))
-        .send()
-        .await
-        .expect("pull")
-        .json()
-        .await
-        .expect("json");
+    let pulled: Value = post_json(
+        &http,
+        &lab.url("/api/pull"),
+        &json!({"model": "llama3.2:1b", "stream": false}),
+    )
+    .await;
     assert_eq!(pulled, json!({"status": "success"}));
     assert_eq!(disk.list().len(), 1);
     let unknown = http
@@ -491,10 +429,12 @@ async fn an_empty_volume_has_no_models_until_pulled() {
         .await
         .expect("pull");
     assert_eq!(unknown.status(), 500);
-    let reply: Value = http
-        .post(lab.url("/api/generate"))
-        .json(&json!({"model": "llama3.2:1b", "prompt": "Reply with exactly: READY", "stream": false}))
-        .send().await.expect("generate").json().await.expect("json");
+    let reply: Value = post_json(
+        &http,
+        &lab.url("/api/generate"),
+        &json!({"model": "llama3.2:1b", "prompt": "Reply with exactly: READY", "stream": false}),
+    )
+    .await;
     assert_eq!(reply["response"], "READY");
     lab.handle.stop().await;
 }
@@ -503,70 +443,36 @@ async fn an_empty_volume_has_no_models_until_pulled() {
 async fn default_keep_alive_is_five_minutes_and_zero_unloads_after_answering() {
     let mut lab = start_listening(profile("azure-1b"), Options::default()).await;
     let http = client();
-    let ask = |keep_alive: Option<Value>| {
+    let ask = async |keep_alive: Option<Value>| {
         let mut body =
             json!({"model": "llama3.2:1b", "prompt": "Reply with exactly: READY", "stream": false});
         if let Some(k) = keep_alive {
             body["keep_alive"] = k;
         }
-        http.post(lab.url("/api/generate")).json(&body).send()
+        let reply = post_json(&http, &lab.url("/api/generate"), &body).await;
+        assert_eq!(reply["response"], "READY", "{reply}");
     };
-    let reply: Value = ask(None)
-        .await
-        .expect("generate")
-        .json()
-        .await
-        .expect("json");
-    assert_eq!(reply["response"], "READY");
-    let ps: Value = http
-        .get(lab.url("/api/ps"))
-        .send()
-        .await
-        .expect("ps")
-        .json()
-        .await
-        .expect("json");
-    let expires = chrono::DateTime::parse_from_rfc3339(
-        ps["models"][0]["expires_at"].as_str().expect("expires_at"),
-    )
-    .expect("rfc3339");
+    // Milliseconds until the first resident model expires, as /api/ps says.
+    let expires_in_ms = async || {
+        let ps = get_json(&http, &lab.url("/api/ps")).await;
+        let expires = chrono::DateTime::parse_from_rfc3339(
+            ps["models"][0]["expires_at"].as_str().expect("expires_at"),
+        )
+        .expect("rfc3339");
+        expires
+            .signed_duration_since(chrono::Utc::now())
+            .num_milliseconds()
+    };
+    ask(None).await;
     // 5 minutes at speed 50 = 6 s.
-    let left = expires
-        .signed_duration_since(chrono::Utc::now())
-        .num_milliseconds();
+    let left = expires_in_ms().await;
     assert!((3_000..=6_000).contains(&left), "expires in {left} ms");
     // A number of seconds works too: 600 s at speed 50 = 12 s.
-    let reply: Value = ask(Some(json!(600)))
-        .await
-        .expect("generate")
-        .json()
-        .await
-        .expect("json");
-    assert_eq!(reply["response"], "READY");
-    let ps: Value = http
-        .get(lab.url("/api/ps"))
-        .send()
-        .await
-        .expect("ps")
-        .json()
-        .await
-        .expect("json");
-    let expires = chrono::DateTime::parse_from_rfc3339(
-        ps["models"][0]["expires_at"].as_str().expect("expires_at"),
-    )
-    .expect("rfc3339");
-    let left = expires
-        .signed_duration_since(chrono::Utc::now())
-        .num_milliseconds();
+    ask(Some(json!(600))).await;
+    let left = expires_in_ms().await;
     assert!((9_000..=12_000).contains(&left), "expires in {left} ms");
     // keep_alive 0 with a prompt: answered, then unloaded.
-    let reply: Value = ask(Some(json!(0)))
-        .await
-        .expect("generate")
-        .json()
-        .await
-        .expect("json");
-    assert_eq!(reply["response"], "READY");
+    ask(Some(json!(0))).await;
     assert_eq!(
         lab.wait_event(|e| matches!(e, RuntimeEvent::ModelUnloaded { .. }))
             .await,
@@ -574,14 +480,7 @@ async fn default_keep_alive_is_five_minutes_and_zero_unloads_after_answering() {
             model: "llama3.2:1b".into()
         }
     );
-    let ps: Value = http
-        .get(lab.url("/api/ps"))
-        .send()
-        .await
-        .expect("ps")
-        .json()
-        .await
-        .expect("json");
+    let ps: Value = get_json(&http, &lab.url("/api/ps")).await;
     assert_eq!(ps["models"], json!([]));
     lab.handle.stop().await;
 }

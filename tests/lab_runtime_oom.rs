@@ -23,9 +23,7 @@ async fn loading_3b_next_to_a_resident_1b_under_4gib_is_oom_killed() {
     .await;
     let http = client();
 
-    let first: Value = http.post(lab.url("/api/generate"))
-        .json(&json!({"model": "llama3.2:1b", "prompt": "Reply with exactly: READY", "stream": false, "keep_alive": -1}))
-        .send().await.expect("1b").json().await.expect("json");
+    let first: Value = post_json(&http, &lab.url("/api/generate"), &json!({"model": "llama3.2:1b", "prompt": "Reply with exactly: READY", "stream": false, "keep_alive": -1})).await;
     assert_eq!(first["response"], "READY");
     lab.wait_event(|e| matches!(e, RuntimeEvent::ModelResident { .. }))
         .await;
@@ -148,15 +146,12 @@ async fn models_that_fit_together_do_not_oom() {
     let mut lab = start_listening(profile("azure-8b"), Options::default()).await;
     let http = client();
     for model in ["llama3.2:1b", "llama3.2:3b"] {
-        let r: Value = http
-            .post(lab.url("/api/generate"))
-            .json(&json!({"model": model, "prompt": "Reply with exactly: READY", "stream": false}))
-            .send()
-            .await
-            .expect("generate")
-            .json()
-            .await
-            .expect("json");
+        let r: Value = post_json(
+            &http,
+            &lab.url("/api/generate"),
+            &json!({"model": model, "prompt": "Reply with exactly: READY", "stream": false}),
+        )
+        .await;
         assert_eq!(r["response"], "READY", "{model}");
         lab.wait_event(|e| matches!(e, RuntimeEvent::ModelResident { .. }))
             .await;

@@ -725,28 +725,12 @@ async fn the_remote_sampling_task_streams_and_stops_on_cancel() {
     let tmp = tempfile::tempdir().expect("tmp");
     let mut ssh = lab.access("root", tmp.path());
     ssh.control_persist = None;
-    let (tx, mut rx) = tokio::sync::mpsc::channel(8);
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let task = tokio::spawn(readygap::host::run_remote_sampler(
-        NodeAccess::Ssh(ssh),
-        Duration::from_secs(1),
-        Duration::from_secs(1),
-        tx,
-        cancel.clone(),
-    ));
+    let mut sampler = Sampler::start(ssh, Duration::from_secs(1));
     for _ in 0..2 {
-        let got = tokio::time::timeout(TIMEOUT, rx.recv())
-            .await
-            .expect("a sample in time")
-            .expect("channel open");
-        let sample = got.expect("no error");
+        let sample = sampler.next("a sample").await.expect("no error");
         assert!(sample.mem_total_bytes > 0);
     }
-    cancel.cancel();
-    tokio::time::timeout(Duration::from_secs(15), task)
-        .await
-        .expect("the task stops after cancel")
-        .expect("join");
+    sampler.stop().await;
 }
 
 #[tokio::test]
@@ -756,26 +740,50 @@ async fn the_remote_sampling_task_reports_errors_and_retries() {
     let mut ssh = lab.access("root", tmp.path());
     ssh.identity = Some(lab.wrong_key());
     ssh.control_persist = None;
-    let (tx, mut rx) = tokio::sync::mpsc::channel(8);
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let task = tokio::spawn(readygap::host::run_remote_sampler(
-        NodeAccess::Ssh(ssh),
-        Duration::from_secs(1),
-        Duration::from_millis(200),
-        tx,
-        cancel.clone(),
-    ));
+    let mut sampler = Sampler::start(ssh, Duration::from_millis(200));
     // Two errors: the task did not give up after the first one.
     for _ in 0..2 {
-        let got = tokio::time::timeout(TIMEOUT, rx.recv())
-            .await
-            .expect("an error in time")
-            .expect("channel open");
+        let got = sampler.next("an error").await;
         assert!(matches!(got, Err(NodeError::KeyRefused { .. })), "{got:?}");
     }
-    cancel.cancel();
-    tokio::time::timeout(Duration::from_secs(15), task)
-        .await
-        .expect("the task stops after cancel")
-        .expect("join");
+    sampler.stop().await;
+}
+
+/// `host::run_remote_sampler` over ssh, every second, retrying after `retry`.
+struct Sampler {
+    rx: tokio::sync::mpsc::Receiver<readygap::host::SampleResult>,
+    cancel: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Sampler {
+    fn start(ssh: SshAccess, retry: Duration) -> Self {
+        let (tx, rx) = tokio::sync::mpsc::channel(8);
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(readygap::host::run_remote_sampler(
+            NodeAccess::Ssh(ssh),
+            Duration::from_secs(1),
+            retry,
+            tx,
+            cancel.clone(),
+        ));
+        Sampler { rx, cancel, task }
+    }
+
+    /// The next sample (or error), within TIMEOUT.
+    async fn next(&mut self, what: &str) -> readygap::host::SampleResult {
+        tokio::time::timeout(TIMEOUT, self.rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("{what} in time"))
+            .expect("channel open")
+    }
+
+    /// Cancel, and the task ends within 15 s.
+    async fn stop(self) {
+        self.cancel.cancel();
+        tokio::time::timeout(Duration::from_secs(15), self.task)
+            .await
+            .expect("the task stops after cancel")
+            .expect("join");
+    }
 }

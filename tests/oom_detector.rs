@@ -175,6 +175,41 @@ fn the_trial_ends_with_the_verdict_as_its_reason() {
         "{reason}"
     );
     assert_eq!(s.oom.counts().get("overlapping_residency_oom"), Some(&1));
+    // The same verdict as structured evidence in the trial's JSON (`readygap run --format
+    // json`, `readygap report --format json`): the 1B size from /api/ps, the 3B one estimated
+    // from its size on disk.
+    let j = readygap::run::trial_json(t);
+    let oom = &j["oom"];
+    assert_eq!(oom["verdict"], "overlapping_residency_oom", "{j:#}");
+    assert_eq!(oom["pod"], "ollama-b");
+    assert_eq!(oom["limit_bytes"], 4 * GIB);
+    assert_eq!(oom["at"], "2027-01-15T08:00:07.015Z");
+    assert_eq!(oom["models"][0]["name"], "llama3.2:1b");
+    assert_eq!(oom["models"][0]["bytes"], 1_395_864_371u64);
+    assert_eq!(oom["models"][0]["estimated"], false);
+    assert_eq!(oom["models"][1]["name"], "llama3.2:3b");
+    assert_eq!(oom["models"][1]["estimated"], true);
+    let est = oom["models"][1]["bytes"]
+        .as_u64()
+        .expect("an estimated size");
+    assert!(est > 3 * GIB && est < 4 * GIB, "{est}");
+    assert_eq!(oom["models"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        oom["message"].as_str(),
+        reason.split_once(": ").map(|(_, m)| m)
+    );
+}
+
+#[test]
+fn a_trial_that_ends_otherwise_has_no_oom_evidence() {
+    let mut events = vec![applied(
+        -9_000,
+        pod("ollama-a", "uid-a", Stage::Ready, -9_000),
+    )];
+    events.extend(delete_pod(-8_000, 9, "ollama-a"));
+    let s = State::from_events(&events);
+    let j = readygap::run::trial_json(&s.timeline.trials[0]);
+    assert!(j["oom"].is_null(), "{j:#}");
 }
 
 #[test]

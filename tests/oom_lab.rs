@@ -71,4 +71,41 @@ fn overlap_oom_is_warned_then_named_with_both_models() {
         "{:?}",
         first.status
     );
+    // `--format json` carries the same verdict as structured evidence on the trial.
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    let oom = &report["files"][0]["trials"][0]["oom"];
+    assert_eq!(oom["verdict"], "overlapping_residency_oom", "{report:#}");
+    assert_eq!(oom["pod"].as_str(), Some(v[kill].pod.as_str()));
+    assert_eq!(oom["limit_bytes"], 4u64 << 30);
+    let models: Vec<(&str, u64)> = oom["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().expect("name"),
+                m["bytes"].as_u64().expect("a known size"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        models,
+        v[kill]
+            .models
+            .iter()
+            .map(|(n, b)| (n.as_str(), *b))
+            .collect::<Vec<_>>()
+    );
+    // The 1B model was seen resident; the 3B one never was: its size is an estimate.
+    assert_eq!(oom["models"][0]["estimated"], false);
+    assert_eq!(oom["models"][1]["estimated"], true);
+    assert!(
+        oom["at"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{oom}"
+    );
 }

@@ -52,6 +52,87 @@ async fn setup(lab: &LabHandle) -> (Executor, mpsc::Receiver<Event>, kube::Clien
     (exec, rx, client)
 }
 
+/// A trial runner serving commands against `lab`, fed by the kube source.
+struct ServedRunner {
+    commands: mpsc::Sender<readygap::trial::Command>,
+    /// Every trial the runner finishes.
+    trials: mpsc::UnboundedReceiver<readygap::core::timeline::Trial>,
+    /// The runner, given back when `commands` closes.
+    runner: tokio::task::JoinHandle<readygap::trial::Runner>,
+    feeds: tokio_util::sync::CancellationToken,
+}
+
+/// Start the kube source and a runner serving commands; `named_service` watches the `ollama`
+/// Service and pods prefixed `ollama-` (else every pod of the selector).
+async fn serve_runner(
+    lab: &LabHandle,
+    client: &kube::Client,
+    named_service: bool,
+    sink: Box<dyn FnMut(&Event) + Send>,
+) -> ServedRunner {
+    use readygap::trial::{Runner, TrialConfig};
+    let (tx, rx) = mpsc::channel(8192);
+    let kc = kube::config::Kubeconfig::read_from(&lab.kubeconfig).unwrap();
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    cfg.default_retry = false;
+    let rt_client = kube::Client::try_from(cfg).unwrap();
+    let runtime: Arc<dyn readygap::sources::runtime::RuntimeAdapter> = Arc::new(Ollama::new(
+        RuntimeAccess::new(AccessMode::Proxy, rt_client, &lab.namespace, 11434, ""),
+    ));
+    let exec = Executor::new(
+        client.clone(),
+        &lab.namespace,
+        runtime.clone(),
+        "llama3.2:1b",
+        tx.clone(),
+    );
+    let feeds = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(readygap::sources::kube::run(
+        client.clone(),
+        readygap::sources::kube::KubeConfig {
+            namespace: lab.namespace.clone(),
+            selector: "app=ollama".into(),
+            service: named_service.then(|| "ollama".into()),
+            pod_prefix: named_service.then(|| "ollama-".into()),
+            watch_nodes: false,
+        },
+        tx.clone(),
+        feeds.clone(),
+    ));
+    let cfg = TrialConfig {
+        namespace: lab.namespace.clone(),
+        memory: false,
+        ..TrialConfig::default()
+    };
+    let mut runner = Runner::new(
+        rx,
+        tx,
+        exec,
+        runtime,
+        client.clone(),
+        cfg,
+        sink,
+        tokio_util::sync::CancellationToken::new(),
+    );
+    let (commands, cmd_rx) = mpsc::channel(4);
+    let (done_tx, trials) = mpsc::unbounded_channel();
+    let runner = tokio::spawn(async move {
+        let mut on_trial = move |t: &readygap::core::timeline::Trial| {
+            done_tx.send(t.clone()).ok();
+        };
+        runner.serve(cmd_rx, &mut on_trial).await;
+        runner
+    });
+    ServedRunner {
+        commands,
+        trials,
+        runner,
+        feeds,
+    }
+}
+
 /// Collect the events of action `id` until its `action_finished` (bounded).
 async fn until_finished(rx: &mut mpsc::Receiver<Event>, id: u64) -> Vec<Event> {
     let mut out = Vec::new();
@@ -306,67 +387,19 @@ fn the_restart_patch_is_kubectls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_runner_runs_a_trial_on_command_and_drives_an_external_one() {
-    use readygap::trial::{Command, Runner, TrialConfig};
+    use readygap::trial::Command;
     let _one = ONE_LAB.lock().await;
     let lab = lab(84).await;
     let (_, _, client) = setup(&lab).await;
-    let (tx, rx) = mpsc::channel(8192);
-    let kc = kube::config::Kubeconfig::read_from(&lab.kubeconfig).unwrap();
-    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    cfg.default_retry = false;
-    let rt_client = kube::Client::try_from(cfg).unwrap();
-    let runtime: Arc<dyn readygap::sources::runtime::RuntimeAdapter> = Arc::new(Ollama::new(
-        RuntimeAccess::new(AccessMode::Proxy, rt_client, &lab.namespace, 11434, ""),
-    ));
-    let exec = Executor::new(
-        client.clone(),
-        &lab.namespace,
-        runtime.clone(),
-        "llama3.2:1b",
-        tx.clone(),
-    );
-    let feeds = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(readygap::sources::kube::run(
-        client.clone(),
-        readygap::sources::kube::KubeConfig {
-            namespace: lab.namespace.clone(),
-            selector: "app=ollama".into(),
-            service: Some("ollama".into()),
-            pod_prefix: Some("ollama-".into()),
-            watch_nodes: false,
-        },
-        tx.clone(),
-        feeds.clone(),
-    ));
-    let cfg = TrialConfig {
-        namespace: lab.namespace.clone(),
-        memory: false,
-        ..TrialConfig::default()
-    };
     let seen = Arc::new(std::sync::Mutex::new(0usize));
     let s2 = seen.clone();
     let sink = Box::new(move |_: &Event| *s2.lock().unwrap() += 1);
-    let mut runner = Runner::new(
-        rx,
-        tx,
-        exec,
-        runtime,
-        client.clone(),
-        cfg,
-        sink,
-        tokio_util::sync::CancellationToken::new(),
-    );
-    let (cmd_tx, cmd_rx) = mpsc::channel(4);
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
-    let served = tokio::spawn(async move {
-        let mut on_trial = move |t: &readygap::core::timeline::Trial| {
-            done_tx.send(t.clone()).ok();
-        };
-        runner.serve(cmd_rx, &mut on_trial).await;
-        runner
-    });
+    let ServedRunner {
+        commands: cmd_tx,
+        trials: mut done_rx,
+        runner: served,
+        feeds,
+    } = serve_runner(&lab, &client, true, sink).await;
     cmd_tx.send(Command::Trial { cold: false }).await.unwrap();
     let first = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
         .await
@@ -403,64 +436,16 @@ async fn a_served_runner_runs_a_trial_on_command_and_drives_an_external_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oom_kill_is_an_external_trial_that_the_runner_follows_to_recovery() {
-    use readygap::trial::{Command, Runner, TrialConfig};
+    use readygap::trial::Command;
     let _one = ONE_LAB.lock().await;
     let lab = lab(85).await;
     let (_, _, client) = setup(&lab).await;
-    let (tx, rx) = mpsc::channel(8192);
-    let kc = kube::config::Kubeconfig::read_from(&lab.kubeconfig).unwrap();
-    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    cfg.default_retry = false;
-    let rt_client = kube::Client::try_from(cfg).unwrap();
-    let runtime: Arc<dyn readygap::sources::runtime::RuntimeAdapter> = Arc::new(Ollama::new(
-        RuntimeAccess::new(AccessMode::Proxy, rt_client, &lab.namespace, 11434, ""),
-    ));
-    let exec = Executor::new(
-        client.clone(),
-        &lab.namespace,
-        runtime.clone(),
-        "llama3.2:1b",
-        tx.clone(),
-    );
-    let feeds = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(readygap::sources::kube::run(
-        client.clone(),
-        readygap::sources::kube::KubeConfig {
-            namespace: lab.namespace.clone(),
-            selector: "app=ollama".into(),
-            service: None,
-            pod_prefix: None,
-            watch_nodes: false,
-        },
-        tx.clone(),
-        feeds.clone(),
-    ));
-    let cfg = TrialConfig {
-        namespace: lab.namespace.clone(),
-        memory: false,
-        ..TrialConfig::default()
-    };
-    let mut runner = Runner::new(
-        rx,
-        tx,
-        exec,
-        runtime,
-        client.clone(),
-        cfg,
-        Box::new(|_: &Event| {}),
-        tokio_util::sync::CancellationToken::new(),
-    );
-    let (cmd_tx, cmd_rx) = mpsc::channel(4);
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
-    let served = tokio::spawn(async move {
-        let mut on_trial = move |t: &readygap::core::timeline::Trial| {
-            done_tx.send(t.clone()).ok();
-        };
-        runner.serve(cmd_rx, &mut on_trial).await;
-        runner
-    });
+    let ServedRunner {
+        commands: cmd_tx,
+        trials: mut done_rx,
+        runner: served,
+        feeds,
+    } = serve_runner(&lab, &client, false, Box::new(|_: &Event| {})).await;
     // A trial leaves the 1B model resident in the new pod.
     cmd_tx.send(Command::Trial { cold: false }).await.unwrap();
     let first = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())

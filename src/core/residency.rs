@@ -59,6 +59,36 @@ pub struct Verdict {
     pub limit: Option<u64>,
     /// The sentence shown on screen.
     pub message: String,
+    /// Models of `models` whose size is an estimate from their size on disk (never seen
+    /// resident in `/api/ps`).
+    #[serde(default)]
+    pub estimated: Vec<String>,
+}
+
+impl Verdict {
+    /// The verdict as structured evidence for JSON output: kind, models with sizes (null when
+    /// unknown) and whether each size is estimated, the memory limit, the time.
+    pub fn evidence_json(&self) -> serde_json::Value {
+        let models: Vec<serde_json::Value> = self
+            .models
+            .iter()
+            .map(|(name, bytes)| {
+                serde_json::json!({
+                    "name": name,
+                    "bytes": (*bytes > 0).then_some(*bytes),
+                    "estimated": self.estimated.contains(name),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "verdict": self.kind.name(),
+            "pod": self.pod,
+            "models": models,
+            "limit_bytes": self.limit,
+            "at": self.ts.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "message": self.message,
+        })
+    }
 }
 
 /// `name 1.3 GiB`, or `name (size unknown)`.
@@ -128,6 +158,15 @@ impl OomDetector {
         !self.sizes.contains_key(model) && self.disk_sizes.contains_key(model)
     }
 
+    /// The models of `models` whose size is an estimate.
+    fn estimated_of(&self, models: &[(String, u64)]) -> Vec<String> {
+        models
+            .iter()
+            .filter(|(n, bytes)| *bytes > 0 && self.estimated(n))
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
     fn label(&self, name: &str, bytes: u64) -> String {
         if self.estimated(name) && bytes > 0 {
             format!("{name} ~{} (estimated)", gib(bytes))
@@ -186,6 +225,7 @@ impl OomDetector {
             ts,
             pod: pod.to_string(),
             kind,
+            estimated: self.estimated_of(&models),
             models,
             limit,
             message,
@@ -271,6 +311,7 @@ impl OomDetector {
                             ts,
                             pod: pod.clone(),
                             kind: VerdictKind::OomRisk,
+                            estimated: self.estimated_of(&models),
                             models,
                             limit: Some(limit),
                             message,
@@ -362,6 +403,7 @@ impl OomDetector {
             ts,
             pod,
             kind: VerdictKind::RunnerOom,
+            estimated: self.estimated_of(&models_then),
             models: models_then,
             limit,
             message,

@@ -175,8 +175,7 @@ impl State {
         let verdicts_before = self.oom.verdicts.len();
         if let Some(v) = self.oom.apply(ev, prev) {
             // The trial that lost its pod ends with the verdict as its reason.
-            self.timeline
-                .attribute_oom(&v.pod, &format!("{}: {}", v.kind.name(), v.message));
+            self.timeline.attribute_oom(&v);
         }
 
         match &ev.kind {

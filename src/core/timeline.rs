@@ -19,6 +19,7 @@ use super::event::{
     Action, CacheDrop, ContainerState, Event, EventKind, InferenceResult, PodView,
     RuntimeDurations, Timestamp,
 };
+use super::residency::Verdict;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -110,6 +111,9 @@ pub struct Trial {
     pub http_status: Option<u16>,
     #[serde(default)]
     pub observed: BTreeMap<String, PodObservations>,
+    /// The OOM verdict that ended this trial, with its evidence.
+    #[serde(default)]
+    pub oom: Option<Verdict>,
 }
 
 impl Trial {
@@ -133,6 +137,7 @@ impl Trial {
             inference_request: None,
             http_status: None,
             observed: BTreeMap::new(),
+            oom: None,
         }
     }
 
@@ -487,9 +492,10 @@ impl Timeline {
         }
     }
 
-    /// The latest trial that failed because `pod` was OOM-killed (or whose inference failed
-    /// on it) takes `reason` as its reason.
-    pub fn attribute_oom(&mut self, pod: &str, reason: &str) {
+    /// The latest trial that failed because the verdict's pod was OOM-killed (or whose
+    /// inference failed on it) takes the verdict as its reason and its OOM evidence.
+    pub fn attribute_oom(&mut self, verdict: &Verdict) {
+        let pod = verdict.pod.as_str();
         let hit = self.trials.iter_mut().rev().take(3).find(|t| {
             (t.new_pod.as_deref() == Some(pod) || t.observed.contains_key(pod))
                 && t.reason().is_some_and(|r| {
@@ -498,8 +504,9 @@ impl Timeline {
         });
         if let Some(t) = hit {
             t.status = TrialStatus::Failed {
-                reason: reason.to_string(),
+                reason: format!("{}: {}", verdict.kind.name(), verdict.message),
             };
+            t.oom = Some(verdict.clone());
         }
     }
 

@@ -31,37 +31,24 @@ fn col(name: &str, ty: &str, priority: i32, description: &str) -> Value {
     json!({"name": name, "type": ty, "format": format, "description": description, "priority": priority})
 }
 
+/// The value at `path` in `v`, if every step exists.
+fn field<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |cur, p| cur.get(*p))
+}
+
 fn s<'a>(v: &'a Value, path: &[&str]) -> &'a str {
-    let mut cur = v;
-    for p in path {
-        match cur.get(*p) {
-            Some(x) => cur = x,
-            None => return "",
-        }
-    }
-    cur.as_str().unwrap_or("")
+    field(v, path).and_then(Value::as_str).unwrap_or("")
 }
 
 fn i(v: &Value, path: &[&str]) -> i64 {
-    let mut cur = v;
-    for p in path {
-        match cur.get(*p) {
-            Some(x) => cur = x,
-            None => return 0,
-        }
-    }
-    cur.as_i64().unwrap_or(0)
+    field(v, path).and_then(Value::as_i64).unwrap_or(0)
 }
 
 fn arr<'a>(v: &'a Value, path: &[&str]) -> &'a [Value] {
-    let mut cur = v;
-    for p in path {
-        match cur.get(*p) {
-            Some(x) => cur = x,
-            None => return &[],
-        }
-    }
-    cur.as_array().map(Vec::as_slice).unwrap_or(&[])
+    field(v, path)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
 }
 
 /// `kubectl`'s short human duration (`5s`, `2m3s`, `3h`, `4d`).
@@ -151,11 +138,35 @@ fn pod_row(p: &Value, now: DateTime<Utc>) -> Vec<Value> {
     ]
 }
 
-fn containers_images(spec: &Value) -> (String, String) {
-    let cs = arr(spec, &["containers"]);
+/// The wide columns of a workload with a pod template (deployments, replicasets).
+fn template_columns() -> [Value; 3] {
+    [
+        col(
+            "Containers",
+            "string",
+            1,
+            "Names of each container in the template.",
+        ),
+        col(
+            "Images",
+            "string",
+            1,
+            "Images referenced by each container in the template.",
+        ),
+        col("Selector", "string", 1, "Label selector for pods."),
+    ]
+}
+
+/// The cells of `template_columns` for workload `o`.
+fn template_cells(o: &Value) -> [Value; 3] {
+    let cs = arr(o, &["spec", "template", "spec", "containers"]);
     let names: Vec<&str> = cs.iter().map(|c| s(c, &["name"])).collect();
     let images: Vec<&str> = cs.iter().map(|c| s(c, &["image"])).collect();
-    (names.join(","), images.join(","))
+    [
+        json!(names.join(",")),
+        json!(images.join(",")),
+        json!(selector_string(&o["spec"]["selector"])),
+    ]
 }
 
 fn selector_string(sel: &Value) -> String {
@@ -249,40 +260,20 @@ fn columns(resource: &Resource) -> Vec<Value> {
                 "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
             ),
             age,
-            col(
-                "Containers",
-                "string",
-                1,
-                "Names of each container in the template.",
-            ),
-            col(
-                "Images",
-                "string",
-                1,
-                "Images referenced by each container in the template.",
-            ),
-            col("Selector", "string", 1, "Label selector for pods."),
-        ],
+        ]
+        .into_iter()
+        .chain(template_columns())
+        .collect(),
         ("apps", "replicasets") => vec![
             name,
             col("Desired", "integer", 0, "Number of desired pods."),
             col("Current", "integer", 0, "Number of actual pods."),
             col("Ready", "integer", 0, "Number of pods ready."),
             age,
-            col(
-                "Containers",
-                "string",
-                1,
-                "Names of each container in the template.",
-            ),
-            col(
-                "Images",
-                "string",
-                1,
-                "Images referenced by each container in the template.",
-            ),
-            col("Selector", "string", 1, "Label selector for pods."),
-        ],
+        ]
+        .into_iter()
+        .chain(template_columns())
+        .collect(),
         ("discovery.k8s.io", "endpointslices") => vec![
             name,
             col("AddressType", "string", 0, "The IP protocol for this slice"),
@@ -453,36 +444,30 @@ fn row_cells(resource: &Resource, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let created = age(s(o, &["metadata", "creationTimestamp"]), now);
     match (resource.group, resource.plural) {
         ("", "pods") => pod_row(o, now),
-        ("apps", "deployments") => {
-            let (c, im) = containers_images(&o["spec"]["template"]["spec"]);
-            vec![
-                name,
-                json!(format!(
-                    "{}/{}",
-                    i(o, &["status", "readyReplicas"]),
-                    i(o, &["spec", "replicas"])
-                )),
-                json!(i(o, &["status", "updatedReplicas"])),
-                json!(i(o, &["status", "availableReplicas"])),
-                json!(created),
-                json!(c),
-                json!(im),
-                json!(selector_string(&o["spec"]["selector"])),
-            ]
-        }
-        ("apps", "replicasets") => {
-            let (c, im) = containers_images(&o["spec"]["template"]["spec"]);
-            vec![
-                name,
-                json!(i(o, &["spec", "replicas"])),
-                json!(i(o, &["status", "replicas"])),
-                json!(i(o, &["status", "readyReplicas"])),
-                json!(created),
-                json!(c),
-                json!(im),
-                json!(selector_string(&o["spec"]["selector"])),
-            ]
-        }
+        ("apps", "deployments") => vec![
+            name,
+            json!(format!(
+                "{}/{}",
+                i(o, &["status", "readyReplicas"]),
+                i(o, &["spec", "replicas"])
+            )),
+            json!(i(o, &["status", "updatedReplicas"])),
+            json!(i(o, &["status", "availableReplicas"])),
+            json!(created),
+        ]
+        .into_iter()
+        .chain(template_cells(o))
+        .collect(),
+        ("apps", "replicasets") => vec![
+            name,
+            json!(i(o, &["spec", "replicas"])),
+            json!(i(o, &["status", "replicas"])),
+            json!(i(o, &["status", "readyReplicas"])),
+            json!(created),
+        ]
+        .into_iter()
+        .chain(template_cells(o))
+        .collect(),
         ("discovery.k8s.io", "endpointslices") => {
             let ports: Vec<String> = arr(o, &["ports"])
                 .iter()
