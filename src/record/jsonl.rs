@@ -205,17 +205,29 @@ pub fn for_each(path: &Path, mut f: impl FnMut(Event)) -> Result<(Header, Vec<St
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
     let mut first_line = 2usize;
     let mut chunk: Vec<u8> = Vec::with_capacity(CHUNK_BYTES + 4096);
+    // Where each line of the chunk ends, as `read_until` found it (no second scan).
+    let mut ends: Vec<usize> = Vec::new();
     loop {
         chunk.clear();
+        ends.clear();
         while chunk.len() < CHUNK_BYTES {
             if reader.read_until(b'\n', &mut chunk).map_err(io)? == 0 {
                 break;
             }
+            ends.push(chunk.len());
         }
         if chunk.is_empty() {
             break;
         }
-        let lines: Vec<&[u8]> = chunk.split_inclusive(|b| *b == b'\n').collect();
+        let mut start = 0;
+        let lines: Vec<&[u8]> = ends
+            .iter()
+            .map(|&end| {
+                let line = &chunk[start..end];
+                start = end;
+                line
+            })
+            .collect();
         let per = lines.len().div_ceil(workers).max(1);
         let parsed: Vec<Vec<Parsed>> = std::thread::scope(|scope| {
             let handles: Vec<_> = lines
