@@ -339,7 +339,8 @@ pub async fn dashboard(
     // The node host feed stops its sampler (and deletes a debug pod it created).
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), node_feed).await;
     drop(tx);
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(3), runner_task).await;
+    // (up to 10 s: the runner deletes the debug pods its cold steps created)
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), runner_task).await;
     result.map(|_| 0)
 }
 

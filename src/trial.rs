@@ -769,6 +769,10 @@ impl Runner {
                 },
             }
         }
+        // As after `run_trials`: debug pods the cold steps created go when serving ends.
+        for e in self.exec.delete_debug_pods().await {
+            tracing::warn!("{e}");
+        }
         self.stop_feeds.cancel();
     }
 
