@@ -271,13 +271,75 @@ impl SampleStreamParser {
 /// when one runs). The process is killed when the sampler is dropped or stopped.
 pub struct RemoteHostSampler {
     child: Child,
-    lines: Lines<BufReader<ChildStdout>>,
-    parser: SampleStreamParser,
-    prev_cpu: Option<CpuTimes>,
+    reader: SampleReader<ChildStdout>,
     target: String,
     transport: Transport,
-    sample_timeout: Duration,
+}
+
+/// Reads the `@sample … @end` blocks of a sampling loop's output (ssh's stdout or a debug
+/// pod's exec stream), each within `sample_timeout`, into [`HostSample`]s.
+struct SampleReader<R> {
+    lines: Lines<BufReader<R>>,
+    parser: SampleStreamParser,
+    prev_cpu: Option<CpuTimes>,
     connection: Option<String>,
+    target: String,
+    sample_timeout: Duration,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> SampleReader<R> {
+    fn new(stream: R, target: String, sample_timeout: Duration) -> Self {
+        Self {
+            lines: BufReader::new(stream).lines(),
+            parser: SampleStreamParser::default(),
+            prev_cpu: None,
+            connection: None,
+            target,
+            sample_timeout,
+        }
+    }
+
+    /// The next sample; `Ok(None)` when the stream ended (the caller knows why).
+    async fn next(&mut self) -> Result<Option<HostSample>, NodeError> {
+        let deadline = tokio::time::Instant::now() + self.sample_timeout;
+        loop {
+            let line = match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
+                Err(_) => {
+                    return Err(NodeError::Timeout {
+                        target: self.target.clone(),
+                        after: self.sample_timeout,
+                    });
+                }
+                Ok(Err(source)) => {
+                    return Err(NodeError::Io {
+                        target: self.target.clone(),
+                        source,
+                    });
+                }
+                Ok(Ok(None)) => return Ok(None),
+                Ok(Ok(Some(line))) => line,
+            };
+            match self.parser.push_line(&line) {
+                Err(detail) => {
+                    return Err(NodeError::UnexpectedOutput {
+                        target: self.target.clone(),
+                        detail,
+                    });
+                }
+                Ok(None) => {}
+                Ok(Some(StreamItem::Connection(c))) => self.connection = Some(c),
+                Ok(Some(StreamItem::Sample { meminfo, cpu })) => {
+                    let mut sample =
+                        HostSample::from_counters(Utc::now(), &meminfo, cpu, self.prev_cpu);
+                    sample.connection = self.connection.clone();
+                    if cpu.is_some() {
+                        self.prev_cpu = cpu;
+                    }
+                    return Ok(Some(sample));
+                }
+            }
+        }
+    }
 }
 
 impl RemoteHostSampler {
@@ -300,20 +362,16 @@ impl RemoteHostSampler {
         })?;
         Ok(Self {
             child,
-            lines: BufReader::new(stdout).lines(),
-            parser: SampleStreamParser::default(),
-            prev_cpu: None,
+            reader: SampleReader::new(stdout, cmd.target.clone(), sample_timeout),
             target: cmd.target,
             transport: cmd.transport,
-            sample_timeout,
-            connection: None,
         })
     }
 
     /// The remote `$SSH_CONNECTION` once the stream reported it (`client_ip client_port
     /// server_ip server_port`).
     pub fn connection(&self) -> Option<&str> {
-        self.connection.as_deref()
+        self.reader.connection.as_deref()
     }
 
     /// The OS process id of the local ssh (or docker/minikube) child.
@@ -324,43 +382,10 @@ impl RemoteHostSampler {
     /// Waits for the next sample. After an error the sampler is finished: stop it and
     /// start a new one to continue.
     pub async fn next_sample(&mut self) -> Result<HostSample, NodeError> {
-        let deadline = tokio::time::Instant::now() + self.sample_timeout;
-        loop {
-            let line = match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
-                Err(_) => {
-                    return Err(NodeError::Timeout {
-                        target: self.target.clone(),
-                        after: self.sample_timeout,
-                    });
-                }
-                Ok(Err(source)) => {
-                    return Err(NodeError::Io {
-                        target: self.target.clone(),
-                        source,
-                    });
-                }
-                Ok(Ok(None)) => return Err(self.ended().await),
-                Ok(Ok(Some(line))) => line,
-            };
-            match self.parser.push_line(&line) {
-                Err(detail) => {
-                    return Err(NodeError::UnexpectedOutput {
-                        target: self.target.clone(),
-                        detail,
-                    });
-                }
-                Ok(None) => {}
-                Ok(Some(StreamItem::Connection(c))) => self.connection = Some(c),
-                Ok(Some(StreamItem::Sample { meminfo, cpu })) => {
-                    let mut sample =
-                        HostSample::from_counters(Utc::now(), &meminfo, cpu, self.prev_cpu);
-                    sample.connection = self.connection.clone();
-                    if cpu.is_some() {
-                        self.prev_cpu = cpu;
-                    }
-                    return Ok(sample);
-                }
-            }
+        match self.reader.next().await {
+            Ok(Some(sample)) => Ok(sample),
+            Ok(None) => Err(self.ended().await),
+            Err(e) => Err(e),
         }
     }
 
@@ -449,11 +474,7 @@ pub async fn run_remote_sampler(
 /// [`DebugPodSession`]), its stdout parsed by [`SampleStreamParser`] as the ssh stream is.
 pub struct DebugPodHostSampler {
     process: kube::api::AttachedProcess,
-    lines: Lines<BufReader<tokio::io::ReadHalf<tokio::io::SimplexStream>>>,
-    parser: SampleStreamParser,
-    prev_cpu: Option<CpuTimes>,
-    target: String,
-    sample_timeout: Duration,
+    reader: SampleReader<tokio::io::ReadHalf<tokio::io::SimplexStream>>,
 }
 
 impl DebugPodHostSampler {
@@ -475,56 +496,18 @@ impl DebugPodHostSampler {
         })?;
         Ok(Self {
             process,
-            lines: BufReader::new(stdout).lines(),
-            parser: SampleStreamParser::default(),
-            prev_cpu: None,
-            target: session.target(),
-            sample_timeout,
+            reader: SampleReader::new(stdout, session.target(), sample_timeout),
         })
     }
 
     /// Waits for the next sample. After an error the sampler is finished.
     pub async fn next_sample(&mut self) -> Result<HostSample, NodeError> {
-        let deadline = tokio::time::Instant::now() + self.sample_timeout;
-        loop {
-            let line = match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
-                Err(_) => {
-                    return Err(NodeError::Timeout {
-                        target: self.target.clone(),
-                        after: self.sample_timeout,
-                    });
-                }
-                Ok(Err(source)) => {
-                    return Err(NodeError::Io {
-                        target: self.target.clone(),
-                        source,
-                    });
-                }
-                Ok(Ok(None)) => {
-                    return Err(NodeError::UnexpectedOutput {
-                        target: self.target.clone(),
-                        detail: "the sample stream ended".into(),
-                    });
-                }
-                Ok(Ok(Some(line))) => line,
-            };
-            match self.parser.push_line(&line) {
-                Err(detail) => {
-                    return Err(NodeError::UnexpectedOutput {
-                        target: self.target.clone(),
-                        detail,
-                    });
-                }
-                Ok(None) | Ok(Some(StreamItem::Connection(_))) => {}
-                Ok(Some(StreamItem::Sample { meminfo, cpu })) => {
-                    let sample =
-                        HostSample::from_counters(Utc::now(), &meminfo, cpu, self.prev_cpu);
-                    if cpu.is_some() {
-                        self.prev_cpu = cpu;
-                    }
-                    return Ok(sample);
-                }
-            }
+        match self.reader.next().await? {
+            Some(sample) => Ok(sample),
+            None => Err(NodeError::UnexpectedOutput {
+                target: self.reader.target.clone(),
+                detail: "the sample stream ended".into(),
+            }),
         }
     }
 
