@@ -889,7 +889,33 @@ async fn oom_restart(
 
 /// The pod ran past its `activeDeadlineSeconds`: the kubelet kills the container and the
 /// pod turns Failed (reason DeadlineExceeded); the object stays until it is deleted.
-async fn deadline_exceeded(run: &PodRun, mut c: Container, deleting: &CancellationToken) {
+async fn deadline_exceeded(run: &PodRun, c: Container, deleting: &CancellationToken) {
+    let message = "Pod was active on the node longer than the specified deadline";
+    let pod = stop_container(run, c, 137, "Error", |st| {
+        st.phase = Some("Failed".into());
+        st.reason = Some("DeadlineExceeded".into());
+        st.message = Some(message.into());
+    })
+    .await;
+    if let Some(pod) = &pod {
+        run.event(pod, "Warning", "DeadlineExceeded", message);
+    }
+    tokio::select! {
+        _ = deleting.cancelled() => finish(run, None, deleting).await,
+        _ = run.cluster.shutdown.cancelled() => {}
+    }
+}
+
+/// Stops the container's runtime (or plain process), marks it terminated with `exit_code`
+/// and `reason`, the pod not Ready, and lets `status` adjust the pod's status; returns the
+/// updated pod.
+async fn stop_container(
+    run: &PodRun,
+    mut c: Container,
+    exit_code: i32,
+    reason: &str,
+    status: impl FnOnce(&mut k8s_openapi::api::core::v1::PodStatus),
+) -> Option<serde_json::Value> {
     if let Some(rt) = c.runtime.take() {
         rt.stop().await;
     }
@@ -903,14 +929,13 @@ async fn deadline_exceeded(run: &PodRun, mut c: Container, deleting: &Cancellati
     let now = Utc::now();
     let started_at = c.started_at;
     let cid = c.container_id.clone();
-    let message = "Pod was active on the node longer than the specified deadline";
-    let pod = run.update(|p| {
+    run.update(|p| {
         set_ready(p, false, now);
         let cs = container_status(p);
         cs.state = Some(ContainerState {
             terminated: Some(ContainerStateTerminated {
-                exit_code: 137,
-                reason: Some("Error".into()),
+                exit_code,
+                reason: Some(reason.into()),
                 started_at: Some(k8s_time(started_at)),
                 finished_at: Some(k8s_time(now)),
                 container_id: Some(cid.clone()),
@@ -919,52 +944,14 @@ async fn deadline_exceeded(run: &PodRun, mut c: Container, deleting: &Cancellati
             ..Default::default()
         });
         cs.started = Some(false);
-        let st = p.status.get_or_insert_with(Default::default);
-        st.phase = Some("Failed".into());
-        st.reason = Some("DeadlineExceeded".into());
-        st.message = Some(message.into());
-    });
-    if let Some(pod) = &pod {
-        run.event(pod, "Warning", "DeadlineExceeded", message);
-    }
-    tokio::select! {
-        _ = deleting.cancelled() => finish(run, None, deleting).await,
-        _ = run.cluster.shutdown.cancelled() => {}
-    }
+        status(p.status.get_or_insert_with(Default::default));
+    })
 }
 
 async fn finish(run: &PodRun, container: Option<Container>, deleting: &CancellationToken) {
     let cluster = &run.cluster;
-    if let Some(mut c) = container {
-        if let Some(rt) = c.runtime.take() {
-            rt.stop().await;
-        }
-        if let Some(p) = c.plain.take() {
-            p.stop();
-        }
-        cluster.with_pod(&run.ns, &run.name, |e| {
-            e.runtime = None;
-            e.plain = None;
-        });
-        let now = Utc::now();
-        let started_at = c.started_at;
-        let cid = c.container_id.clone();
-        run.update(|p| {
-            set_ready(p, false, now);
-            let cs = container_status(p);
-            cs.state = Some(ContainerState {
-                terminated: Some(ContainerStateTerminated {
-                    exit_code: 0,
-                    reason: Some("Completed".into()),
-                    started_at: Some(k8s_time(started_at)),
-                    finished_at: Some(k8s_time(now)),
-                    container_id: Some(cid.clone()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            });
-            cs.started = Some(false);
-        });
+    if let Some(c) = container {
+        stop_container(run, c, 0, "Completed", |_| {}).await;
     }
     let _ = deleting;
     let remove_at = cluster
