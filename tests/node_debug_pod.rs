@@ -134,6 +134,17 @@ async fn load_and_unload(url: &str, model: &str) -> f64 {
     load
 }
 
+/// Waits (bounded) until the lab's debug pod no longer exists.
+async fn debug_pod_gone(pods: &Api<Pod>, what: &str) {
+    wait_for(DEADLINE, what, || async {
+        pods.get_opt("readygap-node-lab-node-1")
+            .await
+            .ok()
+            .and_then(|p| p.is_none().then_some(()))
+    })
+    .await;
+}
+
 fn execs_in(lab: &LabHandle, pod: &str) -> u64 {
     lab.cluster()
         .plain_of(&lab.namespace, pod)
@@ -270,13 +281,7 @@ async fn a_drop_through_the_debug_pod_makes_the_next_load_cold_and_sampling_uses
     assert_eq!(again.metadata.uid, uid, "the same pod");
     assert_eq!(cache.drops(), 2);
     session.delete().await.expect("delete");
-    wait_for(DEADLINE, "the debug pod to go", || async {
-        pods.get_opt("readygap-node-lab-node-1")
-            .await
-            .ok()
-            .and_then(|p| p.is_none().then_some(()))
-    })
-    .await;
+    debug_pod_gone(&pods, "the debug pod to go").await;
     lab.shutdown().await;
 }
 
@@ -446,13 +451,7 @@ async fn run_with_node_access_debug_pod_drops_through_one_pod_per_node() {
         .count();
     assert_eq!(started, 1, "the debug pod was started {started} times");
     let pods: Api<Pod> = Api::namespaced(kube, &lab.namespace);
-    wait_for(DEADLINE, "the run's debug pod to go", || async {
-        pods.get_opt("readygap-node-lab-node-1")
-            .await
-            .ok()
-            .and_then(|p| p.is_none().then_some(()))
-    })
-    .await;
+    debug_pod_gone(&pods, "the run's debug pod to go").await;
     lab.shutdown().await;
 }
 
@@ -498,13 +497,7 @@ async fn the_executor_reuses_its_debug_pod_and_deletes_it_at_the_end() {
     );
     assert_eq!(exec.delete_debug_pods().await, Vec::<String>::new());
     let pods: Api<Pod> = Api::namespaced(kube.clone(), &ns);
-    wait_for(DEADLINE, "the executor's debug pod to go", || async {
-        pods.get_opt("readygap-node-lab-node-1")
-            .await
-            .ok()
-            .and_then(|p| p.is_none().then_some(()))
-    })
-    .await;
+    debug_pod_gone(&pods, "the executor's debug pod to go").await;
     // Nothing left to delete.
     assert!(exec.delete_debug_pods().await.is_empty());
     lab.shutdown().await;
@@ -605,13 +598,7 @@ async fn the_binary_drops_through_a_debug_pod_and_kubectl_execs_into_it() {
     assert_eq!(lab.cluster().node_caches[NODE].drops(), 1);
     // The command deletes the pod it created.
     let pods: Api<Pod> = Api::namespaced(kube.clone(), &ns);
-    wait_for(DEADLINE, "the CLI's debug pod to go", || async {
-        pods.get_opt("readygap-node-lab-node-1")
-            .await
-            .ok()
-            .and_then(|p| p.is_none().then_some(()))
-    })
-    .await;
+    debug_pod_gone(&pods, "the CLI's debug pod to go").await;
 
     // The real kubectl execs into a debug pod the session keeps running.
     let Some(kubectl) = find_kubectl() else {
