@@ -212,7 +212,7 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
                 }
                 if md {
                     writeln!(out, "### {}\n", f.path)?;
-                    writeln!(out, "{} trials, {} failed\n", f.trials, f.failed)?;
+                    writeln!(out, "{}, {} failed\n", trials_text(f.trials), f.failed)?;
                     writeln!(
                         out,
                         "| metric | unit | n | mean | median | p95 | min | max |"
@@ -221,8 +221,10 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
                 } else {
                     writeln!(
                         out,
-                        "{}  ({} trials, {} failed)",
-                        f.path, f.trials, f.failed
+                        "{}  ({}, {} failed)",
+                        f.path,
+                        trials_text(f.trials),
+                        f.failed
                     )?;
                     writeln!(
                         out,
@@ -288,6 +290,15 @@ fn unit(name: &str) -> &'static str {
         "count"
     } else {
         "s"
+    }
+}
+
+/// "1 trial", "2 trials".
+pub fn trials_text(n: usize) -> String {
+    if n == 1 {
+        "1 trial".into()
+    } else {
+        format!("{n} trials")
     }
 }
 

@@ -117,9 +117,8 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
         let head = format!(
             "{:<20}{:>3}{:>9}{:>9}{:>9}",
             format!(
-                "{} trial{}, {} failed",
-                stats.trials,
-                if stats.trials == 1 { "" } else { "s" },
+                "{}, {} failed",
+                crate::report::trials_text(stats.trials),
                 stats.failed
             ),
             "n",
