@@ -48,27 +48,10 @@ pub fn memory_quantity(bytes: u64) -> String {
     }
 }
 
-/// Parse a memory quantity (`4Gi`, `512Mi`, `1G`, plain bytes) into bytes.
+/// Parse a memory quantity (`4Gi`, `512Mi`, `1G`, plain bytes) into bytes: the parser
+/// readygap itself uses for a Node's capacity, so the lab and readygap read quantities alike.
 pub fn parse_quantity(q: &str) -> Option<u64> {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(q.len());
-    let (num, unit) = q.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let mult: f64 = match unit {
-        "" => 1.0,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "Ti" => 1024f64.powi(4),
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        _ => return None,
-    };
-    Some((n * mult) as u64)
+    crate::node_host::parse_memory(q)
 }
 
 /// The namespace.
