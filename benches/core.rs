@@ -2,13 +2,10 @@
 //! recording. Targets (issue 2): ≥ 2 million events/s through the reducer; report of 1M
 //! events in < 1 s.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
-use common::*;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use readygap::core::state::State;
-use readygap::record::jsonl::{Header, Recorder};
+use readygap_core::fixtures::*;
+use readygap_core::record::jsonl::{Header, Recorder};
+use readygap_core::state::State;
 use std::hint::black_box;
 
 fn reducer(c: &mut Criterion) {
@@ -52,7 +49,7 @@ fn report(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("report_1m_event_recording", |b| {
         b.iter(|| {
-            let r = readygap::report::report_file(&path).expect("report");
+            let r = readygap_core::report::report_file(&path).expect("report");
             black_box(r.trials)
         })
     });

@@ -10,23 +10,20 @@
 //! - `replay/seek_middle`: a seek to the middle: `state_after(n/2)` (snapshot clone plus at
 //!   most 5,000 events), and the controller's `End` (the state after every event).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use readygap::core::event::Event;
-use readygap::record::index::ReplayIndex;
-use readygap::replay::{ReplayOptions, Replayer, Speed};
 use readygap::ui::app::{Dashboard, DashboardOptions, FRAME};
 use readygap::ui::intent::ReplayCommand;
+use readygap_core::event::Event;
+use readygap_core::record::index::ReplayIndex;
+use readygap_core::replay::{ReplayOptions, Replayer, Speed};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 /// About one hour of a session.
 fn hour() -> Vec<Event> {
-    let mut events = common::session(48_000);
+    let mut events = readygap_core::fixtures::session(48_000);
     let start = events[0].ts;
     events.retain(|e| (e.ts - start).num_seconds() < 3_600);
     events
@@ -44,12 +41,12 @@ fn replay_all(r: &mut Replayer, term: &mut Terminal<TestBackend>) -> usize {
     let mut frames = 0;
     let mut changed = false;
     for item in r.command(ReplayCommand::Start, now) {
-        changed |= dash.feed(item);
+        changed |= dash.feed(item.into());
     }
     while !r.ended() {
         now += FRAME;
         for item in r.advance(now, usize::MAX) {
-            changed |= dash.feed(item);
+            changed |= dash.feed(item.into());
         }
         if changed {
             dash.draw(term).expect("draw");

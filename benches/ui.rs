@@ -5,20 +5,17 @@
 //! `READYGAP_IDLE_SECS` seconds (default 5), and with 4 Hz memory events, CPU time from
 //! /proc/self/stat (target idle < 2 % of one core).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
-use common::*;
 use criterion::{Criterion, criterion_group};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use readygap::core::event::*;
-use readygap::core::state::State;
 use readygap::ui::app::{DashboardOptions, run_loop};
 use readygap::ui::theme::Theme;
 use readygap::ui::view::ViewState;
+use readygap_core::event::*;
+use readygap_core::fixtures::*;
+use readygap_core::state::State;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -2,10 +2,7 @@
 //! memory, residency and probe samples at 4 Hz. For benchmarks and replay tests:
 //! `cargo run --release --example generate_session -- OUT.jsonl [N]`.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
-use readygap::record::jsonl::{Header, Recorder};
+use readygap_core::record::jsonl::{Header, Recorder};
 
 fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -14,11 +11,11 @@ fn main() -> std::io::Result<()> {
         .next()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
-    let events = common::session(n);
+    let events = readygap_core::fixtures::session(n);
     let mut rec = Recorder::create(
         std::path::Path::new(&out),
         &Header::new(
-            common::at(0),
+            readygap_core::fixtures::at(0),
             "generated",
             "llm-recovery-lab",
             "deployment/ollama",

@@ -6,12 +6,12 @@
 //! Frames are ratatui buffers; each is written as the difference from the previous one
 //! (cursor moves, SGR colour changes, text), so a cast stays small.
 
-use crate::core::event::{Event, Timestamp};
-use crate::core::state::State;
-use crate::core::timeline::Trial;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier};
+use readygap_core::event::{Event, Timestamp};
+use readygap_core::state::State;
+use readygap_core::timeline::Trial;
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -265,8 +265,8 @@ pub fn diff(prev: &Buffer, cur: &Buffer) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::event::{EventKind, Source};
     use ratatui::style::Style;
+    use readygap_core::event::{EventKind, Source};
 
     #[test]
     fn diff_writes_only_changed_cells_with_colours() {

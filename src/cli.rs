@@ -1,10 +1,10 @@
 //! The command line: clap subcommands and their dispatch.
 
-use crate::record::labcsv;
-use crate::report::{self, Format, Report};
+use crate::args::one_of;
+use crate::commands;
 use clap::{Parser, Subcommand};
 use color_eyre::eyre::{Result, WrapErr};
-use std::io::Write;
+use readygap_core::report::Format;
 use std::path::PathBuf;
 
 /// readygap: watch, measure and record how long an LLM pod on Kubernetes takes to really
@@ -17,22 +17,22 @@ pub struct Cli {
     pub command: Option<Command>,
     /// Without a subcommand: the dashboard on the current cluster context.
     #[command(flatten)]
-    pub live: Box<crate::run::SessionArgs>,
+    pub live: Box<crate::args::SessionArgs>,
     #[command(flatten)]
-    pub screen: crate::live::ScreenArgs,
+    pub screen: crate::commands::dashboard::ScreenArgs,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The dashboard on the built-in lab (a Kubernetes API and Ollama runtimes on loopback,
     /// calibrated to the published measurements): press `t` to run a trial.
-    Demo(Box<crate::live::DemoArgs>),
+    Demo(Box<crate::commands::dashboard::DemoArgs>),
     /// Statistics of recordings (.jsonl) and of the study's CSV files.
     Report {
         /// Recordings, CSV files, or directories holding them.
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        #[arg(long, value_enum, default_value = "table")]
+        #[arg(long, default_value = "table", value_parser = one_of(&Format::NAMES))]
         format: Format,
         /// Print the warnings (inconsistent data, torn lines) on stderr.
         #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -40,7 +40,7 @@ pub enum Command {
     },
     /// Drop a node's page cache (sync; echo 3 > /proc/sys/vm/drop_caches) for cold-cache
     /// trials, reporting `Cached:` before and after.
-    DropCaches(crate::node::cli::DropCachesArgs),
+    DropCaches(crate::commands::drop_caches::DropCachesArgs),
     /// Run recovery trials headless (delete → Ready → runtime → inference) and print the
     /// statistics.
     Run(Box<RunCommand>),
@@ -56,11 +56,11 @@ pub enum Command {
         /// Pace: a factor of the recorded pace (`2` = twice as fast), or `0`/`max` for as fast
         /// as possible.
         #[arg(long, default_value = "1")]
-        speed: crate::replay::Speed,
+        speed: readygap_core::replay::Speed,
         /// Where to start: an RFC 3339 time, an offset from the start (`90s`, `1m30s`), or
         /// `t0:N` / `trial:N` (T0 of trial N).
         #[arg(long)]
-        from: Option<crate::replay::StartAt>,
+        from: Option<readygap_core::replay::StartAt>,
         /// Pause whenever the playhead reaches a T0–T4 mark (space resumes).
         #[arg(long)]
         pause_at_marks: bool,
@@ -104,7 +104,7 @@ pub enum Command {
 #[derive(Debug, clap::Args)]
 pub struct RunCommand {
     #[command(flatten)]
-    pub run: crate::run::RunArgs,
+    pub run: crate::args::RunArgs,
     /// Config file whose `[nodes."PATTERN"]` tables give node access (default
     /// ~/.config/readygap/config.toml; with `--lab` only when given).
     #[arg(long)]
@@ -116,55 +116,33 @@ pub struct RunCommand {
 pub enum LabCommand {
     /// Serve the lab until Ctrl-C; prints one JSON line with the API URL, kubeconfig path and
     /// namespace.
-    Serve(crate::lab::serve::LabArgs),
+    Serve(commands::lab::LabArgs),
 }
 
 /// Run a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32> {
     let Some(command) = cli.command else {
         let hint = "t: trial · c: cold · d: delete · ? help".to_string();
-        return runtime()?.block_on(crate::live::dashboard(
-            *cli.live, cli.screen, None, "live", &hint,
-        ));
+        return runtime()?.block_on(commands::dashboard::live(*cli.live, cli.screen, &hint));
     };
     match command {
-        Command::Demo(args) => runtime()?.block_on(crate::live::demo(*args)),
+        Command::Demo(args) => runtime()?.block_on(commands::dashboard::demo(*args)),
         Command::Report {
             files,
             format,
             warnings,
-        } => {
-            let mut files_out = Vec::new();
-            for path in report::expand_paths(&files)? {
-                let r = report::report_file(&path)?;
-                if warnings {
-                    for w in &r.warnings {
-                        eprintln!("warning: {w}");
-                    }
-                }
-                files_out.push(r);
-            }
-            let text = report::render(&Report { files: files_out }, format)?;
-            std::io::stdout().write_all(text.as_bytes())?;
-            Ok(0)
-        }
+        } => commands::report::report(&files, format, warnings),
         Command::Run(cmd) => {
             let RunCommand { mut run, config } = *cmd;
             run.session.node_config = config;
-            runtime()?.block_on(crate::run::run(run))
+            runtime()?.block_on(commands::run::run(run))
         }
-        Command::DropCaches(args) => runtime()?.block_on(crate::node::cli::drop_caches_cli(args)),
+        Command::DropCaches(args) => {
+            runtime()?.block_on(commands::drop_caches::drop_caches_cli(args))
+        }
         Command::Lab {
             command: LabCommand::Serve(args),
-        } => runtime()?.block_on(async {
-            let lab = crate::lab::serve::serve(args.to_options()?).await?;
-            println!("{}", lab.announce());
-            tokio::signal::ctrl_c()
-                .await
-                .wrap_err("waiting for Ctrl-C")?;
-            lab.shutdown().await;
-            Ok(0)
-        }),
+        } => runtime()?.block_on(commands::lab::lab_serve(args)),
         Command::Replay {
             file,
             speed,
@@ -175,12 +153,12 @@ pub fn run(cli: Cli) -> Result<i32> {
         } => {
             let (cfg, cfg_path) = crate::config::load(config.as_deref())?;
             let cfg = crate::config::resolve(&cfg, cfg_path.as_deref(), theme.as_deref(), true)?;
-            let replay = crate::replay::ReplayOptions {
+            let replay = readygap_core::replay::ReplayOptions {
                 speed,
                 from,
                 pause_at_marks,
             };
-            crate::replay::run(&file, &replay, cfg.dashboard_options("replay", ""))
+            commands::replay::run(&file, &replay, cfg.dashboard_options("replay", ""))
         }
         Command::Cast {
             file,
@@ -189,58 +167,8 @@ pub fn run(cli: Cli) -> Result<i32> {
             theme,
             speed,
             idle_limit,
-        } => {
-            let rec = crate::record::jsonl::read(&file)?;
-            for w in &rec.warnings {
-                eprintln!("warning: {w}");
-            }
-            let (theme, unknown) = crate::ui::theme::Themes::builtin().pick(&theme);
-            if let Some(msg) = unknown {
-                eprintln!("warning: {msg}");
-            }
-            let view = crate::ui::view::ViewState {
-                read_only: true,
-                mode_label: "replay".into(),
-                title: file.display().to_string(),
-                ..Default::default()
-            };
-            let opts = crate::record::cast::CastOptions {
-                width: size.0,
-                height: size.1,
-                speed,
-                idle_limit: (idle_limit > 0.0).then_some(idle_limit),
-                title: format!("readygap: {}", file.display()),
-                ..Default::default()
-            };
-            let cast = crate::record::cast::export(&rec.events, &opts, |state, area, buf| {
-                crate::ui::render(state, &view, &theme, area, buf)
-            });
-            std::fs::write(&output, cast.to_text())
-                .wrap_err_with(|| format!("writing {}", output.display()))?;
-            eprintln!(
-                "wrote {} ({} events, {:.1} s)",
-                output.display(),
-                cast.events.len(),
-                cast.header.duration
-            );
-            Ok(0)
-        }
-        Command::Export { file, csv } => {
-            let loaded = report::load_trials(&file)?;
-            let trials = loaded.trials;
-            for w in &loaded.warnings {
-                eprintln!("warning: {w}");
-            }
-            if csv.as_os_str() == "-" {
-                labcsv::export(&trials, std::io::stdout().lock())?;
-            } else {
-                let out = std::fs::File::create(&csv)
-                    .wrap_err_with(|| format!("creating {}", csv.display()))?;
-                labcsv::export(&trials, out)
-                    .wrap_err_with(|| format!("writing {}", csv.display()))?;
-            }
-            Ok(0)
-        }
+        } => commands::cast::cast(&file, &output, size, &theme, speed, idle_limit),
+        Command::Export { file, csv } => commands::export::export(&file, &csv),
     }
 }
 

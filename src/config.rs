@@ -43,7 +43,7 @@ pub struct ConfigFile {
     pub read_only: Option<bool>,
     pub keys: Option<BTreeMap<String, KeyList>>,
     /// Per-node access for the cold step (`[nodes."PATTERN"]`, see `node::config`).
-    pub nodes: Option<BTreeMap<String, crate::node::config::NodeConfig>>,
+    pub nodes: Option<BTreeMap<String, readygap_live::node::config::NodeConfig>>,
 }
 
 /// Settings in force.
@@ -93,8 +93,8 @@ pub fn load(explicit: Option<&Path>) -> Result<(ConfigFile, Option<PathBuf>)> {
 
 /// Resolve the file against the command line (`--theme`, `--read-only` win).
 /// The `[nodes]` tables of the config file, checked.
-pub fn nodes_section(file: &ConfigFile) -> Result<crate::node::config::NodesSection> {
-    let section = crate::node::config::NodesSection {
+pub fn nodes_section(file: &ConfigFile) -> Result<readygap_live::node::config::NodesSection> {
+    let section = readygap_live::node::config::NodesSection {
         nodes: file.nodes.clone().unwrap_or_default(),
     };
     for (pattern, config) in &section.nodes {
@@ -128,7 +128,8 @@ pub fn resolve(
             .unwrap_or_else(|| "default".into()),
         read_only: cli_read_only || file.read_only.unwrap_or(false),
         keymap,
-        themes_dir: crate::ui::theme::user_dir(),
+        // The user theme folder: `$XDG_CONFIG_HOME/readygap/themes` or `~/.config/readygap/themes`.
+        themes_dir: config_dir().map(|d| d.join("themes")),
     })
 }
 

@@ -1,24 +1,14 @@
 //! readygap: a terminal dashboard and instrument for LLM recovery experiments on Kubernetes.
 //!
-//! Everything that happens is an [`core::event::Event`]; the screen, the statistics and the
-//! recordings are functions of the event stream (see `core`).
+//! This is the binary's library: the command line ([`cli`], one module per command under
+//! [`commands`]), the config file ([`config`]) and the dashboard ([`ui`]). Everything that
+//! happens is a [`readygap_core::event::Event`]; the screen, the statistics and the
+//! recordings are functions of the event stream (see `readygap-core`); `readygap-live`
+//! produces the events of a live cluster, `readygap-lab` is the built-in lab.
 
-pub mod actions;
+pub mod args;
+pub mod cast;
 pub mod cli;
-pub mod cluster;
+pub mod commands;
 pub mod config;
-pub mod core;
-pub mod host;
-pub mod lab;
-pub mod live;
-pub mod node;
-pub mod node_host;
-pub mod rbac;
-pub mod record;
-pub mod replay;
-pub mod report;
-pub mod run;
-pub mod session;
-pub mod sources;
-pub mod trial;
 pub mod ui;

@@ -12,18 +12,18 @@
 //! runner's commands (a full or cold trial, or one action in the background). A cluster that
 //! cannot be reached opens the dashboard anyway, with the error on screen.
 
-use crate::actions::Request;
-use crate::core::event::{Event, EventKind, Source};
-use crate::core::state::State;
-use crate::record::jsonl::Header;
-use crate::run::{Built, RunArgs, SessionArgs, build};
-use crate::session::{Pump, RecordControl, RecordStatus, default_recording_path};
-use crate::sources::runtime::PodRef;
-use crate::trial::Command as RunnerCommand;
 use crate::ui::app::{Feed, LiveFeed, run_dashboard};
 use crate::ui::intent::Intent;
 use chrono::Utc;
 use color_eyre::eyre::Result;
+use readygap_core::event::{Event, EventKind, Source};
+use readygap_core::record::jsonl::Header;
+use readygap_core::state::State;
+use readygap_live::actions::Request;
+use readygap_live::run::{Built, RunConfig, SessionConfig, build};
+use readygap_live::session::{Pump, RecordControl, RecordStatus, default_recording_path};
+use readygap_live::sources::runtime::PodRef;
+use readygap_live::trial::Command as RunnerCommand;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -69,11 +69,21 @@ pub struct DemoArgs {
     pub screen: ScreenArgs,
 }
 
-/// The dashboard on the cluster named by `session` (and, for `demo`, the lab's API).
-pub async fn dashboard(
-    session: SessionArgs,
+/// `readygap` without a subcommand: the dashboard on the cluster the session names.
+pub async fn live(
+    mut session: crate::args::SessionArgs,
     screen: ScreenArgs,
-    lab: Option<(String, String)>,
+    hint: &str,
+) -> Result<i32> {
+    // The `[nodes]` tables of the dashboard's --config apply.
+    session.node_config = screen.config.clone();
+    dashboard(session.to_config(false), screen, "live", hint).await
+}
+
+/// The dashboard on the cluster named by `session`.
+pub async fn dashboard(
+    session: SessionConfig,
+    screen: ScreenArgs,
     mode: &str,
     hint: &str,
 ) -> Result<i32> {
@@ -85,28 +95,19 @@ pub async fn dashboard(
         screen.read_only,
     )?;
     // The runner is built as `run` builds it; trials start one at a time from the keys.
-    let mut args = default_run_args();
-    args.session = session;
-    args.cooldown = std::time::Duration::ZERO;
+    let mut args = RunConfig {
+        session,
+        cooldown: std::time::Duration::ZERO,
+        ..RunConfig::default()
+    };
     let record_to = args.session.record.take();
-    // The `[nodes]` tables of an explicit --config apply (in the demo only then).
-    args.session.node_config = screen.config.clone();
     let mut opts = cfg.dashboard_options(mode, hint);
     opts.recording = record_to.as_ref().map(|p| p.display().to_string());
     let read_only = opts.read_only;
 
     let cancel = CancellationToken::new();
     let (fwd_tx, mut fwd_rx) = mpsc::unbounded_channel::<Event>();
-    let (lab_api, lab_model) = lab.map_or((None, None), |(a, m)| (Some(a), Some(m)));
-    let built = build(
-        &args,
-        lab_api,
-        lab_model,
-        cancel.clone(),
-        Some(fwd_tx),
-        mode,
-    )
-    .await;
+    let built = build(&args, cancel.clone(), Some(fwd_tx), mode).await;
 
     let (ui_tx, ui_rx) = mpsc::channel::<Event>(8192);
     let Built {
@@ -143,7 +144,7 @@ pub async fn dashboard(
     {
         let (host_tx, mut host_rx) = mpsc::channel(4);
         let cancel = feeds.clone();
-        tokio::spawn(crate::host::run_local_sampler(
+        tokio::spawn(readygap_live::host::run_local_sampler(
             std::time::Duration::from_secs(2),
             host_tx,
             cancel,
@@ -230,7 +231,7 @@ pub async fn dashboard(
     // The runner serves commands until the dashboard closes.
     let (cmd_tx, cmd_rx) = mpsc::channel::<RunnerCommand>(16);
     let runner_task = tokio::spawn(async move {
-        let mut on_trial = |_: &crate::core::timeline::Trial| {};
+        let mut on_trial = |_: &readygap_core::timeline::Trial| {};
         runner.serve(cmd_rx, &mut on_trial).await;
         runner.stop();
     });
@@ -346,49 +347,35 @@ pub async fn dashboard(
 
 /// `readygap demo`: the lab in-process, then the dashboard on it.
 pub async fn demo(d: DemoArgs) -> Result<i32> {
-    let profile = crate::lab::profile::Profile::named(&d.profile).ok_or_else(|| {
+    let profile = readygap_lab::profile::Profile::named(&d.profile).ok_or_else(|| {
         color_eyre::eyre::eyre!(
             "unknown lab profile {:?} (local-1b, local-3b, azure-1b, azure-3b, azure-3b-cold, azure-8b)",
             d.profile
         )
     })?;
     let model = profile.model.clone();
-    let mut o = crate::lab::serve::LabOptions::new(profile);
+    let mut o = readygap_lab::serve::LabOptions::new(profile);
     o.speed = d.speed;
     o.scenario = d
         .scenario
         .parse()
         .map_err(|e| color_eyre::eyre::eyre!("{e}"))?;
-    let lab = crate::lab::serve::serve(o).await?;
+    let lab = readygap_lab::serve::serve(o).await?;
     lab.wait_ready(std::time::Duration::from_secs(120)).await?;
-    let mut args = default_run_args();
-    args.session.cluster.kubeconfig = Some(lab.kubeconfig.clone());
-    args.session.cluster.namespace = Some(lab.namespace.clone());
-    args.session.record = d.record.clone();
-    args.session.record_redact = d.record_redact;
+    let mut session = SessionConfig::default();
+    session.cluster.kubeconfig = Some(lab.kubeconfig.clone());
+    session.cluster.namespace = Some(lab.namespace.clone());
+    session.model = Some(model);
+    session.record = d.record.clone();
+    session.record_redact = d.record_redact;
+    // The lab's node through a debug pod, as a user's cluster offers it (the `[nodes]`
+    // tables of an explicit --config instead, if given).
+    session.nodes = crate::args::configured_nodes(d.screen.config.as_deref(), true);
     let hint = format!(
         "t: trial · c: cold · d: delete · ? help — lab {} {}",
         d.profile, d.scenario
     );
-    let code = dashboard(
-        args.session,
-        d.screen,
-        Some((lab.api_url.clone(), model)),
-        "demo",
-        &hint,
-    )
-    .await;
+    let code = dashboard(session, d.screen, "demo", &hint).await;
     lab.shutdown().await;
     code
-}
-
-/// `RunArgs` with every default, as `readygap run` would parse them.
-pub fn default_run_args() -> RunArgs {
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Wrap {
-        #[command(flatten)]
-        run: RunArgs,
-    }
-    Wrap::parse_from(["readygap"]).run
 }

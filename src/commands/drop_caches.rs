@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use color_eyre::eyre::WrapErr;
 
-use super::access::{HostKeyPolicy, NodeAccess};
-use super::config::{NodeFacts, NodesSection, access_from_via};
-use super::debug_session::DebugPodSession;
-use super::drop_caches::{DropCachesResult, DropThreshold, drop_caches, drop_caches_in_pod};
-use super::validate::{NodeName, User, check_profile};
-use super::{NodeError, access::current_user};
+use readygap_live::node::access::{HostKeyPolicy, NodeAccess};
+use readygap_live::node::config::{NodeFacts, NodesSection, access_from_via};
+use readygap_live::node::debug_session::DebugPodSession;
+use readygap_live::node::drop_caches::{
+    DropCachesResult, DropThreshold, drop_caches, drop_caches_in_pod,
+};
+use readygap_live::node::validate::{NodeName, User, check_profile};
+use readygap_live::node::{NodeError, access::current_user};
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -69,36 +71,12 @@ pub struct DropCachesArgs {
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
     /// Overall deadline (e.g. 30s, 500ms, 2m); the command is killed when it passes.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = readygap_core::units::parse_duration)]
     pub timeout: Duration,
     /// Count the drop as done when Cached fell by at least this many kB (default rule:
     /// fell by half, or ended below 64 MiB).
     #[arg(long)]
     pub min_drop_kb: Option<u64>,
-}
-
-/// Parses `500ms`, `30s`, `2m` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, scale_ms) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1000.0)
-    } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60_000.0)
-    } else {
-        (text, 1000.0)
-    };
-    let value: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("invalid duration {text:?} (try 30s, 500ms or 2m)"))?;
-    if !value.is_finite() || value <= 0.0 || value * scale_ms > 86_400_000.0 {
-        return Err(format!(
-            "duration {text:?} must be positive and at most a day"
-        ));
-    }
-    Ok(Duration::from_millis((value * scale_ms).round() as u64))
 }
 
 /// Resolves the access for the arguments (without `--via`: from the cluster).
@@ -125,7 +103,9 @@ async fn access_for(args: &DropCachesArgs) -> Result<NodeAccess, NodeError> {
             if args.no_connection_sharing {
                 ssh.control_persist = None;
             }
-            let budget = args.timeout.min(super::access::DEFAULT_CONNECT_TIMEOUT);
+            let budget = args
+                .timeout
+                .min(readygap_live::node::access::DEFAULT_CONNECT_TIMEOUT);
             ssh.connect_timeout = budget.max(Duration::from_secs(1));
         }
         NodeAccess::Minikube { profile, .. } => {
@@ -149,7 +129,7 @@ async fn access_for(args: &DropCachesArgs) -> Result<NodeAccess, NodeError> {
 
 /// The kube client and namespace of the arguments (`--kubeconfig`, `--context`, `-n`).
 async fn kube_client(args: &DropCachesArgs) -> Result<(kube::Client, String), NodeError> {
-    let cluster = crate::cluster::ClusterArgs {
+    let cluster = readygap_live::cluster::ClusterConfig {
         kubeconfig: args.kubeconfig.clone(),
         context: args.context.clone(),
         namespace: args.namespace.clone(),
@@ -157,7 +137,7 @@ async fn kube_client(args: &DropCachesArgs) -> Result<(kube::Client, String), No
         selector: None,
         service: None,
     };
-    let (cfg, _) = crate::cluster::config(&cluster)
+    let (cfg, _) = readygap_live::cluster::config(&cluster)
         .await
         .map_err(|e| NodeError::Config(format!("no cluster: {e:#}")))?;
     let namespace = cfg.default_namespace.clone();
@@ -371,21 +351,11 @@ mod tests {
         let a = parse(&["--node", "worker-1", "--via", "debug-pod"]).expect("args");
         assert!(matches!(
             access_for(&a).await.expect("access"),
-            NodeAccess::DebugPod { image, .. } if image == crate::node::access::DEFAULT_DEBUG_IMAGE
+            NodeAccess::DebugPod { image, .. } if image == readygap_live::node::access::DEFAULT_DEBUG_IMAGE
         ));
         let a = parse(&["--node", "w", "--via", "debug-pod", "--image", "a b"]).expect("args");
         let err = access_for(&a).await.expect_err("bad image").to_string();
         assert!(err.contains("invalid image"), "{err}");
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert_eq!(parse_duration("0.5s"), Ok(Duration::from_millis(500)));
-        assert!(parse_duration("0").is_err());
-        assert!(parse_duration("abc").is_err());
-        assert!(parse_duration("NaN").is_err());
     }
 
     #[tokio::test]

@@ -3,13 +3,9 @@
 //! [`Intent`]s sent on the `actions` channel. Input is never blocked by I/O: terminal input is
 //! crossterm's `EventStream`, awaited with the feed in one `tokio::select!`. A frame is drawn
 //! only when something changed (an event, a key, a resize), at most 30 times a second; with no
-//! events the loop sleeps. The terminal (raw mode, alternate screen) is restored on exit and on
-//! panic. A panic on another thread must not be followed by one more frame drawn over the
-//! restored terminal and the panic message, nor by the alternate screen entered after the
-//! restore: the terminal is set up and every frame is drawn under one lock, and the panic hook
-//! takes that lock (waiting for the setup or the frame in progress), marks the terminal
-//! released, and only then restores it (raw mode off, alternate screen left); the loop then
-//! draws nothing more and ends.
+//! events the loop sleeps. The terminal (raw mode, alternate screen) is set up and restored,
+//! on exit and on panic, by [`super::terminal`]; every frame is drawn through its
+//! [`PanicRelease`](super::terminal::PanicRelease), so nothing is drawn after a panic.
 //!
 //! The feed is anything that yields [`Feed`] items: live sessions pass a channel of events
 //! (each one a `Feed::Event`); a replay passes a channel of `Feed`, which can also replace the
@@ -17,20 +13,18 @@
 
 use super::intent::Intent;
 use super::keymap::Keymap;
-use super::replaybar::ReplayBar;
+use super::panels::replaybar::ReplayBar;
+use super::terminal::PanicRelease;
 use super::theme::{Theme, Themes};
 use super::view::{ViewState, update};
-use crate::core::event::Event;
-use crate::core::state::{Severity, State};
 use color_eyre::eyre::{Result, WrapErr, eyre};
 use crossterm::event::Event as TermEvent;
 use futures::{Stream, StreamExt};
 use ratatui::Terminal;
 use ratatui::backend::Backend;
-use std::cell::Cell;
+use readygap_core::event::Event;
+use readygap_core::state::{Severity, State};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, TryLockError};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -51,6 +45,17 @@ pub enum Feed {
     Replay(ReplayBar),
     /// The recording now being written (`None`: not recording); the header shows it.
     Recording(Option<String>),
+}
+
+impl From<readygap_core::replay::Step> for Feed {
+    fn from(step: readygap_core::replay::Step) -> Feed {
+        use readygap_core::replay::Step;
+        match step {
+            Step::Event(ev) => Feed::Event(ev),
+            Step::Reset(state) => Feed::Reset(state),
+            Step::Bar(bar) => Feed::Replay(bar),
+        }
+    }
 }
 
 /// A source of [`Feed`] items: a channel of events or of `Feed`.
@@ -145,7 +150,7 @@ pub async fn run_dashboard<F: FeedSource>(
     feed: F,
     actions: Option<mpsc::Sender<Intent>>,
 ) -> Result<()> {
-    let mut terminal = PANIC_RELEASE.init_terminal()?;
+    let mut terminal = super::terminal::setup()?;
     let input = crossterm::event::EventStream::new();
     let result = run_loop_with(
         &mut terminal,
@@ -153,123 +158,11 @@ pub async fn run_dashboard<F: FeedSource>(
         opts,
         feed,
         actions,
-        Some(&PANIC_RELEASE),
+        Some(super::terminal::panic_release()),
     )
     .await;
-    // Restored here unless the panic hook did it already (restoring twice would move the
-    // cursor back over what was printed since: leaving the alternate screen restores the cursor).
-    PANIC_RELEASE
-        .write(|| {
-            PANIC_RELEASE.active.store(false, Ordering::SeqCst);
-            ratatui::try_restore()
-        })
-        .transpose()
-        .wrap_err("restoring the terminal")?;
+    super::terminal::restore()?;
     result
-}
-
-/// The real terminal, shared by the loop that draws on it and the panic hook that gives it
-/// back (see the module comment).
-pub struct PanicRelease {
-    /// The dashboard holds the terminal: a panic must give it back.
-    active: AtomicBool,
-    /// A panic hook gave the terminal back: nothing may be drawn any more.
-    released: AtomicBool,
-    /// Held while a frame is written to the terminal.
-    drawing: Mutex<()>,
-}
-
-thread_local! {
-    /// This thread is writing a frame (a panic in `draw` must not wait for its own lock).
-    static IN_DRAW: Cell<bool> = const { Cell::new(false) };
-}
-
-/// The real terminal's [`PanicRelease`].
-static PANIC_RELEASE: PanicRelease = PanicRelease::new();
-
-impl PanicRelease {
-    pub const fn new() -> Self {
-        PanicRelease {
-            active: AtomicBool::new(false),
-            released: AtomicBool::new(false),
-            drawing: Mutex::new(()),
-        }
-    }
-
-    /// Whether a panic gave the terminal back.
-    pub fn released(&self) -> bool {
-        self.released.load(Ordering::SeqCst)
-    }
-
-    /// Wait (bounded) for a frame in progress on another thread, then mark the terminal
-    /// released. Called by the panic hook before the terminal is restored.
-    pub fn release(&self) {
-        if !IN_DRAW.with(Cell::get) {
-            let deadline = std::time::Instant::now() + Duration::from_secs(2);
-            loop {
-                match self.drawing.try_lock() {
-                    Ok(_) | Err(TryLockError::Poisoned(_)) => break,
-                    Err(TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                    Err(TryLockError::WouldBlock) => break,
-                }
-            }
-        }
-        self.released.store(true, Ordering::SeqCst);
-    }
-
-    /// Run `write` (a frame, a resize) unless the terminal was released; false if it was.
-    pub fn write<T>(&self, write: impl FnOnce() -> T) -> Option<T> {
-        let _lock = self
-            .drawing
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if self.released() {
-            return None;
-        }
-        IN_DRAW.with(|d| d.set(true));
-        let out = write();
-        IN_DRAW.with(|d| d.set(false));
-        Some(out)
-    }
-
-    /// Install the panic hook (once per process), then enable raw mode and enter the
-    /// alternate screen under the drawing lock.
-    fn init_terminal(&'static self) -> Result<ratatui::DefaultTerminal> {
-        static HOOK: std::sync::Once = std::sync::Once::new();
-        HOOK.call_once(|| {
-            let previous = std::panic::take_hook();
-            std::panic::set_hook(Box::new(move |info| {
-                if self.active.load(Ordering::SeqCst) {
-                    self.release();
-                    ratatui::restore();
-                }
-                previous(info);
-            }));
-        });
-        self.released.store(false, Ordering::SeqCst);
-        self.active.store(true, Ordering::SeqCst);
-        let terminal = self
-            .write(|| -> std::io::Result<ratatui::DefaultTerminal> {
-                crossterm::terminal::enable_raw_mode()?;
-                crossterm::execute!(std::io::stdout(), crossterm::terminal::EnterAlternateScreen)?;
-                Terminal::new(ratatui::backend::CrosstermBackend::new(std::io::stdout()))
-            })
-            .ok_or_else(|| eyre!("a panic happened while the terminal was being set up"))
-            .and_then(|t| t.wrap_err("setting up the terminal"));
-        if terminal.is_err() {
-            self.active.store(false, Ordering::SeqCst);
-            ratatui::restore();
-        }
-        terminal
-    }
-}
-
-impl Default for PanicRelease {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 /// The state the loop keeps between wake-ups.
@@ -518,68 +411,5 @@ fn send(dash: &mut Dashboard, actions: Option<&mpsc::Sender<Intent>>, intent: In
                 ));
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-    use std::sync::mpsc as std_mpsc;
-
-    #[test]
-    fn release_waits_for_the_frame_in_progress_then_stops_all_writes() {
-        let release = Arc::new(PanicRelease::new());
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let (in_frame_tx, in_frame_rx) = std_mpsc::channel();
-        let (go_tx, go_rx) = std_mpsc::channel::<()>();
-        let drawer = {
-            let (release, order) = (release.clone(), order.clone());
-            std::thread::spawn(move || {
-                release.write(|| {
-                    in_frame_tx.send(()).expect("test alive");
-                    go_rx.recv().expect("test alive");
-                    order.lock().expect("order").push("frame written");
-                })
-            })
-        };
-        in_frame_rx.recv().expect("the drawer started its frame");
-        let releaser = {
-            let (release, order) = (release.clone(), order.clone());
-            std::thread::spawn(move || {
-                release.release();
-                order.lock().expect("order").push("released");
-            })
-        };
-        // Were `release` not to wait for the frame, it would be marked released now.
-        let deadline = std::time::Instant::now() + Duration::from_millis(300);
-        while std::time::Instant::now() < deadline && !release.released() {
-            std::thread::yield_now();
-        }
-        go_tx.send(()).expect("drawer alive");
-        assert_eq!(drawer.join().expect("drawer"), Some(()));
-        releaser.join().expect("releaser");
-        assert_eq!(
-            *order.lock().expect("order"),
-            ["frame written", "released"],
-            "the release waited for the frame"
-        );
-        assert!(release.released());
-        let mut ran = false;
-        assert_eq!(release.write(|| ran = true), None);
-        assert!(!ran, "nothing is written after the release");
-    }
-
-    #[test]
-    fn a_panic_inside_a_frame_releases_without_waiting_for_itself() {
-        let release = PanicRelease::new();
-        // The hook runs on the drawing thread while it holds the lock: no deadlock.
-        let out = release.write(|| {
-            release.release();
-            7
-        });
-        assert_eq!(out, Some(7));
-        assert!(release.released());
-        assert_eq!(release.write(|| 8), None);
     }
 }

@@ -30,23 +30,7 @@ pub enum Intent {
     Quit,
 }
 
-/// What a replay key asks the replay controller to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplayCommand {
-    PauseResume,
-    PrevMark,
-    NextMark,
-    /// T0 of the trial before the playhead.
-    PrevTrial,
-    /// T0 of the next trial.
-    NextTrial,
-    /// Speed ×2.
-    Faster,
-    /// Speed ÷2.
-    Slower,
-    Start,
-    End,
-}
+pub use readygap_core::replay::ReplayCommand;
 
 impl Intent {
     /// Whether this changes the cluster (needs a confirmation; refused when read-only).

@@ -5,28 +5,22 @@
 //! [`app`]; key handling in [`view::update`].
 
 pub mod app;
-pub mod banner;
-pub mod dialog;
-pub mod endpoints;
-pub mod footer;
-pub mod header;
-pub mod host;
 pub mod intent;
 pub mod keymap;
-pub mod memory;
-pub mod pods;
-pub mod replaybar;
-pub mod residency;
+pub mod panels;
+pub mod terminal;
 pub mod theme;
-pub mod timeline;
 pub mod view;
 
-use crate::core::event::Timestamp;
-use crate::core::state::State;
+use panels::{
+    banner, dialog, endpoints, footer, header, host, memory, pods, replaybar, residency, timeline,
+};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, BorderType, Widget};
+use readygap_core::event::Timestamp;
+use readygap_core::state::State;
 use theme::Theme;
 use view::ViewState;
 
@@ -189,11 +183,6 @@ pub(crate) fn fmt_age(s: f64) -> String {
     }
 }
 
-/// Bytes as GiB with two decimals.
-pub(crate) fn gib(bytes: u64) -> String {
-    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
-}
-
 /// Write a line into `area` at row `y` (relative), clipped; returns false when out of rows.
 pub(crate) fn put_line(buf: &mut Buffer, area: Rect, y: u16, line: &Line) -> bool {
     if y >= area.height || area.width == 0 {
@@ -219,7 +208,6 @@ mod tests {
         assert_eq!(fmt_age(61.0), "1m");
         assert_eq!(fmt_age(-3.0), "0s");
         assert_eq!(fmt_age(90_000.0), "1d");
-        assert_eq!(gib(3 << 29), "1.50 GiB");
     }
 
     #[test]

@@ -328,8 +328,3 @@ impl Themes {
         }
     }
 }
-
-/// The user theme folder: `$XDG_CONFIG_HOME/readygap/themes` or `~/.config/readygap/themes`.
-pub fn user_dir() -> Option<PathBuf> {
-    crate::config::config_dir().map(|d| d.join("themes"))
-}

@@ -5,9 +5,9 @@
 
 use super::intent::{Intent, ReplayCommand};
 use super::keymap::{Command, Key, Keymap};
-use super::replaybar::ReplayBar;
-use crate::core::state::{Severity, State};
+use super::panels::replaybar::ReplayBar;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind};
+use readygap_core::state::{Severity, State};
 
 /// A modal dialog over the panels.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,10 +2,9 @@
 //! title; every event a `[time, code, data]` array with non-decreasing time; `"m"` markers at
 //! every T0–T4 of the recording's trials, labelled like `trial 2 T1 Ready`.
 
-mod common;
-use common::*;
-use readygap::core::state::State;
-use readygap::record::jsonl::{Header, Recorder};
+use readygap_core::fixtures::*;
+use readygap_core::record::jsonl::{Header, Recorder};
+use readygap_core::state::State;
 use std::process::Command;
 
 #[test]

@@ -1,8 +1,8 @@
 //! The config file's `[nodes."PATTERN"]` tables: accepted next to the dashboard settings,
 //! resolved per node name over the guess, and bad values refused with the pattern named.
 
-use readygap::node::NodeAccess;
-use readygap::node::config::NodeFacts;
+use readygap_live::node::NodeAccess;
+use readygap_live::node::config::NodeFacts;
 
 #[test]
 fn node_tables_resolve_and_bad_ones_are_named() {

@@ -36,7 +36,7 @@ fn every_published_file_is_read() {
         files.len()
     );
     for f in &files {
-        let csv = readygap::record::labcsv::import(f).unwrap_or_else(|e| panic!("{e}"));
+        let csv = readygap_core::record::labcsv::import(f).unwrap_or_else(|e| panic!("{e}"));
         let has_data = !csv.trials.is_empty() || !csv.metrics.is_empty();
         assert!(has_data, "{}: nothing read", f.display());
     }
@@ -45,7 +45,7 @@ fn every_published_file_is_read() {
 #[test]
 fn archive_rows_are_failed_trials() {
     let f = lab_data().join("archive/cloud-cpu-invalid/1b-model-not-persistent.csv");
-    let csv = readygap::record::labcsv::import(&f).unwrap();
+    let csv = readygap_core::record::labcsv::import(&f).unwrap();
     assert_eq!(csv.trials.len(), 10);
     assert!(
         csv.trials
@@ -58,7 +58,7 @@ fn archive_rows_are_failed_trials() {
 fn local_readiness_summary_warns_about_the_empty_column() {
     let f = lab_data()
         .join("local-mac/ollama/llama3.2-3b/readiness/ollama-3b-inference-readiness-summary.csv");
-    let csv = readygap::record::labcsv::import(&f).unwrap();
+    let csv = readygap_core::record::labcsv::import(&f).unwrap();
     assert_eq!(csv.warnings.len(), 10, "{:?}", csv.warnings);
     assert!(csv.warnings[0].contains(":2: run 1: new_endpoint_nonserving_ms is empty"));
 }

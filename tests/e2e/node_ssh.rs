@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use readygap::host::RemoteHostSampler;
-use readygap::node::exec::run;
-use readygap::node::{
+use readygap_live::host::RemoteHostSampler;
+use readygap_live::node::exec::run;
+use readygap_live::node::{
     ControlOp, DropThreshold, Host, NodeAccess, NodeError, RemoteScript, SshAccess, User,
     drop_caches,
 };
@@ -295,7 +295,7 @@ async fn accept_new_adds_an_unknown_key_when_configured() {
     std::fs::write(&kh, "").expect("write");
     let mut ssh = lab.access("root", tmp.path());
     ssh.known_hosts = Some(kh.clone());
-    ssh.host_key_policy = readygap::node::HostKeyPolicy::AcceptNew;
+    ssh.host_key_policy = readygap_live::node::HostKeyPolicy::AcceptNew;
     ssh.control_persist = None;
     let cmd = NodeAccess::Ssh(ssh)
         .command(RemoteScript::Whoami)
@@ -441,7 +441,7 @@ async fn injected_names_are_refused_before_any_process_starts() {
     // A listener stands in for the node: if anything ran, it would see a connection.
     let silent = silent_port().await;
     let port = silent.port;
-    let args = |node: &str, via: String| readygap::node::DropCachesArgs {
+    let args = |node: &str, via: String| readygap::commands::drop_caches::DropCachesArgs {
         node: node.to_owned(),
         via: Some(via),
         identity: None,
@@ -449,7 +449,7 @@ async fn injected_names_are_refused_before_any_process_starts() {
         accept_new_host_key: false,
         no_connection_sharing: true,
         profile: None,
-        format: readygap::node::cli::OutputFormat::Json,
+        format: readygap::commands::drop_caches::OutputFormat::Json,
         timeout: Duration::from_secs(5),
         min_drop_kb: None,
         image: None,
@@ -472,7 +472,7 @@ async fn injected_names_are_refused_before_any_process_starts() {
         args("ok", "ssh://root@-oProxyCommand=touch:22".to_owned()),
     ] {
         let start = Instant::now();
-        let r = readygap::node::cli::drop_caches_for_args(&a).await;
+        let r = readygap::commands::drop_caches::drop_caches_for_args(&a).await;
         let err = r.error.clone().expect("refused");
         assert!(
             err.starts_with("invalid node name")
@@ -674,7 +674,7 @@ async fn the_cli_drops_caches_over_ssh_and_reports_json() {
     #[derive(Parser)]
     struct Cli {
         #[command(flatten)]
-        args: readygap::node::DropCachesArgs,
+        args: readygap::commands::drop_caches::DropCachesArgs,
     }
     let port = lab.port.to_string();
     let via = format!("ssh://root@127.0.0.1:{port}");
@@ -699,10 +699,10 @@ async fn the_cli_drops_caches_over_ssh_and_reports_json() {
         "32768".as_ref(),
     ] as [&std::ffi::OsStr; 16])
     .expect("args");
-    let result = readygap::node::cli::drop_caches_for_args(&cli.args).await;
+    let result = readygap::commands::drop_caches::drop_caches_for_args(&cli.args).await;
     assert_eq!(result.error, None, "{result:?}");
     assert!(result.dropped);
-    assert_eq!(readygap::node::cli::exit_code(&result), 0);
+    assert_eq!(readygap::commands::drop_caches::exit_code(&result), 0);
     let json: serde_json::Value = serde_json::to_value(&result).expect("json");
     let keys: Vec<&str> = json
         .as_object()
@@ -751,7 +751,7 @@ async fn the_remote_sampling_task_reports_errors_and_retries() {
 
 /// `host::run_remote_sampler` over ssh, every second, retrying after `retry`.
 struct Sampler {
-    rx: tokio::sync::mpsc::Receiver<readygap::host::SampleResult>,
+    rx: tokio::sync::mpsc::Receiver<readygap_live::host::SampleResult>,
     cancel: tokio_util::sync::CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
@@ -760,7 +760,7 @@ impl Sampler {
     fn start(ssh: SshAccess, retry: Duration) -> Self {
         let (tx, rx) = tokio::sync::mpsc::channel(8);
         let cancel = tokio_util::sync::CancellationToken::new();
-        let task = tokio::spawn(readygap::host::run_remote_sampler(
+        let task = tokio::spawn(readygap_live::host::run_remote_sampler(
             NodeAccess::Ssh(ssh),
             Duration::from_secs(1),
             retry,
@@ -771,7 +771,7 @@ impl Sampler {
     }
 
     /// The next sample (or error), within TIMEOUT.
-    async fn next(&mut self, what: &str) -> readygap::host::SampleResult {
+    async fn next(&mut self, what: &str) -> readygap_live::host::SampleResult {
         tokio::time::timeout(TIMEOUT, self.rx.recv())
             .await
             .unwrap_or_else(|_| panic!("{what} in time"))

@@ -5,10 +5,10 @@
 //! its cgroup lived). Skipped with a message where the machine has no writable v1 memory
 //! hierarchy, except under CI, where it must run.
 
-use readygap::core::event::{Event, EventKind, InferenceResult, ResidentModel, Source};
-use readygap::core::residency::VerdictKind;
-use readygap::core::state::State;
-use readygap::sources::memory::{BlockSplitter, CgroupVersion, MARKER, parse_block};
+use readygap_core::event::{Event, EventKind, InferenceResult, ResidentModel, Source};
+use readygap_core::residency::VerdictKind;
+use readygap_core::state::State;
+use readygap_live::sources::memory::{BlockSplitter, CgroupVersion, MARKER, parse_block};
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -2,11 +2,10 @@
 //! 4 GiB case), a single model too large, a runner killed inside a living container, and the
 //! warning before it happens.
 
-mod common;
-use common::*;
-use readygap::core::event::*;
-use readygap::core::residency::VerdictKind;
-use readygap::core::state::State;
+use readygap_core::event::*;
+use readygap_core::fixtures::*;
+use readygap_core::residency::VerdictKind;
+use readygap_core::state::State;
 
 const GIB: u64 = 1 << 30;
 
@@ -178,7 +177,7 @@ fn the_trial_ends_with_the_verdict_as_its_reason() {
     // The same verdict as structured evidence in the trial's JSON (`readygap run --format
     // json`, `readygap report --format json`): the 1B size from /api/ps, the 3B one estimated
     // from its size on disk.
-    let j = readygap::run::trial_json(t);
+    let j = readygap_live::run::trial_json(t);
     let oom = &j["oom"];
     assert_eq!(oom["verdict"], "overlapping_residency_oom", "{j:#}");
     assert_eq!(oom["pod"], "ollama-b");
@@ -208,7 +207,7 @@ fn a_trial_that_ends_otherwise_has_no_oom_evidence() {
     )];
     events.extend(delete_pod(-8_000, 9, "ollama-a"));
     let s = State::from_events(&events);
-    let j = readygap::run::trial_json(&s.timeline.trials[0]);
+    let j = readygap_live::run::trial_json(&s.timeline.trials[0]);
     assert!(j["oom"].is_null(), "{j:#}");
 }
 

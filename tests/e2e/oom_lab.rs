@@ -3,9 +3,9 @@
 //! (watch, /api/ps, /api/tags, cgroup memory over exec) and its detector must warn before the
 //! kill (`oom_risk`) and name both models in `overlapping_residency_oom`.
 
-use readygap::core::residency::VerdictKind;
-use readygap::core::state::State;
-use readygap::record::jsonl;
+use readygap_core::record::jsonl;
+use readygap_core::residency::VerdictKind;
+use readygap_core::state::State;
 use std::process::Command;
 
 #[test]

@@ -1,8 +1,8 @@
 //! A recording process killed with SIGKILL mid-trial leaves a file that replays up to the
 //! kill; a torn last line is a warning, never an error, and everything before it is kept.
 
-use readygap::core::state::State;
-use readygap::record::jsonl;
+use readygap_core::record::jsonl;
+use readygap_core::state::State;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -5,20 +5,18 @@
 //! in a replay `space` pauses (it freezes outside one) and the replay keys become
 //! `Intent::Replay`, listed in the help screen.
 
-mod common;
-
 use clap::Parser;
-use common::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use readygap::cli::{Cli, Command as CliCommand};
-use readygap::core::event::Event;
-use readygap::core::state::State;
-use readygap::record::index::{Mark, ReplayIndex};
-use readygap::replay::{ReplayOptions, Replayer, Speed, StartAt};
-use readygap::ui::app::Feed;
 use readygap::ui::intent::{Intent, ReplayCommand};
-use readygap::ui::replaybar::ReplayBar;
+use readygap::ui::panels::replaybar::ReplayBar;
 use readygap::ui::view::{ViewState, update};
+use readygap_core::event::Event;
+use readygap_core::fixtures::*;
+use readygap_core::record::index::{Mark, ReplayIndex};
+use readygap_core::replay::Step;
+use readygap_core::replay::{ReplayOptions, Replayer, Speed, StartAt};
+use readygap_core::state::State;
 use std::time::{Duration, Instant};
 
 /// About 5 trials, 30 s apart, with 4 Hz samples, ending a few events after a T4.
@@ -40,22 +38,22 @@ fn replayer(events: &[Event], opts: ReplayOptions, now: Instant) -> Replayer {
 }
 
 /// The state a seek sent to the dashboard.
-fn reset(feeds: &[Feed]) -> &State {
+fn reset(feeds: &[Step]) -> &State {
     feeds
         .iter()
         .find_map(|f| match f {
-            Feed::Reset(s) => Some(s.as_ref()),
+            Step::Reset(s) => Some(s.as_ref()),
             _ => None,
         })
         .expect("a seek replaces the state")
 }
 
-fn bar(feeds: &[Feed]) -> &ReplayBar {
+fn bar(feeds: &[Step]) -> &ReplayBar {
     feeds
         .iter()
         .rev()
         .find_map(|f| match f {
-            Feed::Replay(b) => Some(b),
+            Step::Bar(b) => Some(b),
             _ => None,
         })
         .expect("the bar is reported")
@@ -118,7 +116,7 @@ fn next_and_previous_mark_show_the_full_replay_up_to_the_marks_event() {
     let before = r.position();
     let feeds = r.command(ReplayCommand::NextMark, now);
     assert_eq!(r.position(), before);
-    assert!(feeds.iter().all(|f| !matches!(f, Feed::Reset(_))));
+    assert!(feeds.iter().all(|f| !matches!(f, Step::Reset(_))));
 
     // `←` walks back through the same marks.
     for m in marks.iter().rev().skip(1).take(7) {
@@ -219,7 +217,7 @@ fn playing_delivers_what_is_due_and_speed_keys_change_the_pace() {
     r.begin();
     // One wall second at ×100: exactly the events of the first 100 recorded seconds.
     let feeds = r.advance(now + Duration::from_secs(1), usize::MAX);
-    let sent = feeds.iter().filter(|f| matches!(f, Feed::Event(_))).count();
+    let sent = feeds.iter().filter(|f| matches!(f, Step::Event(_))).count();
     let due = events
         .iter()
         .take_while(|e| (e.ts - start).num_milliseconds() <= 100_000)
@@ -262,7 +260,7 @@ fn playing_delivers_what_is_due_and_speed_keys_change_the_pace() {
     r.command(ReplayCommand::PauseResume, t);
     assert!(r.paused() && r.next_due().is_none());
     let feeds = r.advance(t + Duration::from_secs(3600), usize::MAX);
-    assert!(feeds.iter().all(|f| !matches!(f, Feed::Event(_))));
+    assert!(feeds.iter().all(|f| !matches!(f, Step::Event(_))));
     assert_eq!(r.position(), pos);
     // Resumed later, the pace restarts from the pause point, not from the wall clock.
     let later = t + Duration::from_secs(3600);
@@ -310,14 +308,14 @@ fn pause_at_marks_stops_at_every_mark() {
     let marks = r.marks().to_vec();
     let mut state = State::new();
     for f in r.begin() {
-        if let Feed::Reset(s) = f {
+        if let Step::Reset(s) = f {
             state = *s;
         }
     }
     for m in &marks {
         // Everything is due at once at max speed: only the mark stops the playhead.
         for f in r.advance(now, usize::MAX) {
-            if let Feed::Event(ev) = f {
+            if let Step::Event(ev) = f {
                 state.apply(&ev);
             }
         }
@@ -328,7 +326,7 @@ fn pause_at_marks_stops_at_every_mark() {
         r.command(ReplayCommand::PauseResume, now);
     }
     for f in r.advance(now, usize::MAX) {
-        if let Feed::Event(ev) = f {
+        if let Step::Event(ev) = f {
             state.apply(&ev);
         }
     }
@@ -459,16 +457,16 @@ fn bad_from_is_a_clear_error() {
     // Through `replay::run`: the error names the file and the trial.
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("short.jsonl");
-    let mut rec = readygap::record::jsonl::Recorder::create(
+    let mut rec = readygap_core::record::jsonl::Recorder::create(
         &path,
-        &readygap::record::jsonl::Header::new(at(0), "kind-lab", "llm", "deploy/ollama"),
+        &readygap_core::record::jsonl::Header::new(at(0), "kind-lab", "llm", "deploy/ollama"),
     )
     .expect("recording");
     for ev in &events {
         rec.write(ev).expect("write");
     }
     drop(rec);
-    let err = readygap::replay::run(
+    let err = readygap::commands::replay::run(
         &path,
         &ReplayOptions {
             from: Some(StartAt::Trial(99)),
@@ -540,8 +538,8 @@ fn replay_keys_become_replay_intents_only_in_a_replay() {
 
 #[test]
 fn replay_keys_can_be_rebound_and_the_help_says_what_a_replay_shadows() {
-    use readygap::ui::dialog::help_lines;
     use readygap::ui::keymap::{Command, Key, Keymap};
+    use readygap::ui::panels::dialog::help_lines;
     use readygap::ui::theme::Theme;
     for name in ["home", "end", "left", "right"] {
         let key = Key::parse(name).expect(name);
@@ -640,12 +638,13 @@ mod stream {
                 now,
             );
             let mut shown = State::new();
-            let apply = |feeds: Vec<Feed>, shown: &mut State| {
+            let apply = |feeds: Vec<readygap_core::replay::Step>, shown: &mut State| {
+                use readygap_core::replay::Step as Out;
                 for f in feeds {
                     match f {
-                        Feed::Event(ev) => shown.apply(&ev),
-                        Feed::Reset(s) => *shown = *s,
-                        Feed::Replay(_) | Feed::Recording(_) => {}
+                        Out::Event(ev) => shown.apply(&ev),
+                        Out::Reset(s) => *shown = *s,
+                        Out::Bar(_) => {}
                     }
                 }
             };

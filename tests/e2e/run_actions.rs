@@ -2,13 +2,13 @@
 //! `action_started` is stamped before the API server accepts the request (so it is a fair
 //! T0), `submit` never blocks the caller, and failures and timeouts are outcomes, not panics.
 
-use readygap::actions::{CacheDropper, Executor, Request, Timeouts, restart_patch};
-use readygap::core::event::{Action, Event, EventKind, Outcome};
-use readygap::lab::ground_truth::Transition;
-use readygap::lab::profile::Profile;
-use readygap::lab::serve::{LabHandle, LabOptions, serve};
-use readygap::sources::runtime::ollama::Ollama;
-use readygap::sources::runtime::{AccessMode, PodRef, RuntimeAccess};
+use readygap_core::event::{Action, Event, EventKind, Outcome};
+use readygap_lab::ground_truth::Transition;
+use readygap_lab::profile::Profile;
+use readygap_lab::serve::{LabHandle, LabOptions, serve};
+use readygap_live::actions::{CacheDropper, Executor, Request, Timeouts, restart_patch};
+use readygap_live::sources::runtime::ollama::Ollama;
+use readygap_live::sources::runtime::{AccessMode, PodRef, RuntimeAccess};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -54,11 +54,11 @@ async fn setup(lab: &LabHandle) -> (Executor, mpsc::Receiver<Event>, kube::Clien
 
 /// A trial runner serving commands against `lab`, fed by the kube source.
 struct ServedRunner {
-    commands: mpsc::Sender<readygap::trial::Command>,
+    commands: mpsc::Sender<readygap_live::trial::Command>,
     /// Every trial the runner finishes.
-    trials: mpsc::UnboundedReceiver<readygap::core::timeline::Trial>,
+    trials: mpsc::UnboundedReceiver<readygap_core::timeline::Trial>,
     /// The runner, given back when `commands` closes.
-    runner: tokio::task::JoinHandle<readygap::trial::Runner>,
+    runner: tokio::task::JoinHandle<readygap_live::trial::Runner>,
     feeds: tokio_util::sync::CancellationToken,
 }
 
@@ -70,7 +70,7 @@ async fn serve_runner(
     named_service: bool,
     sink: Box<dyn FnMut(&Event) + Send>,
 ) -> ServedRunner {
-    use readygap::trial::{Runner, TrialConfig};
+    use readygap_live::trial::{Runner, TrialConfig};
     let (tx, rx) = mpsc::channel(8192);
     let kc = kube::config::Kubeconfig::read_from(&lab.kubeconfig).unwrap();
     let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
@@ -78,7 +78,7 @@ async fn serve_runner(
         .unwrap();
     cfg.default_retry = false;
     let rt_client = kube::Client::try_from(cfg).unwrap();
-    let runtime: Arc<dyn readygap::sources::runtime::RuntimeAdapter> = Arc::new(Ollama::new(
+    let runtime: Arc<dyn readygap_live::sources::runtime::RuntimeAdapter> = Arc::new(Ollama::new(
         RuntimeAccess::new(AccessMode::Proxy, rt_client, &lab.namespace, 11434, ""),
     ));
     let exec = Executor::new(
@@ -89,9 +89,9 @@ async fn serve_runner(
         tx.clone(),
     );
     let feeds = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(readygap::sources::kube::run(
+    tokio::spawn(readygap_live::sources::kube::run(
         client.clone(),
-        readygap::sources::kube::KubeConfig {
+        readygap_live::sources::kube::KubeConfig {
             namespace: lab.namespace.clone(),
             selector: "app=ollama".into(),
             service: named_service.then(|| "ollama".into()),
@@ -119,7 +119,7 @@ async fn serve_runner(
     let (commands, cmd_rx) = mpsc::channel(4);
     let (done_tx, trials) = mpsc::unbounded_channel();
     let runner = tokio::spawn(async move {
-        let mut on_trial = move |t: &readygap::core::timeline::Trial| {
+        let mut on_trial = move |t: &readygap_core::timeline::Trial| {
             done_tx.send(t.clone()).ok();
         };
         runner.serve(cmd_rx, &mut on_trial).await;
@@ -163,8 +163,9 @@ fn outcome(events: &[Event]) -> Outcome {
 async fn serving_pod(lab: &LabHandle, client: &kube::Client) -> PodRef {
     let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
         kube::Api::namespaced(client.clone(), &lab.namespace);
-    let p =
-        readygap::sources::kube::pod_view(&api.list(&Default::default()).await.unwrap().items[0]);
+    let p = readygap_live::sources::kube::pod_view(
+        &api.list(&Default::default()).await.unwrap().items[0],
+    );
     PodRef {
         name: p.name,
         ip: p.ip,
@@ -317,9 +318,17 @@ async fn inference_unload_and_drop_caches() {
         drop.is_some_and(|d| !d.dropped && d.error.is_some_and(|e| e.contains("--node-access")))
     );
     assert!(matches!(outcome(&events), Outcome::Error { .. }));
-    // Through the lab's admin endpoint.
-    exec.dropper = CacheDropper::Lab {
-        api_url: lab.api_url.clone(),
+    // Through a debug pod on the node, as on a user's cluster: the lab's privileged node
+    // container runs the drop script.
+    exec.dropper = CacheDropper::Node {
+        access: std::sync::Arc::new(|node: &str| {
+            readygap_live::node::NodeName::new(node)
+                .map(|n| readygap_live::node::NodeAccess::DebugPod {
+                    node: n,
+                    image: "busybox:1.36".into(),
+                })
+                .map_err(|e| e.to_string())
+        }),
     };
     let (_, _) = exec
         .run(Request::DropCaches {
@@ -343,14 +352,14 @@ async fn inference_unload_and_drop_caches() {
             .iter()
             .any(|e| e.transition == Transition::CachesDropped)
     );
-    // An unknown node is an error from the lab.
+    // An unknown node: its debug pod is never started, and the error says why it may be.
     let (_, o) = exec
         .run(Request::DropCaches {
             node: "nope".into(),
         })
         .await;
     assert!(
-        matches!(o, Outcome::Error { ref message } if message.contains("404")),
+        matches!(o, Outcome::Error { ref message } if message.contains("is nope a node of this cluster")),
         "{o:?}"
     );
     lab.shutdown().await;
@@ -387,7 +396,7 @@ fn the_restart_patch_is_kubectls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_runner_runs_a_trial_on_command_and_drives_an_external_one() {
-    use readygap::trial::Command;
+    use readygap_live::trial::Command;
     let _one = ONE_LAB.lock().await;
     let lab = lab(84).await;
     let (_, _, client) = setup(&lab).await;
@@ -436,7 +445,7 @@ async fn a_served_runner_runs_a_trial_on_command_and_drives_an_external_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oom_kill_is_an_external_trial_that_the_runner_follows_to_recovery() {
-    use readygap::trial::Command;
+    use readygap_live::trial::Command;
     let _one = ONE_LAB.lock().await;
     let lab = lab(85).await;
     let (_, _, client) = setup(&lab).await;

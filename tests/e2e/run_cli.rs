@@ -102,7 +102,7 @@ fn sigint_ends_the_trial_and_still_reports() {
     assert!(stderr.contains("FAILED: interrupted"), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("(1 trial, 1 failed)"), "{stdout}");
-    let replayed = readygap::report::load_trials(&rec).unwrap();
+    let replayed = readygap_core::report::load_trials(&rec).unwrap();
     assert_eq!(replayed.trials.len(), 1);
     assert_eq!(replayed.trials[0].reason(), Some("interrupted"));
 }

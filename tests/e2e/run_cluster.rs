@@ -2,7 +2,7 @@
 //! namespace overrides, and the target's selector from its Deployment.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use readygap::cluster::{ClusterArgs, config, selector_of};
+use readygap_live::cluster::{ClusterConfig, config, selector_of};
 
 const KC_A: &str = r#"apiVersion: v1
 kind: Config
@@ -39,8 +39,8 @@ users:
   user: {}
 "#;
 
-fn args(kubeconfig: std::ffi::OsString, context: Option<&str>, ns: Option<&str>) -> ClusterArgs {
-    ClusterArgs {
+fn args(kubeconfig: std::ffi::OsString, context: Option<&str>, ns: Option<&str>) -> ClusterConfig {
+    ClusterConfig {
         kubeconfig: Some(kubeconfig.into()),
         context: context.map(str::to_string),
         namespace: ns.map(str::to_string),
@@ -65,7 +65,7 @@ async fn contexts_files_and_namespaces() {
     assert_eq!(cfg.default_namespace, "ns-a");
     assert_eq!(
         cfg.connect_timeout,
-        Some(readygap::cluster::CONNECT_TIMEOUT)
+        Some(readygap_live::cluster::CONNECT_TIMEOUT)
     );
 
     let (cfg, ctx) = config(&args(both.clone(), Some("ctx-b"), None))

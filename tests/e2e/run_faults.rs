@@ -12,11 +12,12 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use clap::Parser;
 use futures::TryStreamExt;
-use readygap::core::event::{EventKind, MemorySource};
-use readygap::lab::ground_truth::Transition;
-use readygap::lab::profile::Profile;
-use readygap::lab::serve::{LabHandle, LabOptions, serve};
-use readygap::run::{RunArgs, run_with};
+use readygap::args::RunArgs;
+use readygap::commands::run::run_with;
+use readygap_core::event::{EventKind, MemorySource};
+use readygap_lab::ground_truth::Transition;
+use readygap_lab::profile::Profile;
+use readygap_lab::serve::{LabHandle, LabOptions, serve};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -146,7 +147,7 @@ async fn exec_forbidden_falls_back_to_the_summary_api_and_says_so() {
     .args;
     let out = run_with(a, CancellationToken::new()).await.expect("run");
     assert!(out.trials[0].is_ok(), "{:?}", out.trials[0].status);
-    let events = readygap::record::jsonl::read(&rec).unwrap().events;
+    let events = readygap_core::record::jsonl::read(&rec).unwrap().events;
     let detail = events
         .iter()
         .find_map(|e| match &e.kind {
@@ -249,13 +250,13 @@ async fn a_cold_trial_unloads_and_drops_the_page_cache_before_t0() {
         second.dropped,
         "after a warm trial the cache falls by more than half: {second:?}"
     );
-    let events = readygap::record::jsonl::read(&rec).unwrap().events;
+    let events = readygap_core::record::jsonl::read(&rec).unwrap().events;
     let pos = |f: &dyn Fn(&EventKind) -> bool| events.iter().position(|e| f(&e.kind)).unwrap();
     let unload = pos(&|k| {
         matches!(
             k,
             EventKind::ActionRequested {
-                action: readygap::core::event::Action::Unload { .. },
+                action: readygap_core::event::Action::Unload { .. },
                 ..
             }
         )
@@ -265,7 +266,7 @@ async fn a_cold_trial_unloads_and_drops_the_page_cache_before_t0() {
         matches!(
             k,
             EventKind::ActionRequested {
-                action: readygap::core::event::Action::DeletePod { .. },
+                action: readygap_core::event::Action::DeletePod { .. },
                 ..
             }
         )

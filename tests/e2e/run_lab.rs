@@ -4,12 +4,14 @@
 //! during the cooldown is its own trial.
 
 use clap::Parser;
-use readygap::core::event::{EventKind, MemorySource};
-use readygap::core::timeline::Trial;
-use readygap::lab::ground_truth::{GroundTruthEntry, Transition};
-use readygap::lab::profile::Profile;
-use readygap::lab::serve::{LabHandle, LabOptions, serve};
-use readygap::run::{RunArgs, RunOutput, run_with};
+use readygap::args::RunArgs;
+use readygap::commands::run::run_with;
+use readygap_core::event::{EventKind, MemorySource};
+use readygap_core::timeline::Trial;
+use readygap_lab::ground_truth::{GroundTruthEntry, Transition};
+use readygap_lab::profile::Profile;
+use readygap_lab::serve::{LabHandle, LabOptions, serve};
+use readygap_live::run::RunOutput;
 use std::path::Path;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -77,7 +79,7 @@ fn err_ms(
     Some((measured? - truth?).num_microseconds()? as f64 / 1000.0)
 }
 
-fn micros(m: &readygap::core::timeline::Marks) -> Vec<Option<i64>> {
+fn micros(m: &readygap_core::timeline::Marks) -> Vec<Option<i64>> {
     [
         m.t0,
         m.t1,
@@ -288,7 +290,7 @@ async fn five_trials_at_speed_one_agree_with_the_ground_truth() {
     );
 
     // The recording replays to the same trials (the runner's view is the recording's).
-    let replayed = readygap::report::load_trials(&rec).expect("recording reads");
+    let replayed = readygap_core::report::load_trials(&rec).expect("recording reads");
     assert_eq!(replayed.trials.len(), out.trials.len());
     for (a, b) in replayed.trials.iter().zip(&out.trials) {
         assert_eq!(
@@ -298,7 +300,7 @@ async fn five_trials_at_speed_one_agree_with_the_ground_truth() {
         );
         assert_eq!(a.status, b.status);
     }
-    let rec_events = readygap::record::jsonl::read(&rec).expect("read");
+    let rec_events = readygap_core::record::jsonl::read(&rec).expect("read");
     assert_eq!(rec_events.header.namespace, lab.namespace);
     assert!(rec_events.events.iter().any(|e| matches!(&e.kind, EventKind::MemorySample(s) if matches!(s.source, MemorySource::CgroupV2 | MemorySource::CgroupV1))), "memory samples through exec");
     assert!(
@@ -549,7 +551,7 @@ async fn ctrl_c_ends_the_current_trial_and_keeps_what_was_measured() {
     let last = out.trials.last().unwrap();
     assert_eq!(last.reason(), Some("interrupted"), "{:?}", last.status);
     assert!(out.stdout.contains("k8s_recovery"), "{}", out.stdout);
-    let replayed = readygap::report::load_trials(&rec).unwrap();
+    let replayed = readygap_core::report::load_trials(&rec).unwrap();
     assert_eq!(
         replayed.trials.last().unwrap().reason(),
         Some("interrupted")

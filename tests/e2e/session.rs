@@ -1,11 +1,10 @@
 //! The session pump: events pass through in order; recording switched on mid-session writes a
 //! file that starts with a snapshot and replays to the same pods, endpoints and memory.
 
-mod common;
-use common::*;
-use readygap::core::state::State;
-use readygap::record::jsonl::{self, Header};
-use readygap::session::{Pump, RecordControl, RecordStatus};
+use readygap_core::fixtures::*;
+use readygap_core::record::jsonl::{self, Header};
+use readygap_core::state::State;
+use readygap_live::session::{Pump, RecordControl, RecordStatus};
 use tokio::sync::{mpsc, oneshot};
 
 #[tokio::test]

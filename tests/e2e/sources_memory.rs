@@ -2,8 +2,8 @@
 //! live, a real allocation seen in our own cgroup, the real streaming script run by `sh` with
 //! GNU `head`), and on cgroup v2 fixtures.
 
-use readygap::core::event::MemorySource;
-use readygap::sources::memory::{
+use readygap_core::event::MemorySource;
+use readygap_live::sources::memory::{
     BlockSplitter, CgroupVersion, MARKER, parse_block, parse_detection, parse_summary, parse_v1,
     parse_v2, split_head_output, stream_script,
 };
@@ -18,7 +18,7 @@ fn fixture(dir: &str, file: &str) -> String {
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-fn v2(dir: &str) -> readygap::sources::memory::CgroupReading {
+fn v2(dir: &str) -> readygap_live::sources::memory::CgroupReading {
     parse_v2(
         &fixture(dir, "memory.current"),
         &fixture(dir, "memory.max"),
@@ -182,7 +182,7 @@ fn own_v1_dir() -> Option<PathBuf> {
     dir.join("memory.usage_in_bytes").exists().then_some(dir)
 }
 
-fn read_v1(dir: &Path) -> readygap::sources::memory::CgroupReading {
+fn read_v1(dir: &Path) -> readygap_live::sources::memory::CgroupReading {
     let r = |f: &str| {
         std::fs::read_to_string(dir.join(f))
             .unwrap_or_else(|e| panic!("{}/{f}: {e}", dir.display()))
@@ -239,7 +239,7 @@ fn real_cgroup_v2_files_of_this_machine() {
     .expect("real v2 files parse");
     assert!(before.usage > 0);
     let stat = r("memory.stat");
-    let key = |k: &str| readygap::sources::memory::keyed(&stat, k).unwrap_or(0);
+    let key = |k: &str| readygap_live::sources::memory::keyed(&stat, k).unwrap_or(0);
     assert_eq!(before.inactive_file, Some(key("inactive_file")));
     let ratio = before.usage as f64 / (key("anon") + key("file") + key("kernel")).max(1) as f64;
     assert!(
@@ -280,7 +280,7 @@ fn real_cgroup_v1_files_of_this_machine() {
     let before = read_v1(&dir);
     assert!(before.usage > 0, "{before:?}");
     // The kernel's own breakdown: usage ≈ rss + cache (+ kernel memory); within 25 %.
-    let key = |k: &str| readygap::sources::memory::keyed(&stat, k).unwrap_or(0);
+    let key = |k: &str| readygap_live::sources::memory::keyed(&stat, k).unwrap_or(0);
     let rss_cache = key("total_rss") + key("total_cache");
     assert!(rss_cache > 0);
     let ratio = before.usage as f64 / rss_cache as f64;

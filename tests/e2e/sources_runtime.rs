@@ -2,10 +2,10 @@
 //! NDJSON of a streamed `/api/generate`), then the adapter against the lab's runtime over
 //! real HTTP in each access mode (pod proxy, port-forward, direct), with faults.
 
-use readygap::lab::profile::Profile;
-use readygap::lab::serve::{LabHandle, LabOptions, serve};
-use readygap::sources::runtime::ollama::{GenerateStream, Ollama, parse_ps, parse_tags};
-use readygap::sources::runtime::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter};
+use readygap_lab::profile::Profile;
+use readygap_lab::serve::{LabHandle, LabOptions, serve};
+use readygap_live::sources::runtime::ollama::{GenerateStream, Ollama, parse_ps, parse_tags};
+use readygap_live::sources::runtime::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -120,7 +120,7 @@ async fn serving_pod(lab: &LabHandle, client: &kube::Client) -> PodRef {
     let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
         kube::Api::namespaced(client.clone(), &lab.namespace);
     let pods = api.list(&Default::default()).await.unwrap();
-    let p = readygap::sources::kube::pod_view(&pods.items[0]);
+    let p = readygap_live::sources::kube::pod_view(&pods.items[0]);
     PodRef {
         name: p.name,
         ip: p.ip,

@@ -3,8 +3,7 @@
 //! `y`), a resize redraws at the new size, `q` ends the loop, and a closed feed is shown.
 //! Waits poll the drawn screen with a bounded deadline.
 
-mod ui_support;
-
+use crate::ui_support::*;
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use futures::channel::mpsc as fmpsc;
 use ratatui::Terminal;
@@ -16,7 +15,6 @@ use readygap::ui::intent::Intent;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
-use ui_support::*;
 
 /// A `TestBackend` shared with the test, which reads the screen while the loop runs.
 #[derive(Clone)]
@@ -247,9 +245,10 @@ fn code(c: KeyCode) -> std::io::Result<TermEvent> {
 /// End shows the last trial finished, and other intents are refused in a replay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_controls_drive_the_dashboard() {
-    use readygap::record::index::ReplayIndex;
-    use readygap::replay::{ReplayOptions, Replayer, Speed, StartAt, drive};
-    let mut events = common::session(2_000);
+    use readygap::commands::replay::drive;
+    use readygap_core::record::index::ReplayIndex;
+    use readygap_core::replay::{ReplayOptions, Replayer, Speed, StartAt};
+    let mut events = readygap_core::fixtures::session(2_000);
     let last_t4 = ReplayIndex::new(events.clone())
         .marks()
         .iter()

@@ -2,11 +2,9 @@
 //! at four stages of a scenario built from events: before a trial, mid-load (model loading,
 //! memory rising), after T4, after an OOM kill. Deterministic: every time comes from events.
 
-mod ui_support;
-
+use crate::ui_support::*;
 use readygap::ui::theme::Theme;
 use readygap::ui::view::ViewState;
-use ui_support::*;
 
 fn snap(stage: &str, until_ms: i64) {
     let state = state_at(until_ms);

@@ -2,18 +2,16 @@
 //! file's `[keys]` overrides change bindings; read-only refuses destructive intents; a
 //! destructive key asks for confirmation first. Key events are fed to the pure `update`.
 
-mod ui_support;
-
+use crate::ui_support::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use readygap::config;
-use readygap::core::state::{Severity, State};
 use readygap::ui::intent::Intent;
 use readygap::ui::keymap::{Command, Key, Keymap};
 use readygap::ui::theme::Theme;
 use readygap::ui::view::{Dialog, ViewState, update};
+use readygap_core::state::{Severity, State};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use ui_support::*;
 
 fn key(c: char) -> KeyEvent {
     KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)

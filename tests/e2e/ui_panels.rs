@@ -3,19 +3,18 @@
 //! themes; behaviours that are not visible in plain-text snapshots (gaps break the memory line,
 //! the residency warning threshold, a running trial grows with `state.now`).
 
-mod ui_support;
-
+use crate::ui_support::*;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Color;
-use readygap::core::state::State;
+use readygap::ui;
+use readygap::ui::panels::{
+    dialog, endpoints, footer, header, host, memory, pods, residency, timeline,
+};
 use readygap::ui::theme::Theme;
 use readygap::ui::view::{Dialog, ViewState};
-use readygap::ui::{
-    self, dialog, endpoints, footer, header, host, memory, pods, residency, timeline,
-};
-use ui_support::common::*;
-use ui_support::*;
+use readygap_core::fixtures::*;
+use readygap_core::state::State;
 
 type Panel = fn(&State, &ViewState, &Theme, Rect, &mut Buffer);
 
@@ -298,7 +297,7 @@ fn log_toggle_changes_the_memory_axis() {
 #[test]
 fn residency_warns_from_85_percent_of_the_limit() {
     let mut events = until(AFTER_T4);
-    let render = |events: &[readygap::core::event::Event]| {
+    let render = |events: &[readygap_core::event::Event]| {
         let state = State::from_events(events);
         let mut buf = Buffer::empty(Rect::new(0, 0, 60, 8));
         residency::render(
@@ -318,10 +317,10 @@ fn residency_warns_from_85_percent_of_the_limit() {
     // 3.4 GB = 79 %: no warning.
     events.push(ev(
         AFTER_T4 + 1,
-        readygap::core::event::Source::Runtime,
-        readygap::core::event::EventKind::Residency {
+        readygap_core::event::Source::Runtime,
+        readygap_core::event::EventKind::Residency {
             pod: "ollama-1".into(),
-            models: vec![readygap::core::event::ResidentModel {
+            models: vec![readygap_core::event::ResidentModel {
                 name: "llama3.2:3b".into(),
                 size: 3_400_000_000,
                 size_vram: 0,
@@ -396,7 +395,7 @@ fn oom_banner_stays_until_acknowledged() {
 /// only guessed, sampled from the Summary API (≈ cache), whose feed is failing.
 #[test]
 fn host_panel_shows_each_nodes_access_and_its_feeds_error() {
-    use readygap::core::event::{EventKind, HostSample, NodeAccessInfo, Source};
+    use readygap_core::event::{EventKind, HostSample, NodeAccessInfo, Source};
     let sample = |ms: i64, node: Option<&str>, approx: bool| {
         ev(
             ms,

@@ -3,15 +3,14 @@
 //! `max` sends without waiting, feeding stops when the dashboard is gone; speeds parse; a bad
 //! recording is an error naming the file.
 
-mod ui_support;
-
+use crate::ui_support::*;
 use clap::Parser;
 use readygap::cli::{Cli, Command};
-use readygap::replay::{self, Speed};
+use readygap::commands::replay;
 use readygap::ui::app::DashboardOptions;
+use readygap_core::replay::{ReplayOptions, Speed};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use ui_support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_arrive_at_recorded_pace_times_speed() {
@@ -86,8 +85,8 @@ fn speeds_parse() {
     assert!(Cli::try_parse_from(["readygap", "replay", "r.jsonl", "--speed", "-3"]).is_err());
 }
 
-fn max() -> replay::ReplayOptions {
-    replay::ReplayOptions {
+fn max() -> ReplayOptions {
+    ReplayOptions {
         speed: Speed::Max,
         ..Default::default()
     }

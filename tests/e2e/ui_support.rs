@@ -1,18 +1,14 @@
 //! Event sequences for the dashboard tests: a session with one full trial (delete → new pod
 //! Ready → probe → inference done) with memory, residency, endpoints and host samples, then an
-//! OOM kill of the new pod. Times are fixed offsets from `common::BASE_MS`.
-#![allow(dead_code)]
+//! OOM kill of the new pod. Times are fixed offsets from `readygap_core::fixtures::BASE_MS`.
 
-#[path = "../common/mod.rs"]
-pub mod common;
-
-use common::*;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use readygap::core::event::*;
-use readygap::core::state::State;
 use readygap::ui::theme::Theme;
 use readygap::ui::view::ViewState;
+use readygap_core::event::*;
+use readygap_core::fixtures::*;
+use readygap_core::state::State;
 
 pub const GIB: u64 = 1 << 30;
 /// When the trial's delete is sent (T0).

@@ -2,13 +2,11 @@
 //! error naming the file and the key, and the dashboard falls back to the default and says so
 //! in the footer; a user theme inherits the roles it leaves out.
 
-mod ui_support;
-
+use crate::ui_support::*;
 use ratatui::style::Color;
 use readygap::ui::app::{Dashboard, DashboardOptions};
 use readygap::ui::theme::{BUILTIN, ROLES, Theme, ThemeError, Themes, parse_color};
 use std::path::Path;
-use ui_support::*;
 
 fn fixtures() -> &'static Path {
     Path::new(concat!(

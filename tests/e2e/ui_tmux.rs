@@ -7,14 +7,12 @@
 //! panic hook restored it. Needs tmux (`apt-get install -y tmux`); when
 //! it is missing the test is skipped, or fails when `CI` is set.
 
-mod ui_support;
-
-use readygap::record::jsonl::{Header, Recorder};
+use crate::ui_support::scenario;
+use readygap_core::fixtures::at;
+use readygap_core::record::jsonl::{Header, Recorder};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use ui_support::common::at;
-use ui_support::scenario;
 
 struct Tmux {
     socket: String,
@@ -213,7 +211,7 @@ fn panic_restores_the_terminal() {
     };
     let me = std::env::current_exe().expect("test binary path");
     let script = format!(
-        "'{}' panic_child --ignored --exact --nocapture --test-threads 1; echo EXITED $?; stty -a | tr ' ' '\\n' | grep -x -- '-\\?\\(icanon\\|echo\\)'; sleep 60",
+        "'{}' ui_tmux::panic_child --ignored --exact --nocapture --test-threads 1; echo EXITED $?; stty -a | tr ' ' '\\n' | grep -x -- '-\\?\\(icanon\\|echo\\)'; sleep 60",
         me.display()
     );
     let out = tmux.cmd(&[
@@ -277,8 +275,8 @@ fn replay_keys_in_tmux_seek_between_trials() {
     let dir = tempfile::tempdir().expect("tempdir");
     let recording = dir.path().join("replay_trials.jsonl");
     // Cut a few events after the last T4, so the recording ends with a finished trial.
-    let mut events = ui_support::common::session(1_600);
-    let t4s: Vec<_> = readygap::record::index::ReplayIndex::new(events.clone())
+    let mut events = readygap_core::fixtures::session(1_600);
+    let t4s: Vec<_> = readygap_core::record::index::ReplayIndex::new(events.clone())
         .marks()
         .iter()
         .filter(|m| m.which == 4)

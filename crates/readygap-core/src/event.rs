@@ -1,5 +1,5 @@
 //! The event model: everything readygap observes or does is an [`Event`]. Live sources, the lab
-//! and a replayed recording all produce these; the reducer ([`crate::core::state`]) is their
+//! and a replayed recording all produce these; the reducer ([`crate::state`]) is their
 //! only interpreter, and the recorder writes them as they are.
 //!
 //! Every event carries the wall-clock instant (UTC, microsecond precision) at which its source
@@ -409,6 +409,12 @@ pub struct MemorySample {
     pub oom_kill: Option<u64>,
     #[serde(default)]
     pub source: MemorySource,
+}
+
+/// The feed name of a node's host samples (`host NODE`): their errors and connection
+/// events name it, the Host panel looks it up.
+pub fn host_feed(node: &str) -> String {
+    format!("host {node}")
 }
 
 /// One sample of a host's CPU and memory.

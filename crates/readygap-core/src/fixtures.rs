@@ -1,7 +1,6 @@
 //! Event builders shared by the integration tests and benches.
-#![allow(dead_code)]
 
-use readygap::core::event::*;
+use crate::event::*;
 
 pub const BASE_MS: i64 = 1_800_000_000_000;
 

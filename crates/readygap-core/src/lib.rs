@@ -2,8 +2,14 @@
 //! statistics. Nothing here does I/O or reads a clock.
 
 pub mod event;
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
+pub mod record;
+pub mod replay;
+pub mod report;
 pub mod residency;
 pub mod series;
 pub mod state;
 pub mod stats;
 pub mod timeline;
+pub mod units;

@@ -1,35 +1,87 @@
-//! `readygap replay FILE`: the dashboard on a recording, read-only, with replay controls.
+//! The replayer: a recording played back with controls (pause, seek, speed).
 //!
 //! A [`Replayer`] owns the recording's [`ReplayIndex`] and a playhead: a position in events
 //! (how many are applied) and the replay clock (the recording time shown). It is pure: every
-//! method takes the wall-clock `now`, so tests check due times without sleeping. [`drive`] is
-//! the tokio task around it: it sends the due events to the dashboard as [`Feed::Event`], and
-//! carries out the replay keys (`Intent::Replay`) the dashboard sends back. A seek never
+//! method takes the wall-clock `now`, so tests check due times without sleeping, and returns
+//! [`Step`]s for the screen. The binary's `replay` command is the task around it: it sends
+//! the due events to the dashboard, and carries out the replay keys ([`ReplayCommand`]) the
+//! dashboard sends back. A seek never
 //! re-reads the recording: it replaces the dashboard's whole state with
 //! `index.state_after(position)` (a snapshot clone plus at most a few thousand events).
 //! Marks are ordered by the event that makes them appear (`Mark::at`), so "next mark" shows
 //! exactly the state of a full replay up to that event.
 
-use crate::core::event::{Event, Timestamp};
+use crate::event::{Event, Timestamp};
 use crate::record::index::{Mark, ReplayIndex};
-use crate::record::jsonl;
-use crate::ui::app::{DashboardOptions, Feed, run_dashboard};
-use crate::ui::intent::{Intent, ReplayCommand};
-use crate::ui::replaybar::{ReplayBar, fmt_position};
-use color_eyre::eyre::{Result, WrapErr, eyre};
-use std::path::Path;
+use crate::state::State;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
 
 /// The slowest and fastest speeds `-`/`+` reach.
 pub const MIN_SPEED: f64 = 1.0 / 64.0;
 pub const MAX_SPEED: f64 = 1024.0;
 /// Events sent per wake-up of the replay task.
-const BATCH: usize = 2048;
+pub const BATCH: usize = 2048;
 /// How often the replay bar's position is refreshed while playing (wall time).
 const STATUS_EVERY: Duration = Duration::from_millis(100);
+
+/// A replay key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayCommand {
+    PauseResume,
+    PrevMark,
+    NextMark,
+    /// T0 of the trial before the playhead.
+    PrevTrial,
+    /// T0 of the next trial.
+    NextTrial,
+    /// Speed ×2.
+    Faster,
+    /// Speed ÷2.
+    Slower,
+    Start,
+    End,
+}
+
+/// Where a replay is, as the replayer last reported it (the replay bar shows it).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReplayBar {
+    /// The playhead, in ms from the recording's first event.
+    pub position_ms: i64,
+    /// The recording's length in ms.
+    pub duration_ms: i64,
+    /// The speed as shown: `×100`, `×1/4`, `max`.
+    pub speed: String,
+    pub paused: bool,
+    /// The playhead is at the end of the recording.
+    pub ended: bool,
+    /// Every T0–T4 mark: (ms from the start, 0..=4).
+    pub marks: Arc<[(i64, u8)]>,
+}
+
+/// What the replayer tells the screen.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Apply one event.
+    Event(Event),
+    /// Replace the whole state (the playhead moved).
+    Reset(Box<State>),
+    /// Where the replay is now.
+    Bar(ReplayBar),
+}
+
+/// `mm:ss.t` (minutes keep counting past 59).
+pub fn fmt_position(ms: i64) -> String {
+    let ms = ms.max(0);
+    let tenths = ms / 100;
+    format!(
+        "{:02}:{:02}.{}",
+        tenths / 600,
+        (tenths / 10) % 60,
+        tenths % 10
+    )
+}
 
 /// How fast to replay.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -59,30 +111,6 @@ impl FromStr for Speed {
             Err(format!("speed {s:?}: a positive number, 0 or `max`"))
         }
     }
-}
-
-/// A plain pacer without controls (no pause or seek; the dashboard uses [`drive`]): send
-/// `events` on `tx`, each when its offset from the first event (divided by the speed) has
-/// passed since the call. Stops early when the receiver is gone; returns how many were sent.
-pub async fn feed(events: Vec<Event>, speed: Speed, tx: mpsc::Sender<Event>) -> usize {
-    let start = tokio::time::Instant::now();
-    let first = events.first().map(|e| e.ts);
-    let mut sent = 0;
-    for ev in events {
-        if let (Speed::Factor(f), Some(first)) = (speed, first) {
-            let offset_us = (ev.ts - first)
-                .num_microseconds()
-                .unwrap_or(i64::MAX)
-                .max(0);
-            let at = Duration::from_secs_f64((offset_us as f64 / 1e6 / f).min(1e9));
-            tokio::time::sleep_until(start + at).await;
-        }
-        if tx.send(ev).await.is_err() {
-            break;
-        }
-        sent += 1;
-    }
-    sent
 }
 
 /// Where a replay starts (`--from`).
@@ -116,49 +144,10 @@ impl FromStr for StartAt {
         if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
             return Ok(StartAt::Time(t.with_timezone(&chrono::Utc)));
         }
-        parse_offset_ms(&lower).map(StartAt::Offset).ok_or_else(bad)
+        crate::units::parse_offset_ms(&lower)
+            .map(StartAt::Offset)
+            .ok_or_else(bad)
     }
-}
-
-/// `90s`, `1m30s`, `1h2m3.5s`, `500ms`, `1.5m` → ms. Units in decreasing order, each once.
-fn parse_offset_ms(s: &str) -> Option<i64> {
-    const UNITS: [(&str, f64); 4] = [
-        ("h", 3_600_000.0),
-        ("ms", 1.0),
-        ("m", 60_000.0),
-        ("s", 1_000.0),
-    ];
-    let rank = |u: &str| {
-        ["h", "m", "s", "ms"]
-            .iter()
-            .position(|x| *x == u)
-            .unwrap_or(0)
-    };
-    let mut rest = s;
-    let mut total = 0.0;
-    let mut last_rank: Option<usize> = None;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if num_len == 0 {
-            return None;
-        }
-        let n: f64 = rest[..num_len].parse().ok()?;
-        rest = &rest[num_len..];
-        let (unit, ms) = UNITS.iter().find(|(u, _)| rest.starts_with(u))?;
-        rest = &rest[unit.len()..];
-        let r = rank(unit);
-        if last_rank.is_some_and(|l| r <= l) {
-            return None;
-        }
-        last_rank = Some(r);
-        total += n * ms;
-    }
-    (total.is_finite() && total < 1e15).then_some(total.round() as i64)
 }
 
 /// How a replay is played.
@@ -212,9 +201,9 @@ fn micros(a: Timestamp, b: Timestamp) -> i64 {
 impl Replayer {
     /// A controller at the start (or at `opts.from`), playing. Errors when the recording is
     /// empty or `--from` is outside it.
-    pub fn new(index: ReplayIndex, opts: &ReplayOptions, now: Instant) -> Result<Replayer> {
+    pub fn new(index: ReplayIndex, opts: &ReplayOptions, now: Instant) -> Result<Replayer, String> {
         let (Some(start), Some(end)) = (index.start(), index.end()) else {
-            return Err(eyre!("the recording has no events"));
+            return Err("the recording has no events".into());
         };
         let mut marks = index.marks().to_vec();
         marks.sort_by_key(|m| (m.at, m.ts));
@@ -250,7 +239,7 @@ impl Replayer {
     }
 
     /// The playhead for `--from`.
-    fn resolve(&self, from: StartAt) -> Result<(usize, Timestamp)> {
+    fn resolve(&self, from: StartAt) -> Result<(usize, Timestamp), String> {
         let range = || {
             format!(
                 "the recording runs from {} to {} ({})",
@@ -262,7 +251,7 @@ impl Replayer {
         match from {
             StartAt::Time(ts) => {
                 if ts < self.start || ts > self.end {
-                    return Err(eyre!(
+                    return Err(format!(
                         "--from {}: outside the recording; {}",
                         ts.to_rfc3339(),
                         range()
@@ -273,7 +262,7 @@ impl Replayer {
             StartAt::Offset(ms) => {
                 let ts = self.start + chrono::Duration::milliseconds(ms);
                 if ts > self.end {
-                    return Err(eyre!(
+                    return Err(format!(
                         "--from {}: beyond the end; {}",
                         fmt_position(ms),
                         range()
@@ -285,7 +274,7 @@ impl Replayer {
                 Some(m) => Ok((m.at, m.ts)),
                 None => {
                     let trials = self.marks.iter().filter(|m| m.which == 0).count();
-                    Err(eyre!(
+                    Err(format!(
                         "--from trial {n}: {}",
                         if trials == 0 {
                             "the recording has no trials".to_string()
@@ -325,7 +314,7 @@ impl Replayer {
     }
 
     /// The state the dashboard shows at the playhead.
-    pub fn state(&self) -> crate::core::state::State {
+    pub fn state(&self) -> State {
         self.index.state_after(self.pos)
     }
 
@@ -356,12 +345,9 @@ impl Replayer {
     }
 
     /// The first items for the dashboard: the state at the playhead and the bar.
-    pub fn begin(&mut self) -> Vec<Feed> {
+    pub fn begin(&mut self) -> Vec<Step> {
         self.last_bar = Some(self.bar());
-        vec![
-            Feed::Reset(Box::new(self.state())),
-            Feed::Replay(self.bar()),
-        ]
+        vec![Step::Reset(Box::new(self.state())), Step::Bar(self.bar())]
     }
 
     /// The recording time at wall time `now` while playing (capped at the end).
@@ -425,7 +411,7 @@ impl Replayer {
 
     /// Everything due by `now` (at most `max` events), then the bar if it changed. Stops at a
     /// mark (and pauses) with `--pause-at-marks`.
-    pub fn advance(&mut self, now: Instant, max: usize) -> Vec<Feed> {
+    pub fn advance(&mut self, now: Instant, max: usize) -> Vec<Step> {
         let mut out = Vec::new();
         if !self.paused {
             let target = self.recording_time(now);
@@ -452,7 +438,7 @@ impl Replayer {
                     full = true;
                     break;
                 }
-                out.push(Feed::Event(ev.clone()));
+                out.push(Step::Event(ev.clone()));
                 self.pos += 1;
                 self.clock = self.clock.max(ev.ts);
             }
@@ -463,29 +449,29 @@ impl Replayer {
         let bar = self.bar();
         if self.last_bar.as_ref() != Some(&bar) {
             self.last_bar = Some(bar.clone());
-            out.push(Feed::Replay(bar));
+            out.push(Step::Bar(bar));
         }
         out
     }
 
     /// Move the playhead and show the state there.
-    fn seek(&mut self, pos: usize, clock: Timestamp, now: Instant) -> Vec<Feed> {
+    fn seek(&mut self, pos: usize, clock: Timestamp, now: Instant) -> Vec<Step> {
         self.pos = pos.min(self.index.events().len());
         self.clock = clock;
         self.anchor = (now, clock);
         let bar = self.bar();
         self.last_bar = Some(bar.clone());
-        vec![Feed::Reset(Box::new(self.state())), Feed::Replay(bar)]
+        vec![Step::Reset(Box::new(self.state())), Step::Bar(bar)]
     }
 
-    fn status(&mut self) -> Vec<Feed> {
+    fn status(&mut self) -> Vec<Step> {
         let bar = self.bar();
         self.last_bar = Some(bar.clone());
-        vec![Feed::Replay(bar)]
+        vec![Step::Bar(bar)]
     }
 
     /// Carry out a replay key at wall time `now`.
-    pub fn command(&mut self, cmd: ReplayCommand, now: Instant) -> Vec<Feed> {
+    pub fn command(&mut self, cmd: ReplayCommand, now: Instant) -> Vec<Step> {
         let here = (self.pos, self.clock);
         let after = |m: &&Mark| (m.at, m.ts) > here;
         let before = |m: &&Mark| (m.at, m.ts) < here;
@@ -536,68 +522,4 @@ impl Replayer {
             None => self.status(),
         }
     }
-}
-
-/// The replay task: sends due events and the bar to the dashboard, and carries out the replay
-/// keys it sends back. Ends when the dashboard is gone.
-pub async fn drive(
-    mut replayer: Replayer,
-    tx: mpsc::Sender<Feed>,
-    mut commands: mpsc::Receiver<Intent>,
-) {
-    let mut pending = replayer.begin();
-    loop {
-        for item in pending.drain(..) {
-            if tx.send(item).await.is_err() {
-                return;
-            }
-        }
-        let wake = replayer
-            .next_wake(Instant::now())
-            .map(tokio::time::Instant::from_std);
-        pending = tokio::select! {
-            cmd = commands.recv() => match cmd {
-                Some(Intent::Replay(c)) => replayer.command(c, Instant::now()),
-                Some(_) => Vec::new(),
-                None => return,
-            },
-            _ = async {
-                if let Some(w) = wake {
-                    tokio::time::sleep_until(w).await;
-                }
-            }, if wake.is_some() => replayer.advance(Instant::now(), BATCH),
-        };
-    }
-}
-
-/// Replay a recording in the dashboard; returns the exit code.
-pub fn run(path: &Path, replay: &ReplayOptions, mut opts: DashboardOptions) -> Result<i32> {
-    let rec =
-        jsonl::read(path).wrap_err_with(|| format!("reading recording {}", path.display()))?;
-    if rec.events.is_empty() {
-        return Err(eyre!("{}: the recording has no events", path.display()));
-    }
-    let index = ReplayIndex::new(rec.events);
-    let replayer = Replayer::new(index, replay, Instant::now())
-        .wrap_err_with(|| format!("replaying {}", path.display()))?;
-    opts.read_only = true;
-    opts.mode_label = "replay".into();
-    if opts.title.is_empty() {
-        opts.title = path.display().to_string();
-    }
-    opts.notices.extend(rec.warnings.iter().cloned());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .wrap_err("starting the async runtime")?;
-    rt.block_on(async move {
-        let (tx, rx) = mpsc::channel::<Feed>(1024);
-        let (cmd_tx, cmd_rx) = mpsc::channel(64);
-        let controller = tokio::spawn(drive(replayer, tx, cmd_rx));
-        let result = run_dashboard(opts, rx, Some(cmd_tx)).await;
-        controller.abort();
-        result
-    })?;
-    Ok(0)
 }

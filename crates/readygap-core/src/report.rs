@@ -1,23 +1,33 @@
 //! `readygap report` and `readygap export`: statistics of recordings (`.jsonl`, replayed
 //! through the reducer) and of the study's CSV files, as a table, CSV, JSON or Markdown.
 
-use crate::core::state::State;
-use crate::core::stats::{Summary, TrialStats};
-use crate::core::timeline::{Metric, Trial};
 use crate::record::{jsonl, labcsv};
-use color_eyre::eyre::{Result, WrapErr, eyre};
+use crate::state::State;
+use crate::stats::{Summary, TrialStats};
+use crate::timeline::{Metric, Trial};
+use eyre::{Result, WrapErr, eyre};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Output formats of `report`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Table,
     Csv,
     Json,
     Markdown,
+}
+
+impl Format {
+    /// The names on the command line.
+    pub const NAMES: [(&'static str, Format); 4] = [
+        ("table", Format::Table),
+        ("csv", Format::Csv),
+        ("json", Format::Json),
+        ("markdown", Format::Markdown),
+    ];
 }
 
 /// The statistics of one file.

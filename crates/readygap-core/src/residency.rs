@@ -19,6 +19,7 @@
 use super::event::{
     ContainerState, Event, EventKind, InferenceResult, PodView, ResidentModel, Timestamp,
 };
+use crate::units::Gib;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -96,13 +97,8 @@ fn size_label(name: &str, bytes: u64) -> String {
     if bytes == 0 {
         format!("{name} (size unknown)")
     } else {
-        format!("{name} {}", gib(bytes))
+        format!("{name} {:.1}", Gib(bytes))
     }
-}
-
-/// Bytes as GiB with one decimal, as the screen shows them.
-pub fn gib(bytes: u64) -> String {
-    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -169,7 +165,7 @@ impl OomDetector {
 
     fn label(&self, name: &str, bytes: u64) -> String {
         if self.estimated(name) && bytes > 0 {
-            format!("{name} ~{} (estimated)", gib(bytes))
+            format!("{name} ~{:.1} (estimated)", Gib(bytes))
         } else {
             size_label(name, bytes)
         }
@@ -204,7 +200,7 @@ impl OomDetector {
                 .join(" + ")
         };
         match limit {
-            Some(l) => format!("{list} resident under {}", gib(l)),
+            Some(l) => format!("{list} resident under {:.1}", Gib(l)),
             None => format!("{list} resident"),
         }
     }
@@ -293,19 +289,19 @@ impl OomDetector {
                         let mut models = resident.clone();
                         models.push((model.clone(), size));
                         let message = format!(
-                            "loading {} next to {}: {} > limit {}",
+                            "loading {} next to {}: {:.1} > limit {:.1}",
                             self.label(model, size),
                             if resident.is_empty() {
                                 "nothing".to_string()
                             } else {
                                 resident
                                     .iter()
-                                    .map(|(n, s)| format!("{n} {}", gib(*s)))
+                                    .map(|(n, s)| format!("{n} {:.1}", Gib(*s)))
                                     .collect::<Vec<_>>()
                                     .join(" + ")
                             },
-                            gib(sum),
-                            gib(limit)
+                            Gib(sum),
+                            Gib(limit)
                         );
                         self.verdicts.push(Verdict {
                             ts,

@@ -438,10 +438,81 @@ impl State {
     }
 }
 
+impl State {
+    /// Events that rebuild the current state's facts (not its trials) from nothing, stamped `ts`.
+    pub fn snapshot_events(&self, ts: crate::event::Timestamp) -> Vec<Event> {
+        let mut out = vec![Event::new(
+            ts,
+            Source::Session,
+            EventKind::Session(self.session.clone()),
+        )];
+        let kube = |kind| Event::new(ts, Source::Kube, kind);
+        out.extend(
+            self.nodes
+                .values()
+                .map(|n| kube(EventKind::NodeApplied(n.clone()))),
+        );
+        out.extend(
+            self.pods
+                .values()
+                .map(|p| kube(EventKind::PodApplied(p.clone()))),
+        );
+        out.extend(
+            self.slices
+                .values()
+                .map(|s| kube(EventKind::EndpointSliceApplied(s.clone()))),
+        );
+        for (pod, r) in &self.runtimes {
+            out.push(Event::new(
+                ts,
+                Source::Runtime,
+                EventKind::ModelsOnDisk {
+                    pod: pod.clone(),
+                    models: r.on_disk.clone(),
+                },
+            ));
+            out.push(Event::new(
+                ts,
+                Source::Runtime,
+                EventKind::Residency {
+                    pod: pod.clone(),
+                    models: r.resident.clone(),
+                },
+            ));
+        }
+        for (pod, m) in &self.memory {
+            if let Some(p) = m.series.last_value() {
+                out.push(Event::new(
+                    ts,
+                    Source::Memory,
+                    EventKind::MemorySample(crate::event::MemorySample {
+                        pod: pod.clone(),
+                        current: p.current,
+                        working_set: p.working_set,
+                        limit: m.limit,
+                        oom_kill: m.oom_kill,
+                        source: m.source,
+                    }),
+                ));
+            }
+        }
+        for series in self.hosts.values() {
+            if let Some(h) = series.last_value() {
+                out.push(Event::new(
+                    ts,
+                    Source::Host,
+                    EventKind::HostSample(h.clone()),
+                ));
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::event::NodeAccessInfo;
+    use crate::event::NodeAccessInfo;
 
     fn at(ms: i64) -> Timestamp {
         chrono::DateTime::from_timestamp_millis(1_800_000_000_000 + ms).expect("ts")

@@ -15,3 +15,5 @@ pub mod profile;
 pub mod runtime;
 pub mod scenario;
 pub mod serve;
+#[cfg(feature = "testkit")]
+pub mod testkit;

@@ -519,7 +519,7 @@ mod tests {
     fn lab_data() -> Option<PathBuf> {
         let candidates = [
             std::env::var_os("READYGAP_LAB_DATA").map(PathBuf::from),
-            Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/lab-data")),
+            Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/lab-data")),
         ];
         candidates
             .into_iter()

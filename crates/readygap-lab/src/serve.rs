@@ -2,16 +2,16 @@
 //! loopback, write its kubeconfig, and hand back a `LabHandle` for in-process use (tests,
 //! `readygap demo`, the trial runner) with the lab's fault switches.
 
-use crate::lab::ground_truth::GroundTruth;
-use crate::lab::kube::api::{self, Api};
-use crate::lab::kube::cluster::{self, Cluster, LabSettings};
-use crate::lab::kube::objects::{self, NAMESPACE, OLLAMA_IMAGE};
-use crate::lab::kube::resources::{DEPLOYMENTS, NAMESPACES, NODES, PODS, PVCS, SERVICES};
-use crate::lab::kube::store::Store;
-use crate::lab::kube::{kubeconfig, objects::typed};
-use crate::lab::profile::Profile;
-use crate::lab::runtime::RuntimeFaults;
-use crate::lab::scenario::{self, Scenario};
+use crate::ground_truth::GroundTruth;
+use crate::kube::api::{self, Api};
+use crate::kube::cluster::{self, Cluster, LabSettings};
+use crate::kube::objects::{self, NAMESPACE, OLLAMA_IMAGE};
+use crate::kube::resources::{DEPLOYMENTS, NAMESPACES, NODES, PODS, PVCS, SERVICES};
+use crate::kube::store::Store;
+use crate::kube::{kubeconfig, objects::typed};
+use crate::profile::Profile;
+use crate::runtime::RuntimeFaults;
+use crate::scenario::{self, Scenario};
 use color_eyre::eyre::{Result, WrapErr, eyre};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Service};
@@ -22,36 +22,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-
-/// The command-line arguments of `readygap lab serve` (reusable by other subcommands).
-#[derive(clap::Args, Debug, Clone)]
-pub struct LabArgs {
-    /// Calibration profile (local-1b, local-3b, azure-1b, azure-3b, azure-3b-cold, azure-8b).
-    #[arg(long, default_value = "local-3b")]
-    pub profile: String,
-    /// Scenario: baseline, none, http-readiness, inference-readiness, emptydir, overlap-oom, rollout.
-    #[arg(long, default_value = "baseline")]
-    pub scenario: Scenario,
-    /// Divide every timing by this factor.
-    #[arg(long, default_value_t = 1.0)]
-    pub speed: f64,
-    /// Port of the API server on 127.0.0.1 (0: pick a free one).
-    #[arg(long, default_value_t = 0)]
-    pub port: u16,
-    /// Where to write the kubeconfig (default: a file in the temp directory).
-    #[arg(long)]
-    pub kubeconfig_out: Option<PathBuf>,
-    /// Append the ground-truth log (JSON lines) to this file.
-    #[arg(long)]
-    pub ground_truth: Option<PathBuf>,
-    /// Seed of the lab's random timings (same seed, same timings).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Start without the lab's own PVC, Service and Deployment: the workload is what you
-    /// apply (`kubectl apply -k manifests/overlays/llama3.2-3b`).
-    #[arg(long)]
-    pub no_workload: bool,
-}
 
 /// Everything `serve` needs.
 #[derive(Clone)]
@@ -87,45 +57,6 @@ impl LabOptions {
             bookmark_interval: Duration::from_secs(5),
             builtin_workload: true,
         }
-    }
-}
-
-impl LabArgs {
-    /// Resolve the arguments (profile by name, ground-truth file opened).
-    pub fn to_options(&self) -> Result<LabOptions> {
-        let profile = Profile::named(&self.profile).ok_or_else(|| {
-            let known: Vec<String> = Profile::all().into_iter().map(|p| p.name).collect();
-            eyre!(
-                "unknown profile {:?}; known: {}",
-                self.profile,
-                known.join(", ")
-            )
-        })?;
-        if !(self.speed.is_finite() && self.speed > 0.0) {
-            return Err(eyre!(
-                "--speed must be a positive number, got {}",
-                self.speed
-            ));
-        }
-        let ground_truth = match &self.ground_truth {
-            Some(p) => GroundTruth::to_file(p)
-                .wrap_err_with(|| format!("opening the ground-truth log {}", p.display()))?,
-            None => GroundTruth::in_memory(),
-        };
-        let mut o = LabOptions::new(profile);
-        o.scenario = self.scenario;
-        o.speed = self.speed;
-        o.port = self.port;
-        o.kubeconfig_out = self.kubeconfig_out.clone();
-        o.ground_truth = ground_truth;
-        o.builtin_workload = !self.no_workload;
-        o.seed = self.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0)
-        });
-        Ok(o)
     }
 }
 
@@ -195,7 +126,7 @@ impl LabHandle {
         let r = cache.drop_caches();
         self.ground_truth().log(
             node,
-            crate::lab::ground_truth::Transition::CachesDropped,
+            crate::ground_truth::Transition::CachesDropped,
             serde_json::json!({"cached_kb_before": r.0, "cached_kb_after": r.1}),
         );
         Some(r)

@@ -1,10 +1,11 @@
-//! Shared helpers of the lab's Kubernetes tests: start a lab in-process, a kube-rs client for
-//! it, finding the real kubectl, bounded waits.
-#![allow(dead_code)]
+//! Helpers of the tests that start a lab (the `testkit` feature): a lab in-process, a kube-rs
+//! client for it, finding the real kubectl, bounded waits; [`runtime`]: one runtime alone.
 
-use readygap::lab::profile::Profile;
-use readygap::lab::scenario::Scenario;
-use readygap::lab::serve::{LabHandle, LabOptions, serve};
+pub mod runtime;
+
+use crate::profile::Profile;
+use crate::scenario::Scenario;
+use crate::serve::{LabHandle, LabOptions, serve};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;

@@ -6,7 +6,6 @@
 //! The [`Executor`] takes [`Request`]s (from the dashboard's intents or the trial runner) and
 //! runs each in its own task, so the caller never blocks.
 
-use crate::core::event::{Action, CacheDrop, Event, EventKind, Outcome, Source, Timestamp};
 use crate::node::{DropThreshold, NodeAccess};
 use crate::sources::runtime::{PodRef, RuntimeAdapter};
 use chrono::Utc;
@@ -14,6 +13,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
+use readygap_core::event::{Action, CacheDrop, Event, EventKind, Outcome, Source, Timestamp};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -48,8 +48,6 @@ pub type NodeAccessFor = Arc<dyn Fn(&str) -> Result<NodeAccess, String> + Send +
 pub enum CacheDropper {
     /// Not configured: the drop fails with this explanation.
     None(String),
-    /// The lab's admin endpoint `POST {api}/lab/nodes/{node}/drop-caches`.
-    Lab { api_url: String },
     /// Over ssh / minikube / kind / local, or a debug pod in the executor's namespace,
     /// through `crate::node`.
     Node { access: NodeAccessFor },
@@ -325,7 +323,7 @@ impl Executor {
         let (result, timed_out) = match tokio::time::timeout(self.timeouts.inference, fut).await {
             Ok(r) => (r, false),
             Err(_) => (
-                crate::core::event::InferenceResult {
+                readygap_core::event::InferenceResult {
                     request_id: id,
                     ok: false,
                     error: Some(format!(
@@ -371,48 +369,6 @@ impl Executor {
         };
         match &self.dropper {
             CacheDropper::None(why) => failed(why.clone()),
-            CacheDropper::Lab { api_url } => {
-                let url = format!(
-                    "{}/lab/nodes/{node}/drop-caches",
-                    api_url.trim_end_matches('/')
-                );
-                let http = reqwest::Client::builder()
-                    .no_proxy()
-                    .build()
-                    .unwrap_or_default();
-                let fut = async {
-                    let r = http
-                        .post(&url)
-                        .send()
-                        .await
-                        .map_err(|e| format!("{url}: {e}"))?;
-                    let status = r.status();
-                    let v: serde_json::Value = r.json().await.map_err(|e| format!("{url}: {e}"))?;
-                    if !status.is_success() {
-                        return Err(format!("{url}: HTTP {status}: {}", v["message"]));
-                    }
-                    Ok(v)
-                };
-                match tokio::time::timeout(self.timeouts.drop_caches, fut).await {
-                    Ok(Ok(v)) => {
-                        let before = v["cached_kb_before"].as_u64();
-                        let after = v["cached_kb_after"].as_u64();
-                        let reason = match (before, after) {
-                            (Some(b), Some(a)) => self.threshold.judge(b, a),
-                            _ => Some("the lab's answer lacks cached_kb_before/after".into()),
-                        };
-                        CacheDrop {
-                            node: node.to_string(),
-                            cached_kb_before: before,
-                            cached_kb_after: after,
-                            dropped: reason.is_none(),
-                            error: reason,
-                        }
-                    }
-                    Ok(Err(e)) => failed(e),
-                    Err(_) => failed(format!("no answer within {:?}", self.timeouts.drop_caches)),
-                }
-            }
             CacheDropper::Node { access } => match access(node) {
                 Ok(a) => {
                     let r = match &a {

@@ -1,4 +1,4 @@
-//! Connecting to a cluster: the kube client from `--kubeconfig`, `--context`, KUBECONFIG or
+//! Connecting to a cluster: the kube client from a kubeconfig, a context, KUBECONFIG or
 //! the in-cluster service account, the namespace (`-n`), and the target workload
 //! (`--deployment`, default `ollama`, or a `--selector`) with its Service.
 
@@ -13,26 +13,34 @@ use std::time::Duration;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Which cluster and which workload.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ClusterArgs {
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterConfig {
     /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
-    #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context (default: the current context).
-    #[arg(long)]
     pub context: Option<String>,
     /// Namespace (default: the context's namespace, or `default`).
-    #[arg(short = 'n', long)]
     pub namespace: Option<String>,
     /// The Deployment serving the model.
-    #[arg(long, default_value = "ollama")]
     pub deployment: String,
     /// A label selector of the pods instead of the Deployment's selector.
-    #[arg(long)]
     pub selector: Option<String>,
     /// The Service whose EndpointSlices are watched (default: the deployment's name).
-    #[arg(long)]
     pub service: Option<String>,
+}
+
+impl Default for ClusterConfig {
+    /// The current context's namespace and the `ollama` Deployment.
+    fn default() -> Self {
+        Self {
+            kubeconfig: None,
+            context: None,
+            namespace: None,
+            deployment: "ollama".into(),
+            selector: None,
+            service: None,
+        }
+    }
 }
 
 /// A connected cluster and resolved target.
@@ -62,7 +70,7 @@ impl Target {
 }
 
 /// Build the client configuration.
-pub async fn config(args: &ClusterArgs) -> Result<(Config, String)> {
+pub async fn config(args: &ClusterConfig) -> Result<(Config, String)> {
     let opts = KubeConfigOptions {
         context: args.context.clone(),
         ..KubeConfigOptions::default()
@@ -113,7 +121,7 @@ pub async fn config(args: &ClusterArgs) -> Result<(Config, String)> {
 }
 
 /// Connect, check the API server answers (bounded), and resolve the target.
-pub async fn connect(args: &ClusterArgs) -> Result<Target> {
+pub async fn connect(args: &ClusterConfig) -> Result<Target> {
     let (cfg, context) = config(args).await?;
     let api_url = cfg.cluster_url.to_string();
     let namespace = cfg.default_namespace.clone();

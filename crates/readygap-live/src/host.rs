@@ -625,8 +625,8 @@ pub async fn run_node_sampler(
 
 impl HostSample {
     /// The event for this sample (`node` is `None` for the machine readygap runs on).
-    pub fn event(&self, node: Option<String>) -> crate::core::event::Event {
-        use crate::core::event::{Event, EventKind, HostSample as H, Source};
+    pub fn event(&self, node: Option<String>) -> readygap_core::event::Event {
+        use readygap_core::event::{Event, EventKind, HostSample as H, Source};
         Event::new(
             self.at,
             Source::Host,

@@ -41,11 +41,12 @@ use k8s_openapi::api::core::v1::Node;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::core::event::{
-    Event, EventKind, HostSample, NodeAccessInfo, PodView, Source, Timestamp,
-};
 use crate::node::config::{NodeFacts, NodesSection, access_from_via, guess_access};
 use crate::node::{NodeAccess, NodeName, User};
+use readygap_core::event::{
+    Event, EventKind, HostSample, NodeAccessInfo, PodView, Source, Timestamp,
+};
+use readygap_core::units::{parse_cpu, parse_memory};
 
 /// How often a node is sampled.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(2);
@@ -54,10 +55,7 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(15);
 /// The name of the Summary API fallback on screen.
 pub const SUMMARY_API: &str = "kubelet Summary API (node proxy)";
 
-/// The feed name of a node's host samples (`host NODE`), used by its errors.
-pub fn feed_name(node: &str) -> String {
-    format!("host {node}")
-}
+use readygap_core::event::host_feed as feed_name;
 
 /// Which node readygap is focused on, from the pod events and the user's choice. Pure.
 #[derive(Debug, Clone, Default)]
@@ -188,21 +186,32 @@ impl NodeSelection {
 }
 
 /// Where node access comes from in this session.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum AccessPolicy {
-    /// `--node-access VIA`, with `--node-identity` / `--node-known-hosts` for ssh.
+    /// One access for every node: `--node-access VIA`, with `--node-identity` /
+    /// `--node-known-hosts` for ssh (or the built-in lab's debug pods). `origin` says where
+    /// it comes from on screen and in recordings.
     Explicit {
         via: String,
         identity: Option<PathBuf>,
         known_hosts: Option<PathBuf>,
+        origin: String,
     },
     /// `[nodes."PATTERN"]` tables. In the lab (`lab`), a node no table matches is the lab's
     /// (Summary API); elsewhere it gets a guess, shown but not sampled.
     Config { section: NodesSection, lab: bool },
-    /// The lab without explicit access: its Summary API.
-    Lab,
     /// No access can be resolved (the config file failed): the reason.
     Unavailable(String),
+}
+
+impl Default for AccessPolicy {
+    /// No `[nodes]` tables: guesses are shown, the Summary API samples.
+    fn default() -> Self {
+        Self::Config {
+            section: NodesSection::default(),
+            lab: false,
+        }
+    }
 }
 
 /// What samples one node.
@@ -291,11 +300,11 @@ impl AccessPolicy {
                 via,
                 identity,
                 known_hosts,
+                origin,
             } => match Self::explicit_access(via, identity.as_ref(), known_hosts.as_ref(), &node) {
-                Ok(a) => remote(a, "--node-access".into()),
-                Err(e) => broken(via.clone(), "--node-access".into(), e),
+                Ok(a) => remote(a, origin.clone()),
+                Err(e) => broken(via.clone(), origin.clone(), e),
             },
-            Self::Lab => summary(SUMMARY_API.into(), "lab".into(), true),
             Self::Config { section, lab } => match section.lookup(&node) {
                 Some((pattern, _)) => {
                     let origin = format!("configured by [nodes.{pattern:?}]");
@@ -353,40 +362,6 @@ impl Capacity {
             cpu_cores: get("cpu").and_then(|q| parse_cpu(&q)),
         }
     }
-}
-
-/// A memory quantity (`32Gi`, `32893436Ki`, `1G`, plain bytes) in bytes.
-pub fn parse_memory(q: &str) -> Option<u64> {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(q.len());
-    let (num, unit) = q.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let mult: f64 = match unit {
-        "" => 1.0,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        _ => return None,
-    };
-    let bytes = n * mult;
-    (bytes.is_finite() && bytes >= 0.0).then_some(bytes as u64)
-}
-
-/// A CPU quantity (`8`, `7800m`) in cores.
-pub fn parse_cpu(q: &str) -> Option<f64> {
-    let q = q.trim();
-    let cores = match q.strip_suffix('m') {
-        Some(milli) => milli.parse::<f64>().ok()? / 1000.0,
-        None => q.parse::<f64>().ok()?,
-    };
-    (cores.is_finite() && cores > 0.0).then_some(cores)
 }
 
 /// One node sample from a kubelet Summary API document (see the module comment for what
@@ -659,7 +634,7 @@ async fn sample_summary(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::event::PodCondition;
+    use readygap_core::event::PodCondition;
 
     fn at(ms: i64) -> Timestamp {
         chrono::DateTime::from_timestamp_millis(1_800_000_000_000 + ms).expect("ts")
@@ -760,6 +735,7 @@ mod tests {
             via: "ssh://root@127.0.0.1:2222".into(),
             identity: Some("/keys/id".into()),
             known_hosts: Some("/keys/kh".into()),
+            origin: "--node-access".into(),
         };
         let p = explicit.plan(&facts("n1", None));
         assert_eq!(p.info.target, "ssh root@127.0.0.1:2222");
@@ -778,6 +754,7 @@ mod tests {
             via: "telnet://x".into(),
             identity: None,
             known_hosts: None,
+            origin: "--node-access".into(),
         };
         let p = bad.plan(&facts("n1", None));
         assert_eq!(p.sampler, Sampler::Off);
@@ -814,25 +791,6 @@ mod tests {
         let lab_config = AccessPolicy::Config { section, lab: true };
         let p = lab_config.plan(&facts("lab-node-1", Some("10.0.0.9")));
         assert!(p.info.sampling && p.sampler == Sampler::Summary);
-        let p = AccessPolicy::Lab.plan(&facts("lab-node-1", None));
-        assert_eq!(
-            (p.info.target.as_str(), p.info.origin.as_str()),
-            (SUMMARY_API, "lab")
-        );
-    }
-
-    #[test]
-    fn quantities() {
-        assert_eq!(parse_memory("32Gi"), Some(32 << 30));
-        assert_eq!(parse_memory("32863436Ki"), Some(32_863_436 * 1024));
-        assert_eq!(parse_memory("1G"), Some(1_000_000_000));
-        assert_eq!(parse_memory("12345"), Some(12345));
-        assert_eq!(parse_memory("lots"), None);
-        assert_eq!(parse_memory("5Xi"), None);
-        assert_eq!(parse_cpu("8"), Some(8.0));
-        assert_eq!(parse_cpu("7800m"), Some(7.8));
-        assert_eq!(parse_cpu("0"), None);
-        assert_eq!(parse_cpu("x"), None);
     }
 
     #[test]

@@ -1,25 +1,24 @@
-//! `readygap run`: headless recovery trials. Connects to the cluster (or starts the built-in
-//! lab with `--lab`), starts the feeds, lets the trial runner drive `--trials N` trials,
-//! prints a progress line per trial on stderr and the statistics at the end (table, CSV, or
-//! JSON with every trial's marks), and optionally records the session and exports the
-//! trials in the study's CSV schema. Ctrl-C ends the current trial cleanly and still prints
-//! and records what was measured.
+//! A live session and `readygap run`'s headless trials: connects to the cluster, starts the
+//! feeds, lets the trial runner drive `trials` trials, prints a progress line per trial on
+//! stderr and returns the statistics (table, CSV, or JSON with every trial's marks),
+//! optionally recording the session and exporting the trials in the study's CSV schema.
+//! Cancelling ends the current trial cleanly and still reports and records what was
+//! measured. Takes plain configuration ([`SessionConfig`], [`RunConfig`]); the command line
+//! that fills them lives in the binary.
 
 use crate::actions::{CacheDropper, Executor, Timeouts};
-use crate::cluster::{self, ClusterArgs};
-use crate::core::event::{Event, EventKind, SessionInfo, Source, Timestamp};
-use crate::core::timeline::{Metric, Trial};
-use crate::node::cli::parse_duration;
+use crate::cluster::{self, ClusterConfig};
 use crate::node_host::AccessPolicy;
-use crate::record::{jsonl, labcsv};
-use crate::report::{self, FileReport, Format, Report};
 use crate::sources::runtime::ollama::Ollama;
 use crate::sources::runtime::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter};
 use crate::trial::{InferAfter, ReplaceBy, Runner, TrialConfig, progress_line};
 use chrono::Utc;
 use color_eyre::eyre::{Result, WrapErr, eyre};
+use readygap_core::event::{Event, EventKind, SessionInfo, Source, Timestamp};
+use readygap_core::record::{jsonl, labcsv};
+use readygap_core::report::{self, FileReport, Format, Report};
+use readygap_core::timeline::{Metric, Trial};
 use serde_json::{Value, json};
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,139 +28,139 @@ use tokio_util::sync::CancellationToken;
 /// What a live session needs, shared by `readygap run` and the dashboard (`readygap`): the
 /// cluster and target, the inference, the recording, how pods, runtimes and nodes are
 /// reached, and the limits and intervals of the feeds.
-#[derive(Debug, Clone, clap::Args)]
-pub struct SessionArgs {
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionConfig {
+    pub cluster: ClusterConfig,
     /// The model of the T3 inference (default: the lab profile's, else the first on disk).
-    #[arg(long)]
     pub model: Option<String>,
     /// The prompt of the T3 inference.
-    #[arg(long, default_value = crate::actions::DEFAULT_PROMPT)]
     pub prompt: String,
     /// Record the session (JSON lines) to this file.
-    #[arg(long)]
     pub record: Option<PathBuf>,
     /// Leave prompts and responses out of recordings (timings, statuses and Ollama's
     /// durations stay).
-    #[arg(long)]
     pub record_redact: bool,
     /// Load this model on the new pod just before each trial's T3 inference (with
     /// `--model llama3.2:3b --preload-model llama3.2:1b` under 4 GiB: the published
     /// overlapping-residency OOM kill).
-    #[arg(long)]
     pub preload_model: Option<String>,
     /// How to reach each pod's runtime.
-    #[arg(long, value_enum, default_value = "proxy")]
     pub access: AccessMode,
     /// URL template for `--access direct` ({pod_ip}, {pod}, {namespace}, {port}).
-    #[arg(long, default_value = "http://{pod_ip}:{port}")]
     pub direct_url: String,
     /// The runtime's port in the pod.
-    #[arg(long, default_value_t = 11434)]
     pub runtime_port: u16,
     /// Path probed for T2.
-    #[arg(long, default_value = "/api/tags")]
     pub probe_path: String,
     /// Interval of the T2 probes.
-    #[arg(long, default_value = "50ms", value_parser = parse_duration)]
     pub probe_interval: Duration,
     /// When the T3 inference is sent: after the runtime answered (as in the study) or at Ready.
-    #[arg(long, value_enum, default_value = "runtime")]
     pub infer_after: InferAfter,
     /// Replace the pod by deleting it or by a rollout restart of the deployment.
-    #[arg(long, value_enum, default_value = "delete")]
     pub replace: ReplaceBy,
     /// Grace period of the delete, in seconds (default: the pod's).
-    #[arg(long)]
     pub grace: Option<u32>,
-    /// How to reach nodes (host samples of the selected node, the cold step):
-    /// ssh://USER@HOST:PORT, local, minikube, kind or debug-pod (a privileged pod in the
-    /// target namespace, created through the API). Default: the config's `[nodes]` tables
-    /// (in the lab: the lab's own node).
-    #[arg(long)]
-    pub node_access: Option<String>,
-    /// ssh private key for `--node-access ssh://…`.
-    #[arg(long, requires = "node_access")]
-    pub node_identity: Option<PathBuf>,
-    /// known_hosts file for `--node-access ssh://…`.
-    #[arg(long, requires = "node_access")]
-    pub node_known_hosts: Option<PathBuf>,
-    /// Config file whose `[nodes]` tables apply (the dashboard's `--config`; `run --config`).
-    #[arg(skip)]
-    pub node_config: Option<PathBuf>,
+    /// How nodes are reached (host samples of the selected node, the cold step).
+    pub nodes: AccessPolicy,
     /// Limit of T0 → T1.
-    #[arg(long, default_value = "300s", value_parser = parse_duration)]
     pub ready_timeout: Duration,
     /// Limit of T1 → T2.
-    #[arg(long, default_value = "300s", value_parser = parse_duration)]
     pub runtime_timeout: Duration,
     /// Limit of T3 → T4.
-    #[arg(long, default_value = "600s", value_parser = parse_duration)]
     pub inference_timeout: Duration,
     /// Interval of the residency polls (`/api/ps`).
-    #[arg(long, default_value = "250ms", value_parser = parse_duration)]
     pub residency_interval: Duration,
     /// Interval of the models-on-disk polls (`/api/tags`).
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub tags_interval: Duration,
     /// Do not follow the container's memory.
-    #[arg(long)]
     pub no_memory: bool,
     /// Interval of the memory samples.
-    #[arg(long, default_value = "250ms", value_parser = parse_duration)]
     pub memory_interval: Duration,
     /// The serving container (default: the pod's first).
-    #[arg(long)]
     pub container: Option<String>,
 }
 
 /// Arguments of `readygap run`: a session, plus what only headless trials use (how many,
 /// cold or warm, the pause between them, the output, and the in-process lab).
-#[derive(Debug, Clone, clap::Args)]
-pub struct RunArgs {
-    #[command(flatten)]
-    pub session: SessionArgs,
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    pub session: SessionConfig,
     /// How many trials readygap starts.
-    #[arg(long, default_value_t = 5)]
     pub trials: usize,
     /// Cold trials: unload the model and drop the node's page cache before each T0.
-    #[arg(long)]
     pub cold: bool,
     /// Pause between trials.
-    #[arg(long, default_value = "15s", value_parser = parse_duration_or_zero)]
     pub cooldown: Duration,
     /// Output format of the statistics on stdout.
-    #[arg(long, value_enum, default_value = "table")]
     pub format: OutFormat,
     /// Write the trials in the study's CSV schema to this file.
-    #[arg(long)]
     pub csv: Option<PathBuf>,
-    /// Start the built-in lab in-process with this profile (default local-3b) and run against it.
-    #[arg(long, num_args = 0..=1, default_missing_value = "local-3b")]
-    pub lab: Option<String>,
-    /// Scenario of the built-in lab (baseline, http-readiness, inference-readiness, emptydir,
-    /// overlap-oom, rollout).
-    #[arg(long, default_value = "baseline")]
-    pub lab_scenario: String,
-    /// Speed factor of the built-in lab.
-    #[arg(long, default_value_t = 1.0)]
-    pub lab_speed: f64,
+    /// More settings for the recording's header (the binary adds the lab it started).
+    pub extra_settings: serde_json::Map<String, Value>,
 }
 
 /// Output formats of `run`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OutFormat {
+    #[default]
     Table,
     Json,
     Csv,
 }
 
-fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
-    if s.trim().trim_end_matches(['s', 'm']).trim() == "0" {
-        return Ok(Duration::ZERO);
+impl OutFormat {
+    /// The names on the command line.
+    pub const NAMES: [(&'static str, OutFormat); 3] = [
+        ("table", OutFormat::Table),
+        ("json", OutFormat::Json),
+        ("csv", OutFormat::Csv),
+    ];
+}
+
+impl Default for SessionConfig {
+    /// The defaults of `readygap run` and the dashboard.
+    fn default() -> Self {
+        Self {
+            cluster: ClusterConfig::default(),
+            model: None,
+            prompt: crate::actions::DEFAULT_PROMPT.into(),
+            record: None,
+            record_redact: false,
+            preload_model: None,
+            access: AccessMode::Proxy,
+            direct_url: "http://{pod_ip}:{port}".into(),
+            runtime_port: 11434,
+            probe_path: "/api/tags".into(),
+            probe_interval: Duration::from_millis(50),
+            infer_after: InferAfter::Runtime,
+            replace: ReplaceBy::Delete,
+            grace: None,
+            nodes: AccessPolicy::default(),
+            ready_timeout: Duration::from_secs(300),
+            runtime_timeout: Duration::from_secs(300),
+            inference_timeout: Duration::from_secs(600),
+            residency_interval: Duration::from_millis(250),
+            tags_interval: Duration::from_secs(5),
+            no_memory: false,
+            memory_interval: Duration::from_millis(250),
+            container: None,
+        }
     }
-    parse_duration(s)
+}
+
+impl Default for RunConfig {
+    /// The defaults of `readygap run`.
+    fn default() -> Self {
+        Self {
+            session: SessionConfig::default(),
+            trials: 5,
+            cold: false,
+            cooldown: Duration::from_secs(15),
+            format: OutFormat::Table,
+            csv: None,
+            extra_settings: serde_json::Map::new(),
+        }
+    }
 }
 
 /// Marks as RFC 3339 with milliseconds.
@@ -215,21 +214,10 @@ pub fn report_json(report: &Report) -> Result<Value> {
     Ok(v)
 }
 
-/// `readygap run`.
-pub async fn run(args: RunArgs) -> Result<i32> {
-    let cancel = CancellationToken::new();
-    {
-        let c = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("interrupted: ending the current trial");
-                c.cancel();
-            }
-        });
-    }
-    let out = run_with(args, cancel).await?;
-    std::io::stdout().write_all(out.stdout.as_bytes())?;
-    Ok(out.code)
+/// `readygap run` on a connected cluster: the trials, then the statistics. `cancel` ends
+/// the current trial (Ctrl-C in the binary).
+pub async fn run_trials(args: &RunConfig, cancel: CancellationToken) -> Result<RunOutput> {
+    session(args, cancel).await
 }
 
 /// What a run produced.
@@ -237,37 +225,6 @@ pub struct RunOutput {
     pub stdout: String,
     pub trials: Vec<Trial>,
     pub code: i32,
-}
-
-/// `readygap run` with a given cancel token (tests cancel it as Ctrl-C would).
-pub async fn run_with(mut args: RunArgs, cancel: CancellationToken) -> Result<RunOutput> {
-    let mut lab = None;
-    let mut lab_model = None;
-    if let Some(profile) = &args.lab {
-        let p = crate::lab::profile::Profile::named(profile)
-            .ok_or_else(|| eyre!("unknown lab profile {profile:?}"))?;
-        lab_model = Some(p.model.clone());
-        let mut o = crate::lab::serve::LabOptions::new(p);
-        o.speed = args.lab_speed;
-        o.scenario = args.lab_scenario.parse().map_err(|e: String| eyre!(e))?;
-        let h = crate::lab::serve::serve(o).await?;
-        h.wait_ready(Duration::from_secs(120)).await?;
-        args.session.cluster.kubeconfig = Some(h.kubeconfig.clone());
-        args.session.cluster.context = None;
-        args.session.cluster.namespace = Some(h.namespace.clone());
-        lab = Some(h);
-    }
-    let result = session(
-        &args,
-        lab.as_ref().map(|l| l.api_url.clone()),
-        lab_model,
-        cancel,
-    )
-    .await;
-    if let Some(l) = lab {
-        l.shutdown().await;
-    }
-    result
 }
 
 /// A connected session ready to run: the trial runner (which owns the event stream) and what
@@ -286,12 +243,7 @@ pub struct Built {
     pub node_feed: tokio::task::JoinHandle<()>,
 }
 
-async fn session(
-    args: &RunArgs,
-    lab_api: Option<String>,
-    lab_model: Option<String>,
-    cancel: CancellationToken,
-) -> Result<RunOutput> {
+async fn session(args: &RunConfig, cancel: CancellationToken) -> Result<RunOutput> {
     let Built {
         mut runner,
         tx,
@@ -301,7 +253,7 @@ async fn session(
         record_error,
         node_feed,
         ..
-    } = build(args, lab_api, lab_model, cancel.clone(), None, "run").await?;
+    } = build(args, cancel.clone(), None, "run").await?;
     eprintln!(
         "readygap run: {} trial(s) on {} in {}/{} ({}), model {model}, access {:?}",
         args.trials,
@@ -331,9 +283,7 @@ async fn session(
 /// Connect, start the feeds and build the runner. Every event the runner sees is written to
 /// the recording (`--record`) and, when given, forwarded to `forward` (the dashboard).
 pub async fn build(
-    args: &RunArgs,
-    lab_api: Option<String>,
-    lab_model: Option<String>,
+    args: &RunConfig,
     cancel: CancellationToken,
     forward: Option<mpsc::UnboundedSender<Event>>,
     mode: &str,
@@ -354,17 +304,20 @@ pub async fn build(
     ollama.generate_timeout = args.session.inference_timeout;
     let runtime: Arc<dyn RuntimeAdapter> = Arc::new(ollama);
 
-    let model = match args.session.model.clone().or(lab_model) {
+    let model = match args.session.model.clone() {
         Some(m) => m,
         None => discover_model(&target, runtime.as_ref()).await?,
     };
 
-    let settings = json!({
+    let mut settings = json!({
         "trials": args.trials, "cold": args.cold, "cooldown_s": args.cooldown.as_secs_f64(),
         "model": model, "prompt": args.session.prompt, "access": args.session.access,
         "probe_path": args.session.probe_path, "probe_interval_ms": args.session.probe_interval.as_millis() as u64,
-        "infer_after": args.session.infer_after, "replace": args.session.replace, "lab": args.lab, "lab_speed": args.lab_speed,
+        "infer_after": args.session.infer_after, "replace": args.session.replace,
     });
+    if let Some(o) = settings.as_object_mut() {
+        o.extend(args.extra_settings.clone());
+    }
     let mut recorder = match &args.session.record {
         Some(path) => {
             let mut h = jsonl::Header::new(
@@ -437,23 +390,18 @@ pub async fn build(
         inference: args.session.inference_timeout,
         ..Timeouts::default()
     };
-    let policy = access_policy(args, lab_api.is_some());
-    exec.dropper = match (&policy, &lab_api) {
-        (AccessPolicy::Explicit { .. }, _) | (AccessPolicy::Config { lab: true, .. }, _) => {
+    let policy = args.session.nodes.clone();
+    exec.dropper = match &policy {
+        AccessPolicy::Explicit { .. } | AccessPolicy::Config { lab: true, .. } => {
             let policy = policy.clone();
             CacheDropper::Node {
                 access: Arc::new(move |node: &str| policy_access(&policy, node)),
             }
         }
-        (AccessPolicy::Lab, Some(api)) => CacheDropper::Lab {
-            api_url: api.clone(),
-        },
-        (AccessPolicy::Config { section, .. }, _) => {
+        AccessPolicy::Config { section, .. } => {
             node_access_from_config(&target, section.clone()).await
         }
-        (AccessPolicy::Unavailable(_), _) | (AccessPolicy::Lab, None) => {
-            CacheDropper::None(format!("no node access: {}", policy_why(&policy)))
-        }
+        AccessPolicy::Unavailable(why) => CacheDropper::None(format!("no node access: {why}")),
     };
     // The selected node's host metrics, every 2 s, and how it is reached.
     let node_feed = tokio::spawn(crate::node_host::run(
@@ -521,36 +469,6 @@ pub async fn build(
     })
 }
 
-/// Where node access comes from: `--node-access` (with its identity and known_hosts), the
-/// lab's own node in `--lab`/demo unless a config file was named explicitly, else the
-/// config file's `[nodes]` tables.
-fn access_policy(args: &RunArgs, lab: bool) -> AccessPolicy {
-    if let Some(via) = &args.session.node_access {
-        return AccessPolicy::Explicit {
-            via: via.clone(),
-            identity: args.session.node_identity.clone(),
-            known_hosts: args.session.node_known_hosts.clone(),
-        };
-    }
-    // The lab's nodes are fake: the user's own ~/.config tables never apply to them.
-    if lab && args.session.node_config.is_none() {
-        return AccessPolicy::Lab;
-    }
-    match crate::config::load(args.session.node_config.as_deref())
-        .and_then(|(f, _)| crate::config::nodes_section(&f))
-    {
-        Ok(section) => AccessPolicy::Config { section, lab },
-        Err(e) => AccessPolicy::Unavailable(format!("{e:#}")),
-    }
-}
-
-fn policy_why(policy: &AccessPolicy) -> String {
-    match policy {
-        AccessPolicy::Unavailable(why) => why.clone(),
-        _ => "pass --node-access".into(),
-    }
-}
-
 /// The access of `node` under an explicit policy (`--node-access`, or `--config` tables in
 /// the lab, where a node no table matches has no access for the cold step).
 fn policy_access(
@@ -562,6 +480,7 @@ fn policy_access(
             via,
             identity,
             known_hosts,
+            ..
         } => AccessPolicy::explicit_access(via, identity.as_ref(), known_hosts.as_ref(), node),
         AccessPolicy::Config { section, .. } => {
             if section.lookup(node).is_none() {
@@ -576,15 +495,13 @@ fn policy_access(
                 .map(|(a, _)| a)
                 .map_err(|e| e.to_string())
         }
-        AccessPolicy::Lab | AccessPolicy::Unavailable(_) => {
-            Err(format!("no node access for {node}: {}", policy_why(policy)))
-        }
+        AccessPolicy::Unavailable(why) => Err(format!("no node access for {node}: {why}")),
     }
 }
 
 /// The statistics, CSV and exit code of a finished run.
 fn finish(
-    args: &RunArgs,
+    args: &RunConfig,
     runner: &Runner,
     target: &cluster::Target,
     record_error: &Arc<Mutex<Option<String>>>,
@@ -729,23 +646,11 @@ async fn node_access_from_config(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::event::{Event, EventKind, Source};
-    use crate::core::state::State;
+    use readygap_core::event::{Event, EventKind, Source};
+    use readygap_core::state::State;
 
     fn at(ms: i64) -> Timestamp {
         chrono::DateTime::from_timestamp_millis(1_800_000_000_000 + ms).unwrap()
-    }
-
-    #[test]
-    fn durations_accept_zero_for_the_cooldown() {
-        assert_eq!(parse_duration_or_zero("0s"), Ok(Duration::ZERO));
-        assert_eq!(parse_duration_or_zero("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_duration_or_zero("15s"), Ok(Duration::from_secs(15)));
-        assert_eq!(
-            parse_duration_or_zero("250ms"),
-            Ok(Duration::from_millis(250))
-        );
-        assert!(parse_duration_or_zero("soon").is_err());
     }
 
     #[test]
@@ -757,7 +662,7 @@ mod tests {
                 Source::Action,
                 EventKind::ActionRequested {
                     id: 1,
-                    action: crate::core::event::Action::DeletePod {
+                    action: readygap_core::event::Action::DeletePod {
                         pod: "p".into(),
                         grace_seconds: None,
                     },

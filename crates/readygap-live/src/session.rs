@@ -8,9 +8,9 @@
 //! replays to the same screen on its own. Trials already under way when a recording starts
 //! are not reconstructed in it (their T0 came before the file did).
 
-use crate::core::event::{Event, EventKind, MemorySample, Source, Timestamp};
-use crate::core::state::State;
-use crate::record::jsonl::{Header, Recorder};
+use readygap_core::event::{Event, Timestamp};
+use readygap_core::record::jsonl::{Header, Recorder};
+use readygap_core::state::State;
 use std::path::{Path, PathBuf};
 use tokio::sync::{mpsc, oneshot};
 
@@ -53,77 +53,6 @@ pub fn default_recording_path(dir: &Path, context: &str, at: Timestamp) -> PathB
     ))
 }
 
-impl State {
-    /// Events that rebuild the current state's facts (not its trials) from nothing, stamped `ts`.
-    pub fn snapshot_events(&self, ts: Timestamp) -> Vec<Event> {
-        let mut out = vec![Event::new(
-            ts,
-            Source::Session,
-            EventKind::Session(self.session.clone()),
-        )];
-        let kube = |kind| Event::new(ts, Source::Kube, kind);
-        out.extend(
-            self.nodes
-                .values()
-                .map(|n| kube(EventKind::NodeApplied(n.clone()))),
-        );
-        out.extend(
-            self.pods
-                .values()
-                .map(|p| kube(EventKind::PodApplied(p.clone()))),
-        );
-        out.extend(
-            self.slices
-                .values()
-                .map(|s| kube(EventKind::EndpointSliceApplied(s.clone()))),
-        );
-        for (pod, r) in &self.runtimes {
-            out.push(Event::new(
-                ts,
-                Source::Runtime,
-                EventKind::ModelsOnDisk {
-                    pod: pod.clone(),
-                    models: r.on_disk.clone(),
-                },
-            ));
-            out.push(Event::new(
-                ts,
-                Source::Runtime,
-                EventKind::Residency {
-                    pod: pod.clone(),
-                    models: r.resident.clone(),
-                },
-            ));
-        }
-        for (pod, m) in &self.memory {
-            if let Some(p) = m.series.last_value() {
-                out.push(Event::new(
-                    ts,
-                    Source::Memory,
-                    EventKind::MemorySample(MemorySample {
-                        pod: pod.clone(),
-                        current: p.current,
-                        working_set: p.working_set,
-                        limit: m.limit,
-                        oom_kill: m.oom_kill,
-                        source: m.source,
-                    }),
-                ));
-            }
-        }
-        for series in self.hosts.values() {
-            if let Some(h) = series.last_value() {
-                out.push(Event::new(
-                    ts,
-                    Source::Host,
-                    EventKind::HostSample(h.clone()),
-                ));
-            }
-        }
-        out
-    }
-}
-
 /// The pump. Ends when every sender of `input` is gone; the recording is closed then.
 pub struct Pump {
     pub input: mpsc::Receiver<Event>,
@@ -152,7 +81,7 @@ impl Pump {
                     let Some(ev) = ev else { break };
                     state.apply(&ev);
                     let to_write = if self.redact {
-                        crate::record::jsonl::redacted(&ev)
+                        readygap_core::record::jsonl::redacted(&ev)
                     } else {
                         std::borrow::Cow::Borrowed(&ev)
                     };
@@ -204,7 +133,7 @@ impl Pump {
         let mut header = self.header.clone();
         header.started = ts;
         if self.redact {
-            crate::record::jsonl::redact_header(&mut header);
+            readygap_core::record::jsonl::redact_header(&mut header);
         }
         let result = Recorder::create(path, &header).and_then(|mut r| {
             for ev in state.snapshot_events(ts) {

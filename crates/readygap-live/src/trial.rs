@@ -14,12 +14,12 @@
 //! next trial.
 
 use crate::actions::{Executor, Request};
-use crate::core::event::{Event, EventKind, PodView, Source};
-use crate::core::state::State;
-use crate::core::timeline::{Marks, Metric, Replacement, Trial};
 use crate::sources::memory::{self, MemoryConfig};
 use crate::sources::runtime::{PodRef, PollConfig, RuntimeAdapter};
 use chrono::Utc;
+use readygap_core::event::{Event, EventKind, PodView, Source};
+use readygap_core::state::State;
+use readygap_core::timeline::{Marks, Metric, Replacement, Trial};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// When the T3 inference is sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InferAfter {
     /// After the runtime answered (T2) and the pod is Ready (T1), as in the study.
@@ -39,12 +39,28 @@ pub enum InferAfter {
 }
 
 /// How the runner replaces the pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReplaceBy {
     #[default]
     Delete,
     Restart,
+}
+
+impl InferAfter {
+    /// The names on the command line.
+    pub const NAMES: [(&'static str, InferAfter); 2] = [
+        ("runtime", InferAfter::Runtime),
+        ("ready", InferAfter::Ready),
+    ];
+}
+
+impl ReplaceBy {
+    /// The names on the command line.
+    pub const NAMES: [(&'static str, ReplaceBy); 2] = [
+        ("delete", ReplaceBy::Delete),
+        ("restart", ReplaceBy::Restart),
+    ];
 }
 
 /// Settings of the runner.
@@ -278,10 +294,12 @@ impl Runner {
             }
         }
         for p in pods {
-            let running = p
-                .containers
-                .iter()
-                .any(|c| matches!(c.state, crate::core::event::ContainerState::Running { .. }));
+            let running = p.containers.iter().any(|c| {
+                matches!(
+                    c.state,
+                    readygap_core::event::ContainerState::Running { .. }
+                )
+            });
             let entry = self.followed.entry(p.name.clone()).or_default();
             // An IP change (or a first IP) restarts the feeds.
             if entry.ip != p.ip {
@@ -450,8 +468,8 @@ impl Runner {
             let note = |text: String| {
                 Event::new(
                     chrono::Utc::now(),
-                    crate::core::event::Source::Runner,
-                    crate::core::event::EventKind::Note { text },
+                    readygap_core::event::Source::Runner,
+                    readygap_core::event::EventKind::Note { text },
                 )
             };
             let _ = self
@@ -559,7 +577,7 @@ impl Runner {
                         .run_action(Request::DropCaches { node: node.clone() })
                         .await;
                 }
-                None => self.inject(EventKind::CachesDropped(crate::core::event::CacheDrop {
+                None => self.inject(EventKind::CachesDropped(readygap_core::event::CacheDrop {
                     node: String::new(),
                     error: Some(format!("pod {} has no node", victim.name)),
                     ..Default::default()
@@ -865,7 +883,7 @@ pub fn progress_line(t: &Trial, of: Option<(usize, usize)>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::event::{ContainerState, ContainerView, PodCondition};
+    use readygap_core::event::{ContainerState, ContainerView, PodCondition};
 
     fn pod(name: &str, ready: bool, deleting: bool) -> PodView {
         PodView {

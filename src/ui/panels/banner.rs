@@ -2,14 +2,14 @@
 //! across the bottom of the panels in the error colour, with its evidence (models, sizes, limit,
 //! time). It stays until acknowledged.
 
-use super::theme::Theme;
-use super::view::ViewState;
-use crate::core::state::State;
+use crate::ui::theme::Theme;
+use crate::ui::view::ViewState;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Widget, Wrap};
+use readygap_core::state::State;
 
 /// Draw the banner when an unacknowledged kill verdict exists.
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {

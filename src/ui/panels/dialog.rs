@@ -1,14 +1,14 @@
 //! Dialogs drawn over the panels: the help screen (generated from the keymap), the y/n
 //! confirmation of a destructive intent, and the pod and model pickers.
 
-use super::theme::Theme;
-use super::view::{Dialog, ViewState};
-use crate::core::state::State;
+use crate::ui::theme::Theme;
+use crate::ui::view::{Dialog, ViewState};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Clear, Widget};
+use readygap_core::state::State;
 
 /// The help screen's lines.
 pub fn help_lines(view: &ViewState, theme: &Theme) -> Vec<Line<'static>> {
@@ -97,7 +97,7 @@ pub fn render(_state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: 
     let inner = block.inner(popup);
     block.render(popup, buf);
     for (y, line) in lines.iter().enumerate() {
-        if !super::put_line(
+        if !crate::ui::put_line(
             buf,
             Rect::new(
                 inner.x + 1,

@@ -2,15 +2,15 @@
 //! EndpointSlices over the last minutes of event time, one row of bars each; columns where no
 //! endpoint was ready are highlighted (the service could not route), and the current counts.
 
-use super::theme::Theme;
-use super::view::ViewState;
-use super::{fmt_age, fmt_secs, panel, put_line, secs};
-use crate::core::event::Timestamp;
-use crate::core::state::{EndpointCounts, State};
+use crate::ui::theme::Theme;
+use crate::ui::view::ViewState;
+use crate::ui::{fmt_age, fmt_secs, panel, put_line, secs};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
+use readygap_core::event::Timestamp;
+use readygap_core::state::{EndpointCounts, State};
 
 /// A bar row: its label, colour, and which count it shows.
 type Row = (&'static str, Color, fn(&EndpointCounts) -> u32);

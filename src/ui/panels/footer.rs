@@ -2,13 +2,13 @@
 //! "read-only" said when read-only), then the latest message coloured by severity: a UI notice
 //! (refused key, bad theme file) if there is one, else `State::last_message()`.
 
-use super::theme::Theme;
-use super::view::ViewState;
-use crate::core::state::{Severity, State};
+use crate::ui::theme::Theme;
+use crate::ui::view::ViewState;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
+use readygap_core::state::{Severity, State};
 
 /// The style of a message of this severity.
 pub fn severity_style(theme: &Theme, s: Severity) -> Style {

@@ -1,13 +1,13 @@
 //! The header line: session context (context, namespace, target, model from the session
 //! event), the trial number, live/replay, frozen, and the recording indicator.
 
-use super::theme::Theme;
-use super::view::ViewState;
-use crate::core::state::State;
+use crate::ui::theme::Theme;
+use crate::ui::view::ViewState;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
+use readygap_core::state::State;
 
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
     let area = area.intersection(buf.area);

@@ -3,14 +3,15 @@
 //! reached (the latest `node_access` event: target, where the choice came from, whether it
 //! is sampled through it) and the latest error of its `host NODE` feed while it fails.
 
-use super::theme::Theme;
-use super::view::ViewState;
-use super::{gib, panel, put_line};
-use crate::core::state::State;
+use crate::ui::theme::Theme;
+use crate::ui::view::ViewState;
+use crate::ui::{panel, put_line};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
+use readygap_core::state::State;
+use readygap_core::units::Gib;
 
 /// A text bar of `width` cells filled to `fraction`.
 fn bar(fraction: f64, width: usize) -> (String, String) {
@@ -116,7 +117,7 @@ fn access_lines(
             }
         }
     }
-    if let Some(f) = state.feeds.get(&crate::node_host::feed_name(node))
+    if let Some(f) = state.feeds.get(&readygap_core::event::host_feed(node))
         && !f.connected
     {
         for l in wrap(&format!("✗ {}", f.detail), width, 3) {
@@ -127,7 +128,7 @@ fn access_lines(
 
 /// CPU and memory bars and figures of one sample.
 fn sample_lines(
-    h: &crate::core::event::HostSample,
+    h: &readygap_core::event::HostSample,
     theme: &Theme,
     bar_w: usize,
     lines: &mut Vec<Line<'static>>,
@@ -165,19 +166,19 @@ fn sample_lines(
     lines.push(Line::from(vec![
         Span::styled(" used ", theme.muted()),
         Span::styled(
-            format!("{} / {}", gib(used), gib(h.mem_total)),
+            format!("{} / {}", Gib(used), Gib(h.mem_total)),
             theme.text(),
         ),
     ]));
     // The Summary API has no page cache: usage − working set (inactive file) is shown as ≈.
     let cache = if h.cache_approx {
-        format!("≈{}", gib(h.cached))
+        format!("≈{}", Gib(h.cached))
     } else {
-        gib(h.cached)
+        Gib(h.cached).to_string()
     };
     lines.push(Line::from(vec![
         Span::styled(" avail ", theme.muted()),
-        Span::styled(gib(h.mem_available), theme.text()),
+        Span::styled(Gib(h.mem_available).to_string(), theme.text()),
         Span::styled("  cache ", theme.muted()),
         Span::styled(cache, Style::new().fg(theme.accent)),
     ]));

@@ -3,17 +3,17 @@
 //! window as vertical lines labelled on the time axis, and a linear/log y axis (`l`). A gap in
 //! the series (the memory feed failed) breaks the line; it is never drawn as zero.
 
-use super::theme::Theme;
-use super::view::ViewState;
-use super::{fmt_age, panel, put_line, secs};
-use crate::core::event::Timestamp;
-use crate::core::state::{MemoryView, State};
+use crate::ui::theme::Theme;
+use crate::ui::view::ViewState;
+use crate::ui::{fmt_age, panel, put_line, secs};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Widget};
+use readygap_core::event::Timestamp;
+use readygap_core::state::{MemoryView, State};
 
 /// How much event time the chart shows.
 pub const WINDOW_SECS: f64 = 600.0;
@@ -45,7 +45,7 @@ pub fn runs(
     mem: &MemoryView,
     from: Timestamp,
     log: bool,
-    value: impl Fn(&crate::core::state::MemoryPoint) -> Option<u64>,
+    value: impl Fn(&readygap_core::state::MemoryPoint) -> Option<u64>,
 ) -> Vec<Vec<(f64, f64)>> {
     let mut out: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
     for p in mem.series.since(from) {

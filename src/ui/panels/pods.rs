@@ -1,16 +1,16 @@
 //! The Pods panel: name, phase, Ready condition with its age (relative to `state.now`), node,
 //! restarts and the container state label; an OOM-killed pod's state is in the error style.
 
-use super::theme::Theme;
-use super::view::ViewState;
-use super::{fmt_age, panel, secs};
-use crate::core::event::{ContainerState, PodView};
-use crate::core::state::State;
+use crate::ui::theme::Theme;
+use crate::ui::view::ViewState;
+use crate::ui::{fmt_age, panel, secs};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row, Table, Widget};
+use readygap_core::event::{ContainerState, PodView};
+use readygap_core::state::State;
 
 /// A compact container state label of a pod (its first container): `Running`,
 /// `ContainerCreating`, `OOMKilled (137)`, or `Running, last OOMKilled` after an OOM restart.

@@ -3,41 +3,13 @@
 //! then a track across the rest of the line with a tick for every T0–T4 mark (coloured like
 //! the timeline's segments) and a cursor at the playhead.
 
-use super::theme::Theme;
-use crate::core::state::State;
+use crate::ui::theme::Theme;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use std::sync::Arc;
-
-/// Where a replay is, as the controller last reported it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ReplayBar {
-    /// The playhead, in ms from the recording's first event.
-    pub position_ms: i64,
-    /// The recording's length in ms.
-    pub duration_ms: i64,
-    /// The speed as shown: `×100`, `×1/4`, `max`.
-    pub speed: String,
-    pub paused: bool,
-    /// The playhead is at the end of the recording.
-    pub ended: bool,
-    /// Every T0–T4 mark: (ms from the start, 0..=4).
-    pub marks: Arc<[(i64, u8)]>,
-}
-
-/// `mm:ss.t` (minutes keep counting past 59).
-pub fn fmt_position(ms: i64) -> String {
-    let ms = ms.max(0);
-    let tenths = ms / 100;
-    format!(
-        "{:02}:{:02}.{}",
-        tenths / 600,
-        (tenths / 10) % 60,
-        tenths % 10
-    )
-}
+pub use readygap_core::replay::{ReplayBar, fmt_position};
+use readygap_core::state::State;
 
 /// The tick drawn for mark `which`.
 pub const TICKS: [char; 5] = ['┃', '│', '│', '│', '│'];
@@ -106,6 +78,7 @@ pub fn render(_state: &State, bar: &ReplayBar, theme: &Theme, area: Rect, buf: &
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn bar() -> ReplayBar {
         ReplayBar {

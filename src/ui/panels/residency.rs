@@ -2,14 +2,15 @@
 //! expires-in relative to `state.now`), the models on disk, and a warning when the resident
 //! sizes add up to 85 % or more of the container's memory limit.
 
-use super::theme::Theme;
-use super::view::ViewState;
-use super::{fmt_age, gib, panel, put_line, secs};
-use crate::core::state::State;
+use crate::ui::theme::Theme;
+use crate::ui::view::ViewState;
+use crate::ui::{fmt_age, panel, put_line, secs};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
+use readygap_core::state::State;
+use readygap_core::units::Gib;
 
 /// The share of the memory limit from which resident models are a warning.
 pub const WARN_FRACTION: f64 = 0.85;
@@ -56,7 +57,7 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
                 format!(
                     "  ⚠ {:.0}% of {} limit resident",
                     100.0 * total as f64 / limit as f64,
-                    gib(limit)
+                    Gib(limit)
                 ),
                 theme.warn().add_modifier(Modifier::BOLD),
             ));
@@ -72,7 +73,7 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             };
             lines.push(Line::from(vec![
                 Span::styled(format!("  {} ", m.name), theme.text()),
-                Span::styled(format!("{} ", gib(m.size)), theme.accent()),
+                Span::styled(format!("{} ", Gib(m.size)), theme.accent()),
                 Span::styled(expires, theme.muted()),
             ]));
         }
@@ -81,7 +82,7 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             for m in &rt.on_disk {
                 lines.push(Line::from(vec![
                     Span::styled(format!("    {} ", m.name), theme.text()),
-                    Span::styled(gib(m.size), theme.muted()),
+                    Span::styled(Gib(m.size).to_string(), theme.muted()),
                 ]));
             }
         }

@@ -3,17 +3,17 @@
 //! the statistics of the finished trials (mean/median/p95 from `TrialStats`), and the last
 //! trials as rows with ✓/✗ and the failure reason.
 
-use super::theme::Theme;
-use super::view::ViewState;
-use super::{fmt_secs, panel, put_line, secs};
-use crate::core::event::Timestamp;
-use crate::core::state::State;
-use crate::core::stats::TrialStats;
-use crate::core::timeline::{Metric, Trial};
+use crate::ui::theme::Theme;
+use crate::ui::view::ViewState;
+use crate::ui::{fmt_secs, panel, put_line, secs};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
+use readygap_core::event::Timestamp;
+use readygap_core::state::State;
+use readygap_core::stats::TrialStats;
+use readygap_core::timeline::{Metric, Trial};
 
 /// The bar's glyph for reached segments and for the growing segment of a running trial.
 pub const BAR: &str = "█";
@@ -118,7 +118,7 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
             "{:<20}{:>3}{:>9}{:>9}{:>9}",
             format!(
                 "{}, {} failed",
-                crate::report::trials_text(stats.trials),
+                readygap_core::report::trials_text(stats.trials),
                 stats.failed
             ),
             "n",

@@ -3,8 +3,8 @@
 //! events applied — immediate even in a 1-hour recording — and lists every T0–T4 mark for
 //! mark-to-mark and trial-to-trial navigation.
 
-use crate::core::event::{Event, Timestamp};
-use crate::core::state::State;
+use crate::event::{Event, Timestamp};
+use crate::state::State;
 
 /// Events between snapshots.
 const SNAPSHOT_EVERY: usize = 5_000;

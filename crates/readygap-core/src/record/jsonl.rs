@@ -5,7 +5,7 @@
 //! and not valid JSON: the writer was killed mid-write) is a warning, and everything before it
 //! is kept.
 
-use crate::core::event::{Event, Timestamp};
+use crate::event::{Event, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -23,7 +23,7 @@ pub struct Header {
     pub version: u32,
     /// readygap's version that wrote the file.
     pub tool_version: String,
-    #[serde(with = "crate::core::event::ts_format")]
+    #[serde(with = "crate::event::ts_format")]
     pub started: Timestamp,
     #[serde(default)]
     pub context: String,
@@ -121,7 +121,7 @@ impl Recorder {
 /// The event as it goes into a recording made with responses left out: an inference's
 /// response text is dropped (its timing, status and Ollama's durations stay).
 pub fn redacted(ev: &Event) -> std::borrow::Cow<'_, Event> {
-    use crate::core::event::EventKind;
+    use crate::event::EventKind;
     match &ev.kind {
         EventKind::InferenceDone(r) if r.response.is_some() => {
             let mut e = ev.clone();
@@ -289,7 +289,7 @@ fn trim_eol(b: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::event::{EventKind, Source};
+    use crate::event::{EventKind, Source};
 
     fn ev(ms: i64, text: &str) -> Event {
         Event::new(
@@ -356,7 +356,7 @@ mod tests {
 
     #[test]
     fn redaction_drops_responses_and_the_prompt_only() {
-        use crate::core::event::{InferenceResult, RuntimeDurations};
+        use crate::event::{InferenceResult, RuntimeDurations};
         let done = Event::new(
             ev(5, "").ts,
             Source::Runtime,

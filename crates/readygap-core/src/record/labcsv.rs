@@ -9,9 +9,9 @@
 //! The readiness files of the study (a rollout summary, and EndpointSlice samples) carry no
 //! T0–T4 columns; they are read into interval metrics of their own.
 
-use crate::core::event::{CacheDrop, RuntimeDurations, Timestamp};
-use crate::core::stats::Summary;
-use crate::core::timeline::{Marks, Trial, TrialStatus};
+use crate::event::{CacheDrop, RuntimeDurations, Timestamp};
+use crate::stats::Summary;
+use crate::timeline::{Marks, Trial, TrialStatus};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -464,7 +464,7 @@ pub fn export(trials: &[Trial], out: impl std::io::Write) -> csv::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::timeline::Metric;
+    use crate::timeline::Metric;
 
     const SAMPLE: &str = "run,t0_delete_ms,t1_k8s_ready_ms,t2_runtime_ms,t3_inference_start_ms,t4_inference_done_ms,pod_recovery_ms,runtime_recovery_ms,ready_to_runtime_ms,functional_recovery_ms,ready_to_inference_ms,request_wall_ms,http_code,total_duration_ms,load_duration_ms,prompt_eval_duration_ms,eval_duration_ms
 1,1000,2500,3000,3010,9000,1500,2000,500,8000,6500,5990,200,5900,4000,1500,300

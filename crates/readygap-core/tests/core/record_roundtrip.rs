@@ -1,12 +1,11 @@
 //! Property: for random event sequences, applying them directly and applying
 //! `read(write(events))` give equal state and equal timelines.
 
-mod common;
-use common::*;
 use proptest::prelude::*;
-use readygap::core::event::*;
-use readygap::core::state::State;
-use readygap::record::jsonl::{self, Header, Recorder};
+use readygap_core::event::*;
+use readygap_core::fixtures::*;
+use readygap_core::record::jsonl::{self, Header, Recorder};
+use readygap_core::state::State;
 
 const PODS: [(&str, &str); 3] = [
     ("ollama-a", "uid-a"),

@@ -1,16 +1,16 @@
 //! The demo recordings shipped in `recordings/` replay to the timelines and statistics they
 //! were made to show (see recordings/README.md for how each was made).
 
-use readygap::core::residency::VerdictKind;
-use readygap::core::state::State;
-use readygap::core::stats::TrialStats;
-use readygap::core::timeline::Metric;
-use readygap::record::jsonl;
+use readygap_core::record::jsonl;
+use readygap_core::residency::VerdictKind;
+use readygap_core::state::State;
+use readygap_core::stats::TrialStats;
+use readygap_core::timeline::Metric;
 use std::path::Path;
 
 fn replay(name: &str) -> State {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("recordings")
+        .join("../../recordings")
         .join(name);
     let size = std::fs::metadata(&path).unwrap().len();
     assert!(

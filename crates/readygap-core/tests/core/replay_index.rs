@@ -1,11 +1,10 @@
 //! Seeking through a replay index gives exactly the state of a full replay up to that point.
 
-mod common;
-use common::*;
-use readygap::core::state::State;
-use readygap::record::index::ReplayIndex;
+use readygap_core::fixtures::*;
+use readygap_core::record::index::ReplayIndex;
+use readygap_core::state::State;
 
-fn long_session() -> Vec<readygap::core::event::Event> {
+fn long_session() -> Vec<readygap_core::event::Event> {
     let mut events = vec![applied(-1, pod("ollama-0", "uid-0", Stage::Ready, -1))];
     for i in 0..40i64 {
         let t = i * 30_000;

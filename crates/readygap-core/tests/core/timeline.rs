@@ -1,11 +1,10 @@
 //! The T0–T4 timeline on event sequences: normal, external, OOM restart, failed inference,
 //! back-to-back trials, and events arriving out of order across sources.
 
-mod common;
-use common::*;
-use readygap::core::event::*;
-use readygap::core::state::State;
-use readygap::core::timeline::{Metric, TrialStatus};
+use readygap_core::event::*;
+use readygap_core::fixtures::*;
+use readygap_core::state::State;
+use readygap_core::timeline::{Metric, TrialStatus};
 
 fn state_of(events: &[Event]) -> State {
     State::from_events(events)

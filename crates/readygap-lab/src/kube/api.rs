@@ -1307,7 +1307,7 @@ async fn admin(api: Arc<Api>, req: Request) -> Response {
                     let (before, after) = cache.drop_caches();
                     api.cluster.settings.ground_truth.log(
                         node,
-                        crate::lab::ground_truth::Transition::CachesDropped,
+                        crate::ground_truth::Transition::CachesDropped,
                         json!({"cached_kb_before": before, "cached_kb_after": after}),
                     );
                     json_response(

@@ -10,10 +10,10 @@ use super::resources::{
 };
 use super::selectors::LabelSelector;
 use super::store::{Store, StoreError};
-use crate::lab::ground_truth::{GroundTruth, Transition};
-use crate::lab::profile::{Profile, Stage};
-use crate::lab::runtime::{ModelDisk, NodeCache, PlainContainer, RuntimeFaults, RuntimeHandle};
-use crate::lab::scenario::Scenario;
+use crate::ground_truth::{GroundTruth, Transition};
+use crate::profile::{Profile, Stage};
+use crate::runtime::{ModelDisk, NodeCache, PlainContainer, RuntimeFaults, RuntimeHandle};
+use crate::scenario::Scenario;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -32,6 +32,8 @@ type OwnerIndex = HashMap<String, Vec<Arc<Value>>>;
 
 /// Pod IPs in use by any lab of this process.
 static IPS_IN_USE: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+/// Where the next pod IP search starts (see [`Cluster::allocate_ip`]).
+static NEXT_IP: Mutex<u32> = Mutex::new(0);
 
 /// The alphabet Kubernetes uses for generated name suffixes.
 const SAFE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -233,12 +235,22 @@ impl Cluster {
             .collect()
     }
 
-    /// Take the smallest free pod IP (127.0.0.10 and up). The pool is shared by every lab in
-    /// the process, and an address whose Ollama port is taken (another process) is skipped.
+    /// Take the next free pod IP after the last one handed out (127.0.0.10 to
+    /// 127.0.255.254, then from the start again): round robin, as the host-local IPAM plugin
+    /// of a real node allocates (containernetworking/plugins, plugins/ipam/host-local), so a
+    /// client still holding a deleted pod's address does not reach the pod that replaced it.
+    /// The pool is shared by every lab in the process, and an address whose Ollama port is
+    /// taken (another process) is skipped.
     pub fn allocate_ip(&self) -> Ipv4Addr {
+        const FIRST: u32 = 10;
+        const END: u32 = 0x0001_0000;
         let mut used = lock(&IPS_IN_USE);
-        let mut n: u32 = 10;
-        loop {
+        let mut next = lock(&NEXT_IP);
+        let mut n = (*next).max(FIRST);
+        for _ in FIRST..END {
+            if n >= END {
+                n = FIRST;
+            }
             let last = n & 0xFF;
             if last != 0 && last != 255 && !used.contains(&n) {
                 let ip = Ipv4Addr::from(0x7F00_0000 | n);
@@ -248,6 +260,7 @@ impl Cluster {
             }
             n += 1;
         }
+        *next = n + 1;
         used.insert(n);
         lock(&self.ips).insert(n);
         Ipv4Addr::from(0x7F00_0000 | n)

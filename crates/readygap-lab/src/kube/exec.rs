@@ -10,7 +10,7 @@
 
 use super::api::{Api, error};
 use super::resources::PODS;
-use crate::lab::runtime::ExecChunk;
+use crate::runtime::ExecChunk;
 use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
@@ -131,7 +131,7 @@ pub async fn exec(
         return r;
     }
     // The runtime's container, or a plain one (a debug pod) that sees its node.
-    type Start = Box<dyn FnOnce(Vec<String>) -> crate::lab::runtime::ExecStream + Send>;
+    type Start = Box<dyn FnOnce(Vec<String>) -> crate::runtime::ExecStream + Send>;
     let start: Start = if let Some(runtime) = api.cluster.runtime_of(&ns, &name) {
         Box::new(move |argv| runtime.exec(argv))
     } else if let Some(plain) = api.cluster.plain_of(&ns, &name) {

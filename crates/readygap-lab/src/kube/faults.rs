@@ -1,7 +1,7 @@
 //! Fault switches for the lab's runtimes, set through `POST /lab/faults {"runtime": {...}}`:
 //! a hanging runtime, HTTP 500 answers, slow exec.
 
-use crate::lab::runtime::RuntimeFaults;
+use crate::runtime::RuntimeFaults;
 use serde_json::Value;
 
 /// Apply `{"hang": bool, "http_500": bool, "slow_exec_ms": n}` to the runtimes' switches.

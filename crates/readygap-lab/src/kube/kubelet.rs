@@ -15,8 +15,8 @@
 use super::cluster::Cluster;
 use super::objects::{self, OLLAMA_PORT, time};
 use super::resources::{CONFIGMAPS, NODES, PODS};
-use crate::lab::ground_truth::Transition;
-use crate::lab::runtime::{
+use crate::ground_truth::Transition;
+use crate::runtime::{
     self, ModelDisk, PlainContainer, PlainSpec, RuntimeEvent, RuntimeHandle, RuntimeSpec,
 };
 use chrono::Utc;
@@ -458,12 +458,12 @@ impl PodRun {
         }
     }
 
-    fn node_cache(&self) -> Arc<crate::lab::runtime::NodeCache> {
+    fn node_cache(&self) -> Arc<crate::runtime::NodeCache> {
         self.cluster
             .node_caches
             .get(&self.node)
             .cloned()
-            .unwrap_or_else(|| Arc::new(crate::lab::runtime::NodeCache::new(false)))
+            .unwrap_or_else(|| Arc::new(crate::runtime::NodeCache::new(false)))
     }
 
     /// The container of a pod that does not run Ollama: it sees its node (see `plain`).
@@ -1116,8 +1116,8 @@ mod tests {
 
     #[test]
     fn builtin_scenario_probes_read_back_as_their_scenarios() {
-        use crate::lab::kube::objects::{OLLAMA_IMAGE, deployment};
-        use crate::lab::scenario::{Readiness, Scenario};
+        use crate::kube::objects::{OLLAMA_IMAGE, deployment};
+        use crate::scenario::{Readiness, Scenario};
         for sc in [
             Scenario::Baseline,
             Scenario::HttpReadiness,

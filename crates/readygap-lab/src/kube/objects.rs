@@ -2,7 +2,7 @@
 //! Service, PVC, pods from a template, events), written as JSON and checked by a round trip
 //! through the k8s-openapi types so what the API serves is what real clients expect.
 
-use crate::lab::scenario::{Readiness, Scenario};
+use crate::scenario::{Readiness, Scenario};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -51,7 +51,7 @@ pub fn memory_quantity(bytes: u64) -> String {
 /// Parse a memory quantity (`4Gi`, `512Mi`, `1G`, plain bytes) into bytes: the parser
 /// readygap itself uses for a Node's capacity, so the lab and readygap read quantities alike.
 pub fn parse_quantity(q: &str) -> Option<u64> {
-    crate::node_host::parse_memory(q)
+    readygap_core::units::parse_memory(q)
 }
 
 /// The namespace.

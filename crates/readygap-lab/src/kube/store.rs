@@ -453,7 +453,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::kube::resources::PODS;
+    use crate::kube::resources::PODS;
 
     fn pod(name: &str) -> Value {
         json!({"metadata": {"name": name, "namespace": "ns"}, "spec": {}})

@@ -674,7 +674,7 @@ pub fn table<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::kube::resources::{DEPLOYMENTS, PODS};
+    use crate::kube::resources::{DEPLOYMENTS, PODS};
 
     fn now() -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z")

@@ -4,7 +4,7 @@
 //! (a ten-trial run, as published) stays close to the profile's mean. Independent draws
 //! would make a ten-trial mean wander by sd/√10 (±14% for the 8B profile's pod recovery).
 
-use crate::lab::profile::{Stage, duration_from_ms};
+use crate::profile::{Stage, duration_from_ms};
 use rand::RngExt;
 use rand::rngs::StdRng;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! the PVC shared by the pods of a deployment, or a fresh emptyDir) and the page cache of
 //! its node (`NodeCache`), which makes the next model load cold after `drop_caches`.
 
-use crate::lab::profile::ModelSpec;
+use crate::profile::ModelSpec;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -158,7 +158,7 @@ impl NodeCacheInner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::profile::Profile;
+    use crate::profile::Profile;
 
     #[test]
     fn disk_lists_pulls_and_resolves_names() {

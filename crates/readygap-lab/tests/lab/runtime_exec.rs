@@ -1,10 +1,8 @@
 //! `kubectl exec` into a lab container: cgroup v1/v2 files agree with the runtime's memory,
 //! the `ollama` CLI tables, and a streaming `while :` loop that ends when dropped.
 
-mod lab_runtime_support;
-
-use lab_runtime_support::*;
-use readygap::lab::runtime::{ExecChunk, ExecStream, RuntimeEvent};
+use readygap_lab::runtime::{ExecChunk, ExecStream, RuntimeEvent};
+use readygap_lab::testkit::runtime::*;
 use serde_json::json;
 use std::collections::HashMap;
 

@@ -1,9 +1,7 @@
 //! Runtime faults: a hung runtime accepts and never answers; HTTP 500 on every route; slow
 //! exec. Each is switched on and off on a live runtime.
 
-mod lab_runtime_support;
-
-use lab_runtime_support::*;
+use readygap_lab::testkit::runtime::*;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

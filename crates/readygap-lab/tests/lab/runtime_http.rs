@@ -1,12 +1,10 @@
 //! The lab runtime over real HTTP on loopback: every endpoint, model loading and residency,
 //! memory while loading, keep-alive, boot and stop.
 
-mod lab_runtime_support;
-
-use lab_runtime_support::*;
-use readygap::lab::ground_truth::Transition;
-use readygap::lab::profile::Stage;
-use readygap::lab::runtime::RuntimeEvent;
+use readygap_lab::ground_truth::Transition;
+use readygap_lab::profile::Stage;
+use readygap_lab::runtime::RuntimeEvent;
+use readygap_lab::testkit::runtime::*;
 use serde_json::{Value, json};
 
 const IDLE: u64 = 14_987_264;
@@ -385,7 +383,7 @@ async fn boot_refuses_connections_until_listening_and_stop_frees_the_port() {
     );
     // The same address can be bound again at once (a restarted container).
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-    let again = readygap::lab::runtime::start(lab.spec.clone(), tx)
+    let again = readygap_lab::runtime::start(lab.spec.clone(), tx)
         .await
         .expect("rebind after stop");
     again.stop().await;
@@ -395,7 +393,7 @@ async fn boot_refuses_connections_until_listening_and_stop_frees_the_port() {
 async fn an_empty_volume_has_no_models_until_pulled() {
     // The emptyDir scenario (the study's archived failing runs): nothing on disk after a
     // replacement, so generate is a 404 until the model is pulled again.
-    let disk = std::sync::Arc::new(readygap::lab::runtime::ModelDisk::empty());
+    let disk = std::sync::Arc::new(readygap_lab::runtime::ModelDisk::empty());
     let lab = start_listening(
         profile("azure-1b"),
         Options {

@@ -1,11 +1,9 @@
 //! Overlapping residency kills the container: the published "1B resident, then 3B under
 //! 4 GiB" case, over real HTTP.
 
-mod lab_runtime_support;
-
-use lab_runtime_support::*;
-use readygap::lab::ground_truth::Transition;
-use readygap::lab::runtime::{ExecChunk, RuntimeEvent};
+use readygap_lab::ground_truth::Transition;
+use readygap_lab::runtime::{ExecChunk, RuntimeEvent};
+use readygap_lab::testkit::runtime::*;
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -117,7 +115,7 @@ async fn loading_3b_next_to_a_resident_1b_under_4gib_is_oom_killed() {
 
     // The kubelet restarts the container: same pod, same address, a fresh cgroup.
     let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let restarted = readygap::lab::runtime::start(lab.spec.clone(), tx)
+    let restarted = readygap_lab::runtime::start(lab.spec.clone(), tx)
         .await
         .expect("restart on the same address");
     let deadline = tokio::time::Instant::now() + DEADLINE;

@@ -2,9 +2,7 @@
 //! residency, generates streamed and not, with no validation error from its pydantic models.
 //! Needs `python3` with `pip install ollama==0.6.3`: skipped when missing, unless CI is set.
 
-mod lab_runtime_support;
-
-use lab_runtime_support::*;
+use readygap_lab::testkit::runtime::*;
 use std::process::Command;
 
 fn python_client_available() -> bool {

@@ -12,7 +12,6 @@
 //! access in [`crate::node_host`].
 
 pub mod access;
-pub mod cli;
 pub mod config;
 pub mod debug_pod;
 pub mod debug_session;
@@ -25,7 +24,6 @@ pub use access::{
     ControlOp, HostKeyPolicy, NodeAccess, NodeCommand, ProcRoot, RemoteScript, SshAccess,
     Transport, debug_pod_exec_argv,
 };
-pub use cli::{DropCachesArgs, drop_caches_cli};
 pub use config::{NodeConfig, NodeFacts, NodesSection, guess_access};
 pub use debug_pod::debug_pod_manifest;
 pub use debug_session::{DebugPodSession, PodOutput};

@@ -7,16 +7,16 @@
 //! [`kube_event_view`], [`node_view`]) are pure; [`adapt`] turns any watcher `Stream` into
 //! events, so tests feed it directly.
 
-use crate::core::event::{
-    ContainerState, ContainerView, EndpointSliceView, EndpointView, Event, EventKind,
-    KubeEventView, NodeView, PodCondition, PodView, Source, Timestamp,
-};
 use chrono::Utc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use readygap_core::event::{
+    ContainerState, ContainerView, EndpointSliceView, EndpointView, Event, EventKind,
+    KubeEventView, NodeView, PodCondition, PodView, Source, Timestamp,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -101,12 +101,6 @@ pub fn pod_view(pod: &Pod) -> PodView {
             .and_then(|o| o.iter().find(|r| r.controller == Some(true)).or(o.first()))
             .map(|r| r.name.clone()),
         resource_version: md.resource_version.clone().unwrap_or_default(),
-    }
-}
-
-impl From<&Pod> for PodView {
-    fn from(p: &Pod) -> Self {
-        pod_view(p)
     }
 }
 

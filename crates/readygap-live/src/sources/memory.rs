@@ -9,10 +9,10 @@
 //!
 //! Working set = usage − inactive file cache (floored at 0), as the kubelet computes it.
 
-use crate::core::event::{Event, EventKind, MemorySample, MemorySource, Source};
 use chrono::Utc;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, AttachParams};
+use readygap_core::event::{Event, EventKind, MemorySample, MemorySource, Source};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;

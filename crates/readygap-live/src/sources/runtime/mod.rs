@@ -7,9 +7,6 @@
 
 pub mod ollama;
 
-use crate::core::event::{
-    DiskModel, Event, EventKind, InferenceResult, ResidentModel, RuntimeProbe, Source,
-};
 use chrono::Utc;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -17,12 +14,15 @@ use futures::{StreamExt, TryStreamExt};
 use http_body_util::BodyExt;
 use hyper::body::Bytes;
 use k8s_openapi::api::core::v1::Pod;
+use readygap_core::event::{
+    DiskModel, Event, EventKind, InferenceResult, ResidentModel, RuntimeProbe, Source,
+};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// How readygap reaches a pod's runtime.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AccessMode {
     /// The API server's pod proxy (`/api/v1/namespaces/NS/pods/NAME:PORT/proxy/…`).
@@ -32,6 +32,15 @@ pub enum AccessMode {
     PortForward,
     /// Straight to a URL built from a template (`http://{pod_ip}:11434`).
     Direct,
+}
+
+impl AccessMode {
+    /// The names on the command line.
+    pub const NAMES: [(&'static str, AccessMode); 3] = [
+        ("proxy", AccessMode::Proxy),
+        ("port-forward", AccessMode::PortForward),
+        ("direct", AccessMode::Direct),
+    ];
 }
 
 /// A pod whose runtime is addressed.

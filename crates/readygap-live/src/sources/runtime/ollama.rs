@@ -4,11 +4,11 @@
 //! ns), and unload (`keep_alive: 0`). Parsing is in pure functions over the JSON bodies.
 
 use super::{HttpResponse, PodRef, RuntimeAccess, RuntimeAdapter, timed};
-use crate::core::event::{
-    DiskModel, InferenceResult, ResidentModel, RuntimeDurations, RuntimeProbe,
-};
 use futures::StreamExt;
 use futures::future::BoxFuture;
+use readygap_core::event::{
+    DiskModel, InferenceResult, ResidentModel, RuntimeDurations, RuntimeProbe,
+};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -55,7 +55,7 @@ impl Ollama {
     }
 }
 
-fn parse_ts(v: &Value) -> Option<crate::core::event::Timestamp> {
+fn parse_ts(v: &Value) -> Option<readygap_core::event::Timestamp> {
     v.as_str()
         .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
         .map(|t| t.with_timezone(&chrono::Utc))

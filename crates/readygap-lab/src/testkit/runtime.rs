@@ -1,10 +1,9 @@
 //! Shared helpers of the lab runtime tests: start a runtime on a free loopback address, wait
 //! for its events with bounded deadlines, and build profiles with fixed timings.
-#![allow(dead_code)]
 
-use readygap::lab::ground_truth::GroundTruth;
-use readygap::lab::profile::{Profile, Stage};
-use readygap::lab::runtime::{
+use crate::ground_truth::GroundTruth;
+use crate::profile::{Profile, Stage};
+use crate::runtime::{
     self, ModelDisk, NodeCache, RuntimeEvent, RuntimeFaults, RuntimeHandle, RuntimeSpec,
 };
 use std::net::Ipv4Addr;

@@ -4,16 +4,14 @@
 //! of T1−T0, T2−T0 and T4−T1 for every profile (the lab side is the mean of the ten trials
 //! without the fastest and the slowest, against scheduling hiccups that the speed magnifies).
 
-mod lab_kube_support;
-
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use lab_kube_support::{client, skip_or_panic, start_lab};
-use readygap::lab::ground_truth::Transition;
-use readygap::lab::profile::Profile;
-use readygap::lab::scenario::Scenario;
+use readygap_lab::ground_truth::Transition;
+use readygap_lab::profile::Profile;
+use readygap_lab::scenario::Scenario;
+use readygap_lab::testkit::{client, skip_or_panic, start_lab};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -28,7 +26,7 @@ const TOLERANCE: f64 = 0.15;
 fn lab_data() -> Option<PathBuf> {
     [
         std::env::var_os("READYGAP_LAB_DATA").map(PathBuf::from),
-        Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/lab-data")),
+        Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/lab-data")),
     ]
     .into_iter()
     .flatten()
@@ -81,7 +79,7 @@ fn ready_new_pod(p: &Pod, old: &[String]) -> Option<(String, String)> {
 }
 
 async fn trial(
-    lab: &readygap::lab::serve::LabHandle,
+    lab: &readygap_lab::serve::LabHandle,
     pods: &Api<Pod>,
     model: &str,
     http: &reqwest::Client,
@@ -203,6 +201,7 @@ async fn trial(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trials_match_the_published_means_for_every_profile() {
+    let _alone = crate::alone().await;
     let Some(data) = lab_data() else {
         skip_or_panic("the published lab data (READYGAP_LAB_DATA or ../shared/lab-data)");
         return;

@@ -3,10 +3,8 @@
 //! `/api/tags` 200 (T2) to a finished generate (T4) takes the profile's published
 //! ready_to_inference mean, divided by the speed. Catches a stage left out or applied twice.
 
-mod lab_runtime_support;
-
-use lab_runtime_support::*;
-use readygap::lab::profile::Profile;
+use readygap_lab::profile::Profile;
+use readygap_lab::testkit::runtime::*;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -14,6 +12,7 @@ const SPEED: f64 = 5.0;
 
 #[tokio::test]
 async fn a_trial_takes_the_profiles_published_means() {
+    let _alone = crate::alone().await;
     let http = client();
     for p in Profile::all() {
         let name = p.name.clone();

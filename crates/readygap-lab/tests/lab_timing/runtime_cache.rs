@@ -3,10 +3,8 @@
 //! load charges page cache to the container up to its limit, as the published cold-cache
 //! memory.current shows.
 
-mod lab_runtime_support;
-
-use lab_runtime_support::*;
-use readygap::lab::runtime::{NodeCache, RuntimeEvent};
+use readygap_lab::runtime::{NodeCache, RuntimeEvent};
+use readygap_lab::testkit::runtime::*;
 use serde_json::json;
 use std::sync::Arc;
 
@@ -35,6 +33,7 @@ async fn generate_and_unload(lab: &mut Lab) -> (f64, u64, u64) {
 
 #[tokio::test]
 async fn drop_caches_makes_the_next_load_cold_then_warm_again() {
+    let _alone = crate::alone().await;
     // Fixed stages (no sampling noise); speed 2 makes the 3B load ~2 s warm, ~2.3 s cold.
     let p = fixed(profile("azure-3b-cold"));
     let factor = p.cold_load_factor;
@@ -83,6 +82,7 @@ async fn drop_caches_makes_the_next_load_cold_then_warm_again() {
 
 #[tokio::test]
 async fn a_node_started_cold_loads_cold_first() {
+    let _alone = crate::alone().await;
     let p = fixed(profile("azure-3b-cold"));
     let factor = p.cold_load_factor;
     assert!(p.start_cold);

@@ -1,0 +1,12 @@
+//! The built-in lab's tests: its Kubernetes API against kube-rs and kubectl, its
+//! runtimes against the official Ollama client, the OOM kill, exec and faults.
+
+mod apply_manifests;
+mod kube_api;
+mod kube_kubectl;
+mod kube_watch;
+mod runtime_exec;
+mod runtime_faults;
+mod runtime_http;
+mod runtime_oom;
+mod runtime_python;

@@ -1,0 +1,316 @@
+//! The command line's session options (clap) and their conversion into the plain
+//! configuration of `readygap-live` ([`SessionConfig`], [`RunConfig`]): the defaults shown
+//! in `--help` are the configs' defaults (a test holds them together), and node access is
+//! resolved here from `--node-access` or the config file's `[nodes]` tables.
+
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use readygap_core::units;
+use readygap_live::cluster::ClusterConfig;
+use readygap_live::node_host::AccessPolicy;
+use readygap_live::run::{OutFormat, RunConfig, SessionConfig};
+use readygap_live::sources::runtime::AccessMode;
+use readygap_live::trial::{InferAfter, ReplaceBy};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A clap value parser for one of a domain enum's names (`NAMES` tables of the live crate).
+pub fn one_of<T: Copy + Send + Sync + 'static>(
+    names: &'static [(&'static str, T)],
+) -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(names.iter().map(|(n, _)| *n)).map(move |s| {
+        names
+            .iter()
+            .find(|(n, _)| *n == s)
+            .map(|(_, v)| *v)
+            .expect("clap checked the name")
+    })
+}
+
+/// Which cluster and which workload.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArgs {
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: the current context).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Namespace (default: the context's namespace, or `default`).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// The Deployment serving the model.
+    #[arg(long, default_value = "ollama")]
+    pub deployment: String,
+    /// A label selector of the pods instead of the Deployment's selector.
+    #[arg(long)]
+    pub selector: Option<String>,
+    /// The Service whose EndpointSlices are watched (default: the deployment's name).
+    #[arg(long)]
+    pub service: Option<String>,
+}
+
+/// What a live session needs, shared by `readygap run` and the dashboard (`readygap`): the
+/// cluster and target, the inference, the recording, how pods, runtimes and nodes are
+/// reached, and the limits and intervals of the feeds.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SessionArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The model of the T3 inference (default: the lab profile's, else the first on disk).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The prompt of the T3 inference.
+    #[arg(long, default_value = readygap_live::actions::DEFAULT_PROMPT)]
+    pub prompt: String,
+    /// Record the session (JSON lines) to this file.
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    /// Leave prompts and responses out of recordings (timings, statuses and Ollama's
+    /// durations stay).
+    #[arg(long)]
+    pub record_redact: bool,
+    /// Load this model on the new pod just before each trial's T3 inference (with
+    /// `--model llama3.2:3b --preload-model llama3.2:1b` under 4 GiB: the published
+    /// overlapping-residency OOM kill).
+    #[arg(long)]
+    pub preload_model: Option<String>,
+    /// How to reach each pod's runtime.
+    #[arg(long, default_value = "proxy", value_parser = one_of(&AccessMode::NAMES))]
+    pub access: AccessMode,
+    /// URL template for `--access direct` ({pod_ip}, {pod}, {namespace}, {port}).
+    #[arg(long, default_value = "http://{pod_ip}:{port}")]
+    pub direct_url: String,
+    /// The runtime's port in the pod.
+    #[arg(long, default_value_t = 11434)]
+    pub runtime_port: u16,
+    /// Path probed for T2.
+    #[arg(long, default_value = "/api/tags")]
+    pub probe_path: String,
+    /// Interval of the T2 probes.
+    #[arg(long, default_value = "50ms", value_parser = units::parse_duration)]
+    pub probe_interval: Duration,
+    /// When the T3 inference is sent: after the runtime answered (as in the study) or at Ready.
+    #[arg(long, default_value = "runtime", value_parser = one_of(&InferAfter::NAMES))]
+    pub infer_after: InferAfter,
+    /// Replace the pod by deleting it or by a rollout restart of the deployment.
+    #[arg(long, default_value = "delete", value_parser = one_of(&ReplaceBy::NAMES))]
+    pub replace: ReplaceBy,
+    /// Grace period of the delete, in seconds (default: the pod's).
+    #[arg(long)]
+    pub grace: Option<u32>,
+    /// How to reach nodes (host samples of the selected node, the cold step):
+    /// ssh://USER@HOST:PORT, local, minikube, kind or debug-pod (a privileged pod in the
+    /// target namespace, created through the API). Default: the config's `[nodes]` tables
+    /// (in the lab: the lab's own node).
+    #[arg(long)]
+    pub node_access: Option<String>,
+    /// ssh private key for `--node-access ssh://…`.
+    #[arg(long, requires = "node_access")]
+    pub node_identity: Option<PathBuf>,
+    /// known_hosts file for `--node-access ssh://…`.
+    #[arg(long, requires = "node_access")]
+    pub node_known_hosts: Option<PathBuf>,
+    /// Config file whose `[nodes]` tables apply (the dashboard's `--config`; `run --config`).
+    #[arg(skip)]
+    pub node_config: Option<PathBuf>,
+    /// Limit of T0 → T1.
+    #[arg(long, default_value = "300s", value_parser = units::parse_duration)]
+    pub ready_timeout: Duration,
+    /// Limit of T1 → T2.
+    #[arg(long, default_value = "300s", value_parser = units::parse_duration)]
+    pub runtime_timeout: Duration,
+    /// Limit of T3 → T4.
+    #[arg(long, default_value = "600s", value_parser = units::parse_duration)]
+    pub inference_timeout: Duration,
+    /// Interval of the residency polls (`/api/ps`).
+    #[arg(long, default_value = "250ms", value_parser = units::parse_duration)]
+    pub residency_interval: Duration,
+    /// Interval of the models-on-disk polls (`/api/tags`).
+    #[arg(long, default_value = "5s", value_parser = units::parse_duration)]
+    pub tags_interval: Duration,
+    /// Do not follow the container's memory.
+    #[arg(long)]
+    pub no_memory: bool,
+    /// Interval of the memory samples.
+    #[arg(long, default_value = "250ms", value_parser = units::parse_duration)]
+    pub memory_interval: Duration,
+    /// The serving container (default: the pod's first).
+    #[arg(long)]
+    pub container: Option<String>,
+}
+
+/// Arguments of `readygap run`: a session, plus what only headless trials use (how many,
+/// cold or warm, the pause between them, the output, and the in-process lab).
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub session: SessionArgs,
+    /// How many trials readygap starts.
+    #[arg(long, default_value_t = 5)]
+    pub trials: usize,
+    /// Cold trials: unload the model and drop the node's page cache before each T0.
+    #[arg(long)]
+    pub cold: bool,
+    /// Pause between trials.
+    #[arg(long, default_value = "15s", value_parser = units::parse_duration_or_zero)]
+    pub cooldown: Duration,
+    /// Output format of the statistics on stdout.
+    #[arg(long, default_value = "table", value_parser = one_of(&OutFormat::NAMES))]
+    pub format: OutFormat,
+    /// Write the trials in the study's CSV schema to this file.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Start the built-in lab in-process with this profile (default local-3b) and run against it.
+    #[arg(long, num_args = 0..=1, default_missing_value = "local-3b")]
+    pub lab: Option<String>,
+    /// Scenario of the built-in lab (baseline, http-readiness, inference-readiness, emptydir,
+    /// overlap-oom, rollout).
+    #[arg(long, default_value = "baseline")]
+    pub lab_scenario: String,
+    /// Speed factor of the built-in lab.
+    #[arg(long, default_value_t = 1.0)]
+    pub lab_speed: f64,
+}
+
+impl ClusterArgs {
+    pub fn to_config(&self) -> ClusterConfig {
+        ClusterConfig {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            namespace: self.namespace.clone(),
+            deployment: self.deployment.clone(),
+            selector: self.selector.clone(),
+            service: self.service.clone(),
+        }
+    }
+}
+
+impl SessionArgs {
+    /// The live session's configuration. `lab`: the session runs against the built-in lab
+    /// (its nodes are reached through debug pods unless `--node-access` or an explicit
+    /// config file says otherwise).
+    pub fn to_config(&self, lab: bool) -> SessionConfig {
+        SessionConfig {
+            cluster: self.cluster.to_config(),
+            model: self.model.clone(),
+            prompt: self.prompt.clone(),
+            record: self.record.clone(),
+            record_redact: self.record_redact,
+            preload_model: self.preload_model.clone(),
+            access: self.access,
+            direct_url: self.direct_url.clone(),
+            runtime_port: self.runtime_port,
+            probe_path: self.probe_path.clone(),
+            probe_interval: self.probe_interval,
+            infer_after: self.infer_after,
+            replace: self.replace,
+            grace: self.grace,
+            nodes: self.node_policy(lab),
+            ready_timeout: self.ready_timeout,
+            runtime_timeout: self.runtime_timeout,
+            inference_timeout: self.inference_timeout,
+            residency_interval: self.residency_interval,
+            tags_interval: self.tags_interval,
+            no_memory: self.no_memory,
+            memory_interval: self.memory_interval,
+            container: self.container.clone(),
+        }
+    }
+
+    /// Where node access comes from: `--node-access` (with its identity and known_hosts),
+    /// in the lab (unless a config file was named explicitly) its nodes' debug pods, the
+    /// access a user's cluster offers too; else the config file's `[nodes]` tables.
+    pub fn node_policy(&self, lab: bool) -> AccessPolicy {
+        if let Some(via) = &self.node_access {
+            return AccessPolicy::Explicit {
+                via: via.clone(),
+                identity: self.node_identity.clone(),
+                known_hosts: self.node_known_hosts.clone(),
+                origin: "--node-access".into(),
+            };
+        }
+        configured_nodes(self.node_config.as_deref(), lab)
+    }
+}
+
+/// Where the lab's node access comes from, as the Host panel and recordings show it.
+pub const LAB_NODES: &str = "lab: a debug pod on the node";
+
+/// Node access without `--node-access`: in the lab (unless a config file was named
+/// explicitly) its nodes' debug pods; else the `[nodes]` tables of the config file
+/// (`config`, or the default one).
+pub fn configured_nodes(config: Option<&std::path::Path>, lab: bool) -> AccessPolicy {
+    // The lab's nodes are fake: the user's own ~/.config tables never apply to them.
+    if lab && config.is_none() {
+        return AccessPolicy::Explicit {
+            via: "debug-pod".into(),
+            identity: None,
+            known_hosts: None,
+            origin: LAB_NODES.into(),
+        };
+    }
+    match crate::config::load(config).and_then(|(f, _)| crate::config::nodes_section(&f)) {
+        Ok(section) => AccessPolicy::Config { section, lab },
+        Err(e) => AccessPolicy::Unavailable(format!("{e:#}")),
+    }
+}
+
+impl RunArgs {
+    /// The run's configuration (the lab fields are the binary's: it starts the lab).
+    pub fn to_config(&self) -> RunConfig {
+        let mut extra = serde_json::Map::new();
+        extra.insert("lab".into(), serde_json::json!(self.lab));
+        extra.insert("lab_speed".into(), serde_json::json!(self.lab_speed));
+        RunConfig {
+            session: self.session.to_config(self.lab.is_some()),
+            trials: self.trials,
+            cold: self.cold,
+            cooldown: self.cooldown,
+            format: self.format,
+            csv: self.csv.clone(),
+            extra_settings: extra,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    #[test]
+    fn the_help_defaults_are_the_configs_defaults() {
+        let args = Wrap::parse_from(["readygap"]).run;
+        let mut cfg = args.to_config();
+        let want = RunConfig::default();
+        // Without a config file the (empty) `[nodes]` tables of the user apply.
+        cfg.session.nodes = want.session.nodes.clone();
+        cfg.extra_settings = want.extra_settings.clone();
+        assert_eq!(cfg, want);
+    }
+
+    #[test]
+    fn the_lab_is_reached_through_debug_pods() {
+        let args = Wrap::parse_from(["readygap", "--lab"]).run;
+        assert_eq!(
+            args.to_config().session.nodes,
+            AccessPolicy::Explicit {
+                via: "debug-pod".into(),
+                identity: None,
+                known_hosts: None,
+                origin: LAB_NODES.into(),
+            }
+        );
+        let args = Wrap::parse_from(["readygap", "--lab", "--node-access", "local"]).run;
+        assert!(matches!(
+            args.to_config().session.nodes,
+            AccessPolicy::Explicit { via, .. } if via == "local"
+        ));
+    }
+}

@@ -1,0 +1,23 @@
+//! `readygap export`: the trials of a recording (or CSV) in the study's CSV column order.
+
+use color_eyre::eyre::{Result, WrapErr};
+use readygap_core::record::labcsv;
+use readygap_core::report;
+use std::path::Path;
+
+/// `readygap export FILE --csv OUT` (`-` for stdout).
+pub fn export(file: &Path, csv: &Path) -> Result<i32> {
+    let loaded = report::load_trials(file)?;
+    let trials = loaded.trials;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    if csv.as_os_str() == "-" {
+        labcsv::export(&trials, std::io::stdout().lock())?;
+    } else {
+        let out =
+            std::fs::File::create(csv).wrap_err_with(|| format!("creating {}", csv.display()))?;
+        labcsv::export(&trials, out).wrap_err_with(|| format!("writing {}", csv.display()))?;
+    }
+    Ok(0)
+}

@@ -1,0 +1,108 @@
+//! `readygap replay FILE`: the dashboard on a recording, read-only, with replay controls.
+//! The pure [`Replayer`] (readygap-core) decides what is due; [`drive`] is the tokio task
+//! around it: it sends the due events to the dashboard as [`Feed::Event`], and carries out
+//! the replay keys (`Intent::Replay`) the dashboard sends back.
+
+use crate::ui::app::{DashboardOptions, Feed, run_dashboard};
+use crate::ui::intent::Intent;
+use color_eyre::eyre::{Result, WrapErr, eyre};
+use readygap_core::event::Event;
+use readygap_core::record::index::ReplayIndex;
+use readygap_core::record::jsonl;
+use readygap_core::replay::{BATCH, ReplayOptions, Replayer, Speed, Step};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// The replayer's steps as the dashboard's feed.
+fn feeds(steps: Vec<Step>) -> Vec<Feed> {
+    steps.into_iter().map(Feed::from).collect()
+}
+
+/// A plain pacer without controls (no pause or seek; the dashboard uses [`drive`]): send
+/// `events` on `tx`, each when its offset from the first event (divided by the speed) has
+/// passed since the call. Stops early when the receiver is gone; returns how many were sent.
+pub async fn feed(events: Vec<Event>, speed: Speed, tx: mpsc::Sender<Event>) -> usize {
+    let start = tokio::time::Instant::now();
+    let first = events.first().map(|e| e.ts);
+    let mut sent = 0;
+    for ev in events {
+        if let (Speed::Factor(f), Some(first)) = (speed, first) {
+            let offset_us = (ev.ts - first)
+                .num_microseconds()
+                .unwrap_or(i64::MAX)
+                .max(0);
+            let at = Duration::from_secs_f64((offset_us as f64 / 1e6 / f).min(1e9));
+            tokio::time::sleep_until(start + at).await;
+        }
+        if tx.send(ev).await.is_err() {
+            break;
+        }
+        sent += 1;
+    }
+    sent
+}
+
+/// The replay task: sends due events and the bar to the dashboard, and carries out the replay
+/// keys it sends back. Ends when the dashboard is gone.
+pub async fn drive(
+    mut replayer: Replayer,
+    tx: mpsc::Sender<Feed>,
+    mut commands: mpsc::Receiver<Intent>,
+) {
+    let mut pending: Vec<Feed> = feeds(replayer.begin());
+    loop {
+        for item in pending.drain(..) {
+            if tx.send(item).await.is_err() {
+                return;
+            }
+        }
+        let wake = replayer
+            .next_wake(Instant::now())
+            .map(tokio::time::Instant::from_std);
+        pending = tokio::select! {
+            cmd = commands.recv() => match cmd {
+                Some(Intent::Replay(c)) => feeds(replayer.command(c, Instant::now())),
+                Some(_) => Vec::new(),
+                None => return,
+            },
+            _ = async {
+                if let Some(w) = wake {
+                    tokio::time::sleep_until(w).await;
+                }
+            }, if wake.is_some() => feeds(replayer.advance(Instant::now(), BATCH)),
+        };
+    }
+}
+
+/// Replay a recording in the dashboard; returns the exit code.
+pub fn run(path: &Path, replay: &ReplayOptions, mut opts: DashboardOptions) -> Result<i32> {
+    let rec =
+        jsonl::read(path).wrap_err_with(|| format!("reading recording {}", path.display()))?;
+    if rec.events.is_empty() {
+        return Err(eyre!("{}: the recording has no events", path.display()));
+    }
+    let index = ReplayIndex::new(rec.events);
+    let replayer = Replayer::new(index, replay, Instant::now())
+        .map_err(|e| eyre!("replaying {}: {e}", path.display()))?;
+    opts.read_only = true;
+    opts.mode_label = "replay".into();
+    if opts.title.is_empty() {
+        opts.title = path.display().to_string();
+    }
+    opts.notices.extend(rec.warnings.iter().cloned());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .wrap_err("starting the async runtime")?;
+    rt.block_on(async move {
+        let (tx, rx) = mpsc::channel::<Feed>(1024);
+        let (cmd_tx, cmd_rx) = mpsc::channel(64);
+        let controller = tokio::spawn(drive(replayer, tx, cmd_rx));
+        let result = run_dashboard(opts, rx, Some(cmd_tx)).await;
+        controller.abort();
+        result
+    })?;
+    Ok(0)
+}
