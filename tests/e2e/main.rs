@@ -15,6 +15,7 @@ mod node_ssh;
 mod oom_cgroup_v1;
 mod oom_detector;
 mod oom_lab;
+mod peers;
 mod record_sigkill;
 mod replay_controls;
 mod run_actions;

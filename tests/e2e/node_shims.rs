@@ -7,7 +7,7 @@
 //! readygap's templates, quoting, the sudo wrapper, the output parsing and the
 //! before/after judgement are exercised for real; only the container/VM hop is not.
 //!
-//! Dropping caches needs root (as on CI); elsewhere the tests say "skipped".
+//! Dropping caches needs root (as on CI): the tests are ignored by a plain `cargo test`.
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -16,24 +16,6 @@ use std::process::Command;
 
 /// Two drops at once would empty each other's cache before the "before" figure is read.
 static DROP_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn is_root() -> bool {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open("/proc/sys/vm/drop_caches")
-        .is_ok()
-}
-
-fn skip_unless_root() -> bool {
-    if is_root() {
-        return false;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("CI runs as root: /proc/sys/vm/drop_caches must be writable");
-    }
-    eprintln!("skipped: not root, cannot drop caches");
-    true
-}
 
 /// A 64 MiB file written and read back on a real disk, so there is page cache to drop.
 fn cache_a_fresh_file(dir: &Path) {
@@ -119,11 +101,10 @@ fn assert_dropped(code: i32, json: &serde_json::Value, stderr: &str, node: &str)
     );
 }
 
+#[ignore = "needs root: /proc/sys/vm/drop_caches writable (CI runs as root)"]
 #[test]
 fn kind_access_runs_the_script_through_docker_exec() {
-    if skip_unless_root() {
-        return;
-    }
+    crate::peers::root();
     let shims = tempfile::tempdir().expect("shims");
     let log: PathBuf = shims.path().join("docker.argv");
     // docker exec NODE sh -c SCRIPT: one argv element per line, then run it here.
@@ -158,22 +139,11 @@ fn kind_access_runs_the_script_through_docker_exec() {
     assert_dropped(code, &json, &stderr, "kind-worker");
 }
 
+#[ignore = "needs root and passwordless sudo (CI runs as root, .ci/sshd-setup.sh installs sudo)"]
 #[test]
 fn minikube_access_runs_the_script_through_minikube_ssh_with_sudo() {
-    if skip_unless_root() {
-        return;
-    }
-    let sudo_works = Command::new("sudo")
-        .args(["-n", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !sudo_works {
-        if std::env::var_os("CI").is_some() {
-            panic!("sudo is required in CI (installed by .ci/sshd-setup.sh)");
-        }
-        eprintln!("skipped: sudo not installed");
-        return;
-    }
+    crate::peers::root();
+    crate::peers::sudo();
     let shims = tempfile::tempdir().expect("shims");
     let log: PathBuf = shims.path().join("minikube.argv");
     // minikube ssh -p PROFILE -n NODE -- COMMAND: the node's shell gets COMMAND as a string.

@@ -24,10 +24,7 @@ use readygap_live::node::{
 /// at a time so one test's drop does not empty the other's cache in between.
 static DROP_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-struct Lab {
-    dir: PathBuf,
-    port: u16,
-}
+use crate::peers::Sshd as Lab;
 
 impl Lab {
     fn key(&self) -> PathBuf {
@@ -60,39 +57,9 @@ impl Lab {
     }
 }
 
-fn skip_or_fail(why: &str) -> Option<Lab> {
-    if std::env::var_os("CI").is_some() {
-        panic!("{why} (CI is set: run `bash .ci/sshd-setup.sh` before cargo test)");
-    }
-    println!("skipped: {why}; run `sudo bash .ci/sshd-setup.sh` to enable these tests");
-    None
-}
-
-/// The sshd started by .ci/sshd-setup.sh, or None (skip) when it is absent.
-fn lab() -> Option<Lab> {
-    let dir = std::env::var_os("READYGAP_SSH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/readygap-ssh"));
-    if std::process::Command::new("ssh")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        return skip_or_fail("the OpenSSH client (ssh) is not installed");
-    }
-    if !dir.join("ready").exists() {
-        return skip_or_fail(&format!("no sshd test setup in {}", dir.display()));
-    }
-    let port = std::fs::read_to_string(dir.join("port"))
-        .expect("port file")
-        .trim()
-        .parse()
-        .expect("port number");
-    // The setup may be from an earlier boot: check that sshd still listens.
-    if std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        return skip_or_fail(&format!("sshd on 127.0.0.1:{port} is not running"));
-    }
-    Some(Lab { dir, port })
+/// The test sshd (see [`crate::peers::sshd`]).
+fn lab() -> Lab {
+    crate::peers::sshd()
 }
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -164,9 +131,10 @@ fn conn_of(stdout: &str) -> String {
         .to_owned()
 }
 
+#[ignore = "needs the test sshd on 127.0.0.1 (bash .ci/sshd-setup.sh)"]
 #[tokio::test]
 async fn drops_caches_through_sshd_as_root() {
-    let Some(lab) = lab() else { return };
+    let lab = lab();
     let _one_at_a_time = DROP_LOCK.lock().await;
     let disk = disk_tempdir();
     cache_a_fresh_file(disk.path(), 64);
@@ -226,9 +194,10 @@ async fn drops_caches_locally_when_root() {
     assert!(result.dropped);
 }
 
+#[ignore = "needs the test sshd on 127.0.0.1 (bash .ci/sshd-setup.sh)"]
 #[tokio::test]
 async fn a_wrong_key_is_reported_as_key_refused() {
-    let Some(lab) = lab() else { return };
+    let lab = lab();
     let ctl = tempfile::tempdir().expect("ctl");
     let mut ssh = lab.access("root", ctl.path());
     ssh.identity = Some(lab.wrong_key());
@@ -252,9 +221,10 @@ async fn a_wrong_key_is_reported_as_key_refused() {
     );
 }
 
+#[ignore = "needs the test sshd on 127.0.0.1 (bash .ci/sshd-setup.sh)"]
 #[tokio::test]
 async fn unknown_and_changed_host_keys_are_refused() {
-    let Some(lab) = lab() else { return };
+    let lab = lab();
     let tmp = tempfile::tempdir().expect("tmp");
     let empty = tmp.path().join("known_hosts_empty");
     std::fs::write(&empty, "").expect("write");
@@ -287,9 +257,10 @@ async fn unknown_and_changed_host_keys_are_refused() {
     assert!(matches!(err, NodeError::HostKeyChanged { .. }), "{err}");
 }
 
+#[ignore = "needs the test sshd on 127.0.0.1 (bash .ci/sshd-setup.sh)"]
 #[tokio::test]
 async fn accept_new_adds_an_unknown_key_when_configured() {
-    let Some(lab) = lab() else { return };
+    let lab = lab();
     let tmp = tempfile::tempdir().expect("tmp");
     let kh = tmp.path().join("known_hosts_new");
     std::fs::write(&kh, "").expect("write");
@@ -363,9 +334,10 @@ async fn wait_for(count: &AtomicUsize, at_least: usize, within: Duration) -> boo
     count.load(Ordering::SeqCst) >= at_least
 }
 
+#[ignore = "needs the test sshd on 127.0.0.1 (bash .ci/sshd-setup.sh)"]
 #[tokio::test]
 async fn a_port_that_never_answers_times_out_and_the_child_is_killed() {
-    let Some(lab) = lab() else { return };
+    let lab = lab();
     let silent = silent_port().await;
     let tmp = tempfile::tempdir().expect("tmp");
     let mut ssh = lab.access("root", tmp.path());
@@ -413,10 +385,9 @@ async fn a_port_that_never_answers_times_out_and_the_child_is_killed() {
 }
 
 #[tokio::test]
+#[ignore = "needs the OpenSSH client (ssh)"]
 async fn a_closed_port_is_connection_refused() {
-    if lab().is_none() {
-        return;
-    }
+    crate::peers::ssh_client();
     // Bind and drop to find a free port nothing listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
@@ -506,9 +477,10 @@ async fn injected_names_are_refused_before_any_process_starts() {
     silent.task.abort();
 }
 
+#[ignore = "needs the test sshd on 127.0.0.1 (bash .ci/sshd-setup.sh)"]
 #[tokio::test]
 async fn sudo_needing_a_password_is_reported() {
-    let Some(lab) = lab() else { return };
+    let lab = lab();
     let tmp = tempfile::tempdir().expect("tmp");
     let ssh = lab.access("rgtest", tmp.path());
     let access = NodeAccess::Ssh(ssh.clone());
@@ -519,9 +491,10 @@ async fn sudo_needing_a_password_is_reported() {
     assert!(err.to_string().contains("sudo needs a password"), "{err}");
 }
 
+#[ignore = "needs the test sshd on 127.0.0.1 (bash .ci/sshd-setup.sh)"]
 #[tokio::test]
 async fn a_non_root_user_drops_caches_through_passwordless_sudo() {
-    let Some(lab) = lab() else { return };
+    let lab = lab();
     let _one_at_a_time = DROP_LOCK.lock().await;
     let disk = disk_tempdir();
     cache_a_fresh_file(disk.path(), 64);
@@ -551,9 +524,10 @@ async fn a_non_root_user_drops_caches_through_passwordless_sudo() {
     assert!(before >= after + 32 * 1024, "{before} → {after} kB");
 }
 
+#[ignore = "needs the test sshd on 127.0.0.1 (bash .ci/sshd-setup.sh)"]
 #[tokio::test]
 async fn two_commands_share_one_control_master_connection() {
-    let Some(lab) = lab() else { return };
+    let lab = lab();
     let tmp = tempfile::tempdir().expect("tmp");
     let ssh = lab.access("root", tmp.path());
     let access = NodeAccess::Ssh(ssh.clone());
@@ -601,9 +575,10 @@ async fn two_commands_share_one_control_master_connection() {
     assert!(run(&check, TIMEOUT).await.is_err(), "master should be gone");
 }
 
+#[ignore = "needs the test sshd on 127.0.0.1 (bash .ci/sshd-setup.sh)"]
 #[tokio::test]
 async fn remote_sampler_streams_samples_over_one_session() {
-    let Some(lab) = lab() else { return };
+    let lab = lab();
     let tmp = tempfile::tempdir().expect("tmp");
     let ssh = lab.access("root", tmp.path());
     let access = NodeAccess::Ssh(ssh.clone());
@@ -648,9 +623,10 @@ async fn remote_sampler_streams_samples_over_one_session() {
     assert_eq!(logins.len(), 1, "{logins:?}");
 }
 
+#[ignore = "needs the test sshd on 127.0.0.1 (bash .ci/sshd-setup.sh)"]
 #[tokio::test]
 async fn remote_sampler_reports_a_refused_key() {
-    let Some(lab) = lab() else { return };
+    let lab = lab();
     let tmp = tempfile::tempdir().expect("tmp");
     let mut ssh = lab.access("root", tmp.path());
     ssh.identity = Some(lab.wrong_key());
@@ -664,9 +640,10 @@ async fn remote_sampler_reports_a_refused_key() {
     assert!(matches!(err, NodeError::KeyRefused { .. }), "{err}");
 }
 
+#[ignore = "needs the test sshd on 127.0.0.1 (bash .ci/sshd-setup.sh)"]
 #[tokio::test]
 async fn the_cli_drops_caches_over_ssh_and_reports_json() {
-    let Some(lab) = lab() else { return };
+    let lab = lab();
     let _one_at_a_time = DROP_LOCK.lock().await;
     let disk = disk_tempdir();
     cache_a_fresh_file(disk.path(), 64);
@@ -719,9 +696,10 @@ async fn the_cli_drops_caches_over_ssh_and_reports_json() {
     assert!(json["cached_kb_before"].as_u64().expect("before") >= 32 * 1024);
 }
 
+#[ignore = "needs the test sshd on 127.0.0.1 (bash .ci/sshd-setup.sh)"]
 #[tokio::test]
 async fn the_remote_sampling_task_streams_and_stops_on_cancel() {
-    let Some(lab) = lab() else { return };
+    let lab = lab();
     let tmp = tempfile::tempdir().expect("tmp");
     let mut ssh = lab.access("root", tmp.path());
     ssh.control_persist = None;
@@ -733,9 +711,10 @@ async fn the_remote_sampling_task_streams_and_stops_on_cancel() {
     sampler.stop().await;
 }
 
+#[ignore = "needs the test sshd on 127.0.0.1 (bash .ci/sshd-setup.sh)"]
 #[tokio::test]
 async fn the_remote_sampling_task_reports_errors_and_retries() {
-    let Some(lab) = lab() else { return };
+    let lab = lab();
     let tmp = tempfile::tempdir().expect("tmp");
     let mut ssh = lab.access("root", tmp.path());
     ssh.identity = Some(lab.wrong_key());

@@ -2,8 +2,8 @@
 //! limit, a process in it that allocates 256 MiB, the kernel kills it. readygap's memory
 //! stream (the same `head` loop it runs in containers, parsed by `sources::memory`) sees the
 //! `oom_kill` counter rise, and the detector reports the kill (`runner_oom`: the process died,
-//! its cgroup lived). Skipped with a message where the machine has no writable v1 memory
-//! hierarchy, except under CI, where it must run.
+//! its cgroup lived). Needs a writable v1 memory hierarchy: ignored by a plain `cargo test`,
+//! run by `.ci/run` (`--include-ignored`).
 
 use readygap_core::event::{Event, EventKind, InferenceResult, ResidentModel, Source};
 use readygap_core::residency::VerdictKind;
@@ -27,6 +27,7 @@ fn now_event(kind: EventKind, source: Source) -> Event {
 }
 
 #[test]
+#[ignore = "needs root and a writable cgroup v1 memory hierarchy (/sys/fs/cgroup/memory), as on CI"]
 fn kernel_oom_kill_in_a_child_cgroup_is_seen_and_attributed() {
     let root = std::path::Path::new("/sys/fs/cgroup/memory");
     let dir = root.join(format!("readygap-test-{}", std::process::id()));
@@ -35,11 +36,7 @@ fn kernel_oom_kill_in_a_child_cgroup_is_seen_and_attributed() {
             "cannot create a child memory cgroup under {} ({e}): this machine does not allow the real OOM test",
             root.display()
         );
-        if std::env::var_os("CI").is_some() {
-            panic!("{msg}");
-        }
-        eprintln!("skipped: {msg}");
-        return;
+        panic!("{msg}");
     }
     let cg = Cgroup(dir.clone());
     std::fs::write(dir.join("memory.limit_in_bytes"), (64u64 << 20).to_string()).unwrap();

@@ -4,8 +4,8 @@
 //! process and `stty` shows canonical mode again). A replay-keys test presses `]` (the header's
 //! trial number changes) and `End` (the last trial's T4 shows). A third test runs a deliberate panic while
 //! the dashboard holds the terminal (this test binary re-run inside tmux) and checks that the
-//! panic hook restored it. Needs tmux (`apt-get install -y tmux`); when
-//! it is missing the test is skipped, or fails when `CI` is set.
+//! panic hook restored it. Needs tmux (`apt-get install -y tmux`): the tests are ignored by a
+//! plain `cargo test`, and `.ci/run` runs them (see [`crate::peers`]).
 
 use crate::ui_support::scenario;
 use readygap_core::fixtures::at;
@@ -87,13 +87,6 @@ impl Drop for Tmux {
     }
 }
 
-fn tmux_available() -> bool {
-    Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 fn write_recording(path: &Path) {
     let mut rec = Recorder::create(
         path,
@@ -105,15 +98,10 @@ fn write_recording(path: &Path) {
     }
 }
 
+#[ignore = "needs tmux (apt-get install -y tmux)"]
 #[test]
 fn replay_in_tmux_shows_panels_and_t4_then_quits_cleanly() {
-    if !tmux_available() {
-        if std::env::var_os("CI").is_some() {
-            panic!("tmux is required in CI: apt-get install -y tmux");
-        }
-        eprintln!("skipped: tmux not installed");
-        return;
-    }
+    crate::peers::tmux();
     let dir = tempfile::tempdir().expect("tempdir");
     let recording = dir.path().join("replay_small.jsonl");
     write_recording(&recording);
@@ -197,15 +185,10 @@ fn panic_child() {
 /// The UI thread may be drawing when another thread panics: the dashboard's panic hook waits
 /// for that frame and stops all drawing before ratatui restores the terminal, so no frame lands
 /// over the panic message or the restored terminal.
+#[ignore = "needs tmux (apt-get install -y tmux)"]
 #[test]
 fn panic_restores_the_terminal() {
-    if !tmux_available() {
-        if std::env::var_os("CI").is_some() {
-            panic!("tmux is required in CI: apt-get install -y tmux");
-        }
-        eprintln!("skipped: tmux not installed");
-        return;
-    }
+    crate::peers::tmux();
     let tmux = Tmux {
         socket: format!("readygap-test-panic-{}", std::process::id()),
     };
@@ -263,15 +246,10 @@ fn panic_restores_the_terminal() {
 
 /// The replay keys in the real binary: `--from t0:1` at a slow speed, `]` moves the header to
 /// trial 2, `End` shows the last trial finished (its T4) with the bar at the end, `q` exits 0.
+#[ignore = "needs tmux (apt-get install -y tmux)"]
 #[test]
 fn replay_keys_in_tmux_seek_between_trials() {
-    if !tmux_available() {
-        if std::env::var_os("CI").is_some() {
-            panic!("tmux is required in CI: apt-get install -y tmux");
-        }
-        eprintln!("skipped: tmux not installed");
-        return;
-    }
+    crate::peers::tmux();
     let dir = tempfile::tempdir().expect("tempdir");
     let recording = dir.path().join("replay_trials.jsonl");
     // Cut a few events after the last T4, so the recording ends with a finished trial.
@@ -323,15 +301,10 @@ fn replay_keys_in_tmux_seek_between_trials() {
 /// `readygap demo` at 160×48: the lab starts in-process, all six panels show, `t` (confirmed
 /// with `y`) runs a full trial that reaches T4 on screen, and `q` exits with the terminal
 /// restored.
+#[ignore = "needs tmux (apt-get install -y tmux)"]
 #[test]
 fn demo_in_tmux_runs_a_trial_to_t4() {
-    if !tmux_available() {
-        if std::env::var_os("CI").is_some() {
-            panic!("tmux is required in CI: apt-get install -y tmux");
-        }
-        eprintln!("skipped: tmux not installed");
-        return;
-    }
+    crate::peers::tmux();
     let dir = tempfile::tempdir().expect("tempdir");
     let tmux = Tmux {
         socket: format!("readygap-demo-{}", std::process::id()),

