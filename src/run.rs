@@ -39,6 +39,10 @@ pub struct SessionArgs {
     /// The prompt of the T3 inference.
     #[arg(long, default_value = crate::actions::DEFAULT_PROMPT)]
     pub prompt: String,
+    /// `think` of every inference (`true` or `false`); absent: the model's own default, as
+    /// the user's clients see it (Ollama ≥ 0.12.4 thinks when the model can).
+    #[arg(long, value_name = "true|false")]
+    pub think: Option<bool>,
     /// Record the session (JSON lines) to this file.
     #[arg(long)]
     pub record: Option<PathBuf>,
@@ -141,9 +145,14 @@ pub struct RunArgs {
     #[arg(long, num_args = 0..=1, default_missing_value = "local-3b")]
     pub lab: Option<String>,
     /// Scenario of the built-in lab (baseline, http-readiness, inference-readiness, emptydir,
-    /// overlap-oom, rollout).
+    /// overlap-oom, rollout, gpu).
     #[arg(long, default_value = "baseline")]
     pub lab_scenario: String,
+    /// The Ollama version the built-in lab imitates (0.12.x: a load that does not fit next to
+    /// a resident model is OOM-killed; 0.13 and later on cgroup v2: the resident model is
+    /// evicted, or the load refused). Default: the profile's.
+    #[arg(long, value_name = "VERSION")]
+    pub lab_ollama_version: Option<String>,
     /// Speed factor of the built-in lab.
     #[arg(long, default_value_t = 1.0)]
     pub lab_speed: f64,
@@ -249,6 +258,10 @@ pub async fn run_with(mut args: RunArgs, cancel: CancellationToken) -> Result<Ru
         lab_model = Some(p.model.clone());
         let mut o = crate::lab::serve::LabOptions::new(p);
         o.speed = args.lab_speed;
+        if let Some(v) = &args.lab_ollama_version {
+            o.profile.ollama_version =
+                crate::lab::ollama_version::check(v).map_err(|e| eyre!(e))?;
+        }
         o.scenario = args.lab_scenario.parse().map_err(|e: String| eyre!(e))?;
         let h = crate::lab::serve::serve(o).await?;
         h.wait_ready(Duration::from_secs(120)).await?;
@@ -352,6 +365,7 @@ pub async fn build(
     let mut ollama = Ollama::new(access);
     ollama.probe_path = args.session.probe_path.clone();
     ollama.generate_timeout = args.session.inference_timeout;
+    ollama.think = args.session.think;
     let runtime: Arc<dyn RuntimeAdapter> = Arc::new(ollama);
 
     let model = match args.session.model.clone().or(lab_model) {
@@ -364,6 +378,7 @@ pub async fn build(
         "model": model, "prompt": args.session.prompt, "access": args.session.access,
         "probe_path": args.session.probe_path, "probe_interval_ms": args.session.probe_interval.as_millis() as u64,
         "infer_after": args.session.infer_after, "replace": args.session.replace, "lab": args.lab, "lab_speed": args.lab_speed,
+        "think": args.session.think, "lab_ollama_version": args.lab_ollama_version,
     });
     let mut recorder = match &args.session.record {
         Some(path) => {

@@ -1143,3 +1143,50 @@ async fn malformed_objects_are_rejected_not_fatal() {
     assert_eq!(d["spec"]["replicas"], 1);
     lab.shutdown().await;
 }
+
+/// A Service with `publishNotReadyAddresses`: the lab's EndpointSlice controller marks every
+/// endpoint ready and only `serving` follows the pod's Ready (k8s.io/endpointslice utils.go
+/// podToEndpoint: ready = PublishNotReadyAddresses || (serving && !terminating)).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_not_ready_addresses_marks_not_ready_endpoints_ready_but_not_serving() {
+    use k8s_openapi::api::core::v1::Service;
+    let (lab, _dir) = ready_lab(Scenario::HttpReadiness, "local-1b", 21).await;
+    let services: Api<Service> = Api::namespaced(client(&lab).await, NS);
+    services
+        .patch(
+            "ollama",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"publishNotReadyAddresses": true}})),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client(&lab).await, NS);
+    let old = pod_names(&lab, "").await.pop().unwrap();
+    pods.delete(&old, &DeleteParams::default()).await.unwrap();
+    // The replacement, before its probe passes: published ready, not serving.
+    let lab_ref = &lab;
+    let old_ref = &old;
+    let cond = wait_for(
+        Duration::from_secs(60),
+        "a ready, not serving endpoint",
+        || async move {
+            let (_, eps) = get_json(
+                lab_ref,
+                &format!("/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices"),
+            )
+            .await;
+            eps["items"][0]["endpoints"]
+                .as_array()?
+                .iter()
+                .find(|e| {
+                    e["targetRef"]["name"] != old_ref.as_str()
+                        && e["conditions"]["serving"] == false
+                })
+                .map(|e| e["conditions"].clone())
+        },
+    )
+    .await;
+    assert_eq!(cond["ready"], true, "{cond}");
+    assert_eq!(cond["terminating"], false, "{cond}");
+    lab.shutdown().await;
+}

@@ -374,6 +374,15 @@ pub struct ResidentModel {
     pub expires_at: Option<Timestamp>,
 }
 
+impl ResidentModel {
+    /// Bytes in the host's memory: `size` includes `size_vram` (Ollama server/routes.go
+    /// PsHandler reports the model's total as `size`, its GPU part as `size_vram`), and no
+    /// cgroup is charged for VRAM.
+    pub fn host_bytes(&self) -> u64 {
+        self.size.saturating_sub(self.size_vram)
+    }
+}
+
 /// A model on disk (`/api/tags`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DiskModel {

@@ -441,7 +441,16 @@ impl Timeline {
             }
             EventKind::EndpointSliceApplied(slice) => {
                 if let Some(t) = self.open_mut() {
-                    for ep in slice.endpoints.iter().filter(|e| e.ready) {
+                    // The replacement's endpoint can take traffic once it is serving (its
+                    // pod Ready). Not `ready`: with publishNotReadyAddresses the controller
+                    // marks every endpoint ready (k8s.io/endpointslice utils.go
+                    // podToEndpoint: ready = PublishNotReadyAddresses || (serving &&
+                    // !terminating)), so without it `serving && !terminating` is `ready`.
+                    for ep in slice
+                        .endpoints
+                        .iter()
+                        .filter(|e| e.serving && !e.terminating)
+                    {
                         if let Some(pod) = &ep.pod
                             && let Some(o) = t.observe(pod)
                         {
@@ -494,7 +503,19 @@ impl Timeline {
 
     /// The latest trial that failed because the verdict's pod was OOM-killed (or whose
     /// inference failed on it) takes the verdict as its reason and its OOM evidence.
+    /// An `evicted_for_memory` verdict instead goes, as evidence only, to the trial whose
+    /// inference waited for that load (the trial did not fail: its load included the
+    /// eviction).
     pub fn attribute_oom(&mut self, verdict: &Verdict) {
+        if verdict.kind == super::residency::VerdictKind::EvictedForMemory {
+            if let Some(id) = verdict.request_id
+                && let Some(t) = self.trial_of_request(id)
+                && t.oom.is_none()
+            {
+                t.oom = Some(verdict.clone());
+            }
+            return;
+        }
         let pod = verdict.pod.as_str();
         let hit = self.trials.iter_mut().rev().take(3).find(|t| {
             (t.new_pod.as_deref() == Some(pod) || t.observed.contains_key(pod))

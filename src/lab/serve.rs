@@ -29,7 +29,7 @@ pub struct LabArgs {
     /// Calibration profile (local-1b, local-3b, azure-1b, azure-3b, azure-3b-cold, azure-8b).
     #[arg(long, default_value = "local-3b")]
     pub profile: String,
-    /// Scenario: baseline, none, http-readiness, inference-readiness, emptydir, overlap-oom, rollout.
+    /// Scenario: baseline, none, http-readiness, inference-readiness, emptydir, overlap-oom, rollout, gpu.
     #[arg(long, default_value = "baseline")]
     pub scenario: Scenario,
     /// Divide every timing by this factor.
@@ -51,6 +51,10 @@ pub struct LabArgs {
     /// apply (`kubectl apply -k manifests/overlays/llama3.2-3b`).
     #[arg(long)]
     pub no_workload: bool,
+    /// The Ollama version the runtimes imitate (default: the profile's, 0.12.6). 0.12.x loads
+    /// next to resident models and is OOM-killed; 0.13+ on cgroup v2 evicts or refuses.
+    #[arg(long, value_name = "VERSION")]
+    pub ollama_version: Option<String>,
 }
 
 /// Everything `serve` needs.
@@ -112,6 +116,10 @@ impl LabArgs {
                 .wrap_err_with(|| format!("opening the ground-truth log {}", p.display()))?,
             None => GroundTruth::in_memory(),
         };
+        let mut profile = profile;
+        if let Some(v) = &self.ollama_version {
+            profile.ollama_version = crate::lab::ollama_version::check(v).map_err(|e| eyre!(e))?;
+        }
         let mut o = LabOptions::new(profile);
         o.scenario = self.scenario;
         o.speed = self.speed;

@@ -124,7 +124,8 @@ pub fn endpoint_slice_view(s: &EndpointSlice) -> EndpointSliceView {
             .iter()
             .map(|e| {
                 let c = e.conditions.as_ref();
-                // Per the API: nil ready means ready; nil serving means same as ready.
+                // k8s.io/api discovery/v1 types.go EndpointConditions: a nil ready and a nil
+                // serving are both "true", a nil terminating is "false".
                 let ready = c.and_then(|c| c.ready).unwrap_or(true);
                 EndpointView {
                     addresses: e.addresses.clone(),
@@ -134,7 +135,7 @@ pub fn endpoint_slice_view(s: &EndpointSlice) -> EndpointSliceView {
                         .filter(|r| r.kind.as_deref().is_none_or(|k| k == "Pod"))
                         .and_then(|r| r.name.clone()),
                     ready,
-                    serving: c.and_then(|c| c.serving).unwrap_or(ready),
+                    serving: c.and_then(|c| c.serving).unwrap_or(true),
                     terminating: c.and_then(|c| c.terminating).unwrap_or(false),
                 }
             })

@@ -77,6 +77,8 @@ pub struct ContainerPlan {
     pub host_proc: Option<String>,
     /// `securityContext.privileged` of the container.
     pub privileged: bool,
+    /// GPUs of the container (`resources.limits["nvidia.com/gpu"]`, 0 without).
+    pub gpus: u32,
 }
 
 /// The mount path of a `hostPath: /proc` volume in the first container.
@@ -214,6 +216,14 @@ impl ContainerPlan {
             memory_limit: c["resources"]["limits"]["memory"]
                 .as_str()
                 .and_then(objects::parse_quantity),
+            // Extended resources are whole numbers (the device plugin's `nvidia.com/gpu`).
+            gpus: match &c["resources"]["limits"]["nvidia.com/gpu"] {
+                serde_json::Value::String(n) => n.trim().parse().unwrap_or(0),
+                serde_json::Value::Number(n) => {
+                    n.as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0)
+                }
+                _ => 0,
+            },
             readiness: ReadinessSpec {
                 action,
                 period_seconds: seconds(&p["periodSeconds"], 10).max(1),
@@ -388,6 +398,7 @@ impl PodRun {
                 speed: self.cluster.settings.speed,
                 ground_truth: self.cluster.settings.ground_truth.clone(),
                 faults: self.cluster.runtime_faults.clone(),
+                gpus: self.plan.gpus,
             };
             match runtime::start(spec, tx).await {
                 Ok(h) => runtime = Some(Arc::new(h)),

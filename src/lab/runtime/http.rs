@@ -11,6 +11,7 @@ use super::disk::normalize_name;
 use super::format::rfc3339;
 use super::{AddrClaim, KeepAlive, RunError, Runtime};
 use crate::lab::ground_truth::Transition;
+use crate::lab::ollama_version::human_bytes2;
 use crate::lab::profile::ModelSpec;
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -32,9 +33,6 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
-
-/// The Ollama version the lab claims to be.
-pub(crate) const OLLAMA_VERSION: &str = "0.12.6";
 
 type Rt = Arc<Runtime>;
 
@@ -104,8 +102,8 @@ async fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "404 page not found").into_response()
 }
 
-async fn version() -> Response {
-    axum::Json(json!({ "version": OLLAMA_VERSION })).into_response()
+async fn version(State(rt): State<Rt>) -> Response {
+    axum::Json(json!({ "version": rt.spec.profile.ollama_version })).into_response()
 }
 
 fn details(spec: &ModelSpec) -> Value {
@@ -152,7 +150,7 @@ async fn ps(State(rt): State<Rt>) -> Response {
                 "digest": r.spec.digest,
                 "details": details(&r.spec),
                 "expires_at": rfc3339(r.expires_at),
-                "size_vram": 0,
+                "size_vram": r.vram,
                 "context_length": context_length,
             })
         })
@@ -225,7 +223,7 @@ async fn show(State(rt): State<Rt>, body: Bytes) -> Response {
             "general.quantization_version": 2,
             "llama.context_length": 131072,
         },
-        "capabilities": ["completion", "tools"],
+        "capabilities": if spec.thinking { json!(["completion", "tools", "thinking"]) } else { json!(["completion", "tools"]) },
         "modified_at": rfc3339(modified),
     }))
     .into_response()
@@ -400,6 +398,26 @@ impl Api {
         .unwrap_or("")
     }
 
+    /// A thinking chunk: empty text, the thinking beside it (api/types.go
+    /// GenerateResponse.Thinking; Message.Thinking for chat).
+    fn thinking_line(self, model: &str, thinking: &str) -> Value {
+        let mut value = self.line(model, "", json!({ "done": false }));
+        match self {
+            Api::Generate => value["thinking"] = json!(thinking),
+            Api::Chat => value["message"]["thinking"] = json!(thinking),
+        }
+        value
+    }
+
+    fn thinking_of(self, value: &Value) -> &str {
+        match self {
+            Api::Generate => value.get("thinking"),
+            Api::Chat => value.get("message").and_then(|m| m.get("thinking")),
+        }
+        .and_then(Value::as_str)
+        .unwrap_or("")
+    }
+
     /// A chunk of this endpoint: model, created_at, the text, then `fields`.
     fn line(self, model: &str, text: &str, fields: Value) -> Value {
         let mut value = self.with_text(json!({ "model": model, "created_at": created_at() }), text);
@@ -419,6 +437,25 @@ struct Generation {
     question: String,
     keep_alive: KeepAlive,
     received: Instant,
+    /// How the model's thinking is streamed.
+    thinking: Thinking,
+}
+
+/// What a thinking-capable model does with its thinking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Thinking {
+    /// Not a thinking model, or `"think": false`.
+    None,
+    /// `thinking` chunks before the answer (think true, or absent from 0.12.4 on).
+    Separate,
+    /// Before 0.12.4 without `think`: the `<think>` block is part of the response text.
+    Inline,
+}
+
+/// The thinking the lab's thinking model streams before its answer.
+fn thought(question: &str) -> String {
+    let q: String = question.chars().take(60).collect();
+    format!("Okay, the user asks: \"{q}\". I should answer exactly what is asked.")
 }
 
 fn created_at() -> String {
@@ -492,6 +529,30 @@ async fn serve_generation(rt: Rt, api: Api, body: Bytes) -> Response {
             (all.join("\n"), last_user)
         }
     };
+    // `think` (server/routes.go GenerateHandler/ChatHandler): a string only for harmony
+    // models, true for a model without the capability is a 400, absent means true from
+    // 0.12.4 on for a model that can think.
+    let version = crate::lab::ollama_version::OllamaVersion::parse(&rt.spec.profile.ollama_version)
+        .unwrap_or(crate::lab::ollama_version::OllamaVersion(0, 12, 6));
+    let thinking = match body.get("think") {
+        Some(Value::String(v)) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("think value {v:?} is not supported for this model"),
+            );
+        }
+        Some(Value::Bool(true)) if !model.thinking => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("{name:?} does not support thinking"),
+            );
+        }
+        Some(Value::Bool(true)) => Thinking::Separate,
+        Some(Value::Bool(false)) => Thinking::None,
+        _ if !model.thinking => Thinking::None,
+        _ if version.thinks_by_default() => Thinking::Separate,
+        _ => Thinking::Inline,
+    };
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(true);
     let generation = Generation {
         api,
@@ -500,6 +561,7 @@ async fn serve_generation(rt: Rt, api: Api, body: Bytes) -> Response {
         question,
         keep_alive,
         received,
+        thinking,
     };
     let (tx, rx) = futures::channel::mpsc::unbounded::<Line>();
     // The work runs in its own task so residency bookkeeping completes even if the client
@@ -517,12 +579,23 @@ async fn serve_generation(rt: Rt, api: Api, body: Bytes) -> Response {
     } else {
         let mut rx = rx;
         let mut text = String::new();
+        let mut thinking = String::new();
         while let Some(line) = rx.next().await {
             match line {
-                Line::Chunk(v) => text.push_str(api.text_of(&v)),
+                Line::Chunk(v) => {
+                    text.push_str(api.text_of(&v));
+                    thinking.push_str(api.thinking_of(&v));
+                }
                 Line::Done(v) => {
                     text.push_str(api.text_of(&v));
-                    return axum::Json(api.with_text(v, &text)).into_response();
+                    let mut v = api.with_text(v, &text);
+                    if !thinking.is_empty() {
+                        match api {
+                            Api::Generate => v["thinking"] = json!(thinking),
+                            Api::Chat => v["message"]["thinking"] = json!(thinking),
+                        }
+                    }
+                    return axum::Json(v).into_response();
                 }
                 Line::Failed(status, message) => return error(status, message),
             }
@@ -536,10 +609,19 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
     let api = g.api;
     let fail = |e: RunError| {
         let message = match e {
-            RunError::Killed => KILLED,
-            RunError::Stopped => "runtime stopped",
+            RunError::Killed => KILLED.to_string(),
+            RunError::Stopped => "runtime stopped".to_string(),
+            // llm/server.go (Ollama ≥ 0.13), figures as format.HumanBytes2 prints them.
+            RunError::InsufficientMemory {
+                required,
+                available,
+            } => format!(
+                "model requires more system memory ({}) than is available ({})",
+                human_bytes2(required),
+                human_bytes2(available)
+            ),
         };
-        Line::Failed(StatusCode::INTERNAL_SERVER_ERROR, message.to_string())
+        Line::Failed(StatusCode::INTERNAL_SERVER_ERROR, message)
     };
     // Transport time outside Ollama (port-forward, proxies), calibrated per profile.
     let overhead = rt.sample(&rt.spec.profile.request_overhead);
@@ -576,17 +658,34 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
         let prompt_eval = prompt_start.elapsed();
 
         let eval_start = Instant::now();
-        let text = answer(&g.question);
+        let mut text = answer(&g.question);
+        let mut think_toks = Vec::new();
+        match g.thinking {
+            Thinking::None => {}
+            Thinking::Separate => think_toks = tokens(&thought(&g.question)),
+            Thinking::Inline => {
+                text = format!("<think>\n{}\n</think>\n\n{text}", thought(&g.question))
+            }
+        }
         let toks = tokens(&text);
         let eval_total = rt.sample(&g.model.eval);
-        let step = eval_total / (toks.len() as u32 + 1);
+        let step = eval_total / ((toks.len() + think_toks.len()) as u32 + 1);
+        // Thinking first, then the answer (as Ollama's parsers split the model's output).
+        for tok in &think_toks {
+            let _ = tx.unbounded_send(Line::Chunk(api.thinking_line(&name, tok)));
+            rt.sleep_alive(step).await?;
+        }
         for tok in &toks {
             let chunk = api.line(&name, tok, json!({ "done": false }));
             let _ = tx.unbounded_send(Line::Chunk(chunk));
             rt.sleep_alive(step).await?;
         }
         rt.sleep_alive(step).await?;
-        Ok::<_, RunError>((prompt_eval, eval_start.elapsed(), toks.len() as u64 + 1))
+        Ok::<_, RunError>((
+            prompt_eval,
+            eval_start.elapsed(),
+            (toks.len() + think_toks.len()) as u64 + 1,
+        ))
     }
     .await;
     rt.release(&name, g.keep_alive);
