@@ -224,7 +224,7 @@ impl Trial {
     fn may_replace(&self, pod: &PodView) -> bool {
         match &self.replacement {
             Replacement::Restart { uid, .. } => *uid == pod.uid,
-            Replacement::Pods { .. } => !self.present_at_t0.iter().any(|u| *u == pod.uid),
+            Replacement::Pods { .. } => !self.present_at_t0.contains(&pod.uid),
         }
     }
 

@@ -962,12 +962,11 @@ async fn finish(run: &PodRun, container: Option<Container>, deleting: &Cancellat
         termination::plan(p, &run.name, run.runs_ollama)
     });
     let until = |at: Option<Instant>| async move {
-        match at {
-            Some(at) => tokio::select! {
+        if let Some(at) = at {
+            tokio::select! {
                 _ = tokio::time::sleep_until(at.into()) => {}
                 _ = cluster.shutdown.cancelled() => {}
-            },
-            None => {}
+            }
         }
     };
     if let Some(c) = container {

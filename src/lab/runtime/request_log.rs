@@ -22,10 +22,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
+/// Lines with the instant each was written, and whether the container stopped.
+type Lines = (Vec<(DateTime<Utc>, String)>, bool);
+
 /// The lines a container wrote, with the instant of each, and a wake-up for followers.
 #[derive(Default)]
 pub struct ContainerLog {
-    lines: Mutex<(Vec<(DateTime<Utc>, String)>, bool)>,
+    lines: Mutex<Lines>,
     grew: Notify,
 }
 
@@ -225,7 +228,7 @@ mod tests {
     fn durations_print_like_go() {
         assert_eq!(go_duration(Duration::from_nanos(812)), "812ns");
         assert_eq!(go_duration(Duration::from_nanos(1_500)), "1.5µs");
-        assert_eq!(go_duration(Duration::from_micros(3_267_6)), "32.676ms");
+        assert_eq!(go_duration(Duration::from_micros(32_676)), "32.676ms");
         assert_eq!(
             go_duration(Duration::from_nanos(3_267_612_345)),
             "3.267612345s"
