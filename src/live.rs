@@ -94,6 +94,8 @@ pub async fn dashboard(
     let mut opts = cfg.dashboard_options(mode, hint);
     opts.recording = record_to.as_ref().map(|p| p.display().to_string());
     let read_only = opts.read_only;
+    // --read-only reaches the runner and the executor: only GETs leave readygap.
+    args.session.read_only = read_only;
 
     let cancel = CancellationToken::new();
     let (fwd_tx, mut fwd_rx) = mpsc::unbounded_channel::<Event>();

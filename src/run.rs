@@ -118,6 +118,15 @@ pub struct SessionArgs {
     /// The serving container (default: the pod's first).
     #[arg(long)]
     pub container: Option<String>,
+    /// Send readygap's own T3 inference to replacements it did not start (someone's
+    /// `kubectl delete`, a rollout, an OOM restart). Off by default: readygap only observes
+    /// them (watches, GET probes, `/api/ps`, the runtime's request log), so it never loads
+    /// the model before the experimenter's own request does.
+    #[arg(long)]
+    pub probe_external: bool,
+    /// Only GET requests, anywhere (the dashboard's `--read-only`).
+    #[arg(skip)]
+    pub read_only: bool,
 }
 
 /// Arguments of `readygap run`: a session, plus what only headless trials use (how many,
@@ -201,6 +210,7 @@ pub fn trial_json(t: &Trial) -> Value {
             "first_token": ms(m.first_token),
         },
         "metrics": metrics,
+        "inference_source": t.inference_source.as_deref().unwrap_or("request"),
         "ok": t.is_ok(),
         "reason": t.reason(),
         "oom": t.oom.as_ref().map(|v| v.evidence_json()),
@@ -379,6 +389,7 @@ pub async fn build(
         "probe_path": args.session.probe_path, "probe_interval_ms": args.session.probe_interval.as_millis() as u64,
         "infer_after": args.session.infer_after, "replace": args.session.replace, "lab": args.lab, "lab_speed": args.lab_speed,
         "think": args.session.think, "lab_ollama_version": args.lab_ollama_version,
+        "probe_external": args.session.probe_external, "read_only": args.session.read_only,
     });
     let mut recorder = match &args.session.record {
         Some(path) => {
@@ -448,6 +459,7 @@ pub async fn build(
     );
     exec.prompt = args.session.prompt.clone();
     exec.default_grace = args.session.grace;
+    exec.read_only = args.session.read_only;
     exec.timeouts = Timeouts {
         inference: args.session.inference_timeout,
         ..Timeouts::default()
@@ -495,6 +507,8 @@ pub async fn build(
         memory_interval: args.session.memory_interval,
         container: args.session.container.clone(),
         preload_model: args.session.preload_model.clone(),
+        probe_external: args.session.probe_external,
+        read_only: args.session.read_only,
         poll: crate::sources::runtime::PollConfig {
             residency: args.session.residency_interval,
             tags: args.session.tags_interval,
@@ -541,6 +555,12 @@ pub async fn build(
 /// config file's `[nodes]` tables.
 fn access_policy(args: &RunArgs, lab: bool) -> AccessPolicy {
     if let Some(via) = &args.session.node_access {
+        if args.session.read_only && via == "debug-pod" {
+            return AccessPolicy::Unavailable(
+                "--read-only: the debug pod would be created (a POST); use ssh or local access"
+                    .into(),
+            );
+        }
         return AccessPolicy::Explicit {
             via: via.clone(),
             identity: args.session.node_identity.clone(),

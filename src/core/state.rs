@@ -235,7 +235,10 @@ impl State {
                 self.slices.remove(name);
                 self.count_endpoints(ts);
             }
-            EventKind::KubeEvent(e) => push_bounded(&mut self.kube_events, (ts, e.clone())),
+            // An Event keeps its own time (one replayed by the initial list is history).
+            EventKind::KubeEvent(e) => {
+                push_bounded(&mut self.kube_events, (e.time.unwrap_or(ts), e.clone()))
+            }
             EventKind::NodeApplied(n) => {
                 if let Some(seen) = self.resync.get_mut("nodes") {
                     seen.insert(n.name.clone());
@@ -414,6 +417,7 @@ impl State {
             }
             EventKind::Note { text } => self.message(ts, Severity::Info, text.clone()),
             EventKind::TrialBegin { .. } => {}
+            EventKind::RequestLogged(_) => {}
         }
         // Verdicts last, so the footer shows them rather than the plainer facts above.
         let new_verdicts: Vec<_> = self.oom.verdicts

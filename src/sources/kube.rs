@@ -155,7 +155,19 @@ pub fn kube_event_view(e: &CoreEvent) -> KubeEventView {
         reason: e.reason.clone().unwrap_or_default(),
         message: e.message.clone().unwrap_or_default(),
         type_: e.type_.clone().unwrap_or_default(),
+        time: e
+            .event_time
+            .as_ref()
+            .map(|t| micro_ts(&t.0))
+            .or_else(|| e.last_timestamp.as_ref().map(ts))
+            .or_else(|| e.first_timestamp.as_ref().map(ts))
+            .or_else(|| e.metadata.creation_timestamp.as_ref().map(ts)),
     }
+}
+
+fn micro_ts(t: &k8s_openapi::jiff::Timestamp) -> Timestamp {
+    chrono::DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().max(0) as u32)
+        .unwrap_or_default()
 }
 
 /// The view of a Node.

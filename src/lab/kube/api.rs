@@ -309,7 +309,9 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
         }
         (&Method::GET, Some(name), None | Some("status")) => get(&api, &rp, name, &headers, &pairs),
         (&Method::GET, Some(name), Some("scale")) => scale_get(&api, &rp, name),
-        (&Method::GET, Some(name), Some("log")) => logs(&api, &rp, name),
+        (&Method::GET, Some(name), Some("log")) => {
+            super::logs::logs(&api, rp.namespace.as_deref().unwrap_or(""), name, &pairs)
+        }
         (&Method::POST | &Method::PUT, _, _) if !json_body(&headers) => unsupported_body(&headers),
         (&Method::POST, None, None) => create(&api, &rp, &body),
         (&Method::PATCH, Some(name), sub) => patch_object(&api, &rp, name, sub, &headers, &body),
@@ -1183,31 +1185,6 @@ fn scale_write(
     match r {
         Ok(o) => json_response(StatusCode::OK, &scale_of(&o)),
         Err(e) => store_error(e),
-    }
-}
-
-fn logs(api: &Api, rp: &ResourcePath, name: &str) -> Response {
-    let ns = rp.namespace.as_deref().unwrap_or("");
-    match api.cluster.store.get(PODS, ns, name) {
-        None => error(404, "NotFound", &format!("pods \"{name}\" not found")),
-        Some(p) if p["status"]["containerStatuses"][0]["state"]["running"].is_null() => error(
-            400,
-            "BadRequest",
-            &format!(
-                "container \"ollama\" in pod \"{name}\" is waiting to start: ContainerCreating"
-            ),
-        ),
-        Some(p) => {
-            let ip = p["status"]["podIP"].as_str().unwrap_or("");
-            let text = format!(
-                "time={} level=INFO source=routes.go msg=\"Listening on {ip}:{} (version 0.6.8)\"\n",
-                p["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
-                    .as_str()
-                    .unwrap_or(""),
-                objects::OLLAMA_PORT
-            );
-            (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response()
-        }
     }
 }
 

@@ -960,19 +960,48 @@ async fn stop_container(
 }
 
 async fn finish(run: &PodRun, container: Option<Container>, deleting: &CancellationToken) {
+    use super::termination::{self, OnSigterm};
     let cluster = &run.cluster;
-    if let Some(c) = container {
-        stop_container(run, c, 0, "Completed", |_| {}).await;
-    }
     let _ = deleting;
     let remove_at = cluster
         .with_pod(&run.ns, &run.name, |e| e.remove_at)
         .flatten();
-    if let Some(at) = remove_at {
-        tokio::select! {
-            _ = tokio::time::sleep_until(at.into()) => {}
-            _ = cluster.shutdown.cancelled() => {}
+    // SIGTERM, then SIGKILL at the end of the grace period (see `termination`): the pod
+    // leaves the API once every container has stopped.
+    let pod = cluster.store.get(PODS, &run.ns, &run.name);
+    let (main, sidecar_holds) = pod.as_deref().map_or((OnSigterm::Ignores, false), |p| {
+        termination::plan(p, &run.name, run.runs_ollama)
+    });
+    let until = |at: Option<Instant>| async move {
+        if let Some(at) = at {
+            tokio::select! {
+                _ = tokio::time::sleep_until(at.into()) => {}
+                _ = cluster.shutdown.cancelled() => {}
+            }
         }
+    };
+    if let Some(c) = container {
+        let exits_at = match main {
+            OnSigterm::Exits(d) => Some(later(Instant::now(), cluster.scaled(d))),
+            OnSigterm::Ignores => None,
+        };
+        match (exits_at, remove_at) {
+            (Some(e), Some(r)) if e >= r => {
+                until(remove_at).await;
+                stop_container(run, c, 137, "Error", |_| {}).await;
+            }
+            (Some(_), _) => {
+                until(exits_at).await;
+                stop_container(run, c, 0, "Completed", |_| {}).await;
+            }
+            (None, _) => {
+                until(remove_at).await;
+                stop_container(run, c, 137, "Error", |_| {}).await;
+            }
+        }
+    }
+    if sidecar_holds {
+        until(remove_at).await;
     }
     if cluster.store.get(PODS, &run.ns, &run.name).is_some() {
         run.log(Utc::now(), Transition::PodGone, json!({}));

@@ -58,7 +58,12 @@ pub(crate) async fn serve(runtime: Rt, listener: TcpListener, claim: AddrClaim) 
             runtime.clone(),
             faults,
         ))
-        .with_state(runtime);
+        .layer(axum::middleware::from_fn_with_state(
+            runtime.clone(),
+            super::request_log::log_request,
+        ))
+        .with_state(runtime.clone());
+    let app = app.into_make_service_with_connect_info::<super::request_log::Peer>();
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await;
@@ -731,7 +736,7 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
 }
 
 /// A TCP listener whose connections all fail once the container is gone.
-struct KillableListener {
+pub(crate) struct KillableListener {
     inner: TcpListener,
     shutdown: CancellationToken,
     killed: Arc<AtomicBool>,

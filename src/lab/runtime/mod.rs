@@ -27,6 +27,7 @@ mod format;
 mod grep;
 mod http;
 mod plain;
+pub mod request_log;
 
 pub use disk::{ModelDisk, NodeCache};
 pub use exec::{ExecChunk, ExecOutput, ExecStream};
@@ -249,6 +250,8 @@ pub(crate) struct Runtime {
     rng: Mutex<StdRng>,
     /// Exec commands still running.
     pub(crate) running_execs: Arc<std::sync::atomic::AtomicUsize>,
+    /// What the container writes to stdout (`kubectl logs`): Ollama's request lines.
+    pub(crate) log: Arc<request_log::ContainerLog>,
 }
 
 /// A running (or booting, or dead) lab container.
@@ -346,6 +349,7 @@ pub async fn start(
         tasks: Mutex::new(Vec::new()),
         rng: Mutex::new(rand::make_rng()),
         running_execs: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        log: Arc::new(request_log::ContainerLog::new()),
     });
     let boot = tokio::spawn(boot(runtime.clone(), socket, claim));
     runtime.track(boot);
@@ -377,6 +381,18 @@ async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrC
     let server = tokio::spawn(http::serve(runtime.clone(), listener, claim));
     runtime.track(server);
     runtime.listening.store(true, Ordering::SeqCst);
+    // Ollama's start-up line (server/routes.go Serve: slog "Listening on").
+    let now = chrono::Utc::now();
+    runtime.log.write(
+        now,
+        format!(
+            "time={} level=INFO source=routes.go msg=\"Listening on {}:{} (version {})\"",
+            now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            runtime.spec.ip,
+            runtime.spec.port,
+            http::OLLAMA_VERSION,
+        ),
+    );
     runtime.spec.ground_truth.log(
         &runtime.spec.pod_name,
         Transition::RuntimeListening,
@@ -404,6 +420,7 @@ impl RuntimeHandle {
         };
         self.inner.listening.store(false, Ordering::SeqCst);
         self.inner.shutdown.cancel();
+        self.inner.log.close();
         for model in unloaded {
             let _ = self
                 .inner
@@ -411,6 +428,11 @@ impl RuntimeHandle {
                 .send(RuntimeEvent::ModelUnloaded { model });
         }
         self.inner.join_tasks().await;
+    }
+
+    /// What the container wrote to stdout (its request log).
+    pub fn log(&self) -> Arc<request_log::ContainerLog> {
+        self.inner.log.clone()
     }
 
     /// The container's memory now.
