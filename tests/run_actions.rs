@@ -649,6 +649,10 @@ async fn an_external_replacement_is_observed_and_gets_no_inference_from_readygap
         resident.ts > received[0].ts,
         "loaded by the experimenter's request"
     );
+    eprintln!(
+        "experimenter: load_duration {:.1} ms; T3/T4 client {t3} {t4}, log {lt3} {lt4}",
+        load_ns as f64 / 1e6
+    );
     assert!(
         load_ns > 10_000_000,
         "the experimenter measured the load: {load_ns} ns"
@@ -834,6 +838,19 @@ async fn an_external_surge_rollout_with_kubectl_is_one_trial_with_t0_before_t1()
     let (t0, t1) = (trial.marks.t0.unwrap(), trial.marks.t1.expect("T1"));
     assert!(t0 < t1, "T0 {t0} < T1 {t1}");
     assert_ne!(trial.new_pod.as_deref(), Some(old.as_str()));
+    // The real kubectl reads the new pod's log: the runtime's gin request lines (readygap's
+    // GET probes among them, no POST), each prefixed with its instant.
+    let new = trial.new_pod.clone().unwrap();
+    let log = k
+        .ok(&["-n", &ns, "logs", &new, "--timestamps", "--tail=50"])
+        .await;
+    let gin: Vec<&str> = log.lines().filter(|l| l.contains("[GIN]")).collect();
+    assert!(!gin.is_empty(), "{log}");
+    for l in &gin {
+        let (ts, _) = l.split_once(' ').unwrap();
+        assert!(chrono::DateTime::parse_from_rfc3339(ts).is_ok(), "{l}");
+        assert!(!l.contains("POST"), "readygap sent a POST: {l}");
+    }
     assert!(
         !trial.reason().unwrap_or("").contains("not Ready"),
         "{:?}",
