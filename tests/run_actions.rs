@@ -13,6 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+mod lab_kube_support;
+
 /// One lab at a time in this test binary (pod IPs on loopback are a process-wide pool, and a
 /// lab shutting down must not overlap another's start).
 static ONE_LAB: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -647,6 +649,10 @@ async fn an_external_replacement_is_observed_and_gets_no_inference_from_readygap
         resident.ts > received[0].ts,
         "loaded by the experimenter's request"
     );
+    eprintln!(
+        "experimenter: load_duration {:.1} ms; T3/T4 client {t3} {t4}, log {lt3} {lt4}",
+        load_ns as f64 / 1e6
+    );
     assert!(
         load_ns > 10_000_000,
         "the experimenter measured the load: {load_ns} ns"
@@ -759,6 +765,114 @@ async fn read_only_refuses_every_action_and_only_observes() {
             .iter()
             .any(|m| m.text.contains("starts no trial")),
         "the trial key is refused too"
+    );
+    feeds.cancel();
+    lab.shutdown().await;
+}
+
+/// Issue 14.3: `kubectl rollout restart` with maxSurge 1 / maxUnavailable 0 (the default
+/// strategy for one replica), with readygap watching: the new pod is Ready before the old one
+/// is deleted, and that is one external trial with T0 < T1, not a 300 s wait for a Ready
+/// that already happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_surge_rollout_with_kubectl_is_one_trial_with_t0_before_t1() {
+    let Some(bin) = lab_kube_support::kubectl_or_skip() else {
+        return;
+    };
+    let _one = ONE_LAB.lock().await;
+    let lab = lab(88).await;
+    let (_, _, client) = setup(&lab).await;
+    let k = lab_kube_support::Kubectl::new(bin, &lab);
+    let ns = lab.namespace.clone();
+    k.ok(&[
+        "-n",
+        &ns,
+        "patch",
+        "deployment",
+        "ollama",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"strategy":{"type":"RollingUpdate","rollingUpdate":{"maxSurge":1,"maxUnavailable":0}}}}"#,
+    ])
+    .await;
+    let listed = Arc::new(tokio::sync::Notify::new());
+    let ServedRunner {
+        commands: cmd_tx,
+        trials: mut done_rx,
+        runner: served,
+        feeds,
+    } = {
+        let listed = listed.clone();
+        let sink = Box::new(move |e: &Event| {
+            if matches!(&e.kind, EventKind::ResyncDone { resource } if resource == "pods") {
+                listed.notify_one();
+            }
+        });
+        serve_runner(&lab, &client, true, sink, |c, _| {
+            c.runtime_timeout = Duration::from_secs(3);
+            c.inference_timeout = Duration::from_secs(3);
+        })
+        .await
+    };
+    let old = ready_pod(&client, &ns).await;
+    // readygap has listed the pods before the rollout starts.
+    tokio::time::timeout(Duration::from_secs(30), listed.notified())
+        .await
+        .expect("the pods are listed");
+    k.ok(&["-n", &ns, "rollout", "restart", "deployment/ollama"])
+        .await;
+    k.ok(&[
+        "-n",
+        &ns,
+        "rollout",
+        "status",
+        "deployment/ollama",
+        "--timeout=60s",
+    ])
+    .await;
+    let trial = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
+        .await
+        .expect("the rollout's trial ends well before 300 s")
+        .unwrap();
+    assert!(trial.external, "{}", trial.trigger);
+    let (t0, t1) = (trial.marks.t0.unwrap(), trial.marks.t1.expect("T1"));
+    assert!(t0 < t1, "T0 {t0} < T1 {t1}");
+    assert_ne!(trial.new_pod.as_deref(), Some(old.as_str()));
+    // The real kubectl reads the new pod's log: the runtime's gin request lines (readygap's
+    // GET probes among them, no POST), each prefixed with its instant.
+    let new = trial.new_pod.clone().unwrap();
+    let log = k
+        .ok(&["-n", &ns, "logs", &new, "--timestamps", "--tail=50"])
+        .await;
+    let gin: Vec<&str> = log.lines().filter(|l| l.contains("[GIN]")).collect();
+    assert!(!gin.is_empty(), "{log}");
+    for l in &gin {
+        let (ts, _) = l.split_once(' ').unwrap();
+        assert!(chrono::DateTime::parse_from_rfc3339(ts).is_ok(), "{l}");
+        assert!(!l.contains("POST"), "readygap sent a POST: {l}");
+    }
+    assert!(
+        !trial.reason().unwrap_or("").contains("not Ready"),
+        "{:?}",
+        trial.status
+    );
+    drop(cmd_tx);
+    let runner = tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .expect("serve ends")
+        .unwrap();
+    let external: Vec<_> = runner
+        .state
+        .timeline
+        .trials
+        .iter()
+        .filter(|t| t.external)
+        .collect();
+    assert_eq!(
+        external.len(),
+        1,
+        "one trial for the rollout: {:#?}",
+        runner.state.timeline.trials
     );
     feeds.cancel();
     lab.shutdown().await;
