@@ -237,6 +237,17 @@ fn a_model_unloaded_to_make_room_is_evicted_for_memory() {
     assert_eq!(json["loaded"]["name"], "llama3.2:3b", "{json:#}");
     assert_eq!(json["limit_bytes"], 4u64 << 30);
     assert!(v.message.contains("llama3.2:1b") && v.message.contains("llama3.2:3b"));
+    // A load finishing before `/api/ps` shows it: the done inference is the evidence.
+    let fast = vec![
+        memory(0, "ollama-a", 200 << 20),
+        resident_vram(100, "ollama-a", &[("llama3.2:1b", 1_900_000_000, 0)]),
+        infer(200, 7, "ollama-a", "llama3.2:3b"),
+        resident_vram(450, "ollama-a", &[]),
+        infer_done(600, 7, true),
+    ];
+    let s = State::from_events(&fast);
+    let names: Vec<&str> = s.oom.verdicts.iter().map(|v| v.kind.name()).collect();
+    assert_eq!(names, ["evicted_for_memory"], "{:#?}", s.oom.verdicts);
     // An unload with no load waiting (keep-alive expiry) is nothing.
     let quiet = vec![
         memory(0, "ollama-a", 200 << 20),

@@ -565,6 +565,16 @@ impl OomDetector {
         let model = p.in_flight.remove(&r.request_id);
         if r.ok {
             p.failed_loads.clear();
+            // A model evicted for this load, which finished before `/api/ps` showed it.
+            let waited = model
+                .as_ref()
+                .is_some_and(|m| !p.resident.iter().any(|x| &x.name == m));
+            if waited && !p.evicted.is_empty() {
+                let evicted = std::mem::take(&mut p.evicted);
+                let m = model.unwrap_or_default();
+                let size = self.host_size_of(&pod, &m);
+                return Some(self.eviction(ts, &pod, r.request_id, evicted, (m, size)));
+            }
             return None;
         }
         if let Some((required, available)) = r.error.as_deref().and_then(parse_insufficient_memory)
