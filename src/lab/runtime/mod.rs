@@ -390,7 +390,7 @@ async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrC
             now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             runtime.spec.ip,
             runtime.spec.port,
-            http::OLLAMA_VERSION,
+            runtime.spec.profile.ollama_version,
         ),
     );
     runtime.spec.ground_truth.log(
