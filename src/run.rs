@@ -111,7 +111,7 @@ pub struct SessionArgs {
     /// Interval of the memory samples.
     #[arg(long, default_value = "250ms", value_parser = parse_duration)]
     pub memory_interval: Duration,
-    /// The serving container (default: the pod's first).
+    /// The serving container (default: the one exposing --runtime-port, else the first).
     #[arg(long)]
     pub container: Option<String>,
 }
@@ -418,10 +418,17 @@ pub async fn build(
             selector: target.selector.clone(),
             service: Some(target.service.clone()),
             pod_prefix: target.deployment.as_ref().map(|d| format!("{d}-")),
-            watch_nodes: true,
+            watch_nodes: false,
         },
         tx.clone(),
         feeds.clone(),
+    ));
+    // Nodes apart: a refused watch is said once and retried when the selected node changes.
+    tokio::spawn(crate::sources::nodes::run(
+        target.client.clone(),
+        tx.clone(),
+        feeds.clone(),
+        Some(node_selection.subscribe()),
     ));
 
     let mut exec = Executor::new(
@@ -479,6 +486,7 @@ pub async fn build(
         memory: !args.session.no_memory,
         memory_interval: args.session.memory_interval,
         container: args.session.container.clone(),
+        runtime_port: args.session.runtime_port,
         preload_model: args.session.preload_model.clone(),
         poll: crate::sources::runtime::PollConfig {
             residency: args.session.residency_interval,

@@ -10,11 +10,13 @@
 //! - `kubelet`: one task per pod (scheduling, container start, readiness, OOM restarts,
 //!   graceful termination).
 //! - `api`, `watch`, `exec`, `proxy`: the HTTP surface.
+//! - `authz`: authentication (admin and ServiceAccount tokens) and RBAC authorisation.
 //! - `timing`: stratified draws of the kubelet's stage timings.
 //! - `kubeconfig`: the kubeconfig the lab writes.
 //! - `faults`: the fault switches of the admin endpoint.
 
 pub mod api;
+pub mod authz;
 pub mod cluster;
 pub mod exec;
 pub mod faults;
