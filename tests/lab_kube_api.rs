@@ -114,7 +114,14 @@ async fn discovery_selectors_tables_and_watch_semantics() {
         .collect();
     assert_eq!(
         groups,
-        ["apps", "batch", "discovery.k8s.io", "events.k8s.io"]
+        [
+            "apps",
+            "batch",
+            "discovery.k8s.io",
+            "events.k8s.io",
+            "rbac.authorization.k8s.io",
+            "authorization.k8s.io"
+        ]
     );
 
     let pod = pod_names(&lab, "").await.pop().unwrap();

@@ -425,9 +425,10 @@ async fn readygap_runs_as_the_service_account_of_manifests_rbac() {
         );
         let recording = std::fs::read_to_string(&rec).unwrap();
         // Watching went on (the GET probes under this Role: see the kubectl test above).
-        for kind in ["\"pod_applied\"", "\"endpoint_slice_applied\""] {
-            assert!(recording.contains(kind), "{replace}: no {kind} recorded");
-        }
+        assert!(
+            recording.contains("\"pod_applied\""),
+            "{replace}: no pod watched"
+        );
     }
     lab.shutdown().await;
 }

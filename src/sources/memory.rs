@@ -553,7 +553,7 @@ async fn summary_loop(
         &tx,
         EventKind::SourceConnected {
             feed: FEED.into(),
-            detail: format!("summary API, container {container} ({why})"),
+            detail: format!("summary API ({why}), container {container}"),
         },
     )
     .await;

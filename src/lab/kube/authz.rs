@@ -36,6 +36,9 @@
 //! Not imitated: client certificates, RBAC's escalation check on writes of Roles and
 //! bindings, aggregated ClusterRoles, audiences.
 
+// Refusals are ready HTTP responses (a Kubernetes Status); boxing them buys nothing here.
+#![allow(clippy::result_large_err)]
+
 use super::api::{error, json_response};
 use super::resources::{
     CLUSTERROLEBINDINGS, CLUSTERROLES, ROLEBINDINGS, ROLES, Resource, SERVICEACCOUNTS,
@@ -267,12 +270,10 @@ pub fn request_attributes(method: &Method, path: &str, query: &[(String, String)
         }
         .to_owned();
     }
-    if parts.first() == Some(&"namespaces") {
-        if parts.len() > 1 {
-            a.namespace = parts[1].to_owned();
-            if parts.len() > 2 && !matches!(parts[2], "status" | "finalize") {
-                parts.drain(..2);
-            }
+    if parts.first() == Some(&"namespaces") && parts.len() > 1 {
+        a.namespace = parts[1].to_owned();
+        if parts.len() > 2 && !matches!(parts[2], "status" | "finalize") {
+            parts.drain(..2);
         }
     }
     let no_subresources = special && a.verb == "proxy";
@@ -352,7 +353,7 @@ impl Rule {
         v
     }
 
-    fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Self {
+    fn resources(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Self {
         let own = |s: &[&str]| s.iter().map(|x| (*x).to_owned()).collect();
         Self {
             verbs: own(verbs),
@@ -419,12 +420,12 @@ fn authenticated_rules() -> Vec<Rule> {
                 "/readyz",
             ],
         ),
-        Rule::rule(
+        Rule::resources(
             &["create"],
             &["authorization.k8s.io"],
             &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
         ),
-        Rule::rule(
+        Rule::resources(
             &["create"],
             &["authentication.k8s.io"],
             &["selfsubjectreviews"],
@@ -714,7 +715,10 @@ pub fn token_request(
 }
 
 /// The fields of one protobuf message: (field number, varint value or bytes).
-fn proto_fields(mut buf: &[u8]) -> Option<Vec<(u64, Result<u64, &[u8]>)>> {
+/// One protobuf field: its number, and a varint or the bytes of a length-delimited value.
+type ProtoField<'a> = (u64, Result<u64, &'a [u8]>);
+
+fn proto_fields(mut buf: &[u8]) -> Option<Vec<ProtoField<'_>>> {
     fn varint(buf: &mut &[u8]) -> Option<u64> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
@@ -747,7 +751,7 @@ fn proto_fields(mut buf: &[u8]) -> Option<Vec<(u64, Result<u64, &[u8]>)>> {
     Some(out)
 }
 
-fn proto_bytes<'a>(fields: &[(u64, Result<u64, &'a [u8]>)], n: u64) -> Option<&'a [u8]> {
+fn proto_bytes<'a>(fields: &[ProtoField<'a>], n: u64) -> Option<&'a [u8]> {
     fields.iter().find_map(|(f, v)| match v {
         Err(b) if *f == n => Some(*b),
         _ => None,
@@ -763,7 +767,7 @@ fn proto_review_spec(body: &[u8], rules: bool) -> Option<Value> {
     let unknown = proto_fields(body.strip_prefix(b"k8s\0")?)?;
     let object = proto_fields(proto_bytes(&unknown, 2)?)?;
     let spec = proto_fields(proto_bytes(&object, 2).unwrap_or_default())?;
-    let text = |fields: &[(u64, Result<u64, &[u8]>)], n| {
+    let text = |fields: &[ProtoField<'_>], n| {
         proto_bytes(fields, n)
             .map(|b| String::from_utf8_lossy(b).into_owned())
             .unwrap_or_default()
@@ -868,7 +872,7 @@ pub fn self_review(
         let (rules, errors) = if *user == User::Admin {
             (
                 vec![
-                    Rule::rule(&["*"], &["*"], &["*"]),
+                    Rule::resources(&["*"], &["*"], &["*"]),
                     Rule::urls(&["*"], &["*"]),
                 ],
                 vec![],
@@ -1061,7 +1065,7 @@ mod tests {
     }
 
     fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Rule {
-        Rule::rule(verbs, groups, resources)
+        Rule::resources(verbs, groups, resources)
     }
 
     #[test]

@@ -192,7 +192,7 @@ pub async fn exec(
         return r;
     }
     let missing_program = (shell_less(&api, &ns, &name)
-        && !command[0].rsplit('/').next().is_some_and(|p| p == "ollama"))
+        && command[0].rsplit('/').next().is_none_or(|p| p != "ollama"))
     .then(|| command[0].clone());
     // The runtime's container, or a plain one (a debug pod) that sees its node.
     type Start = Box<dyn FnOnce(Vec<String>) -> crate::lab::runtime::ExecStream + Send>;
