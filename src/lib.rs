@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod config;
 pub mod core;
 pub mod host;
+pub mod kubeconfig;
 pub mod lab;
 pub mod live;
 pub mod node;

@@ -115,7 +115,7 @@ pub struct SessionArgs {
     /// Interval of the memory samples.
     #[arg(long, default_value = "250ms", value_parser = parse_duration)]
     pub memory_interval: Duration,
-    /// The serving container (default: the pod's first).
+    /// The serving container (default: the one exposing --runtime-port, else the first).
     #[arg(long)]
     pub container: Option<String>,
     /// Send readygap's own T3 inference to replacements it did not start (someone's
@@ -444,10 +444,17 @@ pub async fn build(
             selector: target.selector.clone(),
             service: Some(target.service.clone()),
             pod_prefix: target.deployment.as_ref().map(|d| format!("{d}-")),
-            watch_nodes: true,
+            watch_nodes: false,
         },
         tx.clone(),
         feeds.clone(),
+    ));
+    // Nodes apart: a refused watch is said once and retried when the selected node changes.
+    tokio::spawn(crate::sources::nodes::run(
+        target.client.clone(),
+        tx.clone(),
+        feeds.clone(),
+        Some(node_selection.subscribe()),
     ));
 
     let mut exec = Executor::new(
@@ -506,6 +513,7 @@ pub async fn build(
         memory: !args.session.no_memory,
         memory_interval: args.session.memory_interval,
         container: args.session.container.clone(),
+        runtime_port: args.session.runtime_port,
         preload_model: args.session.preload_model.clone(),
         probe_external: args.session.probe_external,
         read_only: args.session.read_only,

@@ -69,6 +69,8 @@ pub struct TrialConfig {
     pub memory: bool,
     pub memory_interval: Duration,
     pub container: Option<String>,
+    /// The runtime's port in the pod (picks the serving container without `container`).
+    pub runtime_port: u16,
     /// Load this model on the new pod just before T3 (announced as a note, not an inference
     /// of the trial): the published overlapping-residency case, a small model resident when
     /// the served one loads.
@@ -99,6 +101,7 @@ impl Default for TrialConfig {
             memory: true,
             memory_interval: Duration::from_millis(250),
             container: None,
+            runtime_port: 11434,
             preload_model: None,
             probe_external: false,
             read_only: false,
@@ -332,6 +335,7 @@ impl Runner {
                         namespace: self.cfg.namespace.clone(),
                         pod: p.name.clone(),
                         container: self.cfg.container.clone(),
+                        runtime_port: self.cfg.runtime_port,
                         node: p.node.clone(),
                         interval: self.cfg.memory_interval,
                     };

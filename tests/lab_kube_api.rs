@@ -18,8 +18,20 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const NS: &str = "llm-recovery-lab";
 
+/// A client with the lab kubeconfig's token (the lab answers 401 without it).
 fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {}", readygap::lab::kube::authz::ADMIN_TOKEN)
+            .parse()
+            .unwrap(),
+    );
+    reqwest::Client::builder()
+        .no_proxy()
+        .default_headers(headers)
+        .build()
+        .unwrap()
 }
 
 /// The status code of a request.
@@ -102,7 +114,14 @@ async fn discovery_selectors_tables_and_watch_semantics() {
         .collect();
     assert_eq!(
         groups,
-        ["apps", "batch", "discovery.k8s.io", "events.k8s.io"]
+        [
+            "apps",
+            "batch",
+            "discovery.k8s.io",
+            "events.k8s.io",
+            "rbac.authorization.k8s.io",
+            "authorization.k8s.io"
+        ]
     );
 
     let pod = pod_names(&lab, "").await.pop().unwrap();

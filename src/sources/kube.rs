@@ -353,6 +353,8 @@ pub struct KubeConfig {
     pub service: Option<String>,
     /// Keep only Events about pods whose name starts with this (the deployment's pods).
     pub pod_prefix: Option<String>,
+    /// Watch Nodes here (a refused watch is never retried); the dashboard and `run` run
+    /// [`super::nodes::run`] themselves, retried when the selected node changes.
     pub watch_nodes: bool,
 }
 
@@ -408,14 +410,12 @@ pub async fn run(
         cancel.clone(),
     ));
     if cfg.watch_nodes {
-        let nodes: Api<Node> = Api::all(client.clone());
-        let n = watcher(nodes, watcher::Config::default()).default_backoff();
-        tasks.spawn(adapt(
-            n,
-            "nodes",
-            |_: &Node| true,
+        // A refused Node watch is said once and not retried (see `nodes`).
+        tasks.spawn(super::nodes::run(
+            client.clone(),
             tx.clone(),
             cancel.clone(),
+            None,
         ));
     }
     while tasks.join_next().await.is_some() {}

@@ -13,11 +13,13 @@
 //!   container's stdout with follow, timestamps, sinceTime and tailLines).
 //! - `termination`: how a deleted pod's containers answer SIGTERM (exit, or hold the pod
 //!   until the grace period ends).
+//! - `authz`: authentication (admin and ServiceAccount tokens) and RBAC authorisation.
 //! - `timing`: stratified draws of the kubelet's stage timings.
 //! - `kubeconfig`: the kubeconfig the lab writes.
 //! - `faults`: the fault switches of the admin endpoint.
 
 pub mod api;
+pub mod authz;
 pub mod cluster;
 pub mod exec;
 pub mod faults;
