@@ -1197,6 +1197,20 @@ fn logs(api: &Api, rp: &ResourcePath, name: &str) -> Response {
                 "container \"ollama\" in pod \"{name}\" is waiting to start: ContainerCreating"
             ),
         ),
+        Some(_)
+            if let Some(real) = api
+                .cluster
+                .runtime_of(ns, name)
+                .and_then(|r| r.as_real().cloned()) =>
+        {
+            // The real engine's container: what its process printed.
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "text/plain")],
+                real.log_text(),
+            )
+                .into_response()
+        }
         Some(p) => {
             let ip = p["status"]["podIP"].as_str().unwrap_or("");
             let text = format!(

@@ -15,6 +15,7 @@
 use super::cluster::Cluster;
 use super::objects::{self, OLLAMA_PORT, time};
 use super::resources::{CONFIGMAPS, NODES, PODS};
+use crate::lab::engine::Engine;
 use crate::lab::ground_truth::Transition;
 use crate::lab::runtime::{
     self, ModelDisk, PlainContainer, PlainSpec, RuntimeEvent, RuntimeHandle, RuntimeSpec,
@@ -389,7 +390,20 @@ impl PodRun {
                 ground_truth: self.cluster.settings.ground_truth.clone(),
                 faults: self.cluster.runtime_faults.clone(),
             };
-            match runtime::start(spec, tx).await {
+            let started = match &self.cluster.settings.engine {
+                Engine::Ollama(engine) => {
+                    crate::lab::engine::ollama::start_in_pod(
+                        engine,
+                        &self.cluster,
+                        &self.ns,
+                        spec,
+                        tx,
+                    )
+                    .await
+                }
+                Engine::Simulated => runtime::start(spec, tx).await,
+            };
+            match started {
                 Ok(h) => runtime = Some(Arc::new(h)),
                 Err(e) => tracing::warn!("lab kubelet: starting the runtime of {}: {e}", self.name),
             }
@@ -503,6 +517,14 @@ impl PodRun {
                 .scaled(Duration::from_secs(spec.timeout_seconds))
                 .max(floor)
         };
+        if spec.action == ProbeAction::Inference
+            && let Some(real) = self.cluster.runtime_of(&self.ns, &self.name)
+            && let Some(real) = real.as_real()
+        {
+            // The real engine runs the pod's exec probe itself (inside the container's cgroup).
+            let t = timeout(Duration::from_secs(1));
+            return real.probe_exec(t).await.unwrap_or(false);
+        }
         match &spec.action {
             ProbeAction::None => true,
             ProbeAction::Http { path, port } => {
@@ -917,7 +939,12 @@ async fn stop_container(
     status: impl FnOnce(&mut k8s_openapi::api::core::v1::PodStatus),
 ) -> Option<serde_json::Value> {
     if let Some(rt) = c.runtime.take() {
-        rt.stop().await;
+        // A real process gets SIGTERM, then SIGKILL when the grace period ends.
+        let grace_end = run
+            .cluster
+            .with_pod(&run.ns, &run.name, |e| e.remove_at)
+            .flatten();
+        rt.stop_by(grace_end).await;
     }
     if let Some(p) = c.plain.take() {
         p.stop();
