@@ -362,6 +362,8 @@ async fn wait_exit(
             "lab engine: ollama serve exited with {exit_code} (log: {})",
             c.log_tail(400)
         );
+        c.cgroup.kill_all();
+        let _ = events.send(RuntimeEvent::Exited { exit_code });
     }
 }
 

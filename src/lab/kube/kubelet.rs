@@ -775,7 +775,15 @@ pub async fn run_pod(
                 container.events = events;
                 match e {
                     Some(RuntimeEvent::OomKilled { resident, limit }) => {
-                        container = oom_restart(&run, container, &deleting, resident, limit).await;
+                        container = oom_restart(&run, container, &deleting, Some((resident, limit)), 137).await;
+                        if deleting.is_cancelled() {
+                            return finish(&run, Some(container), &deleting).await;
+                        }
+                        failures = 0;
+                        next_probe = later(Instant::now(), initial_delay);
+                    }
+                    Some(RuntimeEvent::Exited { exit_code }) => {
+                        container = oom_restart(&run, container, &deleting, None, exit_code).await;
                         if deleting.is_cancelled() {
                             return finish(&run, Some(container), &deleting).await;
                         }
@@ -827,12 +835,14 @@ fn probe_name(a: &ProbeAction) -> &'static str {
     }
 }
 
+/// The container died: OOM-killed (`oom`: the resident models and the limit; exit 137), or
+/// its process exited by itself (`None`: reason Error with `exit_code`). Restart it.
 async fn oom_restart(
     run: &PodRun,
     mut container: Container,
     deleting: &CancellationToken,
-    resident: Vec<(String, u64)>,
-    limit: u64,
+    oom: Option<(Vec<(String, u64)>, u64)>,
+    exit_code: i32,
 ) -> Container {
     if let Some(rt) = container.runtime.take() {
         rt.stop().await;
@@ -849,8 +859,8 @@ async fn oom_restart(
         cs.restart_count += 1;
         restarts = cs.restart_count;
         let term = ContainerStateTerminated {
-            exit_code: 137,
-            reason: Some("OOMKilled".into()),
+            exit_code,
+            reason: Some(if oom.is_some() { "OOMKilled" } else { "Error" }.into()),
             started_at: Some(k8s_time(started_at)),
             finished_at: Some(k8s_time(now)),
             container_id: Some(cid.clone()),
@@ -869,7 +879,9 @@ async fn oom_restart(
         });
         cs.started = Some(false);
     });
-    if let Some(node) = run.cluster.store.get(NODES, "", &run.node) {
+    if let Some((resident, limit)) = &oom
+        && let Some(node) = run.cluster.store.get(NODES, "", &run.node)
+    {
         let models: Vec<String> = resident
             .iter()
             .map(|(m, b)| format!("{m} ({b} bytes)"))

@@ -79,6 +79,11 @@ pub enum RuntimeEvent {
         resident: Vec<(String, u64)>,
         limit: u64,
     },
+    /// The container's main process ended by itself, not OOM-killed (the real engine: e.g.
+    /// `ollama serve` could not bind its address); the kubelet restarts it (reason Error).
+    Exited {
+        exit_code: i32,
+    },
 }
 
 /// Runtime-level faults, set by tests or the lab's admin API at any time.
