@@ -34,6 +34,34 @@ pub fn detect() -> Option<CgroupVersion> {
         .then_some(CgroupVersion::V2)
 }
 
+/// Remove the cgroups (and kill their processes) that a lab process left behind when it died
+/// without stopping its containers: names start with the creating process's id
+/// (`<pid>-<lab>-<pod>-<n>`), and that process is gone.
+pub fn sweep_stale() {
+    let Some(version) = detect() else { return };
+    let root = match version {
+        CgroupVersion::V1 => Path::new(V1_ROOT).join("readygap"),
+        CgroupVersion::V2 => Path::new(V2_ROOT).join("readygap"),
+    };
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(pid) = name.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if e.path().is_dir() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let cg = MemoryCgroup {
+                version,
+                dir: e.path(),
+                limit: 0,
+            };
+            cg.remove(std::time::Duration::from_secs(2));
+        }
+    }
+}
+
 /// One container's memory cgroup.
 #[derive(Debug)]
 pub struct MemoryCgroup {

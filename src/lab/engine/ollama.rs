@@ -86,6 +86,8 @@ static LABS: AtomicU64 = AtomicU64::new(0);
 
 impl OllamaEngine {
     pub fn new(peer: OllamaPeer) -> Result<Self, String> {
+        // Containers of a lab process that died without stopping them.
+        super::cgroup::sweep_stale();
         let n = LABS.fetch_add(1, Ordering::SeqCst);
         let lab_id = format!("{}-{n}", std::process::id());
         let root = std::env::temp_dir().join(format!("readygap-engine-{lab_id}"));
@@ -200,7 +202,8 @@ impl OllamaEngine {
         set(&mut env, "OLLAMA_MODELS", models.display().to_string());
         let cgroup = MemoryCgroup::create(&cname, spec.memory_limit)?;
         let oom_before = cgroup.oom_kills();
-        let argv = cgroup.wrap_argv(&[self.peer.bin.display().to_string(), "serve".into()]);
+        let serve = [self.peer.bin.display().to_string(), "serve".into()];
+        let argv = cgroup.wrap_argv(&serve);
         let mut cmd = tokio::process::Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .env_clear()
