@@ -59,6 +59,10 @@ pub struct DemoArgs {
     /// Run the lab's timings this many times faster.
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
+    /// What runs the lab's serving containers: simulated, or ollama (a real `ollama serve`
+    /// per pod; the profile becomes `real-smollm2`).
+    #[arg(long, value_enum, default_value = "simulated")]
+    pub engine: crate::lab::engine::EngineKind,
     /// Record the session to this file from the start.
     #[arg(long)]
     pub record: Option<PathBuf>,
@@ -348,14 +352,11 @@ pub async fn dashboard(
 
 /// `readygap demo`: the lab in-process, then the dashboard on it.
 pub async fn demo(d: DemoArgs) -> Result<i32> {
-    let profile = crate::lab::profile::Profile::named(&d.profile).ok_or_else(|| {
-        color_eyre::eyre::eyre!(
-            "unknown lab profile {:?} (local-1b, local-3b, azure-1b, azure-3b, azure-3b-cold, azure-8b)",
-            d.profile
-        )
-    })?;
+    let profile = crate::lab::engine::profiles::resolve(d.engine, &d.profile, None)
+        .map_err(|e| color_eyre::eyre::eyre!("lab profile: {e}"))?;
     let model = profile.model.clone();
     let mut o = crate::lab::serve::LabOptions::new(profile);
+    o.engine = d.engine;
     o.speed = d.speed;
     o.scenario = d
         .scenario

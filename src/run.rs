@@ -165,6 +165,11 @@ pub struct RunArgs {
     /// Speed factor of the built-in lab.
     #[arg(long, default_value_t = 1.0)]
     pub lab_speed: f64,
+    /// What runs the lab's serving containers: its simulated runtime, or a real `ollama
+    /// serve` per pod (peers from scripts/peers.sh; the lab's profile becomes `real-smollm2`,
+    /// serving `--model` when given).
+    #[arg(long, value_enum, default_value = "simulated", requires = "lab")]
+    pub engine: crate::lab::engine::EngineKind,
 }
 
 /// Output formats of `run`.
@@ -263,10 +268,15 @@ pub async fn run_with(mut args: RunArgs, cancel: CancellationToken) -> Result<Ru
     let mut lab = None;
     let mut lab_model = None;
     if let Some(profile) = &args.lab {
-        let p = crate::lab::profile::Profile::named(profile)
-            .ok_or_else(|| eyre!("unknown lab profile {profile:?}"))?;
+        let p = crate::lab::engine::profiles::resolve(
+            args.engine,
+            profile,
+            args.session.model.as_deref(),
+        )
+        .map_err(|e| eyre!("lab profile: {e}"))?;
         lab_model = Some(p.model.clone());
         let mut o = crate::lab::serve::LabOptions::new(p);
+        o.engine = args.engine;
         o.speed = args.lab_speed;
         if let Some(v) = &args.lab_ollama_version {
             o.profile.ollama_version =

@@ -55,6 +55,10 @@ pub struct LabArgs {
     /// next to resident models and is OOM-killed; 0.13+ on cgroup v2 evicts or refuses.
     #[arg(long, value_name = "VERSION")]
     pub ollama_version: Option<String>,
+    /// What runs each pod's serving container: the lab's simulated runtime, or a real
+    /// `ollama serve` per pod (peers from scripts/peers.sh; profile `real-smollm2`).
+    #[arg(long, value_enum, default_value = "simulated")]
+    pub engine: crate::lab::engine::EngineKind,
 }
 
 /// Everything `serve` needs.
@@ -74,6 +78,8 @@ pub struct LabOptions {
     /// Create the lab's own PVC, Service and `ollama` Deployment at start. Off: the
     /// namespace is empty and the workload is whatever gets applied (e.g. `manifests/`).
     pub builtin_workload: bool,
+    /// What runs the serving containers.
+    pub engine: crate::lab::engine::EngineKind,
 }
 
 impl LabOptions {
@@ -90,6 +96,7 @@ impl LabOptions {
             replicas: 1,
             bookmark_interval: Duration::from_secs(5),
             builtin_workload: true,
+            engine: crate::lab::engine::EngineKind::Simulated,
         }
     }
 }
@@ -97,14 +104,8 @@ impl LabOptions {
 impl LabArgs {
     /// Resolve the arguments (profile by name, ground-truth file opened).
     pub fn to_options(&self) -> Result<LabOptions> {
-        let profile = Profile::named(&self.profile).ok_or_else(|| {
-            let known: Vec<String> = Profile::all().into_iter().map(|p| p.name).collect();
-            eyre!(
-                "unknown profile {:?}; known: {}",
-                self.profile,
-                known.join(", ")
-            )
-        })?;
+        let profile = crate::lab::engine::profiles::resolve(self.engine, &self.profile, None)
+            .map_err(|e| eyre!(e))?;
         if !(self.speed.is_finite() && self.speed > 0.0) {
             return Err(eyre!(
                 "--speed must be a positive number, got {}",
@@ -127,6 +128,7 @@ impl LabArgs {
         o.kubeconfig_out = self.kubeconfig_out.clone();
         o.ground_truth = ground_truth;
         o.builtin_workload = !self.no_workload;
+        o.engine = self.engine;
         o.seed = self.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -343,6 +345,7 @@ pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
         speed: opts.speed,
         seed: opts.seed,
         ground_truth: opts.ground_truth.clone(),
+        engine: crate::lab::engine::Engine::new(opts.engine).map_err(|e| eyre!(e))?,
     };
     let cluster = Arc::new(Cluster::new(store.clone(), settings));
     let now = chrono::Utc::now();

@@ -62,6 +62,8 @@ pub struct LabSettings {
     pub speed: f64,
     pub seed: u64,
     pub ground_truth: GroundTruth,
+    /// What runs the serving containers (`--engine`).
+    pub engine: crate::lab::engine::Engine,
 }
 
 /// What the lab knows about one pod beyond its object.

@@ -15,6 +15,7 @@
 use super::cluster::Cluster;
 use super::objects::{self, OLLAMA_PORT, time};
 use super::resources::{CONFIGMAPS, NODES, PODS};
+use crate::lab::engine::Engine;
 use crate::lab::ground_truth::Transition;
 use crate::lab::runtime::{
     self, ModelDisk, PlainContainer, PlainSpec, RuntimeEvent, RuntimeHandle, RuntimeSpec,
@@ -400,7 +401,20 @@ impl PodRun {
                 faults: self.cluster.runtime_faults.clone(),
                 gpus: self.plan.gpus,
             };
-            match runtime::start(spec, tx).await {
+            let started = match &self.cluster.settings.engine {
+                Engine::Ollama(engine) => {
+                    crate::lab::engine::ollama::start_in_pod(
+                        engine,
+                        &self.cluster,
+                        &self.ns,
+                        spec,
+                        tx,
+                    )
+                    .await
+                }
+                Engine::Simulated => runtime::start(spec, tx).await,
+            };
+            match started {
                 Ok(h) => runtime = Some(Arc::new(h)),
                 Err(e) => tracing::warn!("lab kubelet: starting the runtime of {}: {e}", self.name),
             }
@@ -514,6 +528,14 @@ impl PodRun {
                 .scaled(Duration::from_secs(spec.timeout_seconds))
                 .max(floor)
         };
+        if spec.action == ProbeAction::Inference
+            && let Some(real) = self.cluster.runtime_of(&self.ns, &self.name)
+            && let Some(real) = real.as_real()
+        {
+            // The real engine runs the pod's exec probe itself (inside the container's cgroup).
+            let t = timeout(Duration::from_secs(1));
+            return real.probe_exec(t).await.unwrap_or(false);
+        }
         match &spec.action {
             ProbeAction::None => true,
             ProbeAction::Http { path, port } => {
@@ -764,7 +786,15 @@ pub async fn run_pod(
                 container.events = events;
                 match e {
                     Some(RuntimeEvent::OomKilled { resident, limit }) => {
-                        container = oom_restart(&run, container, &deleting, resident, limit).await;
+                        container = oom_restart(&run, container, &deleting, Some((resident, limit)), 137).await;
+                        if deleting.is_cancelled() {
+                            return finish(&run, Some(container), &deleting).await;
+                        }
+                        failures = 0;
+                        next_probe = later(Instant::now(), initial_delay);
+                    }
+                    Some(RuntimeEvent::Exited { exit_code }) => {
+                        container = oom_restart(&run, container, &deleting, None, exit_code).await;
                         if deleting.is_cancelled() {
                             return finish(&run, Some(container), &deleting).await;
                         }
@@ -816,12 +846,14 @@ fn probe_name(a: &ProbeAction) -> &'static str {
     }
 }
 
+/// The container died: OOM-killed (`oom`: the resident models and the limit; exit 137), or
+/// its process exited by itself (`None`: reason Error with `exit_code`). Restart it.
 async fn oom_restart(
     run: &PodRun,
     mut container: Container,
     deleting: &CancellationToken,
-    resident: Vec<(String, u64)>,
-    limit: u64,
+    oom: Option<(Vec<(String, u64)>, u64)>,
+    exit_code: i32,
 ) -> Container {
     if let Some(rt) = container.runtime.take() {
         rt.stop().await;
@@ -838,8 +870,8 @@ async fn oom_restart(
         cs.restart_count += 1;
         restarts = cs.restart_count;
         let term = ContainerStateTerminated {
-            exit_code: 137,
-            reason: Some("OOMKilled".into()),
+            exit_code,
+            reason: Some(if oom.is_some() { "OOMKilled" } else { "Error" }.into()),
             started_at: Some(k8s_time(started_at)),
             finished_at: Some(k8s_time(now)),
             container_id: Some(cid.clone()),
@@ -858,7 +890,9 @@ async fn oom_restart(
         });
         cs.started = Some(false);
     });
-    if let Some(node) = run.cluster.store.get(NODES, "", &run.node) {
+    if let Some((resident, limit)) = &oom
+        && let Some(node) = run.cluster.store.get(NODES, "", &run.node)
+    {
         let models: Vec<String> = resident
             .iter()
             .map(|(m, b)| format!("{m} ({b} bytes)"))
@@ -928,7 +962,12 @@ async fn stop_container(
     status: impl FnOnce(&mut k8s_openapi::api::core::v1::PodStatus),
 ) -> Option<serde_json::Value> {
     if let Some(rt) = c.runtime.take() {
-        rt.stop().await;
+        // A real process gets SIGTERM, then SIGKILL when the grace period ends.
+        let grace_end = run
+            .cluster
+            .with_pod(&run.ns, &run.name, |e| e.remove_at)
+            .flatten();
+        rt.stop_by(grace_end).await;
     }
     if let Some(p) = c.plain.take() {
         p.stop();

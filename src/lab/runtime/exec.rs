@@ -175,6 +175,15 @@ impl Host {
     }
 }
 
+impl ExecStream {
+    /// A stream fed by another producer (the real engine's processes): send chunks, the
+    /// `Exit` last; a send fails once the stream was dropped (the command is cancelled).
+    pub(crate) fn channel() -> (mpsc::Sender<ExecChunk>, ExecStream) {
+        let (tx, rx) = mpsc::channel(64);
+        (tx, ExecStream { rx })
+    }
+}
+
 /// Start `argv` in the container.
 pub(crate) fn spawn(host: Host, argv: Vec<String>) -> ExecStream {
     let (tx, rx) = mpsc::channel(64);

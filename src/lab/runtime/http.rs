@@ -220,18 +220,81 @@ async fn show(State(rt): State<Rt>, body: Bytes) -> Response {
         "parameters": "stop                           \"<|start_header_id|>\"\nstop                           \"<|end_header_id|>\"\nstop                           \"<|eot_id|>\"",
         "template": "<|start_header_id|>user<|end_header_id|>\n\n{{ .Prompt }}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
         "details": details(&spec),
-        "model_info": {
-            "general.architecture": spec.family,
-            "general.basename": spec.name.split(':').next().unwrap_or(&spec.name),
-            "general.file_type": 15,
-            "general.parameter_count": parameter_count,
-            "general.quantization_version": 2,
-            "llama.context_length": 131072,
-        },
+        "model_info": model_info(&spec, parameter_count),
+        // Ollama 0.12 lists every tensor (name, type, shape) without `verbose` too; the lab
+        // lists the first two (checked against the real one in tests/engine_ollama.rs).
+        "tensors": tensors(&spec),
         "capabilities": if spec.thinking { json!(["completion", "tools", "thinking"]) } else { json!(["completion", "tools"]) },
         "modified_at": rfc3339(modified),
     }))
     .into_response()
+}
+
+/// Llama 3.x hyperparameters by size label: (blocks, embedding, feed-forward, heads, KV heads,
+/// rope dimensions), from the public GGUF metadata of llama3.2:1b, llama3.2:3b, llama3.1:8b.
+fn llama_shape(parameter_size: &str) -> (u64, u64, u64, u64, u64, u64) {
+    match parameter_size {
+        "1.2B" => (16, 2048, 8192, 32, 8, 64),
+        "8.0B" => (32, 4096, 14336, 32, 8, 128),
+        _ => (28, 3072, 8192, 24, 8, 128),
+    }
+}
+
+/// `/api/show`'s `model_info`: the GGUF metadata Ollama returns (arrays such as the tokens
+/// are `null` without `verbose`, as in Ollama 0.12).
+fn model_info(spec: &ModelSpec, parameter_count: u64) -> serde_json::Value {
+    let (blocks, emb, ff, heads, kv, rope) = llama_shape(&spec.parameter_size);
+    let size_label = spec
+        .parameter_size
+        .trim_end_matches(".0B")
+        .replace(".2B", "B");
+    let a = &spec.family;
+    let mut m = json!({
+        "general.architecture": a,
+        "general.basename": spec.name.split(':').next().unwrap_or(&spec.name),
+        "general.file_type": 15,
+        "general.finetune": "Instruct",
+        "general.languages": null,
+        "general.license": "llama3.2",
+        "general.parameter_count": parameter_count,
+        "general.quantization_version": 2,
+        "general.size_label": size_label,
+        "general.type": "model",
+        "tokenizer.ggml.bos_token_id": 128000,
+        "tokenizer.ggml.eos_token_id": 128009,
+        "tokenizer.ggml.merges": null,
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.pre": "llama-bpe",
+        "tokenizer.ggml.token_type": null,
+        "tokenizer.ggml.tokens": null,
+    });
+    let arch = [
+        ("attention.head_count", json!(heads)),
+        ("attention.head_count_kv", json!(kv)),
+        ("attention.layer_norm_rms_epsilon", json!(1e-5)),
+        ("block_count", json!(blocks)),
+        ("context_length", json!(131072)),
+        ("embedding_length", json!(emb)),
+        ("feed_forward_length", json!(ff)),
+        ("rope.dimension_count", json!(rope)),
+        ("rope.freq_base", json!(500000)),
+        ("vocab_size", json!(128256)),
+    ];
+    if let Some(obj) = m.as_object_mut() {
+        for (k, v) in arch {
+            obj.insert(format!("{a}.{k}"), v);
+        }
+    }
+    m
+}
+
+/// The first tensors of the model as `/api/show` lists them.
+fn tensors(spec: &ModelSpec) -> serde_json::Value {
+    let (_, emb, ..) = llama_shape(&spec.parameter_size);
+    json!([
+        {"name": "rope_freqs.weight", "type": "F32", "shape": [64]},
+        {"name": "token_embd.weight", "type": "Q6_K", "shape": [emb, 128256]},
+    ])
 }
 
 async fn pull(State(rt): State<Rt>, body: Bytes) -> Response {

@@ -90,6 +90,11 @@ pub enum RuntimeEvent {
         resident: Vec<(String, u64)>,
         limit: u64,
     },
+    /// The container's main process ended by itself, not OOM-killed (the real engine: e.g.
+    /// `ollama serve` could not bind its address); the kubelet restarts it (reason Error).
+    Exited {
+        exit_code: i32,
+    },
 }
 
 /// Runtime-level faults, set by tests or the lab's admin API at any time.
@@ -254,10 +259,17 @@ pub(crate) struct Runtime {
     pub(crate) log: Arc<request_log::ContainerLog>,
 }
 
-/// A running (or booting, or dead) lab container.
+/// A running (or booting, or dead) lab container: this simulated runtime, or a real process
+/// of the real engine (`crate::lab::engine`).
 #[derive(Clone)]
 pub struct RuntimeHandle {
-    inner: Arc<Runtime>,
+    inner: Backend,
+}
+
+#[derive(Clone)]
+enum Backend {
+    Sim(Arc<Runtime>),
+    Real(Arc<crate::lab::engine::ollama::RealContainer>),
 }
 
 /// Addresses held by live runtimes of this process. With SO_REUSEADDR (needed so a restarted
@@ -353,7 +365,9 @@ pub async fn start(
     });
     let boot = tokio::spawn(boot(runtime.clone(), socket, claim));
     runtime.track(boot);
-    Ok(RuntimeHandle { inner: runtime })
+    Ok(RuntimeHandle {
+        inner: Backend::Sim(runtime),
+    })
 }
 
 async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrClaim) {
@@ -402,72 +416,118 @@ async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrC
 }
 
 impl RuntimeHandle {
+    /// The handle of a real engine's container.
+    pub fn real(c: Arc<crate::lab::engine::ollama::RealContainer>) -> Self {
+        Self {
+            inner: Backend::Real(c),
+        }
+    }
+
+    /// The real engine's container, if this is one.
+    pub fn as_real(&self) -> Option<&Arc<crate::lab::engine::ollama::RealContainer>> {
+        match &self.inner {
+            Backend::Real(c) => Some(c),
+            Backend::Sim(_) => None,
+        }
+    }
+
     /// Run a command inside the container (`kubectl exec`). Dropping the stream cancels it.
     /// Call it from within a Tokio runtime (the command runs as a task).
     pub fn exec(&self, argv: Vec<String>) -> ExecStream {
-        exec::spawn(exec::Host::Runtime(self.inner.clone()), argv)
+        match &self.inner {
+            Backend::Sim(rt) => exec::spawn(exec::Host::Runtime(rt.clone()), argv),
+            Backend::Real(c) => c.exec(argv),
+        }
     }
 
     /// Stop the container: stop listening, free the port, drop residency.
     pub async fn stop(&self) {
+        self.stop_by(None).await;
+    }
+
+    /// `stop`, for a real process: SIGTERM, then SIGKILL at `kill_at` (the end of the pod's
+    /// grace period; `None`: Kubernetes' default 30 s).
+    pub async fn stop_by(&self, kill_at: Option<Instant>) {
+        let inner = match &self.inner {
+            Backend::Sim(rt) => rt,
+            Backend::Real(c) => return c.stop(kill_at).await,
+        };
         let unloaded: Vec<String> = {
-            let mut state = self.inner.lock();
+            let mut state = inner.lock();
             if matches!(state.phase, Phase::Booting | Phase::Listening) {
                 state.phase = Phase::Stopped;
             }
             state.loading = None;
             std::mem::take(&mut state.resident).into_keys().collect()
         };
-        self.inner.listening.store(false, Ordering::SeqCst);
-        self.inner.shutdown.cancel();
-        self.inner.log.close();
+        inner.listening.store(false, Ordering::SeqCst);
+        inner.shutdown.cancel();
+        inner.log.close();
         for model in unloaded {
-            let _ = self
-                .inner
-                .events
-                .send(RuntimeEvent::ModelUnloaded { model });
+            let _ = inner.events.send(RuntimeEvent::ModelUnloaded { model });
         }
-        self.inner.join_tasks().await;
+        inner.join_tasks().await;
     }
 
     /// What the container wrote to stdout (its request log).
     pub fn log(&self) -> Arc<request_log::ContainerLog> {
-        self.inner.log.clone()
+        match &self.inner {
+            Backend::Sim(rt) => rt.log.clone(),
+            Backend::Real(c) => c.lines(),
+        }
     }
 
     /// The container's memory now.
     pub fn memory(&self) -> MemorySnapshot {
-        self.inner.memory()
+        match &self.inner {
+            Backend::Sim(rt) => rt.memory(),
+            Backend::Real(c) => c.memory(),
+        }
     }
 
     /// Whether the runtime answers HTTP.
     pub fn is_listening(&self) -> bool {
-        self.inner.listening.load(Ordering::SeqCst)
+        match &self.inner {
+            Backend::Sim(rt) => rt.listening.load(Ordering::SeqCst),
+            Backend::Real(c) => c.is_listening(),
+        }
     }
 
     /// The address the runtime serves on.
     pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from((self.inner.spec.ip, self.inner.spec.port))
+        match &self.inner {
+            Backend::Sim(rt) => SocketAddr::from((rt.spec.ip, rt.spec.port)),
+            Backend::Real(c) => c.addr(),
+        }
     }
 
     /// Models resident now (name, resident bytes).
     pub fn resident(&self) -> Vec<(String, u64)> {
-        self.inner
-            .lock()
-            .resident
-            .values()
-            .map(|r| (r.spec.name.clone(), r.spec.resident_bytes))
-            .collect()
+        match &self.inner {
+            Backend::Sim(rt) => rt
+                .lock()
+                .resident
+                .values()
+                .map(|r| (r.spec.name.clone(), r.spec.resident_bytes))
+                .collect(),
+            Backend::Real(c) => c.resident(),
+        }
     }
 
     /// How many exec commands are still running (a dropped stream ends its command).
     pub fn running_execs(&self) -> usize {
-        self.inner.running_execs.load(Ordering::SeqCst)
+        match &self.inner {
+            Backend::Sim(rt) => rt.running_execs.load(Ordering::SeqCst),
+            Backend::Real(c) => c.running_execs(),
+        }
     }
 
     /// Whether the container was OOM-killed.
     pub fn oom_killed(&self) -> bool {
-        self.inner.lock().phase == Phase::OomKilled
+        match &self.inner {
+            Backend::Sim(rt) => rt.lock().phase == Phase::OomKilled,
+            Backend::Real(c) => c.oom_killed(),
+        }
     }
 }
 
