@@ -58,6 +58,8 @@ pub fn imported(models: &Path, name: &str) -> Option<ModelSpec> {
         load: Stage::around(load, load * 0.1),
         prompt_eval: Stage::around(prompt, prompt * 0.1),
         eval: Stage::around(eval, eval * 0.1),
+        // Neither SmolLM2 nor Gemma 3 270M can think (their templates have no thinking section).
+        thinking: false,
     })
 }
 
