@@ -5,6 +5,7 @@
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use readygap_core::units;
+use readygap_lab::engine::EngineKind;
 use readygap_live::cluster::ClusterConfig;
 use readygap_live::node_host::AccessPolicy;
 use readygap_live::run::{OutFormat, RunConfig, SessionConfig};
@@ -62,6 +63,10 @@ pub struct SessionArgs {
     /// The prompt of the T3 inference.
     #[arg(long, default_value = readygap_live::actions::DEFAULT_PROMPT)]
     pub prompt: String,
+    /// `think` of every inference (`true` or `false`); absent: the model's own default, as
+    /// the user's clients see it (Ollama ≥ 0.12.4 thinks when the model can).
+    #[arg(long, value_name = "true|false")]
+    pub think: Option<bool>,
     /// Record the session (JSON lines) to this file.
     #[arg(long)]
     pub record: Option<PathBuf>,
@@ -134,9 +139,18 @@ pub struct SessionArgs {
     /// Interval of the memory samples.
     #[arg(long, default_value = "250ms", value_parser = units::parse_duration)]
     pub memory_interval: Duration,
-    /// The serving container (default: the pod's first).
+    /// The serving container (default: the one exposing --runtime-port, else the first).
     #[arg(long)]
     pub container: Option<String>,
+    /// Send readygap's own T3 inference to replacements it did not start (someone's
+    /// `kubectl delete`, a rollout, an OOM restart). Off by default: readygap only observes
+    /// them (watches, GET probes, `/api/ps`, the runtime's request log), so it never loads
+    /// the model before the experimenter's own request does.
+    #[arg(long)]
+    pub probe_external: bool,
+    /// Only GET requests, anywhere (the dashboard's `--read-only`).
+    #[arg(skip)]
+    pub read_only: bool,
 }
 
 /// Arguments of `readygap run`: a session, plus what only headless trials use (how many,
@@ -164,12 +178,22 @@ pub struct RunArgs {
     #[arg(long, num_args = 0..=1, default_missing_value = "local-3b")]
     pub lab: Option<String>,
     /// Scenario of the built-in lab (baseline, http-readiness, inference-readiness, emptydir,
-    /// overlap-oom, rollout).
+    /// overlap-oom, rollout, gpu).
     #[arg(long, default_value = "baseline")]
     pub lab_scenario: String,
+    /// The Ollama version the built-in lab imitates (0.12.x: a load that does not fit next to
+    /// a resident model is OOM-killed; 0.13 and later on cgroup v2: the resident model is
+    /// evicted, or the load refused). Default: the profile's.
+    #[arg(long, value_name = "VERSION")]
+    pub lab_ollama_version: Option<String>,
     /// Speed factor of the built-in lab.
     #[arg(long, default_value_t = 1.0)]
     pub lab_speed: f64,
+    /// What runs the lab's serving containers: its simulated runtime, or a real `ollama
+    /// serve` per pod (peers from scripts/peers.sh; the lab's profile becomes `real-smollm2`,
+    /// serving `--model` when given).
+    #[arg(long, default_value = "simulated", value_parser = one_of(&EngineKind::NAMES), requires = "lab")]
+    pub engine: EngineKind,
 }
 
 impl ClusterArgs {
@@ -214,6 +238,9 @@ impl SessionArgs {
             no_memory: self.no_memory,
             memory_interval: self.memory_interval,
             container: self.container.clone(),
+            think: self.think,
+            probe_external: self.probe_external,
+            read_only: self.read_only,
         }
     }
 
@@ -222,6 +249,9 @@ impl SessionArgs {
     /// access a user's cluster offers too; else the config file's `[nodes]` tables.
     pub fn node_policy(&self, lab: bool) -> AccessPolicy {
         if let Some(via) = &self.node_access {
+            if self.read_only && via == "debug-pod" {
+                return AccessPolicy::Unavailable(DEBUG_POD_READ_ONLY.into());
+            }
             return AccessPolicy::Explicit {
                 via: via.clone(),
                 identity: self.node_identity.clone(),
@@ -230,6 +260,26 @@ impl SessionArgs {
             };
         }
         configured_nodes(self.node_config.as_deref(), lab)
+    }
+}
+
+/// Why `--read-only` has no debug-pod access.
+pub const DEBUG_POD_READ_ONLY: &str =
+    "--read-only: the debug pod would be created (a POST); use ssh or local access";
+
+/// The node access of a `--read-only` session: nothing that creates a debug pod. The lab's
+/// nodes are then sampled through the kubelet Summary API (GETs), as a cluster without
+/// `[nodes]` tables is.
+pub fn read_only_nodes(policy: AccessPolicy) -> AccessPolicy {
+    match policy {
+        AccessPolicy::Explicit { origin, .. } if origin == LAB_NODES => AccessPolicy::Config {
+            section: Default::default(),
+            lab: true,
+        },
+        AccessPolicy::Explicit { via, .. } if via == "debug-pod" => {
+            AccessPolicy::Unavailable(DEBUG_POD_READ_ONLY.into())
+        }
+        other => other,
     }
 }
 
@@ -261,6 +311,10 @@ impl RunArgs {
         let mut extra = serde_json::Map::new();
         extra.insert("lab".into(), serde_json::json!(self.lab));
         extra.insert("lab_speed".into(), serde_json::json!(self.lab_speed));
+        extra.insert(
+            "lab_ollama_version".into(),
+            serde_json::json!(self.lab_ollama_version),
+        );
         RunConfig {
             session: self.session.to_config(self.lab.is_some()),
             trials: self.trials,

@@ -59,6 +59,10 @@ pub struct DemoArgs {
     /// Run the lab's timings this many times faster.
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
+    /// What runs the lab's serving containers: simulated, or ollama (a real `ollama serve`
+    /// per pod; the profile becomes `real-smollm2`).
+    #[arg(long, default_value = "simulated", value_parser = crate::args::one_of(&readygap_lab::engine::EngineKind::NAMES))]
+    pub engine: readygap_lab::engine::EngineKind,
     /// Record the session to this file from the start.
     #[arg(long)]
     pub record: Option<PathBuf>,
@@ -104,6 +108,12 @@ pub async fn dashboard(
     let mut opts = cfg.dashboard_options(mode, hint);
     opts.recording = record_to.as_ref().map(|p| p.display().to_string());
     let read_only = opts.read_only;
+    // --read-only reaches the runner and the executor: only GETs leave readygap (and no
+    // debug pod is created for node access).
+    args.session.read_only = read_only;
+    if read_only {
+        args.session.nodes = crate::args::read_only_nodes(args.session.nodes.clone());
+    }
 
     let cancel = CancellationToken::new();
     let (fwd_tx, mut fwd_rx) = mpsc::unbounded_channel::<Event>();
@@ -347,14 +357,11 @@ pub async fn dashboard(
 
 /// `readygap demo`: the lab in-process, then the dashboard on it.
 pub async fn demo(d: DemoArgs) -> Result<i32> {
-    let profile = readygap_lab::profile::Profile::named(&d.profile).ok_or_else(|| {
-        color_eyre::eyre::eyre!(
-            "unknown lab profile {:?} (local-1b, local-3b, azure-1b, azure-3b, azure-3b-cold, azure-8b)",
-            d.profile
-        )
-    })?;
+    let profile = readygap_lab::engine::profiles::resolve(d.engine, &d.profile, None)
+        .map_err(|e| color_eyre::eyre::eyre!("lab profile: {e}"))?;
     let model = profile.model.clone();
     let mut o = readygap_lab::serve::LabOptions::new(profile);
+    o.engine = d.engine;
     o.speed = d.speed;
     o.scenario = d
         .scenario

@@ -1,20 +1,21 @@
 //! `readygap lab serve`: the built-in lab until Ctrl-C, announced as one JSON line with the
 //! API URL, kubeconfig path and namespace.
 
+use crate::args::one_of;
 use color_eyre::eyre::{Result, WrapErr, eyre};
+use readygap_lab::engine::EngineKind;
 use readygap_lab::ground_truth::GroundTruth;
-use readygap_lab::profile::Profile;
 use readygap_lab::scenario::Scenario;
 use readygap_lab::serve::{LabOptions, serve};
 use std::path::PathBuf;
 
-/// The command-line arguments of `readygap lab serve` .
+/// The command-line arguments of `readygap lab serve`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct LabArgs {
     /// Calibration profile (local-1b, local-3b, azure-1b, azure-3b, azure-3b-cold, azure-8b).
     #[arg(long, default_value = "local-3b")]
     pub profile: String,
-    /// Scenario: baseline, none, http-readiness, inference-readiness, emptydir, overlap-oom, rollout.
+    /// Scenario: baseline, none, http-readiness, inference-readiness, emptydir, overlap-oom, rollout, gpu.
     #[arg(long, default_value = "baseline")]
     pub scenario: Scenario,
     /// Divide every timing by this factor.
@@ -36,19 +37,21 @@ pub struct LabArgs {
     /// apply (`kubectl apply -k manifests/overlays/llama3.2-3b`).
     #[arg(long)]
     pub no_workload: bool,
+    /// The Ollama version the runtimes imitate (default: the profile's, 0.12.6). 0.12.x loads
+    /// next to resident models and is OOM-killed; 0.13+ on cgroup v2 evicts or refuses.
+    #[arg(long, value_name = "VERSION")]
+    pub ollama_version: Option<String>,
+    /// What runs each pod's serving container: the lab's simulated runtime, or a real
+    /// `ollama serve` per pod (peers from scripts/peers.sh; profile `real-smollm2`).
+    #[arg(long, default_value = "simulated", value_parser = one_of(&EngineKind::NAMES))]
+    pub engine: EngineKind,
 }
 
 impl LabArgs {
     /// Resolve the arguments (profile by name, ground-truth file opened).
     pub fn to_options(&self) -> Result<LabOptions> {
-        let profile = Profile::named(&self.profile).ok_or_else(|| {
-            let known: Vec<String> = Profile::all().into_iter().map(|p| p.name).collect();
-            eyre!(
-                "unknown profile {:?}; known: {}",
-                self.profile,
-                known.join(", ")
-            )
-        })?;
+        let profile = readygap_lab::engine::profiles::resolve(self.engine, &self.profile, None)
+            .map_err(|e| eyre!(e))?;
         if !(self.speed.is_finite() && self.speed > 0.0) {
             return Err(eyre!(
                 "--speed must be a positive number, got {}",
@@ -60,6 +63,11 @@ impl LabArgs {
                 .wrap_err_with(|| format!("opening the ground-truth log {}", p.display()))?,
             None => GroundTruth::in_memory(),
         };
+        let mut profile = profile;
+        if let Some(v) = &self.ollama_version {
+            profile.ollama_version =
+                readygap_lab::ollama_version::check(v).map_err(|e| eyre!(e))?;
+        }
         let mut o = LabOptions::new(profile);
         o.scenario = self.scenario;
         o.speed = self.speed;
@@ -67,6 +75,7 @@ impl LabArgs {
         o.kubeconfig_out = self.kubeconfig_out.clone();
         o.ground_truth = ground_truth;
         o.builtin_workload = !self.no_workload;
+        o.engine = self.engine;
         o.seed = self.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

@@ -31,13 +31,22 @@ pub async fn run_with(args: RunArgs, cancel: CancellationToken) -> Result<RunOut
     let mut config = args.to_config();
     let mut lab = None;
     if let Some(profile) = &args.lab {
-        let p = readygap_lab::profile::Profile::named(profile)
-            .ok_or_else(|| eyre!("unknown lab profile {profile:?}"))?;
+        let p = readygap_lab::engine::profiles::resolve(
+            args.engine,
+            profile,
+            args.session.model.as_deref(),
+        )
+        .map_err(|e| eyre!("lab profile: {e}"))?;
         if config.session.model.is_none() {
             config.session.model = Some(p.model.clone());
         }
         let mut o = readygap_lab::serve::LabOptions::new(p);
+        o.engine = args.engine;
         o.speed = args.lab_speed;
+        if let Some(v) = &args.lab_ollama_version {
+            o.profile.ollama_version =
+                readygap_lab::ollama_version::check(v).map_err(|e| eyre!(e))?;
+        }
         o.scenario = args.lab_scenario.parse().map_err(|e: String| eyre!(e))?;
         let h = readygap_lab::serve::serve(o).await?;
         h.wait_ready(Duration::from_secs(120)).await?;

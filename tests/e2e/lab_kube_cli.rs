@@ -53,6 +53,7 @@ fn lab_serve_prints_one_json_line_and_serves() {
         loop {
             let v: serde_json::Value = http
                 .get(format!("{url}/api/v1/namespaces/llm-recovery-lab/pods"))
+                .bearer_auth(readygap_lab::kube::authz::ADMIN_TOKEN)
                 .send()
                 .await
                 .unwrap()

@@ -3,10 +3,14 @@
 //! subject.
 
 mod cast;
+mod cluster_access;
 mod config_nodes;
+mod first_run_details;
 mod lab_data;
 mod lab_kube_cli;
 mod lab_node_scripts;
+mod lab_ollama_versions;
+mod lab_rbac;
 mod manifests;
 mod node_debug_pod;
 mod node_host;
@@ -24,8 +28,10 @@ mod run_cluster;
 mod run_faults;
 mod run_lab;
 mod session;
+mod sources_containers;
 mod sources_kube;
 mod sources_memory;
+mod sources_nodes;
 mod sources_runtime;
 mod ui_app;
 mod ui_frames;

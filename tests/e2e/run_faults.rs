@@ -74,7 +74,7 @@ async fn forward(State(up): State<Arc<Upstream>>, req: Request) -> Response {
         .http
         .request(method, format!("{}{pq}", up.base))
         .body(body);
-    for h in ["content-type", "accept"] {
+    for h in ["content-type", "accept", "authorization"] {
         if let Some(v) = headers.get(h) {
             r = r.header(h, v);
         }

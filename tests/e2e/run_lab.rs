@@ -452,7 +452,18 @@ async fn an_external_delete_during_the_cooldown_is_its_own_trial() {
     let _one = ONE_LAB.lock().await;
     use k8s_openapi::api::core::v1::Pod;
     let lab = lab("local-1b", 4.0, 41).await;
-    let a = args(&lab, &["--trials", "2", "--cooldown", "8s", "--no-memory"]);
+    // --probe-external: readygap infers on the external replacement too (T3/T4 of its own).
+    let a = args(
+        &lab,
+        &[
+            "--trials",
+            "2",
+            "--cooldown",
+            "8s",
+            "--no-memory",
+            "--probe-external",
+        ],
+    );
     let gt = lab.ground_truth();
     let kubeconfig = lab.kubeconfig.clone();
     let ns = lab.namespace.clone();

@@ -104,6 +104,9 @@ pub enum Source {
     Action,
     /// The trial runner (begin/abort of trials).
     Runner,
+    /// The serving container's log (the runtime's request lines), stamped with the
+    /// instant each line was written.
+    Log,
     /// readygap itself (session header, notes).
     Session,
 }
@@ -162,6 +165,9 @@ pub enum EventKind {
     InferenceFirstToken { request_id: u64 },
     /// An inference ended: `ok` is HTTP 200 with `done: true`.
     InferenceDone(InferenceResult),
+    /// A request line of the runtime's own log (Ollama's gin line, llama.cpp server's
+    /// request line), stamped with the instant the line was written (the request's end).
+    RequestLogged(LoggedRequest),
     /// The page cache of a node was dropped (or the attempt failed): the cold step of a trial.
     CachesDropped(CacheDrop),
     /// The trial runner begins a trial it will drive (before its cold step or T0).
@@ -336,6 +342,11 @@ pub struct KubeEventView {
     /// `Normal` or `Warning`.
     #[serde(rename = "type", default)]
     pub type_: String,
+    /// When it last happened, by the Event's own clock (`eventTime`, else `lastTimestamp`,
+    /// else `firstTimestamp`, else its creation): an Event from before readygap started
+    /// (replayed by the initial list) keeps its time and is history, never fresh evidence.
+    #[serde(default, with = "opt_ts", skip_serializing_if = "Option::is_none")]
+    pub time: Option<Timestamp>,
 }
 
 /// A node's name, readiness and the labels that help to reach it.
@@ -372,6 +383,15 @@ pub struct ResidentModel {
     pub size_vram: u64,
     #[serde(default, with = "opt_ts")]
     pub expires_at: Option<Timestamp>,
+}
+
+impl ResidentModel {
+    /// Bytes in the host's memory: `size` includes `size_vram` (Ollama server/routes.go
+    /// PsHandler reports the model's total as `size`, its GPU part as `size_vram`), and no
+    /// cgroup is charged for VRAM.
+    pub fn host_bytes(&self) -> u64 {
+        self.size.saturating_sub(self.size_vram)
+    }
 }
 
 /// A model on disk (`/api/tags`).
@@ -512,6 +532,38 @@ pub struct RuntimeDurations {
     pub prompt_eval_ns: Option<u64>,
     #[serde(default)]
     pub eval_ns: Option<u64>,
+}
+
+/// One request the runtime logged (not one readygap sent).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoggedRequest {
+    pub pod: String,
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    /// How long the request took, when the line says (gin does; llama.cpp's does not).
+    #[serde(default)]
+    pub latency_ms: Option<f64>,
+    /// The client address the runtime saw.
+    #[serde(default)]
+    pub client: Option<String>,
+}
+
+impl LoggedRequest {
+    /// A generation request (what T3/T4 of an observed trial are made of).
+    pub fn is_inference(&self) -> bool {
+        self.method == "POST"
+            && matches!(
+                self.path.split('?').next().unwrap_or(""),
+                "/api/generate"
+                    | "/api/chat"
+                    | "/completion"
+                    | "/completions"
+                    | "/v1/completions"
+                    | "/v1/chat/completions"
+                    | "/chat/completions"
+            )
+    }
 }
 
 /// The end of one inference request.

@@ -10,7 +10,17 @@
 //! - `runner_oom`: the cgroup's oom_kill counter rose and an inference failed, but the
 //!   container lived (the kernel killed the runner process only);
 //! - `oom_risk` (a warning, before it happens): resident sizes plus the size of the model about
-//!   to load exceed the limit.
+//!   to load exceed the limit;
+//! - `evicted_for_memory` (Ollama ≥ 0.13 on cgroup v2, which reads memory.max/memory.current
+//!   and unloads a resident model to make room, server/sched.go): a model left `/api/ps`
+//!   while a load of another was waiting, and that other model then loaded; the trial whose
+//!   inference waited carries it as evidence (its load included the eviction);
+//! - `insufficient_memory` (Ollama ≥ 0.13 with nothing to evict): the load was refused with
+//!   500 "model requires more system memory (X) than is available (Y)" (llm/server.go); both
+//!   figures are parsed.
+//!
+//! Memory is host memory: `/api/ps` `size` includes `size_vram`, and VRAM is charged to no
+//! cgroup, so every sum against the limit uses `size − size_vram`.
 //!
 //! "Resident at the kill" is what `/api/ps` last said before the kill plus the models of
 //! inferences in flight whose model was not resident (Ollama lists a model only once loaded).
@@ -31,6 +41,8 @@ pub enum VerdictKind {
     SingleModelOom,
     RunnerOom,
     OomRisk,
+    EvictedForMemory,
+    InsufficientMemory,
 }
 
 impl VerdictKind {
@@ -40,12 +52,24 @@ impl VerdictKind {
             VerdictKind::SingleModelOom => "single_model_oom",
             VerdictKind::RunnerOom => "runner_oom",
             VerdictKind::OomRisk => "oom_risk",
+            VerdictKind::EvictedForMemory => "evicted_for_memory",
+            VerdictKind::InsufficientMemory => "insufficient_memory",
         }
     }
 
-    /// A kill (as opposed to a warning).
+    /// A kill (as opposed to a warning, an eviction or a refused load).
     pub fn is_kill(self) -> bool {
-        self != VerdictKind::OomRisk
+        matches!(
+            self,
+            VerdictKind::OverlappingResidencyOom
+                | VerdictKind::SingleModelOom
+                | VerdictKind::RunnerOom
+        )
+    }
+
+    /// Something failed (a kill or a refused load), as opposed to a warning or an eviction.
+    pub fn is_failure(self) -> bool {
+        self.is_kill() || self == VerdictKind::InsufficientMemory
     }
 }
 
@@ -64,6 +88,18 @@ pub struct Verdict {
     /// resident in `/api/ps`).
     #[serde(default)]
     pub estimated: Vec<String>,
+    /// `evicted_for_memory`: the models of `models` that were unloaded (the others loaded).
+    #[serde(default)]
+    pub evicted: Vec<String>,
+    /// `insufficient_memory`: the system memory the model needs and what was available, as
+    /// Ollama's message gave them.
+    #[serde(default)]
+    pub required: Option<u64>,
+    #[serde(default)]
+    pub available: Option<u64>,
+    /// The inference the verdict is about (the one whose load evicted, or was refused).
+    #[serde(default)]
+    pub request_id: Option<u64>,
 }
 
 impl Verdict {
@@ -81,15 +117,77 @@ impl Verdict {
                 })
             })
             .collect();
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "verdict": self.kind.name(),
             "pod": self.pod,
             "models": models,
             "limit_bytes": self.limit,
             "at": self.ts.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             "message": self.message,
-        })
+        });
+        match self.kind {
+            VerdictKind::EvictedForMemory => {
+                let (evicted, loaded): (Vec<_>, Vec<_>) = models.into_iter().partition(|m| {
+                    m["name"]
+                        .as_str()
+                        .is_some_and(|n| self.evicted.iter().any(|e| e == n))
+                });
+                v["evicted"] = serde_json::json!(evicted);
+                v["loaded"] = loaded.into_iter().next().unwrap_or_default();
+            }
+            VerdictKind::InsufficientMemory => {
+                v["required_bytes"] = serde_json::json!(self.required);
+                v["available_bytes"] = serde_json::json!(self.available);
+            }
+            _ => {}
+        }
+        v
     }
+
+    fn new(ts: Timestamp, pod: &str, kind: VerdictKind, message: String) -> Self {
+        Verdict {
+            ts,
+            pod: pod.to_string(),
+            kind,
+            models: Vec::new(),
+            limit: None,
+            message,
+            estimated: Vec::new(),
+            evicted: Vec::new(),
+            required: None,
+            available: None,
+            request_id: None,
+        }
+    }
+}
+
+/// The figures of Ollama's refusal "model requires more system memory (5.3 GiB) than is
+/// available (3.8 GiB)" (llm/server.go, sizes as format.HumanBytes2 prints them: B, KiB,
+/// MiB, GiB with one decimal), in bytes.
+pub fn parse_insufficient_memory(error: &str) -> Option<(u64, u64)> {
+    const HEAD: &str = "model requires more system memory (";
+    let rest = &error[error.find(HEAD)? + HEAD.len()..];
+    let (required, rest) = rest.split_once(") than is available (")?;
+    let (available, _) = rest.split_once(')')?;
+    Some((human_bytes(required)?, human_bytes(available)?))
+}
+
+/// `5.3 GiB` → bytes.
+fn human_bytes(text: &str) -> Option<u64> {
+    let (number, unit) = text.trim().split_once(' ')?;
+    let n: f64 = number
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)?;
+    let scale = match unit {
+        "B" => 1u64,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        _ => return None,
+    };
+    Some((n * scale as f64) as u64)
 }
 
 /// `name 1.3 GiB`, or `name (size unknown)`.
@@ -115,6 +213,14 @@ struct PodMemory {
     counter_rose: Option<Timestamp>,
     /// Models (with sizes) at the moment the counter rose.
     counter_models: Vec<(String, u64)>,
+    /// Models that left `/api/ps` while a load was waiting (Ollama ≥ 0.13 making room), with
+    /// their sizes; a verdict once the waiting model shows up resident.
+    #[serde(default)]
+    evicted: Vec<(String, u64)>,
+    /// Host share (size − size_vram) / size of the last non-empty `/api/ps`: models of this
+    /// pod not seen yet are estimated with it (a GPU pod holds most of a model in VRAM).
+    #[serde(default)]
+    host_share: Option<f64>,
 }
 
 /// The detector's state.
@@ -124,6 +230,9 @@ pub struct OomDetector {
     /// Best known size of each model (resident sizes first, then disk sizes).
     sizes: BTreeMap<String, u64>,
     disk_sizes: BTreeMap<String, u64>,
+    /// VRAM part of each model's size as `/api/ps` last showed it.
+    #[serde(default)]
+    vram: BTreeMap<String, u64>,
     pub verdicts: Vec<Verdict>,
 }
 
@@ -147,6 +256,16 @@ impl OomDetector {
             })
             .fold(1.0f64, f64::max);
         (*disk as f64 * ratio) as u64
+    }
+
+    /// The host-memory part of a model on `pod`: its size minus its VRAM as last seen, else
+    /// the size estimate times the pod's host share.
+    fn host_size_of(&self, pod: &str, model: &str) -> u64 {
+        if let Some(s) = self.sizes.get(model) {
+            return s.saturating_sub(self.vram.get(model).copied().unwrap_or(0));
+        }
+        let share = self.pods.get(pod).and_then(|p| p.host_share).unwrap_or(1.0);
+        (self.size_of(model) as f64 * share) as u64
     }
 
     /// Whether a model's size is an estimate (never seen resident).
@@ -217,15 +336,47 @@ impl OomDetector {
             self.describe(&models, limit),
             ts.format("%H:%M:%S%.3f")
         );
-        let v = Verdict {
-            ts,
-            pod: pod.to_string(),
-            kind,
-            estimated: self.estimated_of(&models),
-            models,
-            limit,
-            message,
-        };
+        let mut v = Verdict::new(ts, pod, kind, message);
+        v.estimated = self.estimated_of(&models);
+        v.models = models;
+        v.limit = limit;
+        self.verdicts.push(v.clone());
+        v
+    }
+
+    /// `evicted_for_memory`: `evicted` left `/api/ps` so that `loaded` (request `id`) could.
+    fn eviction(
+        &mut self,
+        ts: Timestamp,
+        pod: &str,
+        id: u64,
+        evicted: Vec<(String, u64)>,
+        loaded: (String, u64),
+    ) -> Verdict {
+        let limit = self.pods.get(pod).and_then(|p| p.limit);
+        let names = evicted.iter().map(|(n, _)| n.clone()).collect();
+        let list = evicted
+            .iter()
+            .map(|(n, b)| self.label(n, *b))
+            .collect::<Vec<_>>()
+            .join(" + ");
+        let under = limit
+            .map(|l| format!(" under {:.1}", Gib(l)))
+            .unwrap_or_default();
+        let message = format!(
+            "{list} unloaded to make room for {}{under} at {} (the runtime evicts instead of \
+             being OOM-killed; the load included the eviction)",
+            self.label(&loaded.0, loaded.1),
+            ts.format("%H:%M:%S%.3f")
+        );
+        let mut models = evicted;
+        models.push(loaded);
+        let mut v = Verdict::new(ts, pod, VerdictKind::EvictedForMemory, message);
+        v.estimated = self.estimated_of(&models);
+        v.models = models;
+        v.limit = limit;
+        v.evicted = names;
+        v.request_id = Some(id);
         self.verdicts.push(v.clone());
         v
     }
@@ -237,14 +388,52 @@ impl OomDetector {
             EventKind::Residency { pod, models } => {
                 for m in models {
                     self.sizes.insert(m.name.clone(), m.size);
+                    self.vram.insert(m.name.clone(), m.size_vram);
                 }
                 let p = self.pods.entry(pod.clone()).or_default();
+                // Waiting loads: inferences whose model was not resident.
+                let waiting: Vec<(u64, String)> = p
+                    .in_flight
+                    .iter()
+                    .filter(|(_, m)| !p.resident.iter().any(|r| &r.name == *m))
+                    .map(|(id, m)| (*id, m.clone()))
+                    .collect();
+                if !waiting.is_empty() {
+                    for gone in p
+                        .resident
+                        .iter()
+                        .filter(|r| !models.iter().any(|m| m.name == r.name))
+                    {
+                        if !waiting.iter().any(|(_, m)| m == &gone.name) {
+                            p.evicted.push((gone.name.clone(), gone.host_bytes()));
+                        }
+                    }
+                }
+                let total: u64 = models.iter().map(|m| m.size).sum();
+                if total > 0 {
+                    let host: u64 = models.iter().map(ResidentModel::host_bytes).sum();
+                    p.host_share = Some(host as f64 / total as f64);
+                }
                 p.resident = models.clone();
                 p.failed_loads.clear();
                 // A model that shows up resident is no longer "loading".
                 p.in_flight
                     .retain(|_, m| !models.iter().any(|r| &r.name == m));
-                None
+                let loaded = waiting
+                    .iter()
+                    .find(|(_, m)| models.iter().any(|r| &r.name == m));
+                match loaded {
+                    Some((id, model)) if !p.evicted.is_empty() => {
+                        let evicted = std::mem::take(&mut p.evicted);
+                        let size = models
+                            .iter()
+                            .find(|r| &r.name == model)
+                            .map(ResidentModel::host_bytes)
+                            .unwrap_or(0);
+                        Some(self.eviction(ts, pod, *id, evicted, (model.clone(), size)))
+                    }
+                    _ => None,
+                }
             }
             EventKind::ModelsOnDisk { models, .. } => {
                 for m in models {
@@ -271,19 +460,20 @@ impl OomDetector {
                 model,
             } => {
                 let limit = self.pods.get(pod).and_then(|p| p.limit);
+                // Host memory only: VRAM is charged to no cgroup.
                 let resident: Vec<(String, u64)> = self
                     .pods
                     .get(pod)
                     .map(|p| {
                         p.resident
                             .iter()
-                            .map(|m| (m.name.clone(), m.size))
+                            .map(|m| (m.name.clone(), m.host_bytes()))
                             .collect()
                     })
                     .unwrap_or_default();
                 let loading = !resident.iter().any(|(n, _)| n == model);
                 if loading && let Some(limit) = limit {
-                    let size = self.size_of(model);
+                    let size = self.host_size_of(pod, model);
                     let sum: u64 = resident.iter().map(|(_, s)| s).sum::<u64>() + size;
                     if size > 0 && sum > limit {
                         let mut models = resident.clone();
@@ -303,15 +493,12 @@ impl OomDetector {
                             Gib(sum),
                             Gib(limit)
                         );
-                        self.verdicts.push(Verdict {
-                            ts,
-                            pod: pod.clone(),
-                            kind: VerdictKind::OomRisk,
-                            estimated: self.estimated_of(&models),
-                            models,
-                            limit: Some(limit),
-                            message,
-                        });
+                        let mut v = Verdict::new(ts, pod, VerdictKind::OomRisk, message);
+                        v.estimated = self.estimated_of(&models);
+                        v.models = models;
+                        v.limit = Some(limit);
+                        v.request_id = Some(*request_id);
+                        self.verdicts.push(v);
                     }
                 }
                 self.pods
@@ -374,7 +561,40 @@ impl OomDetector {
         let model = p.in_flight.remove(&r.request_id);
         if r.ok {
             p.failed_loads.clear();
+            // A model evicted for this load, which finished before `/api/ps` showed it.
+            let waited = model
+                .as_ref()
+                .is_some_and(|m| !p.resident.iter().any(|x| &x.name == m));
+            if waited && !p.evicted.is_empty() {
+                let evicted = std::mem::take(&mut p.evicted);
+                let m = model.unwrap_or_default();
+                let size = self.host_size_of(&pod, &m);
+                return Some(self.eviction(ts, &pod, r.request_id, evicted, (m, size)));
+            }
             return None;
+        }
+        if let Some((required, available)) = r.error.as_deref().and_then(parse_insufficient_memory)
+        {
+            // Refused, not killed: nothing was loaded, and an eviction on the way did not help.
+            p.evicted.clear();
+            let limit = p.limit;
+            let name = model.unwrap_or_default();
+            let message = format!(
+                "{name} needs {:.1} of system memory, {:.1} available{}: the runtime refused the load",
+                Gib(required),
+                Gib(available),
+                limit
+                    .map(|l| format!(" under {:.1}", Gib(l)))
+                    .unwrap_or_default(),
+            );
+            let mut v = Verdict::new(ts, &pod, VerdictKind::InsufficientMemory, message);
+            v.models = vec![(name, required)];
+            v.limit = limit;
+            v.required = Some(required);
+            v.available = Some(available);
+            v.request_id = Some(r.request_id);
+            self.verdicts.push(v.clone());
+            return Some(v);
         }
         if let Some(m) = model
             && !p.resident.iter().any(|x| x.name == m)
@@ -395,15 +615,10 @@ impl OomDetector {
             self.describe(&models_then, limit),
             rose.format("%H:%M:%S%.3f")
         );
-        let v = Verdict {
-            ts,
-            pod,
-            kind: VerdictKind::RunnerOom,
-            estimated: self.estimated_of(&models_then),
-            models: models_then,
-            limit,
-            message,
-        };
+        let mut v = Verdict::new(ts, &pod, VerdictKind::RunnerOom, message);
+        v.estimated = self.estimated_of(&models_then);
+        v.models = models_then;
+        v.limit = limit;
         self.verdicts.push(v.clone());
         Some(v)
     }

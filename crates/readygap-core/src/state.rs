@@ -15,13 +15,27 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// How many Kubernetes Events, messages and finished actions are kept.
 const KEEP_RECENT: usize = 200;
 
-/// Ready/serving/terminating endpoint counts across the watched slices.
+/// Ready/serving/terminating endpoint counts across the watched slices, one per pod (a
+/// dual-stack Service has an IPv4 and an IPv6 slice naming the same pods).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndpointCounts {
     pub ready: u32,
     pub serving: u32,
     pub terminating: u32,
     pub total: u32,
+    /// Terminating endpoints that still serve.
+    #[serde(default)]
+    pub serving_terminating: u32,
+}
+
+impl EndpointCounts {
+    /// No endpoint is ready but a terminating one still serves: kube-proxy sends the
+    /// Service's traffic to it (KEP-1669 ProxyTerminatingEndpoints, GA in 1.28; kubernetes
+    /// pkg/proxy/topology.go CategorizeEndpoints falls back to serving-terminating
+    /// endpoints when there are no ready ones). Not "no traffic".
+    pub fn terminating_fallback(&self) -> bool {
+        self.ready == 0 && self.serving_terminating > 0
+    }
 }
 
 /// What readygap knows of one pod's runtime.
@@ -221,7 +235,10 @@ impl State {
                 self.slices.remove(name);
                 self.count_endpoints(ts);
             }
-            EventKind::KubeEvent(e) => push_bounded(&mut self.kube_events, (ts, e.clone())),
+            // An Event keeps its own time (one replayed by the initial list is history).
+            EventKind::KubeEvent(e) => {
+                push_bounded(&mut self.kube_events, (e.time.unwrap_or(ts), e.clone()))
+            }
             EventKind::NodeApplied(n) => {
                 if let Some(seen) = self.resync.get_mut("nodes") {
                     seen.insert(n.name.clone());
@@ -400,13 +417,14 @@ impl State {
             }
             EventKind::Note { text } => self.message(ts, Severity::Info, text.clone()),
             EventKind::TrialBegin { .. } => {}
+            EventKind::RequestLogged(_) => {}
         }
         // Verdicts last, so the footer shows them rather than the plainer facts above.
         let new_verdicts: Vec<_> = self.oom.verdicts
             [verdicts_before.min(self.oom.verdicts.len())..]
             .iter()
             .map(|v| {
-                let sev = if v.kind.is_kill() {
+                let sev = if v.kind.is_failure() {
                     Severity::Error
                 } else {
                     Severity::Warn
@@ -427,12 +445,40 @@ impl State {
     }
 
     fn count_endpoints(&mut self, ts: Timestamp) {
-        let mut c = EndpointCounts::default();
+        // One endpoint per pod (else per address set): the slices of a dual-stack Service
+        // name each pod once per address family. A pod ready in either slice is ready.
+        let mut by_pod: BTreeMap<String, (bool, bool, bool)> = BTreeMap::new();
         for ep in self.slices.values().flat_map(|s| s.endpoints.iter()) {
+            let key = match &ep.pod {
+                Some(p) => format!("pod/{p}"),
+                None => format!("addr/{}", ep.addresses.join(",")),
+            };
+            let e = by_pod.entry(key).or_insert((false, false, false));
+            e.0 |= ep.ready;
+            e.1 |= ep.serving;
+            e.2 |= ep.terminating;
+        }
+        let mut c = EndpointCounts::default();
+        for (ready, serving, terminating) in by_pod.into_values() {
             c.total += 1;
-            c.ready += ep.ready as u32;
-            c.serving += ep.serving as u32;
-            c.terminating += ep.terminating as u32;
+            c.ready += ready as u32;
+            c.serving += serving as u32;
+            c.terminating += terminating as u32;
+            c.serving_terminating += (serving && terminating) as u32;
+        }
+        let was_fallback = self
+            .endpoints
+            .last_value()
+            .is_some_and(EndpointCounts::terminating_fallback);
+        if c.terminating_fallback() && !was_fallback {
+            self.message(
+                ts,
+                Severity::Warn,
+                format!(
+                    "endpoints: 0 ready, {} terminating still serving (kube-proxy sends traffic to them)",
+                    c.serving_terminating
+                ),
+            );
         }
         self.endpoints.push(ts, c);
     }

@@ -16,7 +16,7 @@
 //! once it is known. Each mark is the source's own timestamp, never the arrival order.
 
 use super::event::{
-    Action, CacheDrop, ContainerState, Event, EventKind, InferenceResult, PodView,
+    Action, CacheDrop, ContainerState, Event, EventKind, InferenceResult, LoggedRequest, PodView,
     RuntimeDurations, Timestamp,
 };
 use super::residency::Verdict;
@@ -80,6 +80,10 @@ pub struct PodObservations {
     pub container_started: Option<Timestamp>,
     pub endpoint_ready: Option<Timestamp>,
     pub model_resident: Option<Timestamp>,
+    /// The first inference the runtime logged after T0: (its start when the line has the
+    /// latency, its end, its HTTP status).
+    #[serde(default)]
+    pub logged_inference: Option<(Option<Timestamp>, Timestamp, u16)>,
 }
 
 /// One recovery trial.
@@ -114,6 +118,15 @@ pub struct Trial {
     /// The OOM verdict that ended this trial, with its evidence.
     #[serde(default)]
     pub oom: Option<Verdict>,
+    /// Uids of the pods that existed just before T0: none of them is the replacement (a
+    /// Ready sibling re-listed or updated after T0 is no T1), except the pod a container
+    /// restart replaces in place.
+    #[serde(default)]
+    pub present_at_t0: Vec<String>,
+    /// Where T3/T4 came from: `None` = readygap's own request, `Some("log")` = the
+    /// runtime's request log (an observed trial: someone else's request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inference_source: Option<String>,
 }
 
 impl Trial {
@@ -138,6 +151,8 @@ impl Trial {
             http_status: None,
             observed: BTreeMap::new(),
             oom: None,
+            present_at_t0: Vec::new(),
+            inference_source: None,
         }
     }
 
@@ -203,6 +218,16 @@ impl Trial {
         }
     }
 
+    /// Whether `pod` may be this trial's replacement: a pod that did not exist just before
+    /// T0 (readygap's own index at T0, not creationTimestamp, which has whole seconds and
+    /// the API server's clock), or the pod a container restart replaces in place.
+    fn may_replace(&self, pod: &PodView) -> bool {
+        match &self.replacement {
+            Replacement::Restart { uid, .. } => *uid == pod.uid,
+            Replacement::Pods { .. } => !self.present_at_t0.contains(&pod.uid),
+        }
+    }
+
     fn observe(&mut self, pod: &str) -> Option<&mut PodObservations> {
         if !self.candidate_name(pod) {
             return None;
@@ -229,6 +254,26 @@ impl Trial {
         {
             m.t3 = Some(ts);
             self.inference_request = Some(id);
+        }
+        // An observed trial: T3/T4 of the first inference the runtime logged after T0 (T4
+        // the line's instant, T3 = T4 − its latency); any other status fails the trial.
+        if self.inference_request.is_none()
+            && m.t4.is_none()
+            && self.inference_end.is_none()
+            && let Some((start, end, status)) = o.logged_inference
+        {
+            self.inference_source = Some("log".into());
+            self.http_status = Some(status);
+            if status == 200 {
+                m.t3 = start;
+                m.t4 = Some(end);
+            } else {
+                m.t3 = start;
+                self.inference_end = Some(end);
+                self.status = TrialStatus::Failed {
+                    reason: format!("inference_error: HTTP {status} (from the runtime's log)"),
+                };
+            }
         }
         if self.status == TrialStatus::Running && m.t1.is_some() && m.t4.is_some() {
             self.status = TrialStatus::Ok;
@@ -332,6 +377,10 @@ pub struct Timeline {
     /// Replacement actions that started a trial: action id → trial index.
     started: BTreeMap<u64, u32>,
     announced: Option<Announced>,
+    /// A (re-)list of pods is going on: a pod first seen in it was there before readygap
+    /// looked (history, never the first evidence of a trial).
+    #[serde(default)]
+    listing_pods: bool,
 }
 
 impl Timeline {
@@ -349,12 +398,20 @@ impl Timeline {
         self.trials.last()
     }
 
-    fn begin(&mut self, external: bool, trigger: String, t0: Timestamp, r: Replacement) {
+    fn begin(
+        &mut self,
+        external: bool,
+        trigger: String,
+        t0: Timestamp,
+        r: Replacement,
+        pods: &BTreeMap<String, PodView>,
+    ) {
         if let Some(open) = self.open_mut() {
             open.fail(format!("superseded by a new replacement ({trigger})"));
         }
         let index = self.trials.len() as u32 + 1;
         let mut trial = Trial::new(index, external, trigger, t0, r);
+        trial.present_at_t0 = pods.values().map(|p| p.uid.clone()).collect();
         if !external && let Some(a) = self.announced.take() {
             trial.cold = a.drop.or_else(|| {
                 a.cold.then(|| CacheDrop {
@@ -403,7 +460,7 @@ impl Timeline {
                             names: pods.keys().cloned().collect(),
                         },
                     };
-                    self.begin(false, action.label(), ts, r);
+                    self.begin(false, action.label(), ts, r, pods);
                     self.started.insert(*id, self.trials.len() as u32);
                 }
             }
@@ -415,7 +472,13 @@ impl Timeline {
                     t.fail(format!("replacement request failed: {message}"));
                 }
             }
-            EventKind::PodApplied(pod) => self.pod_applied(ts, pod, prev),
+            EventKind::ResyncStarted { resource } if resource == "pods" => {
+                self.listing_pods = true;
+            }
+            EventKind::ResyncDone { resource } if resource == "pods" => {
+                self.listing_pods = false;
+            }
+            EventKind::PodApplied(pod) => self.pod_applied(ts, pod, prev, pods),
             EventKind::PodDeleted(pod) => {
                 if let Some(t) = self.open_mut()
                     && t.new_pod.as_deref() == Some(pod.name.as_str())
@@ -441,7 +504,16 @@ impl Timeline {
             }
             EventKind::EndpointSliceApplied(slice) => {
                 if let Some(t) = self.open_mut() {
-                    for ep in slice.endpoints.iter().filter(|e| e.ready) {
+                    // The replacement's endpoint can take traffic once it is serving (its
+                    // pod Ready). Not `ready`: with publishNotReadyAddresses the controller
+                    // marks every endpoint ready (k8s.io/endpointslice utils.go
+                    // podToEndpoint: ready = PublishNotReadyAddresses || (serving &&
+                    // !terminating)), so without it `serving && !terminating` is `ready`.
+                    for ep in slice
+                        .endpoints
+                        .iter()
+                        .filter(|e| e.serving && !e.terminating)
+                    {
                         if let Some(pod) = &ep.pod
                             && let Some(o) = t.observe(pod)
                         {
@@ -468,6 +540,7 @@ impl Timeline {
                 }
             }
             EventKind::InferenceDone(result) => self.inference_done(ts, result),
+            EventKind::RequestLogged(r) => self.request_logged(ts, r),
             EventKind::MemorySample(s) => {
                 // Memory after T4: the first sample of the trial's new pod at or after its
                 // T4 and before the next trial's T0 (a next trial may already have begun
@@ -494,7 +567,19 @@ impl Timeline {
 
     /// The latest trial that failed because the verdict's pod was OOM-killed (or whose
     /// inference failed on it) takes the verdict as its reason and its OOM evidence.
+    /// An `evicted_for_memory` verdict instead goes, as evidence only, to the trial whose
+    /// inference waited for that load (the trial did not fail: its load included the
+    /// eviction).
     pub fn attribute_oom(&mut self, verdict: &Verdict) {
+        if verdict.kind == super::residency::VerdictKind::EvictedForMemory {
+            if let Some(id) = verdict.request_id
+                && let Some(t) = self.trial_of_request(id)
+                && t.oom.is_none()
+            {
+                t.oom = Some(verdict.clone());
+            }
+            return;
+        }
         let pod = verdict.pod.as_str();
         let hit = self.trials.iter_mut().rev().take(3).find(|t| {
             (t.new_pod.as_deref() == Some(pod) || t.observed.contains_key(pod))
@@ -518,6 +603,30 @@ impl Timeline {
             .values()
             .any(|o| o.inference.is_some_and(|(r, _)| r == id));
         (t.inference_request == Some(id) || pending).then_some(t)
+    }
+
+    /// A request line of a pod's runtime log: the first inference after T0 of an external
+    /// trial readygap sends none to.
+    fn request_logged(&mut self, ts: Timestamp, r: &LoggedRequest) {
+        if !r.is_inference() {
+            return;
+        }
+        let Some(t) = self.open_mut() else { return };
+        if !t.external || t.inference_request.is_some() {
+            return;
+        }
+        let start = r
+            .latency_ms
+            .map(|ms| ts - chrono::Duration::microseconds((ms * 1000.0).round() as i64));
+        if t.marks.t0.is_none_or(|t0| start.unwrap_or(ts) < t0) {
+            return;
+        }
+        if let Some(o) = t.observe(&r.pod)
+            && o.logged_inference.is_none()
+        {
+            o.logged_inference = Some((start, ts, r.status));
+            t.sync();
+        }
     }
 
     fn inference_done(&mut self, ts: Timestamp, r: &InferenceResult) {
@@ -548,7 +657,16 @@ impl Timeline {
         }
     }
 
-    fn pod_applied(&mut self, ts: Timestamp, pod: &PodView, prev: Option<&PodView>) {
+    fn pod_applied(
+        &mut self,
+        ts: Timestamp,
+        pod: &PodView,
+        prev: Option<&PodView>,
+        pods: &BTreeMap<String, PodView>,
+    ) {
+        // A pod first seen in a list was there before readygap looked: its deletion (or
+        // its existence) is history, not the first evidence of a replacement.
+        let history = self.listing_pods && prev.is_none();
         let newly_deleting =
             pod.deletion_timestamp.is_some() && prev.is_none_or(|p| p.deletion_timestamp.is_none());
         let prev_restarts = prev.map_or(pod.restarts(), |p| p.restarts());
@@ -565,6 +683,9 @@ impl Timeline {
             && prev.is_some()
             && (pod.restarts() > prev_restarts || (terminated_now && !terminated_before));
 
+        if newly_deleting && history {
+            return;
+        }
         if newly_deleting {
             let covered = self.open().is_some_and(|t| t.replaces(&pod.uid, &pod.name));
             if covered {
@@ -582,12 +703,44 @@ impl Timeline {
                         uids: vec![pod.uid.clone()],
                         names: vec![pod.name.clone()],
                     },
+                    pods,
                 );
                 if let Some(t) = self.open_mut() {
                     t.marks.deletion_seen = Some(ts);
                 }
             }
             return;
+        }
+
+        // A rollout readygap did not start: with maxSurge the new ReplicaSet's pod comes
+        // before any deletion, and may be Ready before the old pod goes. Its first
+        // appearance is the first evidence (T0); the old pods are the ones replaced.
+        if prev.is_none()
+            && !history
+            && pod.deletion_timestamp.is_none()
+            && self.open().is_none()
+            && let Some(owner) = &pod.owner
+        {
+            let old: Vec<&PodView> = pods
+                .values()
+                .filter(|p| p.deletion_timestamp.is_none() && p.name != pod.name)
+                .collect();
+            if !old.is_empty()
+                && old
+                    .iter()
+                    .all(|p| p.owner.as_ref().is_some_and(|o| o != owner))
+            {
+                self.begin(
+                    true,
+                    format!("external: rollout (new pod {} of {owner})", pod.name),
+                    ts,
+                    Replacement::Pods {
+                        uids: old.iter().map(|p| p.uid.clone()).collect(),
+                        names: old.iter().map(|p| p.name.clone()).collect(),
+                    },
+                    pods,
+                );
+            }
         }
 
         if restarted {
@@ -641,6 +794,7 @@ impl Timeline {
                         name: pod.name.clone(),
                         restarts_before: prev_restarts,
                     },
+                    pods,
                 );
             }
         }
@@ -663,6 +817,10 @@ impl Timeline {
             Replacement::Pods { .. } => true,
         };
         if t.new_pod.is_some() && t.new_pod.as_deref() != Some(pod.name.as_str()) {
+            return;
+        }
+        // T1 belongs to the replacement: a pod that did not exist before T0.
+        if !t.may_replace(pod) {
             return;
         }
         if let Some(o) = t.observe(&pod.name) {

@@ -146,6 +146,10 @@ pub struct ModelSpec {
     pub prompt_eval: Stage,
     /// Generation time.
     pub eval: Stage,
+    /// The model can think (Ollama's `thinking` capability): its answer is preceded by
+    /// `thinking` chunks unless the request says `"think": false`.
+    #[serde(default)]
+    pub thinking: bool,
 }
 
 impl ModelSpec {
@@ -186,6 +190,14 @@ pub struct Profile {
     pub cgroup_v1: bool,
     /// Context length the runtime reports for resident models.
     pub context_length: u32,
+    /// The Ollama version imitated (see `lab::ollama_version`): 0.12.x is OOM-killed by a
+    /// load that does not fit, 0.13+ on cgroup v2 evicts a resident model or refuses.
+    #[serde(default = "default_ollama_version")]
+    pub ollama_version: String,
+}
+
+fn default_ollama_version() -> String {
+    crate::ollama_version::DEFAULT.to_string()
 }
 
 /// The published means a profile is meant to reproduce (ms).
@@ -243,7 +255,28 @@ fn model(
         load: Stage::around(load.0, load.1),
         prompt_eval: Stage::around(prompt_eval.0, prompt_eval.1),
         eval: Stage::around(eval.0, eval.1),
+        thinking: false,
     }
+}
+
+/// A model that thinks (named `qwen3:1.7b`, about 1.4 GB on disk as the Ollama library lists
+/// it), for tests and demos of thinking streams; add it to a profile's `models`. Not in the
+/// published study: its timings are the cloud-cpu llama3.2:1b figures, its resident size is
+/// its disk size scaled by the 3B resident/disk ratio (an estimate), and its digest is the
+/// lab's own (not the library's).
+pub fn thinking_model() -> ModelSpec {
+    const DISK: u64 = 1_359_300_000;
+    let mut m = model(
+        "qwen3:1.7b",
+        "2.0B",
+        DISK,
+        (DISK as f64 * CLOUD_3B_RESIDENT as f64 / DISK_3B as f64) as u64,
+        "1ab0000000000000000000000000000000000000000000000000000000000001",
+        CLOUD_1B,
+    );
+    m.family = "qwen3".into();
+    m.thinking = true;
+    m
 }
 
 /// 1B resident size: its disk size times the 3B resident/disk ratio of the environment.
@@ -325,6 +358,7 @@ fn build(
         start_cold,
         cgroup_v1: false,
         context_length: 4096,
+        ollama_version: default_ollama_version(),
     }
 }
 

@@ -38,6 +38,8 @@ pub enum Scenario {
     /// A rolling update with surge (maxSurge 1, maxUnavailable 0) and an inference probe,
     /// as in the published readiness experiment.
     Rollout,
+    /// The `gpu` overlay (manifests/overlays/gpu): one `nvidia.com/gpu`, models in VRAM.
+    Gpu,
 }
 
 /// Every scenario name, for help texts.
@@ -49,6 +51,7 @@ pub const NAMES: &[&str] = &[
     "emptydir",
     "overlap-oom",
     "rollout",
+    "gpu",
 ];
 
 impl Scenario {
@@ -67,6 +70,11 @@ impl Scenario {
             Scenario::Rollout => (1, 0),
             _ => (0, 1),
         }
+    }
+
+    /// Whether the pod asks for a GPU (`nvidia.com/gpu: 1`).
+    pub fn gpu(&self) -> bool {
+        matches!(self, Scenario::Gpu)
     }
 
     /// Whether models live on an emptyDir (lost with the pod) rather than the PVC.
@@ -93,6 +101,7 @@ impl Scenario {
             Scenario::Emptydir => "emptydir",
             Scenario::OverlapOom => "overlap-oom",
             Scenario::Rollout => "rollout",
+            Scenario::Gpu => "gpu",
         }
     }
 }
@@ -115,6 +124,7 @@ impl FromStr for Scenario {
             "emptydir" => Scenario::Emptydir,
             "overlap-oom" => Scenario::OverlapOom,
             "rollout" => Scenario::Rollout,
+            "gpu" => Scenario::Gpu,
             other => {
                 return Err(format!(
                     "unknown scenario {other:?}; known: {}",

@@ -40,6 +40,8 @@ pub struct LabOptions {
     /// Create the lab's own PVC, Service and `ollama` Deployment at start. Off: the
     /// namespace is empty and the workload is whatever gets applied (e.g. `manifests/`).
     pub builtin_workload: bool,
+    /// What runs the serving containers.
+    pub engine: crate::engine::EngineKind,
 }
 
 impl LabOptions {
@@ -56,6 +58,7 @@ impl LabOptions {
             replicas: 1,
             bookmark_interval: Duration::from_secs(5),
             builtin_workload: true,
+            engine: crate::engine::EngineKind::Simulated,
         }
     }
 }
@@ -266,6 +269,7 @@ pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
         speed: opts.speed,
         seed: opts.seed,
         ground_truth: opts.ground_truth.clone(),
+        engine: crate::engine::Engine::new(opts.engine).map_err(|e| eyre!(e))?,
     };
     let cluster = Arc::new(Cluster::new(store.clone(), settings));
     let now = chrono::Utc::now();

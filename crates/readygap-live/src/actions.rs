@@ -86,6 +86,9 @@ pub struct Executor {
     pub threshold: DropThreshold,
     pub timeouts: Timeouts,
     pub tx: mpsc::Sender<Event>,
+    /// `--read-only`: every action is refused before it sends anything (each one writes:
+    /// a DELETE, a PATCH, a POST to the runtime, an exec or a debug pod).
+    pub read_only: bool,
     ids: Arc<AtomicU64>,
     /// Debug pods this executor created (in `namespace`), for [`Executor::delete_debug_pods`].
     debug_pods: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
@@ -118,6 +121,7 @@ impl Executor {
             threshold: DropThreshold::default(),
             timeouts: Timeouts::default(),
             tx,
+            read_only: false,
             ids: Arc::new(AtomicU64::new(1)),
             debug_pods: Arc::default(),
         }
@@ -177,7 +181,13 @@ impl Executor {
             },
         )
         .await;
+        let label = action.label();
         let outcome = match (req, action) {
+            _ if self.read_only => Outcome::Error {
+                message: format!(
+                    "refused: --read-only sends only GET requests ({label} is not one)"
+                ),
+            },
             (Request::DeletePod { pod, .. }, Action::DeletePod { grace_seconds, .. }) => {
                 self.timed(
                     id,

@@ -69,50 +69,53 @@ impl Target {
     }
 }
 
-/// Build the client configuration.
+/// Build the client configuration. KUBECONFIG lists, the proxy and exec credential
+/// plugins are handled as kubectl handles them (see [`crate::kubeconfig`]).
 pub async fn config(args: &ClusterConfig) -> Result<(Config, String)> {
     let opts = KubeConfigOptions {
         context: args.context.clone(),
         ..KubeConfigOptions::default()
     };
-    let (mut cfg, context) = match &args.kubeconfig {
-        Some(path) => {
-            // KUBECONFIG may list several files.
-            let mut merged: Option<Kubeconfig> = None;
-            for p in std::env::split_paths(path) {
-                let kc = Kubeconfig::read_from(&p)
-                    .wrap_err_with(|| format!("reading kubeconfig {}", p.display()))?;
-                merged = Some(match merged {
-                    Some(m) => m.merge(kc).wrap_err("merging kubeconfig files")?,
-                    None => kc,
-                });
-            }
-            let kc = merged.ok_or_else(|| eyre!("empty kubeconfig path"))?;
+    let log = std::env::var_os("READYGAP_LOG").map(PathBuf::from);
+    let (kc, from) = match &args.kubeconfig {
+        Some(path) => (
+            Some(crate::kubeconfig::read_list(path)?),
+            path.display().to_string(),
+        ),
+        None => (Kubeconfig::read().ok(), "~/.kube/config".to_owned()),
+    };
+    let (mut cfg, context, kubeconfig_proxy) = match kc {
+        Some(mut kc) => {
+            crate::kubeconfig::quiet_exec_plugins(&mut kc, log.as_deref());
             let ctx = args
                 .context
                 .clone()
                 .or_else(|| kc.current_context.clone())
                 .unwrap_or_default();
+            let proxy = crate::kubeconfig::cluster_proxy_url(&kc, args.context.as_deref());
             let cfg = Config::from_custom_kubeconfig(kc, &opts)
                 .await
-                .wrap_err_with(|| format!("loading kubeconfig {}", path.display()))?;
-            (cfg, ctx)
+                .wrap_err_with(|| format!("loading kubeconfig {from}"))?;
+            (cfg, ctx, proxy)
         }
-        None => match Config::from_kubeconfig(&opts).await {
-            Ok(cfg) => (
-                cfg,
-                args.context.clone().unwrap_or_else(|| "current".into()),
-            ),
-            Err(kc_err) => match Config::incluster() {
-                Ok(cfg) => (cfg, "in-cluster".into()),
-                Err(ic_err) => {
-                    return Err(eyre!(
-                        "no cluster configuration: kubeconfig: {kc_err}; in-cluster: {ic_err}"
-                    ));
-                }
-            },
+        None => match Config::incluster() {
+            Ok(cfg) => (cfg, "in-cluster".into(), None),
+            Err(ic_err) => {
+                let kc_err = Config::from_kubeconfig(&opts)
+                    .await
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_else(|| "not found".into());
+                return Err(eyre!(
+                    "no cluster configuration: kubeconfig: {kc_err}; in-cluster: {ic_err}"
+                ));
+            }
         },
     };
+    cfg.proxy_url =
+        crate::kubeconfig::proxy_for(&cfg.cluster_url, kubeconfig_proxy.as_deref(), |k| {
+            std::env::var(k).ok()
+        })?;
     cfg.connect_timeout = Some(CONNECT_TIMEOUT);
     if let Some(ns) = &args.namespace {
         cfg.default_namespace = ns.clone();

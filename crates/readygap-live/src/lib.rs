@@ -9,6 +9,7 @@
 pub mod actions;
 pub mod cluster;
 pub mod host;
+pub mod kubeconfig;
 pub mod node;
 pub mod node_host;
 pub mod rbac;

@@ -122,6 +122,23 @@ pub static READYGAP_PERMISSIONS: &[Permission] = &[
         true,
         "probe the runtime's HTTP API through the API server",
     ),
+    // A POST through the pod proxy is verb `create` (apiserver
+    // pkg/endpoints/request/requestinfo.go maps the HTTP method for connect subresources
+    // as for any other: POST = create).
+    ns(
+        "create",
+        "",
+        "pods/proxy",
+        false,
+        "send the T3 inference, the preload and the unload (POSTs through the pod proxy)",
+    ),
+    ns(
+        "get",
+        "",
+        "pods/log",
+        true,
+        "read the runtime's request log (the silent observer)",
+    ),
     ns(
         "get",
         "",

@@ -35,6 +35,9 @@ pub struct SessionConfig {
     pub model: Option<String>,
     /// The prompt of the T3 inference.
     pub prompt: String,
+    /// `think` of every inference (`true` or `false`); absent: the model's own default, as
+    /// the user's clients see it (Ollama ≥ 0.12.4 thinks when the model can).
+    pub think: Option<bool>,
     /// Record the session (JSON lines) to this file.
     pub record: Option<PathBuf>,
     /// Leave prompts and responses out of recordings (timings, statuses and Ollama's
@@ -76,8 +79,15 @@ pub struct SessionConfig {
     pub no_memory: bool,
     /// Interval of the memory samples.
     pub memory_interval: Duration,
-    /// The serving container (default: the pod's first).
+    /// The serving container (default: the one exposing the runtime port, else the first).
     pub container: Option<String>,
+    /// Send readygap's own T3 inference to replacements it did not start (someone's
+    /// `kubectl delete`, a rollout, an OOM restart). Off by default: readygap only observes
+    /// them (watches, GET probes, `/api/ps`, the runtime's request log), so it never loads
+    /// the model before the experimenter's own request does.
+    pub probe_external: bool,
+    /// Only GET requests, anywhere (the dashboard's `--read-only`).
+    pub read_only: bool,
 }
 
 /// Arguments of `readygap run`: a session, plus what only headless trials use (how many,
@@ -144,6 +154,9 @@ impl Default for SessionConfig {
             no_memory: false,
             memory_interval: Duration::from_millis(250),
             container: None,
+            think: None,
+            probe_external: false,
+            read_only: false,
         }
     }
 }
@@ -191,6 +204,7 @@ pub fn trial_json(t: &Trial) -> Value {
             "first_token": ms(m.first_token),
         },
         "metrics": metrics,
+        "inference_source": t.inference_source.as_deref().unwrap_or("request"),
         "ok": t.is_ok(),
         "reason": t.reason(),
         "oom": t.oom.as_ref().map(|v| v.evidence_json()),
@@ -302,6 +316,7 @@ pub async fn build(
     let mut ollama = Ollama::new(access);
     ollama.probe_path = args.session.probe_path.clone();
     ollama.generate_timeout = args.session.inference_timeout;
+    ollama.think = args.session.think;
     let runtime: Arc<dyn RuntimeAdapter> = Arc::new(ollama);
 
     let model = match args.session.model.clone() {
@@ -314,6 +329,8 @@ pub async fn build(
         "model": model, "prompt": args.session.prompt, "access": args.session.access,
         "probe_path": args.session.probe_path, "probe_interval_ms": args.session.probe_interval.as_millis() as u64,
         "infer_after": args.session.infer_after, "replace": args.session.replace,
+        "think": args.session.think, "probe_external": args.session.probe_external,
+        "read_only": args.session.read_only,
     });
     if let Some(o) = settings.as_object_mut() {
         o.extend(args.extra_settings.clone());
@@ -371,10 +388,16 @@ pub async fn build(
             selector: target.selector.clone(),
             service: Some(target.service.clone()),
             pod_prefix: target.deployment.as_ref().map(|d| format!("{d}-")),
-            watch_nodes: true,
         },
         tx.clone(),
         feeds.clone(),
+    ));
+    // Nodes apart: a refused watch is said once and retried when the selected node changes.
+    tokio::spawn(crate::sources::nodes::run(
+        target.client.clone(),
+        tx.clone(),
+        feeds.clone(),
+        Some(node_selection.subscribe()),
     ));
 
     let mut exec = Executor::new(
@@ -386,6 +409,7 @@ pub async fn build(
     );
     exec.prompt = args.session.prompt.clone();
     exec.default_grace = args.session.grace;
+    exec.read_only = args.session.read_only;
     exec.timeouts = Timeouts {
         inference: args.session.inference_timeout,
         ..Timeouts::default()
@@ -427,7 +451,10 @@ pub async fn build(
         memory: !args.session.no_memory,
         memory_interval: args.session.memory_interval,
         container: args.session.container.clone(),
+        runtime_port: args.session.runtime_port,
         preload_model: args.session.preload_model.clone(),
+        probe_external: args.session.probe_external,
+        read_only: args.session.read_only,
         poll: crate::sources::runtime::PollConfig {
             residency: args.session.residency_interval,
             tags: args.session.tags_interval,

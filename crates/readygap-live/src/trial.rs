@@ -85,10 +85,17 @@ pub struct TrialConfig {
     pub memory: bool,
     pub memory_interval: Duration,
     pub container: Option<String>,
+    /// The runtime's port in the pod (picks the serving container without `container`).
+    pub runtime_port: u16,
     /// Load this model on the new pod just before T3 (announced as a note, not an inference
     /// of the trial): the published overlapping-residency case, a small model resident when
     /// the served one loads.
     pub preload_model: Option<String>,
+    /// Send readygap's own inference (and preload) to replacements readygap did not start
+    /// (`--probe-external`). Off: an external trial is only observed (see [`Runner::observe`]).
+    pub probe_external: bool,
+    /// `--read-only`: only GET requests, anywhere (no action, no inference).
+    pub read_only: bool,
     #[serde(skip)]
     pub poll: PollConfig,
 }
@@ -110,7 +117,10 @@ impl Default for TrialConfig {
             memory: true,
             memory_interval: Duration::from_millis(250),
             container: None,
+            runtime_port: 11434,
             preload_model: None,
+            probe_external: false,
+            read_only: false,
             poll: PollConfig::default(),
         }
     }
@@ -140,6 +150,8 @@ pub enum Wait {
 struct Followed {
     feeds: Option<CancellationToken>,
     probe: Option<CancellationToken>,
+    /// The runtime's request log, followed for an observed trial (its index).
+    log: Option<(u32, CancellationToken)>,
     ip: Option<String>,
 }
 
@@ -205,6 +217,7 @@ impl Runner {
             EventKind::ActionStarted { .. }
                 | EventKind::TrialAbort { .. }
                 | EventKind::InferenceDone(_)
+                | EventKind::RequestLogged(_)
         ) || matches!(ev.kind, EventKind::RuntimeProbe(ref p) if p.ok)
         {
             self.follow();
@@ -266,7 +279,9 @@ impl Runner {
             .values()
             .filter(|p| p.deletion_timestamp.is_none())
             .filter(|p| match &t.replacement {
-                Replacement::Pods { uids, .. } => !uids.contains(&p.uid),
+                Replacement::Pods { uids, .. } => {
+                    !uids.contains(&p.uid) && !t.present_at_t0.contains(&p.uid)
+                }
                 Replacement::Restart { uid, .. } => *uid == p.uid,
             })
             .filter(|p| t.new_pod.as_ref().is_none_or(|n| *n == p.name))
@@ -281,6 +296,13 @@ impl Runner {
     fn follow(&mut self) {
         let pods: Vec<PodView> = self.state.pods.values().cloned().collect();
         let probe_now: Vec<String> = self.candidates().into_iter().map(|p| p.name).collect();
+        // An observed trial's marks T3/T4 come from its candidates' request logs.
+        let observed = self
+            .open_index()
+            .filter(|i| !self.may_touch(*i))
+            .and_then(|i| self.trial(i))
+            .filter(|t| t.marks.t4.is_none())
+            .and_then(|t| Some((t.index, t.marks.t0?)));
         // Gone pods.
         let names: Vec<String> = self.followed.keys().cloned().collect();
         for n in names {
@@ -290,6 +312,7 @@ impl Runner {
                 f.feeds
                     .iter()
                     .chain(f.probe.iter())
+                    .chain(f.log.iter().map(|(_, c)| c))
                     .for_each(|c| c.cancel());
             }
         }
@@ -330,6 +353,7 @@ impl Runner {
                         namespace: self.cfg.namespace.clone(),
                         pod: p.name.clone(),
                         container: self.cfg.container.clone(),
+                        runtime_port: self.cfg.runtime_port,
                         node: p.node.clone(),
                         interval: self.cfg.memory_interval,
                     };
@@ -340,6 +364,42 @@ impl Runner {
                 && let Some(c) = entry.feeds.take()
             {
                 c.cancel();
+            }
+            let want_log = observed.filter(|_| {
+                running && p.deletion_timestamp.is_none() && probe_now.contains(&p.name)
+                    || running
+                        && self
+                            .state
+                            .timeline
+                            .open()
+                            .and_then(|t| t.new_pod.as_deref())
+                            == Some(p.name.as_str())
+            });
+            match (&entry.log, want_log) {
+                (Some((i, _)), Some((want, _))) if *i == want => {}
+                (old, Some((index, since))) => {
+                    if let Some((_, c)) = old {
+                        c.cancel();
+                    }
+                    let token = self.stop_feeds.child_token();
+                    entry.log = Some((index, token.clone()));
+                    tokio::spawn(crate::sources::logs::follow(
+                        self.client.clone(),
+                        crate::sources::logs::LogFollow {
+                            namespace: self.cfg.namespace.clone(),
+                            pod: p.name.clone(),
+                            container: self.cfg.container.clone(),
+                            since,
+                        },
+                        self.tx.clone(),
+                        token,
+                    ));
+                }
+                (Some((_, c)), None) => {
+                    c.cancel();
+                    entry.log = None;
+                }
+                (None, None) => {}
             }
             let want_probe = probe_now.contains(&p.name);
             match (&entry.probe, want_probe) {
@@ -404,8 +464,74 @@ impl Runner {
         }
     }
 
+    /// Whether readygap may send its own POSTs (inference, preload) for the trial at
+    /// `index`: its own trials, external ones only with `--probe-external`, never under
+    /// `--read-only`.
+    pub fn may_touch(&self, index: usize) -> bool {
+        !self.cfg.read_only
+            && self
+                .trial(index)
+                .is_some_and(|t| !t.external || self.cfg.probe_external)
+    }
+
+    /// How long an observed trial may stay open from now: T1 within `ready_timeout` of T0,
+    /// then its end (T4 from the runtime's log) within the runtime and inference timeouts
+    /// of T1. With the reason it ends with when that passes.
+    fn observe_deadline(&self, index: usize) -> Option<(Instant, String)> {
+        let t = self.trial(index)?;
+        let (from, limit, why) = match t.marks.t1 {
+            None => (
+                t.marks.t0?,
+                self.cfg.ready_timeout,
+                "timeout: the replacement pod was not Ready within",
+            ),
+            Some(t1) => (
+                t1,
+                self.cfg.runtime_timeout + self.cfg.inference_timeout,
+                "no inference observed (readygap sends none to a replacement it did not start \
+                 without --probe-external) within",
+            ),
+        };
+        let end = from + chrono::Duration::from_std(limit).ok()?;
+        let left = (end - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+        Some((Instant::now() + left, format!("{why} {}", secs(limit))))
+    }
+
+    /// Follow a trial readygap must not touch (external, or `--read-only`) to its end,
+    /// sending nothing to the runtime but the GETs of the feeds: its marks come from the
+    /// watches, the GET probes, `/api/ps` and the runtime's request log.
+    pub async fn observe(&mut self, index: usize) -> bool {
+        loop {
+            let Some((deadline, why)) = self.observe_deadline(index) else {
+                return true;
+            };
+            let had_t1 = self.trial(index).is_some_and(|t| t.marks.t1.is_some());
+            match self
+                .wait_until(Some(deadline), move |s| {
+                    trial_ended(s, index)
+                        || s.timeline
+                            .trials
+                            .get(index)
+                            .is_some_and(|t| t.marks.t1.is_some() != had_t1)
+                })
+                .await
+            {
+                Wait::Met if trial_ended(&self.state, index) => return true,
+                Wait::Met => continue,
+                Wait::Timeout => {
+                    self.abort(index, why);
+                    return true;
+                }
+                Wait::Interrupted | Wait::Closed => return self.interrupted(index),
+            }
+        }
+    }
+
     /// Drive the trial at `index` from its T0 to its end. Returns false on Ctrl-C/close.
     pub async fn drive(&mut self, index: usize) -> bool {
+        if !self.may_touch(index) {
+            return self.observe(index).await;
+        }
         // T1.
         if let Some(r) = self
             .wait_for_mark(
@@ -606,12 +732,31 @@ impl Runner {
                 grace_seconds: None,
             },
         };
-        self.exec.submit(req);
+        let id = self.exec.submit(req);
         let deadline = Instant::now() + Duration::from_secs(60);
         match self
-            .wait_until(Some(deadline), |s| s.timeline.trials.len() > before)
+            .wait_until(Some(deadline), |s| {
+                s.timeline.trials.len() > before
+                    || s.actions.get(&id).is_some_and(|a| a.finished.is_some())
+            })
             .await
         {
+            Wait::Met if self.state.timeline.trials.len() == before => {
+                // The request failed before it was sent (refused, --read-only).
+                let why = match self
+                    .state
+                    .actions
+                    .get(&id)
+                    .and_then(|a| a.finished.as_ref())
+                {
+                    Some((_, readygap_core::event::Outcome::Error { message })) => message.clone(),
+                    _ => "it did not start".into(),
+                };
+                self.inject(EventKind::TrialAbort {
+                    reason: format!("the replacement request failed: {why}"),
+                });
+                return (None, true);
+            }
             Wait::Met => {}
             Wait::Timeout => {
                 self.inject(EventKind::TrialAbort {
@@ -752,7 +897,15 @@ impl Runner {
         on_trial: &mut (dyn FnMut(&Trial) + Send),
     ) {
         loop {
-            if let Some(i) = self.open_index() {
+            // An observed trial (external, or --read-only) does not hold the keys: it ends
+            // by its own marks or its deadline while commands are served.
+            let observed = self
+                .open_index()
+                .filter(|i| !self.may_touch(*i))
+                .and_then(|i| self.observe_deadline(i).map(|d| (i, d)));
+            if observed.is_none()
+                && let Some(i) = self.open_index()
+            {
                 let go_on = self.drive(i).await;
                 if let Some(t) = self.trial(i).cloned() {
                     on_trial(&t);
@@ -762,11 +915,28 @@ impl Runner {
                 }
                 continue;
             }
+            let far = Instant::now() + Duration::from_secs(86_400 * 365);
+            let deadline = observed.as_ref().map_or(far, |(_, (d, _))| *d);
             tokio::select! {
                 biased;
-                _ = self.cancel.cancelled() => break,
+                _ = self.cancel.cancelled() => {
+                    if let Some((i, _)) = &observed {
+                        self.abort(*i, "interrupted".into());
+                    }
+                    break;
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    if let Some((i, (_, why))) = &observed {
+                        self.abort(*i, why.clone());
+                    }
+                }
                 cmd = commands.recv() => match cmd {
                     None => break,
+                    Some(Command::Trial { .. }) if self.cfg.read_only => {
+                        self.inject(EventKind::Note {
+                            text: "refused: --read-only starts no trial".into(),
+                        });
+                    }
                     Some(Command::Trial { cold }) => {
                         self.cfg.cold = cold;
                         let (index, go_on) = self.one_trial().await;
@@ -785,6 +955,12 @@ impl Runner {
                     Some(ev) => self.apply(ev),
                     None => break,
                 },
+            }
+            if let Some((i, _)) = observed
+                && trial_ended(&self.state, i)
+                && let Some(t) = self.trial(i).cloned()
+            {
+                on_trial(&t);
             }
         }
         // As after `run_trials`: debug pods the cold steps created go when serving ends.

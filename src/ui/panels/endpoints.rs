@@ -1,6 +1,8 @@
 //! The Endpoints panel: ready/serving/terminating endpoint counts of the target's
 //! EndpointSlices over the last minutes of event time, one row of bars each; columns where no
-//! endpoint was ready are highlighted (the service could not route), and the current counts.
+//! endpoint was ready and none still served are highlighted (the service could not route),
+//! and the current counts. Zero ready while a terminating endpoint still serves is its own
+//! state: kube-proxy routes to that endpoint (KEP-1669), so it is said apart, not as a gap.
 
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
@@ -48,10 +50,15 @@ pub fn columns(
 
 /// Since when no endpoint has been ready (the start of the current zero-ready interval).
 pub fn zero_ready_since(state: &State) -> Option<Timestamp> {
+    since(state, |c| c.ready == 0)
+}
+
+/// The start of the current interval where `holds` held for every point.
+fn since(state: &State, holds: impl Fn(&EndpointCounts) -> bool) -> Option<Timestamp> {
     let mut since = None;
     for p in state.endpoints.points() {
         match p.value {
-            Some(c) if c.ready == 0 => {
+            Some(c) if holds(&c) => {
                 since.get_or_insert(p.ts);
             }
             Some(_) => since = None,
@@ -102,7 +109,17 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
     put_line(buf, inner, 0, &Line::from(head));
     // While no endpoint is ready, say for how long on its own line; the bars move down.
     let mut top = 1u16;
-    if last.ready == 0
+    if last.terminating_fallback()
+        && let Some(since) = since(state, EndpointCounts::terminating_fallback)
+    {
+        let text = format!(
+            "0 ready: {} terminating still serving for {}",
+            last.serving_terminating,
+            fmt_secs(secs(since, now))
+        );
+        put_line(buf, inner, 1, &Line::styled(text, theme.warn()));
+        top = 2;
+    } else if last.ready == 0
         && let Some(since) = zero_ready_since(state)
     {
         let text = format!("none ready for {}", fmt_secs(secs(since, now)));
@@ -151,7 +168,7 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
                 LEVELS[((n as usize * LEVELS.len()).div_ceil(max as usize)).clamp(1, 8) - 1]
             };
             let mut style = Style::new().fg(*color);
-            if counts.ready == 0 {
+            if counts.ready == 0 && !counts.terminating_fallback() {
                 style = style.bg(theme.gap_highlight);
             }
             cell.set_symbol(symbol).set_style(style);

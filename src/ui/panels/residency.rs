@@ -1,6 +1,7 @@
 //! The Residency panel: per pod runtime, the models resident in memory (`/api/ps`: name, size,
-//! expires-in relative to `state.now`), the models on disk, and a warning when the resident
-//! sizes add up to 85 % or more of the container's memory limit.
+//! the part in VRAM apart, expires-in relative to `state.now`), the models on disk, and a
+//! warning when the resident host memory (size − size_vram: VRAM is charged to no cgroup)
+//! adds up to 85 % or more of the container's memory limit.
 
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
@@ -48,7 +49,7 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             Span::styled(pod.clone(), theme.accent().add_modifier(Modifier::BOLD)),
             probe,
         ]));
-        let total: u64 = rt.resident.iter().map(|m| m.size).sum();
+        let total: u64 = rt.resident.iter().map(|m| m.host_bytes()).sum();
         let limit = state.memory.get(pod).and_then(|m| m.limit);
         if let Some(limit) = limit.filter(|l| *l > 0)
             && total as f64 >= WARN_FRACTION * limit as f64
@@ -71,11 +72,18 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
                 (Some(_), Some(_)) => "expired".into(),
                 _ => String::new(),
             };
-            lines.push(Line::from(vec![
+            let mut spans = vec![
                 Span::styled(format!("  {} ", m.name), theme.text()),
                 Span::styled(format!("{} ", Gib(m.size)), theme.accent()),
-                Span::styled(expires, theme.muted()),
-            ]));
+            ];
+            if m.size_vram > 0 {
+                spans.push(Span::styled(
+                    format!("VRAM {} ", Gib(m.size_vram)),
+                    theme.muted(),
+                ));
+            }
+            spans.push(Span::styled(expires, theme.muted()));
+            lines.push(Line::from(spans));
         }
         if !rt.on_disk.is_empty() {
             lines.push(Line::styled("  on disk:", theme.muted()));

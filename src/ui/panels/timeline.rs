@@ -180,6 +180,12 @@ fn trial_title(trial: &Trial, now: Option<Timestamp>, theme: &Theme) -> Line<'st
         spans.push(Span::styled("cold ", theme.accent()));
     }
     spans.push(Span::styled(trial.trigger.clone(), theme.text()));
+    if let Some(source) = &trial.inference_source {
+        spans.push(Span::styled(
+            format!("  T3/T4 source: {source}"),
+            theme.muted(),
+        ));
+    }
     let elapsed = |end: Option<Timestamp>| match (trial.marks.t0, end) {
         (Some(a), Some(b)) => fmt_secs(secs(a, b)),
         _ => "–".into(),

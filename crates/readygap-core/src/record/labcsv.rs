@@ -411,6 +411,12 @@ pub fn export(trials: &[Trial], out: impl std::io::Write) -> csv::Result<()> {
         header.extend(COLD_COLUMNS);
     }
     header.extend(&RECOVERY_COLUMNS[1..]);
+    // Trials observed (T3/T4 from the runtime's request log) say so in one extra, last
+    // column; without any the columns stay exactly the study's.
+    let any_log = trials.iter().any(|t| t.inference_source.is_some());
+    if any_log {
+        header.push("t3_t4_source");
+    }
     w.write_record(&header)?;
     let ms = |t: Option<Timestamp>| t.map(|t| t.timestamp_millis());
     let opt = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
@@ -455,6 +461,13 @@ pub fn export(trials: &[Trial], out: impl std::io::Write) -> csv::Result<()> {
         row.push(d(t.durations.prompt_eval_ns));
         row.push(d(t.durations.eval_ns));
         row.push(opt(t.memory_after.map(|v| v as i64)));
+        if any_log {
+            row.push(
+                t.inference_source
+                    .clone()
+                    .unwrap_or_else(|| "request".into()),
+            );
+        }
         w.write_record(&row)?;
     }
     w.flush()?;

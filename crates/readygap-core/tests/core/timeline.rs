@@ -358,3 +358,149 @@ fn rollout_restart_replaces_every_pod_present() {
     assert_eq!(s.timeline.trials[0].marks.t1, Some(at(2_000)));
     assert_eq!(s.timeline.trials[0].marks.deletion_seen, Some(at(500)));
 }
+
+fn resync(ms: i64, done: bool) -> Event {
+    let resource = "pods".to_string();
+    ev(
+        ms,
+        Source::Kube,
+        if done {
+            EventKind::ResyncDone { resource }
+        } else {
+            EventKind::ResyncStarted { resource }
+        },
+    )
+}
+
+fn owned(mut p: PodView, owner: &str) -> PodView {
+    p.owner = Some(owner.into());
+    p
+}
+
+/// Issue 14.3: with maxSurge 1 / maxUnavailable 0 the new ReplicaSet's pod is Ready before
+/// the old pod is deleted. The external trial opens at the new pod (the first evidence) and
+/// its T1 is that pod's Ready, although the deletion comes after it.
+#[test]
+fn an_external_surge_rollout_is_one_trial_from_the_new_pod_to_its_ready() {
+    let old = || {
+        owned(
+            pod("ollama-a", "uid-a", Stage::Ready, -10_000),
+            "ollama-old",
+        )
+    };
+    let new = |s, ms| owned(pod("ollama-b", "uid-b", s, ms), "ollama-new");
+    let events = vec![
+        resync(-10_000, false),
+        applied(-10_000, old()),
+        resync(-10_000, true),
+        applied(1_000, new(Stage::Pending, 1_000)),
+        applied(1_200, new(Stage::Started, 1_200)),
+        applied(3_000, new(Stage::Ready, 3_000)),
+        deleting(3_100, old()),
+        ev(3_900, Source::Kube, EventKind::PodDeleted(old())),
+    ];
+    let s = state_of(&events);
+    assert_eq!(s.timeline.trials.len(), 1, "{:#?}", s.timeline.trials);
+    let t = &s.timeline.trials[0];
+    assert!(t.external, "{}", t.trigger);
+    assert!(t.trigger.contains("rollout"), "{}", t.trigger);
+    assert!(
+        t.is_running(),
+        "no T4 yet, but no failure either: {:?}",
+        t.status
+    );
+    assert_eq!(t.marks.t0, Some(at(1_000)));
+    assert_eq!(t.marks.t1, Some(at(3_000)));
+    assert_eq!(t.new_pod.as_deref(), Some("ollama-b"));
+    assert_eq!(
+        t.marks.deletion_seen,
+        Some(at(3_100)),
+        "the old pod's deletion"
+    );
+    assert!(t.marks.t0 < t.marks.t1);
+}
+
+/// A scale-up (a new pod of the same ReplicaSet) is no replacement.
+#[test]
+fn a_new_pod_of_the_same_replicaset_is_no_trial() {
+    let events = vec![
+        applied(0, pod("ollama-a", "uid-a", Stage::Ready, 0)),
+        applied(1_000, pod("ollama-b", "uid-b", Stage::Pending, 1_000)),
+        applied(3_000, pod("ollama-b", "uid-b", Stage::Ready, 3_000)),
+    ];
+    assert!(state_of(&events).timeline.trials.is_empty());
+}
+
+/// Issue 14.4: with two replicas, a re-list during the trial re-applies the Ready sibling;
+/// that is no T1 (nor is any later update of it): T1 is the Ready of a pod that did not
+/// exist before T0.
+#[test]
+fn a_ready_sibling_relisted_after_t0_is_not_t1() {
+    let a = || pod("ollama-a", "uid-a", Stage::Ready, -10_000);
+    let sib = || pod("ollama-s", "uid-s", Stage::Ready, -10_000);
+    let mut events = vec![
+        resync(-10_000, false),
+        applied(-10_000, a()),
+        applied(-10_000, sib()),
+        resync(-10_000, true),
+    ];
+    events.extend(delete_pod(0, 1, "ollama-a"));
+    events.push(deleting(20, a()));
+    // The watch drops and re-lists: the sibling comes again (InitApply), then updates.
+    events.push(resync(500, false));
+    events.push(deleting(500, a()));
+    events.push(applied(500, sib()));
+    events.push(resync(500, true));
+    events.push(applied(800, sib()));
+    events.push(applied(
+        1_000,
+        pod("ollama-b", "uid-b", Stage::Pending, 1_000),
+    ));
+    events.push(applied(
+        2_500,
+        pod("ollama-b", "uid-b", Stage::Ready, 2_500),
+    ));
+    let s = state_of(&events);
+    assert_eq!(s.timeline.trials.len(), 1);
+    let t = &s.timeline.trials[0];
+    assert_eq!(t.new_pod.as_deref(), Some("ollama-b"), "{:?}", t.marks);
+    assert_eq!(t.marks.t1, Some(at(2_500)));
+}
+
+/// Issue 14.10: what the initial list replays happened before readygap looked. A pod
+/// already terminating is history, not an external trial; a Kubernetes Event keeps its own
+/// time.
+#[test]
+fn what_the_initial_list_replays_is_history() {
+    let mut old = pod("ollama-a", "uid-a", Stage::Ready, -60_000);
+    old.deletion_timestamp = Some(at(-30_000));
+    let events = vec![
+        resync(0, false),
+        applied(0, old),
+        applied(0, pod("ollama-b", "uid-b", Stage::Ready, -50_000)),
+        resync(0, true),
+        ev(
+            1,
+            Source::Kube,
+            EventKind::KubeEvent(KubeEventView {
+                object: "pod/ollama-a".into(),
+                reason: "Killing".into(),
+                message: "Stopping container ollama".into(),
+                type_: "Normal".into(),
+                time: Some(at(-30_000)),
+            }),
+        ),
+    ];
+    let s = state_of(&events);
+    assert!(s.timeline.trials.is_empty(), "{:#?}", s.timeline.trials);
+    assert_eq!(s.kube_events.back().map(|(ts, _)| *ts), Some(at(-30_000)));
+    // A deletion seen live afterwards is a trial again.
+    let mut more = events.clone();
+    more.push(deleting(
+        5_000,
+        pod("ollama-b", "uid-b", Stage::Ready, -50_000),
+    ));
+    let s = state_of(&more);
+    assert_eq!(s.timeline.trials.len(), 1);
+    assert_eq!(s.timeline.trials[0].marks.t0, Some(at(5_000)));
+}

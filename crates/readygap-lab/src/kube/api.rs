@@ -22,13 +22,13 @@
 use super::cluster::Cluster;
 use super::patch::{self, PatchKind};
 use super::resources::{
-    self, DEPLOYMENTS, JOBS, NODES, PODS, PVCS, REPLICASETS, Resource, SERVICES,
+    self, DEPLOYMENTS, JOBS, NODES, PODS, PVCS, REPLICASETS, Resource, SERVICEACCOUNTS, SERVICES,
 };
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{StoreError, rv_of};
 use super::tables::{self, IncludeObject};
 use super::watch::{self, WatchRequest, status};
-use super::{exec, objects, proxy};
+use super::{authz, exec, objects, proxy};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ws::WebSocketUpgrade;
@@ -57,6 +57,8 @@ pub struct Api {
     pub port: AtomicU64,
     /// How many watch streams were opened (for tests of resumption).
     pub watches_opened: AtomicU64,
+    /// The ServiceAccount tokens the lab issued (TokenRequest).
+    pub tokens: authz::Tokens,
 }
 
 impl Api {
@@ -71,6 +73,7 @@ impl Api {
             restart: tokio::sync::Notify::new(),
             port: AtomicU64::new(0),
             watches_opened: AtomicU64::new(0),
+            tokens: authz::Tokens::default(),
         }
     }
 
@@ -221,6 +224,39 @@ fn wants_table(headers: &HeaderMap) -> bool {
 async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
+    // Authentication, then authorisation, before anything else, as the API server's filter
+    // chain does (the lab's own admin endpoints under /lab/ are not part of the API).
+    let user = if path.starts_with("/lab/") {
+        None
+    } else {
+        let store = &api.cluster.store;
+        match authz::authenticate(&api.tokens, store, req.headers(), chrono::Utc::now()) {
+            Ok(u) => Some(u),
+            Err(r) => return r,
+        }
+    };
+    if let Some(user) = &user {
+        let pairs = query_pairs(req.uri());
+        let store = &api.cluster.store;
+        if let Err(r) = authz::authorize(store, user, &method, &path, &pairs, req.headers()) {
+            return r;
+        }
+        if path.starts_with("/apis/authorization.k8s.io/v1/selfsubject") {
+            let body = match axum::body::to_bytes(req.into_body(), 1 << 20).await {
+                Ok(b) => b,
+                Err(e) => {
+                    return error(400, "BadRequest", &format!("reading the request body: {e}"));
+                }
+            };
+            return authz::self_review(store, user, &method, &path, &body).unwrap_or_else(|| {
+                error(
+                    404,
+                    "NotFound",
+                    "the server could not find the requested resource",
+                )
+            });
+        }
+    }
     match (method.clone(), path.as_str()) {
         (Method::GET, "/version") => return version(),
         (Method::GET, "/healthz" | "/readyz" | "/livez") => return "ok".into_response(),
@@ -309,7 +345,26 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
         }
         (&Method::GET, Some(name), None | Some("status")) => get(&api, &rp, name, &headers, &pairs),
         (&Method::GET, Some(name), Some("scale")) => scale_get(&api, &rp, name),
-        (&Method::GET, Some(name), Some("log")) => logs(&api, &rp, name),
+        (&Method::GET, Some(name), Some("log")) => {
+            super::logs::logs(&api, rp.namespace.as_deref().unwrap_or(""), name, &pairs)
+        }
+        // kubectl create token sends protobuf and does not retry as JSON: its body (the
+        // optional duration and audiences) is not decoded, the defaults apply.
+        (&Method::POST, Some(name), Some("token")) if rp.resource == SERVICEACCOUNTS => {
+            let json = if json_body(&headers) {
+                &body[..]
+            } else {
+                &[][..]
+            };
+            authz::token_request(
+                &api.tokens,
+                &api.cluster.store,
+                rp.namespace.as_deref().unwrap_or_default(),
+                name,
+                json,
+                chrono::Utc::now(),
+            )
+        }
         (&Method::POST | &Method::PUT, _, _) if !json_body(&headers) => unsupported_body(&headers),
         (&Method::POST, None, None) => create(&api, &rp, &body),
         (&Method::PATCH, Some(name), sub) => patch_object(&api, &rp, name, sub, &headers, &body),
@@ -537,6 +592,23 @@ fn resource_list(gv: &str) -> Option<Value> {
                 "NodeProxyOptions",
                 json!(["create", "delete", "get", "patch", "update"]),
             ));
+            let mut token = sub(
+                "serviceaccounts/token",
+                true,
+                "TokenRequest",
+                json!(["create"]),
+            );
+            token["group"] = json!("authentication.k8s.io");
+            token["version"] = json!("v1");
+            list.push(token);
+        }
+        "authorization.k8s.io" => {
+            for (name, kind) in [
+                ("selfsubjectaccessreviews", "SelfSubjectAccessReview"),
+                ("selfsubjectrulesreviews", "SelfSubjectRulesReview"),
+            ] {
+                list.push(sub(name, false, kind, json!(["create"])));
+            }
         }
         "apps" => {
             for r in ["deployments", "replicasets"] {
@@ -744,6 +816,17 @@ fn validate(resource: &Resource, obj: Value) -> Result<Value, String> {
             objects::typed::<k::discovery::v1::EndpointSlice>(obj)
         }
         ("events.k8s.io", "events") => objects::typed::<k::events::v1::Event>(obj),
+        ("", "serviceaccounts") => objects::typed::<k::core::v1::ServiceAccount>(obj),
+        ("rbac.authorization.k8s.io", "roles") => objects::typed::<k::rbac::v1::Role>(obj),
+        ("rbac.authorization.k8s.io", "rolebindings") => {
+            objects::typed::<k::rbac::v1::RoleBinding>(obj)
+        }
+        ("rbac.authorization.k8s.io", "clusterroles") => {
+            objects::typed::<k::rbac::v1::ClusterRole>(obj)
+        }
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => {
+            objects::typed::<k::rbac::v1::ClusterRoleBinding>(obj)
+        }
         _ => Ok(obj),
     }
 }
@@ -1183,31 +1266,6 @@ fn scale_write(
     match r {
         Ok(o) => json_response(StatusCode::OK, &scale_of(&o)),
         Err(e) => store_error(e),
-    }
-}
-
-fn logs(api: &Api, rp: &ResourcePath, name: &str) -> Response {
-    let ns = rp.namespace.as_deref().unwrap_or("");
-    match api.cluster.store.get(PODS, ns, name) {
-        None => error(404, "NotFound", &format!("pods \"{name}\" not found")),
-        Some(p) if p["status"]["containerStatuses"][0]["state"]["running"].is_null() => error(
-            400,
-            "BadRequest",
-            &format!(
-                "container \"ollama\" in pod \"{name}\" is waiting to start: ContainerCreating"
-            ),
-        ),
-        Some(p) => {
-            let ip = p["status"]["podIP"].as_str().unwrap_or("");
-            let text = format!(
-                "time={} level=INFO source=routes.go msg=\"Listening on {ip}:{} (version 0.6.8)\"\n",
-                p["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
-                    .as_str()
-                    .unwrap_or(""),
-                objects::OLLAMA_PORT
-            );
-            (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response()
-        }
     }
 }
 

@@ -34,6 +34,24 @@ type OwnerIndex = HashMap<String, Vec<Arc<Value>>>;
 static IPS_IN_USE: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
 /// Where the next pod IP search starts (see [`Cluster::allocate_ip`]).
 static NEXT_IP: Mutex<u32> = Mutex::new(0);
+/// A bound, not listening, SO_REUSEADDR socket on each allocated pod IP's Ollama port: the
+/// runtime (also SO_REUSEADDR) can still bind and listen there, but another process's
+/// allocation probe (without SO_REUSEADDR) sees the address taken from allocation on, not only
+/// once the runtime listens (two labs in two processes used to share a pod IP).
+static IP_RESERVATIONS: Mutex<BTreeMap<u32, tokio::net::TcpSocket>> = Mutex::new(BTreeMap::new());
+
+/// Whether no socket at all (listening, bound, or reserved) holds `ip`'s Ollama port, and if
+/// so a reservation of it.
+fn reserve(ip: Ipv4Addr) -> Option<tokio::net::TcpSocket> {
+    let addr = std::net::SocketAddr::from((ip, objects::OLLAMA_PORT));
+    let probe = tokio::net::TcpSocket::new_v4().ok()?;
+    probe.bind(addr).ok()?;
+    drop(probe);
+    let hold = tokio::net::TcpSocket::new_v4().ok()?;
+    hold.set_reuseaddr(true).ok()?;
+    hold.bind(addr).ok()?;
+    Some(hold)
+}
 
 /// The alphabet Kubernetes uses for generated name suffixes.
 const SAFE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -46,6 +64,8 @@ pub struct LabSettings {
     pub speed: f64,
     pub seed: u64,
     pub ground_truth: GroundTruth,
+    /// What runs the serving containers (`--engine`).
+    pub engine: crate::engine::Engine,
 }
 
 /// What the lab knows about one pod beyond its object.
@@ -254,7 +274,8 @@ impl Cluster {
             let last = n & 0xFF;
             if last != 0 && last != 255 && !used.contains(&n) {
                 let ip = Ipv4Addr::from(0x7F00_0000 | n);
-                if std::net::TcpListener::bind((ip, objects::OLLAMA_PORT)).is_ok() {
+                if let Some(hold) = reserve(ip) {
+                    lock(&IP_RESERVATIONS).insert(n, hold);
                     break;
                 }
             }
@@ -271,14 +292,17 @@ impl Cluster {
         let n = u32::from(ip) & 0x00FF_FFFF;
         lock(&self.ips).remove(&n);
         lock(&IPS_IN_USE).remove(&n);
+        lock(&IP_RESERVATIONS).remove(&n);
     }
 
     /// Return every IP this lab still holds (at shutdown).
     pub fn release_all_ips(&self) {
         let mine: Vec<u32> = lock(&self.ips).iter().copied().collect();
         let mut all = lock(&IPS_IN_USE);
+        let mut held = lock(&IP_RESERVATIONS);
         for n in mine {
             all.remove(&n);
+            held.remove(&n);
         }
     }
 
@@ -455,10 +479,13 @@ impl Cluster {
         spec["enableServiceLinks"] = json!(true);
         spec["priority"] = json!(0);
         spec["preemptionPolicy"] = json!("PreemptLowerPriority");
-        spec["tolerations"] = json!([
-            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+        // The DefaultTolerationSeconds admission plugin adds these to the pod's own.
+        let mut tolerations = spec["tolerations"].as_array().cloned().unwrap_or_default();
+        tolerations.extend([
+            json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}),
+            json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}),
         ]);
+        spec["tolerations"] = json!(tolerations);
         let now = Utc::now();
         let mut meta = json!({
             "name": name, "generateName": format!("{rs_name}-"), "namespace": ns,
@@ -932,14 +959,18 @@ impl Cluster {
                         .cmp(&b["metadata"]["name"].as_str()),
                 )
         });
+        // k8s.io/endpointslice utils.go podToEndpoint: serving = the pod's Ready, ready =
+        // publishNotReadyAddresses || (serving && !terminating).
+        let publish_not_ready = svc["spec"]["publishNotReadyAddresses"] == true;
         let endpoints: Vec<Value> = pods
             .iter()
             .map(|p| {
-                let ready = pod_ready(p);
+                let serving = pod_ready(p);
                 let term = terminating(p);
+                let ready = publish_not_ready || (serving && !term);
                 json!({
                     "addresses": [p["status"]["podIP"]],
-                    "conditions": {"ready": ready && !term, "serving": ready, "terminating": term},
+                    "conditions": {"ready": ready, "serving": serving, "terminating": term},
                     "nodeName": p["spec"]["nodeName"],
                     "targetRef": {"kind": "Pod", "namespace": ns, "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
                 })

@@ -65,11 +65,28 @@ fn frame(channel: u8, data: &[u8]) -> Message {
     Message::Binary(Bytes::from(v))
 }
 
+/// The names of a pod's containers in the order the API server lists them (init
+/// containers, containers, ephemeral containers: `podutil.VisitContainers`).
+fn container_names(pod: &serde_json::Value) -> Vec<String> {
+    ["initContainers", "containers", "ephemeralContainers"]
+        .iter()
+        .flat_map(|k| pod["spec"][*k].as_array().cloned().unwrap_or_default())
+        .filter_map(|c| c["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The checks before an exec (`exec: true`) or a port-forward: the pod exists, the named
+/// container is one of its own, an exec into a pod with several containers names one
+/// (kubernetes `pkg/registry/core/pod/strategy.go`, `validateContainer`: "a container name
+/// must be specified for pod P, choose one of: [a b]" and "container C is not valid for pod
+/// P", both 400), the pod has a node and its container runs. The lab runs only a pod's
+/// first container, so an exec into a sidecar is refused.
 fn running_pod_check(
     api: &Api,
     ns: &str,
     name: &str,
     container: Option<&str>,
+    exec: bool,
 ) -> Result<(), Response> {
     let Some(pod) = api.cluster.store.get(PODS, ns, name) else {
         return Err(error(
@@ -81,14 +98,36 @@ fn running_pod_check(
     let cname = pod["spec"]["containers"][0]["name"]
         .as_str()
         .unwrap_or("ollama");
-    if let Some(c) = container
-        && c != cname
-    {
-        return Err(error(
-            400,
-            "BadRequest",
-            &format!("container {c} is not valid for pod {name}"),
-        ));
+    let names = container_names(&pod);
+    let several = pod["spec"]["containers"]
+        .as_array()
+        .is_some_and(|c| c.len() > 1);
+    match container {
+        None if exec && several => {
+            return Err(error(
+                400,
+                "BadRequest",
+                &format!(
+                    "a container name must be specified for pod {name}, choose one of: [{}]",
+                    names.join(" ")
+                ),
+            ));
+        }
+        Some(c) if !names.iter().any(|n| n == c) => {
+            return Err(error(
+                400,
+                "BadRequest",
+                &format!("container {c} is not valid for pod {name}"),
+            ));
+        }
+        Some(c) if c != cname => {
+            return Err(error(
+                400,
+                "BadRequest",
+                &format!("the lab runs only the first container of a pod ({cname}), not {c}"),
+            ));
+        }
+        _ => {}
     }
     if pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
         return Err(error(
@@ -105,6 +144,28 @@ fn running_pod_check(
         ));
     }
     Ok(())
+}
+
+/// Whether the pod's container image has no shell or coreutils (the lab's marker: an image
+/// reference containing `distroless`); only the runtime binary itself can be run.
+fn shell_less(api: &Api, ns: &str, name: &str) -> bool {
+    api.cluster.store.get(PODS, ns, name).is_some_and(|p| {
+        p["spec"]["containers"][0]["image"]
+            .as_str()
+            .is_some_and(|i| i.contains("distroless"))
+    })
+}
+
+/// The error-channel Status of a command the image does not have, as the kubelet relays
+/// containerd's and runc's error (kubectl prints it after "error: ").
+fn not_found_status(program: &str, exec_id: &str) -> Vec<u8> {
+    let message = format!(
+        "Internal error occurred: error executing command in container: failed to exec in container: failed to start exec \"{exec_id}\": OCI runtime exec failed: exec failed: unable to start container process: exec: \"{program}\": executable file not found in $PATH: unknown"
+    );
+    json!({"metadata": {}, "status": "Failure", "message": message, "reason": "InternalError",
+           "details": {"causes": [{"message": message}]}, "code": 500})
+    .to_string()
+    .into_bytes()
 }
 
 /// Handle `pods/{name}/exec`.
@@ -127,9 +188,12 @@ pub async fn exec(
         .iter()
         .find(|(k, _)| k == "container")
         .map(|(_, v)| v.as_str());
-    if let Err(r) = running_pod_check(&api, &ns, &name, container) {
+    if let Err(r) = running_pod_check(&api, &ns, &name, container, true) {
         return r;
     }
+    let missing_program = (shell_less(&api, &ns, &name)
+        && command[0].rsplit('/').next().is_none_or(|p| p != "ollama"))
+    .then(|| command[0].clone());
     // The runtime's container, or a plain one (a debug pod) that sees its node.
     type Start = Box<dyn FnOnce(Vec<String>) -> crate::runtime::ExecStream + Send>;
     let start: Start = if let Some(runtime) = api.cluster.runtime_of(&ns, &name) {
@@ -148,6 +212,7 @@ pub async fn exec(
         ChannelProtocol::from_header(ws.selected_protocol().and_then(|h| h.to_str().ok()));
     let delay = Duration::from_millis(api.exec_delay_ms.load(Ordering::Relaxed));
     let drop = api.conn_drop_token();
+    let exec_id = api.cluster.hex(64);
     ws.on_upgrade(move |socket| async move {
         let (mut sink, mut stream) = socket.split();
         // The client's frames: stdin (ignored: no command here reads it), resize, close.
@@ -161,6 +226,20 @@ pub async fn exec(
         let writer = async {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
+            }
+            if let Some(program) = &missing_program {
+                if protocol != ChannelProtocol::V1 {
+                    let _ = sink
+                        .send(frame(3, &not_found_status(program, &exec_id)))
+                        .await;
+                }
+                let _ = sink
+                    .send(Message::Close(Some(CloseFrame {
+                        code: 1000,
+                        reason: "".into(),
+                    })))
+                    .await;
+                return;
             }
             let mut out = start(command);
             let mut code = 0;
@@ -218,7 +297,7 @@ pub async fn portforward(
     if ports.is_empty() {
         return error(400, "BadRequest", "query parameter \"port\" is required");
     }
-    if let Err(r) = running_pod_check(&api, &ns, &name, None) {
+    if let Err(r) = running_pod_check(&api, &ns, &name, None, false) {
         return r;
     }
     let Some(ip) = api.cluster.with_pod(&ns, &name, |e| e.ip).flatten() else {

@@ -14,7 +14,7 @@ pub fn kubeconfig(api_url: &str, namespace: &str) -> Value {
         "kind": "Config",
         "preferences": {},
         "clusters": [{"name": CONTEXT, "cluster": {"server": api_url}}],
-        "users": [{"name": CONTEXT, "user": {"token": "readygap-lab-token"}}],
+        "users": [{"name": CONTEXT, "user": {"token": super::authz::ADMIN_TOKEN}}],
         "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": namespace}}],
         "current-context": CONTEXT
     })

@@ -15,6 +15,7 @@
 use super::cluster::Cluster;
 use super::objects::{self, OLLAMA_PORT, time};
 use super::resources::{CONFIGMAPS, NODES, PODS};
+use crate::engine::Engine;
 use crate::ground_truth::Transition;
 use crate::runtime::{
     self, ModelDisk, PlainContainer, PlainSpec, RuntimeEvent, RuntimeHandle, RuntimeSpec,
@@ -77,6 +78,8 @@ pub struct ContainerPlan {
     pub host_proc: Option<String>,
     /// `securityContext.privileged` of the container.
     pub privileged: bool,
+    /// GPUs of the container (`resources.limits["nvidia.com/gpu"]`, 0 without).
+    pub gpus: u32,
 }
 
 /// The mount path of a `hostPath: /proc` volume in the first container.
@@ -214,6 +217,14 @@ impl ContainerPlan {
             memory_limit: c["resources"]["limits"]["memory"]
                 .as_str()
                 .and_then(objects::parse_quantity),
+            // Extended resources are whole numbers (the device plugin's `nvidia.com/gpu`).
+            gpus: match &c["resources"]["limits"]["nvidia.com/gpu"] {
+                serde_json::Value::String(n) => n.trim().parse().unwrap_or(0),
+                serde_json::Value::Number(n) => {
+                    n.as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0)
+                }
+                _ => 0,
+            },
             readiness: ReadinessSpec {
                 action,
                 period_seconds: seconds(&p["periodSeconds"], 10).max(1),
@@ -388,8 +399,16 @@ impl PodRun {
                 speed: self.cluster.settings.speed,
                 ground_truth: self.cluster.settings.ground_truth.clone(),
                 faults: self.cluster.runtime_faults.clone(),
+                gpus: self.plan.gpus,
             };
-            match runtime::start(spec, tx).await {
+            let started = match &self.cluster.settings.engine {
+                Engine::Ollama(engine) => {
+                    crate::engine::ollama::start_in_pod(engine, &self.cluster, &self.ns, spec, tx)
+                        .await
+                }
+                Engine::Simulated => runtime::start(spec, tx).await,
+            };
+            match started {
                 Ok(h) => runtime = Some(Arc::new(h)),
                 Err(e) => tracing::warn!("lab kubelet: starting the runtime of {}: {e}", self.name),
             }
@@ -503,6 +522,14 @@ impl PodRun {
                 .scaled(Duration::from_secs(spec.timeout_seconds))
                 .max(floor)
         };
+        if spec.action == ProbeAction::Inference
+            && let Some(real) = self.cluster.runtime_of(&self.ns, &self.name)
+            && let Some(real) = real.as_real()
+        {
+            // The real engine runs the pod's exec probe itself (inside the container's cgroup).
+            let t = timeout(Duration::from_secs(1));
+            return real.probe_exec(t).await.unwrap_or(false);
+        }
         match &spec.action {
             ProbeAction::None => true,
             ProbeAction::Http { path, port } => {
@@ -753,7 +780,15 @@ pub async fn run_pod(
                 container.events = events;
                 match e {
                     Some(RuntimeEvent::OomKilled { resident, limit }) => {
-                        container = oom_restart(&run, container, &deleting, resident, limit).await;
+                        container = oom_restart(&run, container, &deleting, Some((resident, limit)), 137).await;
+                        if deleting.is_cancelled() {
+                            return finish(&run, Some(container), &deleting).await;
+                        }
+                        failures = 0;
+                        next_probe = later(Instant::now(), initial_delay);
+                    }
+                    Some(RuntimeEvent::Exited { exit_code }) => {
+                        container = oom_restart(&run, container, &deleting, None, exit_code).await;
                         if deleting.is_cancelled() {
                             return finish(&run, Some(container), &deleting).await;
                         }
@@ -805,12 +840,14 @@ fn probe_name(a: &ProbeAction) -> &'static str {
     }
 }
 
+/// The container died: OOM-killed (`oom`: the resident models and the limit; exit 137), or
+/// its process exited by itself (`None`: reason Error with `exit_code`). Restart it.
 async fn oom_restart(
     run: &PodRun,
     mut container: Container,
     deleting: &CancellationToken,
-    resident: Vec<(String, u64)>,
-    limit: u64,
+    oom: Option<(Vec<(String, u64)>, u64)>,
+    exit_code: i32,
 ) -> Container {
     if let Some(rt) = container.runtime.take() {
         rt.stop().await;
@@ -827,8 +864,8 @@ async fn oom_restart(
         cs.restart_count += 1;
         restarts = cs.restart_count;
         let term = ContainerStateTerminated {
-            exit_code: 137,
-            reason: Some("OOMKilled".into()),
+            exit_code,
+            reason: Some(if oom.is_some() { "OOMKilled" } else { "Error" }.into()),
             started_at: Some(k8s_time(started_at)),
             finished_at: Some(k8s_time(now)),
             container_id: Some(cid.clone()),
@@ -847,7 +884,9 @@ async fn oom_restart(
         });
         cs.started = Some(false);
     });
-    if let Some(node) = run.cluster.store.get(NODES, "", &run.node) {
+    if let Some((resident, limit)) = &oom
+        && let Some(node) = run.cluster.store.get(NODES, "", &run.node)
+    {
         let models: Vec<String> = resident
             .iter()
             .map(|(m, b)| format!("{m} ({b} bytes)"))
@@ -917,7 +956,12 @@ async fn stop_container(
     status: impl FnOnce(&mut k8s_openapi::api::core::v1::PodStatus),
 ) -> Option<serde_json::Value> {
     if let Some(rt) = c.runtime.take() {
-        rt.stop().await;
+        // A real process gets SIGTERM, then SIGKILL when the grace period ends.
+        let grace_end = run
+            .cluster
+            .with_pod(&run.ns, &run.name, |e| e.remove_at)
+            .flatten();
+        rt.stop_by(grace_end).await;
     }
     if let Some(p) = c.plain.take() {
         p.stop();
@@ -949,19 +993,48 @@ async fn stop_container(
 }
 
 async fn finish(run: &PodRun, container: Option<Container>, deleting: &CancellationToken) {
+    use super::termination::{self, OnSigterm};
     let cluster = &run.cluster;
-    if let Some(c) = container {
-        stop_container(run, c, 0, "Completed", |_| {}).await;
-    }
     let _ = deleting;
     let remove_at = cluster
         .with_pod(&run.ns, &run.name, |e| e.remove_at)
         .flatten();
-    if let Some(at) = remove_at {
-        tokio::select! {
-            _ = tokio::time::sleep_until(at.into()) => {}
-            _ = cluster.shutdown.cancelled() => {}
+    // SIGTERM, then SIGKILL at the end of the grace period (see `termination`): the pod
+    // leaves the API once every container has stopped.
+    let pod = cluster.store.get(PODS, &run.ns, &run.name);
+    let (main, sidecar_holds) = pod.as_deref().map_or((OnSigterm::Ignores, false), |p| {
+        termination::plan(p, &run.name, run.runs_ollama)
+    });
+    let until = |at: Option<Instant>| async move {
+        if let Some(at) = at {
+            tokio::select! {
+                _ = tokio::time::sleep_until(at.into()) => {}
+                _ = cluster.shutdown.cancelled() => {}
+            }
         }
+    };
+    if let Some(c) = container {
+        let exits_at = match main {
+            OnSigterm::Exits(d) => Some(later(Instant::now(), cluster.scaled(d))),
+            OnSigterm::Ignores => None,
+        };
+        match (exits_at, remove_at) {
+            (Some(e), Some(r)) if e >= r => {
+                until(remove_at).await;
+                stop_container(run, c, 137, "Error", |_| {}).await;
+            }
+            (Some(_), _) => {
+                until(exits_at).await;
+                stop_container(run, c, 0, "Completed", |_| {}).await;
+            }
+            (None, _) => {
+                until(remove_at).await;
+                stop_container(run, c, 137, "Error", |_| {}).await;
+            }
+        }
+    }
+    if sidecar_holds {
+        until(remove_at).await;
     }
     if cluster.store.get(PODS, &run.ns, &run.name).is_some() {
         run.log(Utc::now(), Transition::PodGone, json!({}));

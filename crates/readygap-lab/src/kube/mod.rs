@@ -9,17 +9,23 @@
 //! - `cluster`: shared state and the Deployment, ReplicaSet and EndpointSlice controllers.
 //! - `kubelet`: one task per pod (scheduling, container start, readiness, OOM restarts,
 //!   graceful termination).
-//! - `api`, `watch`, `exec`, `proxy`: the HTTP surface.
+//! - `api`, `watch`, `exec`, `proxy`, `logs`: the HTTP surface (`logs`: pods/log, the
+//!   container's stdout with follow, timestamps, sinceTime and tailLines).
+//! - `termination`: how a deleted pod's containers answer SIGTERM (exit, or hold the pod
+//!   until the grace period ends).
+//! - `authz`: authentication (admin and ServiceAccount tokens) and RBAC authorisation.
 //! - `timing`: stratified draws of the kubelet's stage timings.
 //! - `kubeconfig`: the kubeconfig the lab writes.
 //! - `faults`: the fault switches of the admin endpoint.
 
 pub mod api;
+pub mod authz;
 pub mod cluster;
 pub mod exec;
 pub mod faults;
 pub mod kubeconfig;
 pub mod kubelet;
+pub mod logs;
 pub mod objects;
 pub mod patch;
 pub mod proxy;
@@ -27,5 +33,6 @@ pub mod resources;
 pub mod selectors;
 pub mod store;
 pub mod tables;
+pub mod termination;
 pub mod timing;
 pub mod watch;

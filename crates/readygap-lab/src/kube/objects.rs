@@ -180,12 +180,22 @@ pub fn deployment(
     if let Some(p) = readiness_probe(scenario, model) {
         container["readinessProbe"] = p;
     }
+    if scenario.gpu() {
+        // manifests/overlays/gpu/gpu.yaml: one GPU, requested and limited.
+        container["resources"]["limits"]["nvidia.com/gpu"] = json!("1");
+        container["resources"]["requests"]["nvidia.com/gpu"] = json!("1");
+        if let Some(env) = container["env"].as_array_mut() {
+            env.push(
+                json!({"name": "CUDA_CACHE_PATH", "value": "/root/.ollama/cuda-compute-cache"}),
+            );
+        }
+    }
     let volume = if scenario.models_on_emptydir() {
         json!({"name": "models", "emptyDir": {}})
     } else {
         json!({"name": "models", "persistentVolumeClaim": {"claimName": "ollama-models"}})
     };
-    json!({
+    let mut deployment = json!({
         "metadata": {"name": name, "namespace": ns, "labels": {"app": name}, "generation": 1,
                      "annotations": {"deployment.kubernetes.io/revision": "1"}},
         "spec": {
@@ -208,7 +218,12 @@ pub fn deployment(
             }
         },
         "status": {}
-    })
+    });
+    if scenario.gpu() {
+        deployment["spec"]["template"]["spec"]["tolerations"] =
+            json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]);
+    }
+    deployment
 }
 
 /// Bind a newly created PVC as the lab's provisioner would: a volume of the requested size

@@ -159,19 +159,27 @@ pub fn summary(api: &Api, node: &str) -> Value {
         }
         let m = rt.memory();
         total_ws += m.working_set_bytes;
-        let uid = api
-            .cluster
-            .store
-            .get(PODS, &ns, &name)
+        let pod = api.cluster.store.get(PODS, &ns, &name);
+        let uid = pod
+            .as_ref()
             .and_then(|p| p["metadata"]["uid"].as_str().map(str::to_string))
             .unwrap_or_default();
+        // The runtime runs in the pod's first container, under its own name.
+        let container = pod
+            .as_ref()
+            .and_then(|p| {
+                p["spec"]["containers"][0]["name"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| "ollama".into());
         let mem = json!({"time": now, "usageBytes": m.current_bytes, "workingSetBytes": m.working_set_bytes,
                          "rssBytes": m.anon_bytes, "pageFaults": 0, "majorPageFaults": 0,
                          "availableBytes": m.limit_bytes.saturating_sub(m.working_set_bytes)});
         pods.push(json!({
             "podRef": {"name": name, "namespace": ns, "uid": uid},
             "startTime": now,
-            "containers": [{"name": "ollama", "startTime": now, "memory": mem, "cpu": {"time": now, "usageNanoCores": 0, "usageCoreNanoSeconds": 0}}],
+            "containers": [{"name": container, "startTime": now, "memory": mem, "cpu": {"time": now, "usageNanoCores": 0, "usageCoreNanoSeconds": 0}}],
             "memory": mem,
             "cpu": {"time": now, "usageNanoCores": 0, "usageCoreNanoSeconds": 0}
         }));

@@ -1,6 +1,7 @@
 //! The resource types the lab's API server serves: group, version, plural, kind, scope and
 //! short names, used by discovery, URL routing and the store. ConfigMaps and Jobs are only
 //! stored (a Job is marked complete at creation): the lab simulates no Job pods.
+//! ServiceAccounts and the RBAC objects are stored and read by the authorizer (`authz`).
 
 /// One served resource type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -135,6 +136,57 @@ pub const EVENTS: Resource = res(
     &[],
 );
 
+pub const SERVICEACCOUNTS: Resource = res(
+    "",
+    "v1",
+    "serviceaccounts",
+    "serviceaccount",
+    "ServiceAccount",
+    true,
+    &["sa"],
+    &[],
+);
+pub const ROLES: Resource = res(
+    "rbac.authorization.k8s.io",
+    "v1",
+    "roles",
+    "role",
+    "Role",
+    true,
+    &[],
+    &[],
+);
+pub const ROLEBINDINGS: Resource = res(
+    "rbac.authorization.k8s.io",
+    "v1",
+    "rolebindings",
+    "rolebinding",
+    "RoleBinding",
+    true,
+    &[],
+    &[],
+);
+pub const CLUSTERROLES: Resource = res(
+    "rbac.authorization.k8s.io",
+    "v1",
+    "clusterroles",
+    "clusterrole",
+    "ClusterRole",
+    false,
+    &[],
+    &[],
+);
+pub const CLUSTERROLEBINDINGS: Resource = res(
+    "rbac.authorization.k8s.io",
+    "v1",
+    "clusterrolebindings",
+    "clusterrolebinding",
+    "ClusterRoleBinding",
+    false,
+    &[],
+    &[],
+);
+
 /// Every served resource.
 pub const ALL: &[Resource] = &[
     NAMESPACES,
@@ -149,10 +201,22 @@ pub const ALL: &[Resource] = &[
     ENDPOINT_SLICES,
     EVENTS,
     JOBS,
+    SERVICEACCOUNTS,
+    ROLES,
+    ROLEBINDINGS,
+    CLUSTERROLES,
+    CLUSTERROLEBINDINGS,
 ];
 
 /// The API groups other than core, in discovery order.
-pub const GROUPS: &[&str] = &["apps", "batch", "discovery.k8s.io", "events.k8s.io"];
+pub const GROUPS: &[&str] = &[
+    "apps",
+    "batch",
+    "discovery.k8s.io",
+    "events.k8s.io",
+    "rbac.authorization.k8s.io",
+    "authorization.k8s.io",
+];
 
 /// Find a resource by group and plural.
 pub fn find(group: &str, plural: &str) -> Option<Resource> {

@@ -17,7 +17,6 @@
 //! Unknown commands print `sh: X: not found` and exit 127; missing files exit 1.
 
 use super::format::{human_bytes, human_time, table};
-use super::http::OLLAMA_VERSION;
 use super::plain::PlainContainer;
 use super::{Phase, Runtime, files};
 use chrono::Utc;
@@ -173,6 +172,15 @@ impl Host {
             "HOSTNAME" => Some(self.pod_name().to_string()),
             _ => None,
         }
+    }
+}
+
+impl ExecStream {
+    /// A stream fed by another producer (the real engine's processes): send chunks, the
+    /// `Exit` last; a send fails once the stream was dropped (the command is cancelled).
+    pub(crate) fn channel() -> (mpsc::Sender<ExecChunk>, ExecStream) {
+        let (tx, rx) = mpsc::channel(64);
+        (tx, ExecStream { rx })
     }
 }
 
@@ -1295,7 +1303,8 @@ impl Shell {
         };
         let sub = args.first().map(String::as_str).unwrap_or("");
         if matches!(sub, "--version" | "-v") {
-            self.out(r, format!("ollama version is {OLLAMA_VERSION}\n"))
+            let version = rt.spec.profile.ollama_version.clone();
+            self.out(r, format!("ollama version is {version}\n"))
                 .await?;
             return Ok(0);
         }
@@ -1326,7 +1335,7 @@ impl Shell {
                         m.spec.name.clone(),
                         m.spec.short_id().to_string(),
                         human_bytes(m.spec.resident_bytes),
-                        "100% CPU".to_string(),
+                        processor(m.spec.resident_bytes, m.vram),
                         context.clone(),
                         human_time(m.expires_at, now),
                     ]
@@ -1355,6 +1364,19 @@ impl Shell {
         };
         self.out(r, text).await?;
         Ok(0)
+    }
+}
+
+/// The PROCESSOR column of `ollama ps` (cmd/cmd.go ListRunningHandler).
+fn processor(size: u64, vram: u64) -> String {
+    match (size, vram) {
+        (_, 0) => "100% CPU".into(),
+        (s, v) if s == v => "100% GPU".into(),
+        (s, v) if v > s || s == 0 => "Unknown".into(),
+        (s, v) => {
+            let cpu = ((s - v) as f64 / s as f64 * 100.0).round() as i64;
+            format!("{cpu}%/{}% CPU/GPU", 100 - cpu)
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use super::disk::normalize_name;
 use super::format::rfc3339;
 use super::{AddrClaim, KeepAlive, RunError, Runtime};
 use crate::ground_truth::Transition;
+use crate::ollama_version::human_bytes2;
 use crate::profile::ModelSpec;
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -32,9 +33,6 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
-
-/// The Ollama version the lab claims to be.
-pub(crate) const OLLAMA_VERSION: &str = "0.12.6";
 
 type Rt = Arc<Runtime>;
 
@@ -60,7 +58,12 @@ pub(crate) async fn serve(runtime: Rt, listener: TcpListener, claim: AddrClaim) 
             runtime.clone(),
             faults,
         ))
-        .with_state(runtime);
+        .layer(axum::middleware::from_fn_with_state(
+            runtime.clone(),
+            super::request_log::log_request,
+        ))
+        .with_state(runtime.clone());
+    let app = app.into_make_service_with_connect_info::<super::request_log::Peer>();
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await;
@@ -104,8 +107,8 @@ async fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "404 page not found").into_response()
 }
 
-async fn version() -> Response {
-    axum::Json(json!({ "version": OLLAMA_VERSION })).into_response()
+async fn version(State(rt): State<Rt>) -> Response {
+    axum::Json(json!({ "version": rt.spec.profile.ollama_version })).into_response()
 }
 
 fn details(spec: &ModelSpec) -> Value {
@@ -152,7 +155,7 @@ async fn ps(State(rt): State<Rt>) -> Response {
                 "digest": r.spec.digest,
                 "details": details(&r.spec),
                 "expires_at": rfc3339(r.expires_at),
-                "size_vram": 0,
+                "size_vram": r.vram,
                 "context_length": context_length,
             })
         })
@@ -217,18 +220,81 @@ async fn show(State(rt): State<Rt>, body: Bytes) -> Response {
         "parameters": "stop                           \"<|start_header_id|>\"\nstop                           \"<|end_header_id|>\"\nstop                           \"<|eot_id|>\"",
         "template": "<|start_header_id|>user<|end_header_id|>\n\n{{ .Prompt }}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
         "details": details(&spec),
-        "model_info": {
-            "general.architecture": spec.family,
-            "general.basename": spec.name.split(':').next().unwrap_or(&spec.name),
-            "general.file_type": 15,
-            "general.parameter_count": parameter_count,
-            "general.quantization_version": 2,
-            "llama.context_length": 131072,
-        },
-        "capabilities": ["completion", "tools"],
+        "model_info": model_info(&spec, parameter_count),
+        // Ollama 0.12 lists every tensor (name, type, shape) without `verbose` too; the lab
+        // lists the first two (checked against the real one in tests/engine_ollama.rs).
+        "tensors": tensors(&spec),
+        "capabilities": if spec.thinking { json!(["completion", "tools", "thinking"]) } else { json!(["completion", "tools"]) },
         "modified_at": rfc3339(modified),
     }))
     .into_response()
+}
+
+/// Llama 3.x hyperparameters by size label: (blocks, embedding, feed-forward, heads, KV heads,
+/// rope dimensions), from the public GGUF metadata of llama3.2:1b, llama3.2:3b, llama3.1:8b.
+fn llama_shape(parameter_size: &str) -> (u64, u64, u64, u64, u64, u64) {
+    match parameter_size {
+        "1.2B" => (16, 2048, 8192, 32, 8, 64),
+        "8.0B" => (32, 4096, 14336, 32, 8, 128),
+        _ => (28, 3072, 8192, 24, 8, 128),
+    }
+}
+
+/// `/api/show`'s `model_info`: the GGUF metadata Ollama returns (arrays such as the tokens
+/// are `null` without `verbose`, as in Ollama 0.12).
+fn model_info(spec: &ModelSpec, parameter_count: u64) -> serde_json::Value {
+    let (blocks, emb, ff, heads, kv, rope) = llama_shape(&spec.parameter_size);
+    let size_label = spec
+        .parameter_size
+        .trim_end_matches(".0B")
+        .replace(".2B", "B");
+    let a = &spec.family;
+    let mut m = json!({
+        "general.architecture": a,
+        "general.basename": spec.name.split(':').next().unwrap_or(&spec.name),
+        "general.file_type": 15,
+        "general.finetune": "Instruct",
+        "general.languages": null,
+        "general.license": "llama3.2",
+        "general.parameter_count": parameter_count,
+        "general.quantization_version": 2,
+        "general.size_label": size_label,
+        "general.type": "model",
+        "tokenizer.ggml.bos_token_id": 128000,
+        "tokenizer.ggml.eos_token_id": 128009,
+        "tokenizer.ggml.merges": null,
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.pre": "llama-bpe",
+        "tokenizer.ggml.token_type": null,
+        "tokenizer.ggml.tokens": null,
+    });
+    let arch = [
+        ("attention.head_count", json!(heads)),
+        ("attention.head_count_kv", json!(kv)),
+        ("attention.layer_norm_rms_epsilon", json!(1e-5)),
+        ("block_count", json!(blocks)),
+        ("context_length", json!(131072)),
+        ("embedding_length", json!(emb)),
+        ("feed_forward_length", json!(ff)),
+        ("rope.dimension_count", json!(rope)),
+        ("rope.freq_base", json!(500000)),
+        ("vocab_size", json!(128256)),
+    ];
+    if let Some(obj) = m.as_object_mut() {
+        for (k, v) in arch {
+            obj.insert(format!("{a}.{k}"), v);
+        }
+    }
+    m
+}
+
+/// The first tensors of the model as `/api/show` lists them.
+fn tensors(spec: &ModelSpec) -> serde_json::Value {
+    let (_, emb, ..) = llama_shape(&spec.parameter_size);
+    json!([
+        {"name": "rope_freqs.weight", "type": "F32", "shape": [64]},
+        {"name": "token_embd.weight", "type": "Q6_K", "shape": [emb, 128256]},
+    ])
 }
 
 async fn pull(State(rt): State<Rt>, body: Bytes) -> Response {
@@ -357,6 +423,26 @@ impl Api {
         .unwrap_or("")
     }
 
+    /// A thinking chunk: empty text, the thinking beside it (api/types.go
+    /// GenerateResponse.Thinking; Message.Thinking for chat).
+    fn thinking_line(self, model: &str, thinking: &str) -> Value {
+        let mut value = self.line(model, "", json!({ "done": false }));
+        match self {
+            Api::Generate => value["thinking"] = json!(thinking),
+            Api::Chat => value["message"]["thinking"] = json!(thinking),
+        }
+        value
+    }
+
+    fn thinking_of(self, value: &Value) -> &str {
+        match self {
+            Api::Generate => value.get("thinking"),
+            Api::Chat => value.get("message").and_then(|m| m.get("thinking")),
+        }
+        .and_then(Value::as_str)
+        .unwrap_or("")
+    }
+
     /// A chunk of this endpoint: model, created_at, the text, then `fields`.
     fn line(self, model: &str, text: &str, fields: Value) -> Value {
         let mut value = self.with_text(json!({ "model": model, "created_at": created_at() }), text);
@@ -376,6 +462,25 @@ struct Generation {
     question: String,
     keep_alive: KeepAlive,
     received: Instant,
+    /// How the model's thinking is streamed.
+    thinking: Thinking,
+}
+
+/// What a thinking-capable model does with its thinking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Thinking {
+    /// Not a thinking model, or `"think": false`.
+    None,
+    /// `thinking` chunks before the answer (think true, or absent from 0.12.4 on).
+    Separate,
+    /// Before 0.12.4 without `think`: the `<think>` block is part of the response text.
+    Inline,
+}
+
+/// The thinking the lab's thinking model streams before its answer.
+fn thought(question: &str) -> String {
+    let q: String = question.chars().take(60).collect();
+    format!("Okay, the user asks: \"{q}\". I should answer exactly what is asked.")
 }
 
 fn created_at() -> String {
@@ -449,6 +554,30 @@ async fn serve_generation(rt: Rt, api: Api, body: Bytes) -> Response {
             (all.join("\n"), last_user)
         }
     };
+    // `think` (server/routes.go GenerateHandler/ChatHandler): a string only for harmony
+    // models, true for a model without the capability is a 400, absent means true from
+    // 0.12.4 on for a model that can think.
+    let version = crate::ollama_version::OllamaVersion::parse(&rt.spec.profile.ollama_version)
+        .unwrap_or(crate::ollama_version::OllamaVersion(0, 12, 6));
+    let thinking = match body.get("think") {
+        Some(Value::String(v)) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("think value {v:?} is not supported for this model"),
+            );
+        }
+        Some(Value::Bool(true)) if !model.thinking => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("{name:?} does not support thinking"),
+            );
+        }
+        Some(Value::Bool(true)) => Thinking::Separate,
+        Some(Value::Bool(false)) => Thinking::None,
+        _ if !model.thinking => Thinking::None,
+        _ if version.thinks_by_default() => Thinking::Separate,
+        _ => Thinking::Inline,
+    };
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(true);
     let generation = Generation {
         api,
@@ -457,6 +586,7 @@ async fn serve_generation(rt: Rt, api: Api, body: Bytes) -> Response {
         question,
         keep_alive,
         received,
+        thinking,
     };
     let (tx, rx) = futures::channel::mpsc::unbounded::<Line>();
     // The work runs in its own task so residency bookkeeping completes even if the client
@@ -474,12 +604,23 @@ async fn serve_generation(rt: Rt, api: Api, body: Bytes) -> Response {
     } else {
         let mut rx = rx;
         let mut text = String::new();
+        let mut thinking = String::new();
         while let Some(line) = rx.next().await {
             match line {
-                Line::Chunk(v) => text.push_str(api.text_of(&v)),
+                Line::Chunk(v) => {
+                    text.push_str(api.text_of(&v));
+                    thinking.push_str(api.thinking_of(&v));
+                }
                 Line::Done(v) => {
                     text.push_str(api.text_of(&v));
-                    return axum::Json(api.with_text(v, &text)).into_response();
+                    let mut v = api.with_text(v, &text);
+                    if !thinking.is_empty() {
+                        match api {
+                            Api::Generate => v["thinking"] = json!(thinking),
+                            Api::Chat => v["message"]["thinking"] = json!(thinking),
+                        }
+                    }
+                    return axum::Json(v).into_response();
                 }
                 Line::Failed(status, message) => return error(status, message),
             }
@@ -493,10 +634,19 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
     let api = g.api;
     let fail = |e: RunError| {
         let message = match e {
-            RunError::Killed => KILLED,
-            RunError::Stopped => "runtime stopped",
+            RunError::Killed => KILLED.to_string(),
+            RunError::Stopped => "runtime stopped".to_string(),
+            // llm/server.go (Ollama ≥ 0.13), figures as format.HumanBytes2 prints them.
+            RunError::InsufficientMemory {
+                required,
+                available,
+            } => format!(
+                "model requires more system memory ({}) than is available ({})",
+                human_bytes2(required),
+                human_bytes2(available)
+            ),
         };
-        Line::Failed(StatusCode::INTERNAL_SERVER_ERROR, message.to_string())
+        Line::Failed(StatusCode::INTERNAL_SERVER_ERROR, message)
     };
     // Transport time outside Ollama (port-forward, proxies), calibrated per profile.
     let overhead = rt.sample(&rt.spec.profile.request_overhead);
@@ -533,17 +683,34 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
         let prompt_eval = prompt_start.elapsed();
 
         let eval_start = Instant::now();
-        let text = answer(&g.question);
+        let mut text = answer(&g.question);
+        let mut think_toks = Vec::new();
+        match g.thinking {
+            Thinking::None => {}
+            Thinking::Separate => think_toks = tokens(&thought(&g.question)),
+            Thinking::Inline => {
+                text = format!("<think>\n{}\n</think>\n\n{text}", thought(&g.question))
+            }
+        }
         let toks = tokens(&text);
         let eval_total = rt.sample(&g.model.eval);
-        let step = eval_total / (toks.len() as u32 + 1);
+        let step = eval_total / ((toks.len() + think_toks.len()) as u32 + 1);
+        // Thinking first, then the answer (as Ollama's parsers split the model's output).
+        for tok in &think_toks {
+            let _ = tx.unbounded_send(Line::Chunk(api.thinking_line(&name, tok)));
+            rt.sleep_alive(step).await?;
+        }
         for tok in &toks {
             let chunk = api.line(&name, tok, json!({ "done": false }));
             let _ = tx.unbounded_send(Line::Chunk(chunk));
             rt.sleep_alive(step).await?;
         }
         rt.sleep_alive(step).await?;
-        Ok::<_, RunError>((prompt_eval, eval_start.elapsed(), toks.len() as u64 + 1))
+        Ok::<_, RunError>((
+            prompt_eval,
+            eval_start.elapsed(),
+            (toks.len() + think_toks.len()) as u64 + 1,
+        ))
     }
     .await;
     rt.release(&name, g.keep_alive);
@@ -589,7 +756,7 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
 }
 
 /// A TCP listener whose connections all fail once the container is gone.
-struct KillableListener {
+pub(crate) struct KillableListener {
     inner: TcpListener,
     shutdown: CancellationToken,
     killed: Arc<AtomicBool>,

@@ -6,7 +6,12 @@
 //! way the container's cgroup would: about 14 MiB idle, rising linearly while a model loads,
 //! held while resident. A load that cannot fit next to the models already resident kills the
 //! container at the instant its memory would cross the limit (the published "1B resident,
-//! then 3B under 4 GiB" case). `exec` runs the few commands a dashboard runs inside a
+//! then 3B under 4 GiB" case) — as Ollama 0.12 does; imitating 0.13 or later on cgroup v2
+//! (`Profile::ollama_version`, see `lab::ollama_version`) the runtime instead evicts an idle
+//! resident model to make room, or refuses the load with HTTP 500 "model requires more system
+//! memory (X) than is available (Y)". A pod with GPUs (`nvidia.com/gpu` limits) holds model
+//! weights in VRAM: `/api/ps` reports them as `size_vram` (part of `size`), and only the rest
+//! is charged to the container's cgroup. `exec` runs the few commands a dashboard runs inside a
 //! container (see `exec`), reading cgroup v1/v2 files and /proc/meminfo rendered from this
 //! state (see `files`). A container that is not the runtime (a debug pod) is a
 //! `PlainContainer`: exec only, seeing its node's files (see `plain`).
@@ -22,6 +27,7 @@ mod format;
 mod grep;
 mod http;
 mod plain;
+pub mod request_log;
 
 pub use disk::{ModelDisk, NodeCache};
 pub use exec::{ExecChunk, ExecOutput, ExecStream};
@@ -61,7 +67,12 @@ pub struct RuntimeSpec {
     pub speed: f64,
     pub ground_truth: GroundTruth,
     pub faults: Arc<RuntimeFaults>,
+    /// GPUs of the container (its `nvidia.com/gpu` limit), each with [`GPU_VRAM_BYTES`].
+    pub gpus: u32,
 }
+
+/// VRAM of one lab GPU (24 GiB, an NVIDIA L4's).
+pub const GPU_VRAM_BYTES: u64 = 24 << 30;
 
 /// What the runtime tells the kube side.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +89,11 @@ pub enum RuntimeEvent {
     OomKilled {
         resident: Vec<(String, u64)>,
         limit: u64,
+    },
+    /// The container's main process ended by itself, not OOM-killed (the real engine: e.g.
+    /// `ollama serve` could not bind its address); the kubelet restarts it (reason Error).
+    Exited {
+        exit_code: i32,
     },
 }
 
@@ -164,6 +180,8 @@ const RESIDENT_REUSE: Stage = Stage {
 #[derive(Debug, Clone)]
 pub(crate) struct Resident {
     pub spec: ModelSpec,
+    /// Bytes of the model in VRAM (`size_vram`); the rest is in the container's memory.
+    pub vram: u64,
     pub expires_at: DateTime<Utc>,
     in_use: u32,
     generation: u64,
@@ -172,6 +190,8 @@ pub(crate) struct Resident {
 #[derive(Debug, Clone)]
 struct Loading {
     spec: ModelSpec,
+    /// Bytes going to VRAM.
+    vram: u64,
     started: Instant,
     duration: Duration,
     cold: bool,
@@ -208,6 +228,16 @@ pub(crate) enum RunError {
     Killed,
     /// The container was stopped during the request.
     Stopped,
+    /// Ollama ≥ 0.13 refused the load: the model needs `required` bytes of system memory
+    /// and `available` are free (memory.max − memory.current).
+    InsufficientMemory { required: u64, available: u64 },
+}
+
+impl Resident {
+    /// Bytes charged to the container's cgroup.
+    pub fn host_bytes(&self) -> u64 {
+        self.spec.resident_bytes.saturating_sub(self.vram)
+    }
 }
 
 /// The shared state of one runtime.
@@ -225,12 +255,21 @@ pub(crate) struct Runtime {
     rng: Mutex<StdRng>,
     /// Exec commands still running.
     pub(crate) running_execs: Arc<std::sync::atomic::AtomicUsize>,
+    /// What the container writes to stdout (`kubectl logs`): Ollama's request lines.
+    pub(crate) log: Arc<request_log::ContainerLog>,
 }
 
-/// A running (or booting, or dead) lab container.
+/// A running (or booting, or dead) lab container: this simulated runtime, or a real process
+/// of the real engine (`crate::engine`).
 #[derive(Clone)]
 pub struct RuntimeHandle {
-    inner: Arc<Runtime>,
+    inner: Backend,
+}
+
+#[derive(Clone)]
+enum Backend {
+    Sim(Arc<Runtime>),
+    Real(Arc<crate::engine::ollama::RealContainer>),
 }
 
 /// Addresses held by live runtimes of this process. With SO_REUSEADDR (needed so a restarted
@@ -322,10 +361,13 @@ pub async fn start(
         tasks: Mutex::new(Vec::new()),
         rng: Mutex::new(rand::make_rng()),
         running_execs: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        log: Arc::new(request_log::ContainerLog::new()),
     });
     let boot = tokio::spawn(boot(runtime.clone(), socket, claim));
     runtime.track(boot);
-    Ok(RuntimeHandle { inner: runtime })
+    Ok(RuntimeHandle {
+        inner: Backend::Sim(runtime),
+    })
 }
 
 async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrClaim) {
@@ -353,6 +395,18 @@ async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrC
     let server = tokio::spawn(http::serve(runtime.clone(), listener, claim));
     runtime.track(server);
     runtime.listening.store(true, Ordering::SeqCst);
+    // Ollama's start-up line (server/routes.go Serve: slog "Listening on").
+    let now = chrono::Utc::now();
+    runtime.log.write(
+        now,
+        format!(
+            "time={} level=INFO source=routes.go msg=\"Listening on {}:{} (version {})\"",
+            now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            runtime.spec.ip,
+            runtime.spec.port,
+            runtime.spec.profile.ollama_version,
+        ),
+    );
     runtime.spec.ground_truth.log(
         &runtime.spec.pod_name,
         Transition::RuntimeListening,
@@ -362,66 +416,118 @@ async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrC
 }
 
 impl RuntimeHandle {
+    /// The handle of a real engine's container.
+    pub fn real(c: Arc<crate::engine::ollama::RealContainer>) -> Self {
+        Self {
+            inner: Backend::Real(c),
+        }
+    }
+
+    /// The real engine's container, if this is one.
+    pub fn as_real(&self) -> Option<&Arc<crate::engine::ollama::RealContainer>> {
+        match &self.inner {
+            Backend::Real(c) => Some(c),
+            Backend::Sim(_) => None,
+        }
+    }
+
     /// Run a command inside the container (`kubectl exec`). Dropping the stream cancels it.
     /// Call it from within a Tokio runtime (the command runs as a task).
     pub fn exec(&self, argv: Vec<String>) -> ExecStream {
-        exec::spawn(exec::Host::Runtime(self.inner.clone()), argv)
+        match &self.inner {
+            Backend::Sim(rt) => exec::spawn(exec::Host::Runtime(rt.clone()), argv),
+            Backend::Real(c) => c.exec(argv),
+        }
     }
 
     /// Stop the container: stop listening, free the port, drop residency.
     pub async fn stop(&self) {
+        self.stop_by(None).await;
+    }
+
+    /// `stop`, for a real process: SIGTERM, then SIGKILL at `kill_at` (the end of the pod's
+    /// grace period; `None`: Kubernetes' default 30 s).
+    pub async fn stop_by(&self, kill_at: Option<Instant>) {
+        let inner = match &self.inner {
+            Backend::Sim(rt) => rt,
+            Backend::Real(c) => return c.stop(kill_at).await,
+        };
         let unloaded: Vec<String> = {
-            let mut state = self.inner.lock();
+            let mut state = inner.lock();
             if matches!(state.phase, Phase::Booting | Phase::Listening) {
                 state.phase = Phase::Stopped;
             }
             state.loading = None;
             std::mem::take(&mut state.resident).into_keys().collect()
         };
-        self.inner.listening.store(false, Ordering::SeqCst);
-        self.inner.shutdown.cancel();
+        inner.listening.store(false, Ordering::SeqCst);
+        inner.shutdown.cancel();
+        inner.log.close();
         for model in unloaded {
-            let _ = self
-                .inner
-                .events
-                .send(RuntimeEvent::ModelUnloaded { model });
+            let _ = inner.events.send(RuntimeEvent::ModelUnloaded { model });
         }
-        self.inner.join_tasks().await;
+        inner.join_tasks().await;
+    }
+
+    /// What the container wrote to stdout (its request log).
+    pub fn log(&self) -> Arc<request_log::ContainerLog> {
+        match &self.inner {
+            Backend::Sim(rt) => rt.log.clone(),
+            Backend::Real(c) => c.lines(),
+        }
     }
 
     /// The container's memory now.
     pub fn memory(&self) -> MemorySnapshot {
-        self.inner.memory()
+        match &self.inner {
+            Backend::Sim(rt) => rt.memory(),
+            Backend::Real(c) => c.memory(),
+        }
     }
 
     /// Whether the runtime answers HTTP.
     pub fn is_listening(&self) -> bool {
-        self.inner.listening.load(Ordering::SeqCst)
+        match &self.inner {
+            Backend::Sim(rt) => rt.listening.load(Ordering::SeqCst),
+            Backend::Real(c) => c.is_listening(),
+        }
     }
 
     /// The address the runtime serves on.
     pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from((self.inner.spec.ip, self.inner.spec.port))
+        match &self.inner {
+            Backend::Sim(rt) => SocketAddr::from((rt.spec.ip, rt.spec.port)),
+            Backend::Real(c) => c.addr(),
+        }
     }
 
     /// Models resident now (name, resident bytes).
     pub fn resident(&self) -> Vec<(String, u64)> {
-        self.inner
-            .lock()
-            .resident
-            .values()
-            .map(|r| (r.spec.name.clone(), r.spec.resident_bytes))
-            .collect()
+        match &self.inner {
+            Backend::Sim(rt) => rt
+                .lock()
+                .resident
+                .values()
+                .map(|r| (r.spec.name.clone(), r.spec.resident_bytes))
+                .collect(),
+            Backend::Real(c) => c.resident(),
+        }
     }
 
     /// How many exec commands are still running (a dropped stream ends its command).
     pub fn running_execs(&self) -> usize {
-        self.inner.running_execs.load(Ordering::SeqCst)
+        match &self.inner {
+            Backend::Sim(rt) => rt.running_execs.load(Ordering::SeqCst),
+            Backend::Real(c) => c.running_execs(),
+        }
     }
 
     /// Whether the container was OOM-killed.
     pub fn oom_killed(&self) -> bool {
-        self.inner.lock().phase == Phase::OomKilled
+        match &self.inner {
+            Backend::Sim(rt) => rt.lock().phase == Phase::OomKilled,
+            Backend::Real(c) => c.oom_killed(),
+        }
     }
 }
 
@@ -520,6 +626,10 @@ impl Runtime {
 
     pub(crate) fn breakdown(&self) -> Breakdown {
         let state = self.lock();
+        self.breakdown_of(&state)
+    }
+
+    fn breakdown_of(&self, state: &State) -> Breakdown {
         let limit = self.limit();
         let mut b = Breakdown {
             limit,
@@ -536,7 +646,7 @@ impl Runtime {
             + state
                 .resident
                 .values()
-                .map(|r| r.spec.resident_bytes)
+                .map(Resident::host_bytes)
                 .fold(0u64, u64::saturating_add);
         let mut cache = state.cache_bytes;
         if let Some(loading) = &state.loading {
@@ -546,7 +656,8 @@ impl Runtime {
                 (loading.started.elapsed().as_secs_f64() / loading.duration.as_secs_f64())
                     .clamp(0.0, 1.0)
             };
-            b.anon += (loading.spec.resident_bytes as f64 * progress) as u64;
+            let host = loading.spec.resident_bytes.saturating_sub(loading.vram);
+            b.anon += (host as f64 * progress) as u64;
             if loading.cold {
                 cache += (loading.spec.disk_bytes as f64 * progress) as u64;
             }
@@ -616,13 +727,14 @@ impl Runtime {
             return Ok(start.elapsed());
         }
 
+        self.make_room(spec).await?;
         let cold = !self.spec.node_cache.is_warm(&spec.name);
         let mut duration = self.sample(&spec.load);
         if cold {
             duration = mul(duration, self.spec.profile.cold_load_factor);
         }
         // Anon memory that cannot be reclaimed: idle + every resident model.
-        let kill_after = {
+        let (kill_after, vram) = {
             let mut state = self.lock();
             let pinned = self.idle_anon()
                 + IDLE_KERNEL
@@ -630,19 +742,23 @@ impl Runtime {
                 + state
                     .resident
                     .values()
-                    .map(|r| r.spec.resident_bytes)
+                    .map(Resident::host_bytes)
                     .sum::<u64>();
             let limit = self.limit();
+            let vram = self.vram_for(&state, spec);
+            let host = spec.resident_bytes - vram;
             state.loading = Some(Loading {
                 spec: spec.clone(),
+                vram,
                 started: Instant::now(),
                 duration,
                 cold,
             });
-            (limit > 0 && pinned + spec.resident_bytes > limit).then(|| {
+            let kill = (limit > 0 && pinned + host > limit).then(|| {
                 let room = limit.saturating_sub(pinned) as f64;
-                mul(duration, room / spec.resident_bytes.max(1) as f64)
-            })
+                mul(duration, room / host.max(1) as f64)
+            });
+            (kill, vram)
         };
         if let Some(after) = kill_after {
             self.sleep_alive(after).await?;
@@ -660,6 +776,7 @@ impl Runtime {
                 spec.name.clone(),
                 Resident {
                     spec: spec.clone(),
+                    vram,
                     expires_at: self.expiry(keep_alive),
                     in_use: 1,
                     generation,
@@ -670,7 +787,7 @@ impl Runtime {
                     + state
                         .resident
                         .values()
-                        .map(|r| r.spec.resident_bytes)
+                        .map(Resident::host_bytes)
                         .sum::<u64>();
                 let room = match self.limit() {
                     0 => u64::MAX,
@@ -700,6 +817,71 @@ impl Runtime {
             model: spec.name.clone(),
         });
         Ok(load)
+    }
+
+    /// VRAM the model would take: all of it if it fits in what the resident models leave
+    /// free on the container's GPUs, else what is left (a partial offload).
+    fn vram_for(&self, state: &State, spec: &ModelSpec) -> u64 {
+        let total = u64::from(self.spec.gpus).saturating_mul(GPU_VRAM_BYTES);
+        let used: u64 = state.resident.values().map(|r| r.vram).sum();
+        spec.resident_bytes.min(total.saturating_sub(used))
+    }
+
+    /// Ollama ≥ 0.13 on cgroup v2 (see `lab::ollama_version`): before loading, compare the
+    /// model's system-memory part with memory.max − memory.current; while it does not fit,
+    /// unload an idle resident model (sched.go findRunnerToUnload sorts by keep-alive duration,
+    /// then name: approximated here by the earliest expiry, then name), waiting for a busy
+    /// one to finish;
+    /// with nothing left to unload, refuse. Earlier versions and cgroup v1 load regardless.
+    async fn make_room(&self, spec: &ModelSpec) -> Result<(), RunError> {
+        let version =
+            crate::ollama_version::OllamaVersion::parse(&self.spec.profile.ollama_version)
+                .unwrap_or(crate::ollama_version::OllamaVersion(0, 12, 6));
+        let limit = self.limit();
+        if !version.reads_cgroup_memory() || self.spec.profile.cgroup_v1 || limit == 0 {
+            return Ok(());
+        }
+        loop {
+            let evict = {
+                let state = self.lock();
+                self.check_alive(&state)?;
+                let required = spec.resident_bytes - self.vram_for(&state, spec);
+                let available = limit.saturating_sub(self.breakdown_of(&state).current());
+                if required <= available {
+                    return Ok(());
+                }
+                if state.resident.is_empty() {
+                    return Err(RunError::InsufficientMemory {
+                        required,
+                        available,
+                    });
+                }
+                let mut idle: Vec<&Resident> =
+                    state.resident.values().filter(|r| r.in_use == 0).collect();
+                idle.sort_by(|a, b| {
+                    a.expires_at
+                        .cmp(&b.expires_at)
+                        .then(a.spec.name.cmp(&b.spec.name))
+                });
+                idle.first()
+                    .map(|r| (r.spec.name.clone(), r.host_bytes(), required, available))
+            };
+            match evict {
+                Some((model, bytes, required, available)) => {
+                    self.spec.ground_truth.log(
+                        &self.spec.pod_name,
+                        Transition::ModelEvicted,
+                        serde_json::json!({
+                            "model": model, "bytes": bytes, "for": spec.name,
+                            "required": required, "available": available,
+                        }),
+                    );
+                    self.unload(&model);
+                }
+                // Every resident model is busy: wait for one to finish.
+                None => self.sleep_alive(Duration::from_millis(10)).await?,
+            }
+        }
     }
 
     /// A request is done with `model`: start its keep-alive (0 unloads it now).
@@ -806,7 +988,7 @@ impl Runtime {
             let mut resident: Vec<(String, u64)> = state
                 .resident
                 .values()
-                .map(|r| (r.spec.name.clone(), r.spec.resident_bytes))
+                .map(|r| (r.spec.name.clone(), r.host_bytes()))
                 .collect();
             if let Some(loading) = &state.loading {
                 let pinned = self.idle_anon()
@@ -817,7 +999,7 @@ impl Runtime {
                     loading.spec.name.clone(),
                     limit
                         .saturating_sub(pinned)
-                        .min(loading.spec.resident_bytes),
+                        .min(loading.spec.resident_bytes.saturating_sub(loading.vram)),
                 ));
             }
             state.phase = Phase::OomKilled;

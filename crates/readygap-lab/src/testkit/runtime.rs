@@ -107,6 +107,7 @@ pub async fn start(profile: Profile, options: Options) -> Lab {
             speed: options.speed,
             ground_truth: GroundTruth::in_memory(),
             faults: Arc::new(RuntimeFaults::new()),
+            gpus: 0,
         };
         let (tx, events) = tokio::sync::mpsc::unbounded_channel();
         match runtime::start(spec.clone(), tx).await {

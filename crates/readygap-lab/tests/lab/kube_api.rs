@@ -16,8 +16,20 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const NS: &str = "llm-recovery-lab";
 
+/// A client with the lab kubeconfig's token (the lab answers 401 without it).
 fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {}", readygap_lab::kube::authz::ADMIN_TOKEN)
+            .parse()
+            .unwrap(),
+    );
+    reqwest::Client::builder()
+        .no_proxy()
+        .default_headers(headers)
+        .build()
+        .unwrap()
 }
 
 /// The status code of a request.
@@ -100,7 +112,14 @@ async fn discovery_selectors_tables_and_watch_semantics() {
         .collect();
     assert_eq!(
         groups,
-        ["apps", "batch", "discovery.k8s.io", "events.k8s.io"]
+        [
+            "apps",
+            "batch",
+            "discovery.k8s.io",
+            "events.k8s.io",
+            "rbac.authorization.k8s.io",
+            "authorization.k8s.io"
+        ]
     );
 
     let pod = pod_names(&lab, "").await.pop().unwrap();
@@ -1139,5 +1158,132 @@ async fn malformed_objects_are_rejected_not_fatal() {
     )
     .await;
     assert_eq!(d["spec"]["replicas"], 1);
+    lab.shutdown().await;
+}
+
+/// A Service with `publishNotReadyAddresses`: the lab's EndpointSlice controller marks every
+/// endpoint ready and only `serving` follows the pod's Ready (k8s.io/endpointslice utils.go
+/// podToEndpoint: ready = PublishNotReadyAddresses || (serving && !terminating)).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_not_ready_addresses_marks_not_ready_endpoints_ready_but_not_serving() {
+    use k8s_openapi::api::core::v1::Service;
+    let (lab, _dir) = ready_lab(Scenario::HttpReadiness, "local-1b", 21).await;
+    let services: Api<Service> = Api::namespaced(client(&lab).await, NS);
+    services
+        .patch(
+            "ollama",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"publishNotReadyAddresses": true}})),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client(&lab).await, NS);
+    let old = pod_names(&lab, "").await.pop().unwrap();
+    pods.delete(&old, &DeleteParams::default()).await.unwrap();
+    // The replacement, before its probe passes: published ready, not serving.
+    let lab_ref = &lab;
+    let old_ref = &old;
+    let cond = wait_for(
+        Duration::from_secs(60),
+        "a ready, not serving endpoint",
+        || async move {
+            let (_, eps) = get_json(
+                lab_ref,
+                &format!("/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices"),
+            )
+            .await;
+            eps["items"][0]["endpoints"]
+                .as_array()?
+                .iter()
+                .find(|e| {
+                    e["targetRef"]["name"] != old_ref.as_str()
+                        && e["conditions"]["serving"] == false
+                })
+                .map(|e| e["conditions"].clone())
+        },
+    )
+    .await;
+    assert_eq!(cond["ready"], true, "{cond}");
+    assert_eq!(cond["terminating"], false, "{cond}");
+    lab.shutdown().await;
+}
+
+/// Issue 15: a deleted pod's containers stop as on a real node. The Ollama runtime handles
+/// SIGTERM and exits within its shutdown time (0.5–1 s), so the pod leaves the API long
+/// before its 30 s grace period; a sidecar whose PID 1 is `sh -c` ignores SIGTERM and holds
+/// its pod until the grace period ends (the published readiness manifests: ~30 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_pods_leave_when_their_containers_stop_and_a_shell_sidecar_holds_them() {
+    // Speed 10: the 30 s grace is 3 s, the runtime's shutdown 50–100 ms.
+    let (lab, _dir) = ready_lab(Scenario::Baseline, "local-1b", 91).await;
+    let c = client(&lab).await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), NS);
+    let gt = lab.ground_truth();
+    let span = |name: &str| {
+        let e = gt.entries();
+        let at = |t: Transition| {
+            e.iter()
+                .find(|x| x.pod == name && x.transition == t)
+                .map(|x| x.ts)
+        };
+        at(Transition::DeleteAccepted)
+            .zip(at(Transition::PodGone))
+            .map(|(a, b)| b - a)
+    };
+    let name = pods.list(&Default::default()).await.unwrap().items[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    pods.delete(&name, &DeleteParams::default()).await.unwrap();
+    let gone = wait_for(Duration::from_secs(20), "the deleted pod leaves", || {
+        let name = name.clone();
+        let span = &span;
+        async move { span(&name) }
+    })
+    .await;
+    assert!(
+        gone.num_milliseconds() < 1_000,
+        "gone {} ms after the delete, not after the 3 s (scaled) grace",
+        gone.num_milliseconds()
+    );
+
+    // A pod with a `sh -c` sidecar: held for the whole grace period.
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "with-sidecar", "labels": {"app": "sidecar-test"}},
+        "spec": {
+            "terminationGracePeriodSeconds": 20,
+            "containers": [
+                {"name": "ollama", "image": "ollama/ollama:0.6.8"},
+                {"name": "probe", "image": "curlimages/curl:8.10.1",
+                 "command": ["sh", "-c", "while true; do sleep 1; done"]}
+            ]
+        }
+    }))
+    .unwrap();
+    pods.create(&Default::default(), &pod).await.unwrap();
+    wait_for(Duration::from_secs(30), "the sidecar pod runs", || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get("with-sidecar").await.ok()?;
+            let s = p.status?.container_statuses?;
+            s.first()?.state.as_ref()?.running.as_ref().map(|_| ())
+        }
+    })
+    .await;
+    pods.delete("with-sidecar", &DeleteParams::default())
+        .await
+        .unwrap();
+    let held = wait_for(
+        Duration::from_secs(20),
+        "the sidecar pod leaves",
+        || async { span("with-sidecar") },
+    )
+    .await;
+    assert!(
+        held.num_milliseconds() >= 1_950,
+        "held {} ms: the 2 s (scaled) grace period",
+        held.num_milliseconds()
+    );
     lab.shutdown().await;
 }

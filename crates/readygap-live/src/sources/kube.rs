@@ -118,7 +118,8 @@ pub fn endpoint_slice_view(s: &EndpointSlice) -> EndpointSliceView {
             .iter()
             .map(|e| {
                 let c = e.conditions.as_ref();
-                // Per the API: nil ready means ready; nil serving means same as ready.
+                // k8s.io/api discovery/v1 types.go EndpointConditions: a nil ready and a nil
+                // serving are both "true", a nil terminating is "false".
                 let ready = c.and_then(|c| c.ready).unwrap_or(true);
                 EndpointView {
                     addresses: e.addresses.clone(),
@@ -128,7 +129,7 @@ pub fn endpoint_slice_view(s: &EndpointSlice) -> EndpointSliceView {
                         .filter(|r| r.kind.as_deref().is_none_or(|k| k == "Pod"))
                         .and_then(|r| r.name.clone()),
                     ready,
-                    serving: c.and_then(|c| c.serving).unwrap_or(ready),
+                    serving: c.and_then(|c| c.serving).unwrap_or(true),
                     terminating: c.and_then(|c| c.terminating).unwrap_or(false),
                 }
             })
@@ -148,7 +149,19 @@ pub fn kube_event_view(e: &CoreEvent) -> KubeEventView {
         reason: e.reason.clone().unwrap_or_default(),
         message: e.message.clone().unwrap_or_default(),
         type_: e.type_.clone().unwrap_or_default(),
+        time: e
+            .event_time
+            .as_ref()
+            .map(|t| micro_ts(&t.0))
+            .or_else(|| e.last_timestamp.as_ref().map(ts))
+            .or_else(|| e.first_timestamp.as_ref().map(ts))
+            .or_else(|| e.metadata.creation_timestamp.as_ref().map(ts)),
     }
+}
+
+fn micro_ts(t: &k8s_openapi::jiff::Timestamp) -> Timestamp {
+    chrono::DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().max(0) as u32)
+        .unwrap_or_default()
 }
 
 /// The view of a Node.
@@ -324,7 +337,8 @@ pub fn watch_error_message(e: &watcher::Error, resource: &str) -> String {
     format!("watch of {resource}: {e}")
 }
 
-/// What the Kubernetes feeds watch.
+/// What the Kubernetes feeds watch (Nodes apart: `super::nodes::run`, retried when the
+/// selected node changes).
 #[derive(Debug, Clone)]
 pub struct KubeConfig {
     pub namespace: String,
@@ -334,7 +348,6 @@ pub struct KubeConfig {
     pub service: Option<String>,
     /// Keep only Events about pods whose name starts with this (the deployment's pods).
     pub pod_prefix: Option<String>,
-    pub watch_nodes: bool,
 }
 
 /// Run all Kubernetes feeds until cancelled.
@@ -388,16 +401,5 @@ pub async fn run(
         tx.clone(),
         cancel.clone(),
     ));
-    if cfg.watch_nodes {
-        let nodes: Api<Node> = Api::all(client.clone());
-        let n = watcher(nodes, watcher::Config::default()).default_backoff();
-        tasks.spawn(adapt(
-            n,
-            "nodes",
-            |_: &Node| true,
-            tx.clone(),
-            cancel.clone(),
-        ));
-    }
     while tasks.join_next().await.is_some() {}
 }

@@ -1,7 +1,9 @@
 //! Memory of the serving container: one long-lived exec per container streams its cgroup
 //! files (v2 or v1) every interval, and pure parsers turn each block into a
-//! [`MemorySample`]. When exec is forbidden (HTTP 403), the kubelet Summary API through the
-//! node proxy is the fallback, and the feed says which source is in use.
+//! [`MemorySample`]. Every exec names the serving container (see `container`). When exec is
+//! forbidden (HTTP 403), refused for the container (400) or the image has no `sh`, the
+//! kubelet Summary API through the node proxy is the fallback, for that same container,
+//! and the feed says which source is in use and why.
 //!
 //! The stream: `sh -c 'while :; do head -n 200 F1 F2 F3 F4; echo @@readygap; sleep S; done'`.
 //! With several files GNU `head` prints a `==> FILE <==` header before each, so a block
@@ -298,7 +300,10 @@ pub fn parse_summary(
 pub struct MemoryConfig {
     pub namespace: String,
     pub pod: String,
+    /// The serving container; None: the one exposing `runtime_port`, else the first.
     pub container: Option<String>,
+    /// The runtime's port in the pod (picks the serving container).
+    pub runtime_port: u16,
     pub node: Option<String>,
     pub interval: Duration,
 }
@@ -334,15 +339,42 @@ async fn exec_collect(
         ap = ap.container(c.clone());
     }
     let mut proc_ = api.exec(&cfg.pod, ["sh", "-c", script], &ap).await?;
+    let status = proc_.take_status();
     let mut out = String::new();
     if let Some(mut so) = proc_.stdout() {
         let _ = tokio::time::timeout(Duration::from_secs(10), so.read_to_string(&mut out)).await;
     }
+    let status = match status {
+        Some(s) => tokio::time::timeout(Duration::from_secs(10), s)
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
     let _ = proc_.join().await;
+    // The exec could not start the command (no `sh` in the image): the error channel says so.
+    let failed = status
+        .filter(|s| s.status.as_deref() == Some("Failure"))
+        .and_then(|s| s.message)
+        .filter(|m| super::container::no_shell(m));
+    if let Some(message) = failed {
+        return Err(kube::Error::Service(message.into()));
+    }
     Ok(out)
 }
 
-/// Stream the container's memory until cancelled. Falls back to the Summary API on 403.
+/// The container to exec into: `--container`, else the pod's serving container (exposing
+/// the runtime port, else the first). None when the pod cannot be read.
+async fn resolve_container(api: &Api<Pod>, cfg: &MemoryConfig) -> Option<String> {
+    if let Some(c) = &cfg.container {
+        return Some(c.clone());
+    }
+    let pod = api.get(&cfg.pod).await.ok()?;
+    super::container::serving_container(&pod, cfg.runtime_port)
+}
+
+/// Stream the container's memory until cancelled. Falls back to the Summary API on 403, on
+/// a refused container (400) and on an image without `sh`.
 pub async fn run(
     client: kube::Client,
     cfg: MemoryConfig,
@@ -350,6 +382,8 @@ pub async fn run(
     cancel: CancellationToken,
 ) {
     let api: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
+    let mut cfg = cfg;
+    cfg.container = resolve_container(&api, &cfg).await;
     let mut failures = 0u32;
     loop {
         if cancel.is_cancelled() {
@@ -372,10 +406,17 @@ pub async fn run(
                     },
                 )
                 .unwrap_or_else(|| e.to_string());
-                summary_loop(client, cfg, tx, cancel, why).await;
+                summary_loop(client, cfg, tx, cancel, format!("exec forbidden: {why}")).await;
                 return;
             }
             Err(e) => {
+                // A refused container or an image without `sh` never gets better.
+                let container = cfg.container.as_deref().unwrap_or("(unnamed)");
+                if let Some(why) = super::container::permanent_exec_failure(&e, &cfg.pod, container)
+                {
+                    summary_loop(client, cfg, tx, cancel, why).await;
+                    return;
+                }
                 failures += 1;
                 if !send(
                     &tx,
@@ -434,13 +475,17 @@ async fn exec_stream(
         EventKind::SourceConnected {
             feed: FEED.into(),
             detail: format!(
-                "cgroup {} via exec in {}",
+                "cgroup {} via exec in {}{}",
                 if version == CgroupVersion::V2 {
                     "v2"
                 } else {
                     "v1"
                 },
-                cfg.pod
+                cfg.pod,
+                cfg.container
+                    .as_deref()
+                    .map(|c| format!(" container {c}"))
+                    .unwrap_or_default()
             ),
         },
     )
@@ -488,24 +533,30 @@ async fn summary_loop(
             &tx,
             EventKind::SourceError {
                 feed: FEED.into(),
-                message: format!(
-                    "exec forbidden ({why}) and pod {} has no node for the Summary API",
-                    cfg.pod
-                ),
+                message: format!("{why}; and pod {} has no node for the Summary API", cfg.pod),
             },
         )
         .await;
         return;
     };
+    // The serving container as the pod names it (not an assumed `ollama`).
+    let container = match cfg.container.clone() {
+        Some(c) => c,
+        None => {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
+            resolve_container(&api, &cfg)
+                .await
+                .unwrap_or_else(|| "ollama".into())
+        }
+    };
     send(
         &tx,
         EventKind::SourceConnected {
             feed: FEED.into(),
-            detail: format!("summary API (exec forbidden: {why})"),
+            detail: format!("summary API ({why}), container {container}"),
         },
     )
     .await;
-    let container = cfg.container.clone().unwrap_or_else(|| "ollama".into());
     let mut tick = tokio::time::interval(cfg.interval.max(Duration::from_millis(250)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing = false;

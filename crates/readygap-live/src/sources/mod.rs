@@ -4,8 +4,14 @@
 //!
 //! - [`kube`]: watches of Pods, EndpointSlices, Events and Nodes.
 //! - [`runtime`]: the LLM runtime of each pod (probe, residency, models, inference).
+//! - [`logs`]: the runtime's request log (someone else's inference, seen, not sent).
+//! - [`nodes`]: the Node watch, said once and paused when the cluster refuses it.
 //! - [`memory`]: the serving container's memory (cgroup stream over exec, Summary API).
+//! - [`container`]: which container of a pod serves the runtime.
 
+pub mod container;
 pub mod kube;
+pub mod logs;
 pub mod memory;
+pub mod nodes;
 pub mod runtime;

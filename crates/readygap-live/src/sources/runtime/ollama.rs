@@ -1,7 +1,14 @@
 //! The Ollama adapter: probe (`GET /api/tags` by default), residency (`GET /api/ps`), models
 //! on disk (`GET /api/tags`), streamed `POST /api/generate` (NDJSON chunks; the first chunk
-//! with text is the first token, the chunk with `done: true` carries Ollama's durations in
-//! ns), and unload (`keep_alive: 0`). Parsing is in pure functions over the JSON bodies.
+//! with text, thinking or a tool call is the first token, the chunk with `done: true`
+//! carries Ollama's durations in ns), and unload (`keep_alive: 0`). Parsing is in pure
+//! functions over the JSON bodies.
+//!
+//! Thinking: since Ollama 0.12.4 a model that can think does so unless the request says
+//! `"think": false` (server/routes.go GenerateHandler sets `req.Think` to true when absent);
+//! its chunks carry `"thinking"` with an empty `"response"` (api/types.go
+//! GenerateResponse.Thinking, ChatResponse.Message.Thinking / ToolCalls). `think` is sent only
+//! when the user gave `--think`, so the default is the model's own behaviour.
 
 use super::{HttpResponse, PodRef, RuntimeAccess, RuntimeAdapter, timed};
 use futures::StreamExt;
@@ -21,6 +28,8 @@ pub struct Ollama {
     pub probe_timeout: Duration,
     /// Upper bound of one generate request.
     pub generate_timeout: Duration,
+    /// `think` of generate requests (`--think`); `None` leaves it out.
+    pub think: Option<bool>,
 }
 
 impl Ollama {
@@ -30,6 +39,7 @@ impl Ollama {
             probe_path: "/api/tags".into(),
             probe_timeout: Duration::from_secs(2),
             generate_timeout: Duration::from_secs(600),
+            think: None,
         }
     }
 
@@ -99,15 +109,19 @@ pub fn parse_tags(v: &Value) -> Result<Vec<DiskModel>, String> {
         .collect())
 }
 
-/// Folds the NDJSON chunks of a streamed `/api/generate`.
+/// Folds the NDJSON chunks of a streamed `/api/generate` (or `/api/chat`).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct GenerateStream {
     pub response: String,
+    /// The model's thinking, apart from the answer.
+    pub thinking: String,
     pub first_token_seen: bool,
     pub done: bool,
     pub error: Option<String>,
     pub durations: RuntimeDurations,
-    partial: String,
+    /// Bytes after the last newline: lines are cut at `\n` bytes and decoded whole, so a
+    /// chunk ending inside a multi-byte character keeps it for the next chunk.
+    partial: Vec<u8>,
 }
 
 /// What one pushed piece of the stream revealed.
@@ -120,13 +134,14 @@ pub struct Progress {
 }
 
 impl GenerateStream {
-    /// Feed bytes (chunks may split lines anywhere).
+    /// Feed bytes (chunks may split lines, and characters, anywhere).
     pub fn push(&mut self, bytes: &[u8]) -> Progress {
-        self.partial.push_str(&String::from_utf8_lossy(bytes));
+        self.partial.extend_from_slice(bytes);
         let mut p = Progress::default();
-        while let Some(nl) = self.partial.find('\n') {
-            let line: String = self.partial.drain(..=nl).collect();
-            let q = self.line(line.trim());
+        // A `\n` byte never occurs inside a multi-byte UTF-8 character.
+        while let Some(nl) = self.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=nl).collect();
+            let q = self.line(&line);
             p.first_token |= q.first_token;
             p.done |= q.done;
         }
@@ -136,15 +151,16 @@ impl GenerateStream {
     /// Finish: a last line without a newline.
     pub fn finish(&mut self) -> Progress {
         let rest = std::mem::take(&mut self.partial);
-        self.line(rest.trim())
+        self.line(&rest)
     }
 
-    fn line(&mut self, line: &str) -> Progress {
+    fn line(&mut self, line: &[u8]) -> Progress {
         let mut p = Progress::default();
+        let line = line.trim_ascii();
         if line.is_empty() {
             return p;
         }
-        let v: Value = match serde_json::from_str(line) {
+        let v: Value = match serde_json::from_slice(line) {
             Ok(v) => v,
             Err(e) => {
                 self.error
@@ -155,13 +171,23 @@ impl GenerateStream {
         if let Some(e) = v["error"].as_str() {
             self.error = Some(e.to_string());
         }
-        if let Some(text) = v["response"].as_str() {
-            if !text.is_empty() && !self.first_token_seen {
-                self.first_token_seen = true;
-                p.first_token = true;
-            }
-            self.response.push_str(text);
+        // `/api/generate` puts text in `response`, `/api/chat` in `message.content`.
+        let msg = &v["message"];
+        let text = v["response"].as_str().or(msg["content"].as_str());
+        let thinking = v["thinking"].as_str().or(msg["thinking"].as_str());
+        let tool_calls = v["tool_calls"]
+            .as_array()
+            .or(msg["tool_calls"].as_array())
+            .is_some_and(|c| !c.is_empty());
+        let token = text.is_some_and(|t| !t.is_empty())
+            || thinking.is_some_and(|t| !t.is_empty())
+            || tool_calls;
+        if token && !self.first_token_seen {
+            self.first_token_seen = true;
+            p.first_token = true;
         }
+        self.response.push_str(text.unwrap_or_default());
+        self.thinking.push_str(thinking.unwrap_or_default());
         if v["done"].as_bool() == Some(true) && !self.done {
             self.done = true;
             p.done = true;
@@ -176,11 +202,14 @@ impl GenerateStream {
     }
 }
 
-/// The body of a streamed generate request.
-pub fn generate_body(model: &str, prompt: &str) -> Vec<u8> {
-    serde_json::json!({"model": model, "prompt": prompt, "stream": true})
-        .to_string()
-        .into_bytes()
+/// The body of a streamed generate request; `think` only when given (absent: the model's
+/// own behaviour, as the user's clients see it).
+pub fn generate_body(model: &str, prompt: &str, think: Option<bool>) -> Vec<u8> {
+    let mut body = serde_json::json!({"model": model, "prompt": prompt, "stream": true});
+    if let Some(t) = think {
+        body["think"] = Value::Bool(t);
+    }
+    body.to_string().into_bytes()
 }
 
 /// The body of an unload request.
@@ -306,7 +335,7 @@ impl RuntimeAdapter for Ollama {
                         pod,
                         http::Method::POST,
                         "/api/generate",
-                        Some(generate_body(model, prompt)),
+                        Some(generate_body(model, prompt, self.think)),
                     )
                     .await
                 {

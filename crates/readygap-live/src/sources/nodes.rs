@@ -1,0 +1,93 @@
+//! The Node feed: cluster-scoped, so optional (`manifests/rbac/cluster`). Without that
+//! access the API server answers 403 to every list and watch, and kube's watcher would
+//! retry for ever; instead the first 403 is said once ("node details are unavailable",
+//! with the RBAC explanation) and the feed stops asking until the user asks again: a new
+//! value on `retry` (the selected node changing, e.g. after `p`).
+
+use super::kube::{adapt, watch_error_message};
+use chrono::Utc;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use readygap_core::event::{Event, EventKind, Source};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+/// The feed name.
+pub const FEED: &str = "nodes";
+
+/// Whether a watcher error is the API server refusing access (HTTP 403).
+fn is_forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(k)
+        | watcher::Error::WatchStartFailed(k)
+        | watcher::Error::WatchFailed(k) => {
+            matches!(k, kube::Error::Api(s) if s.code == 403 || s.reason == "Forbidden")
+        }
+        _ => false,
+    }
+}
+
+/// What readygap says once about a refused Node watch.
+pub fn unavailable_message(explanation: &str) -> String {
+    format!(
+        "node details are unavailable ({explanation}); readygap stops asking for nodes until \
+         the selected node changes (p picks a pod)"
+    )
+}
+
+/// Watch Nodes until cancelled; after a 403, wait for `retry` to change (never, when None).
+pub async fn run(
+    client: kube::Client,
+    tx: mpsc::Sender<Event>,
+    cancel: CancellationToken,
+    mut retry: Option<watch::Receiver<Option<String>>>,
+) {
+    loop {
+        let refused: Arc<Mutex<Option<String>>> = Arc::default();
+        let seen = refused.clone();
+        let nodes: Api<Node> = Api::all(client.clone());
+        let stream = watcher(nodes, watcher::Config::default())
+            .default_backoff()
+            .take_while(move |item| {
+                let go_on = match item {
+                    Err(e) if is_forbidden(e) => {
+                        if let Ok(mut g) = seen.lock() {
+                            *g = Some(watch_error_message(e, "nodes"));
+                        }
+                        false
+                    }
+                    _ => true,
+                };
+                futures::future::ready(go_on)
+            });
+        adapt(stream, FEED, |_: &Node| true, tx.clone(), cancel.clone()).await;
+        let why = refused.lock().ok().and_then(|mut g| g.take());
+        let Some(why) = why else {
+            return; // cancelled, or the receiver is gone
+        };
+        let said = tx
+            .send(Event::new(
+                Utc::now(),
+                Source::Kube,
+                EventKind::SourceError {
+                    feed: FEED.into(),
+                    message: unavailable_message(&why),
+                },
+            ))
+            .await;
+        if said.is_err() {
+            return;
+        }
+        let Some(rx) = retry.as_mut() else {
+            cancel.cancelled().await;
+            return;
+        };
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            changed = rx.changed() => if changed.is_err() { cancel.cancelled().await; return; },
+        }
+    }
+}
