@@ -264,7 +264,11 @@ impl OllamaEngine {
         .into_iter()
         .flatten()
         {
-            tokio::spawn(copy_log(out, container.log.clone(), container.lines.clone()));
+            tokio::spawn(copy_log(
+                out,
+                container.log.clone(),
+                container.lines.clone(),
+            ));
         }
         tokio::spawn(wait_exit(
             container.clone(),
@@ -345,7 +349,10 @@ async fn copy_log(
         }
     }
     if !partial.is_empty() {
-        lines.write(chrono::Utc::now(), String::from_utf8_lossy(&partial).into_owned());
+        lines.write(
+            chrono::Utc::now(),
+            String::from_utf8_lossy(&partial).into_owned(),
+        );
     }
 }
 
