@@ -4,11 +4,12 @@
 //! `/api/pull`.
 //! Errors are `{"error": "..."}` like Ollama's. Faults (hang, HTTP 500) apply to every route.
 //!
-//! Connections are accepted through `KillableListener`: when the container dies every open
+//! Connections are accepted through [`KillableListener`]: when the container dies every open
 //! connection fails at once (reset when OOM-killed), like a process that is gone.
 
 use super::disk::normalize_name;
 use super::format::rfc3339;
+use super::listener::KillableListener;
 use super::{AddrClaim, KeepAlive, RunError, Runtime};
 use crate::ground_truth::Transition;
 use crate::ollama_version::human_bytes2;
@@ -23,27 +24,17 @@ use axum::routing::{get, post};
 use chrono::Utc;
 use futures::StreamExt;
 use serde_json::{Value, json};
-use std::future::Future;
 use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio::net::TcpListener;
 
 type Rt = Arc<Runtime>;
 
 /// Serve until the container stops.
 pub(crate) async fn serve(runtime: Rt, listener: TcpListener, claim: AddrClaim) {
     let shutdown = runtime.shutdown.clone();
-    let listener = KillableListener {
-        inner: listener,
-        shutdown: shutdown.clone(),
-        killed: runtime.killed.clone(),
-    };
+    let listener = KillableListener::new(listener, shutdown.clone(), runtime.killed.clone());
     let app = Router::new()
         .route("/", get(root).head(root))
         .route("/api/version", get(version))
@@ -753,106 +744,6 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
         obj.insert("context".into(), json!(context));
     }
     let _ = tx.unbounded_send(Line::Done(api.line(&name, "", done)));
-}
-
-/// A TCP listener whose connections all fail once the container is gone.
-pub(crate) struct KillableListener {
-    inner: TcpListener,
-    shutdown: CancellationToken,
-    killed: Arc<AtomicBool>,
-}
-
-impl axum::serve::Listener for KillableListener {
-    type Io = KillableStream;
-    type Addr = std::net::SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            match self.inner.accept().await {
-                Ok((stream, addr)) => {
-                    let _ = stream.set_nodelay(true);
-                    return (
-                        KillableStream {
-                            inner: stream,
-                            dead: Box::pin(self.shutdown.clone().cancelled_owned()),
-                            killed: self.killed.clone(),
-                            reset: false,
-                        },
-                        addr,
-                    );
-                }
-                // Too many open files and the like: back off a little, as axum does.
-                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-            }
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        self.inner.local_addr()
-    }
-}
-
-/// A connection that errors as soon as the container dies.
-pub(crate) struct KillableStream {
-    inner: TcpStream,
-    dead: Pin<Box<WaitForCancellationFutureOwned>>,
-    killed: Arc<AtomicBool>,
-    reset: bool,
-}
-
-impl KillableStream {
-    fn check(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
-        if self.dead.as_mut().poll(cx).is_ready() {
-            if !self.reset && self.killed.load(Ordering::SeqCst) {
-                // A killed process's sockets are reset, not closed: linger 0 sends RST.
-                #[allow(deprecated)]
-                let _ = self.inner.set_linger(Some(Duration::ZERO));
-                self.reset = true;
-            }
-            return Some(io::Error::new(
-                io::ErrorKind::ConnectionReset,
-                "lab container stopped",
-            ));
-        }
-        None
-    }
-}
-
-impl AsyncRead for KillableStream {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if let Some(e) = self.check(cx) {
-            return Poll::Ready(Err(e));
-        }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for KillableStream {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        if let Some(e) = self.check(cx) {
-            return Poll::Ready(Err(e));
-        }
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if let Some(e) = self.check(cx) {
-            return Poll::Ready(Err(e));
-        }
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ mod files;
 mod format;
 mod grep;
 mod http;
+mod listener;
 mod plain;
 pub mod request_log;
 

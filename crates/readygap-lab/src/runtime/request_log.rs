@@ -80,10 +80,10 @@ pub(crate) struct Peer(pub SocketAddr);
 
 impl
     axum::extract::connect_info::Connected<
-        axum::serve::IncomingStream<'_, super::http::KillableListener>,
+        axum::serve::IncomingStream<'_, super::listener::KillableListener>,
     > for Peer
 {
-    fn connect_info(s: axum::serve::IncomingStream<'_, super::http::KillableListener>) -> Self {
+    fn connect_info(s: axum::serve::IncomingStream<'_, super::listener::KillableListener>) -> Self {
         Peer(*s.remote_addr())
     }
 }
