@@ -37,6 +37,11 @@ pub enum Command {
         /// Print the warnings (inconsistent data, torn lines) on stderr.
         #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
         warnings: bool,
+        /// Write the report to this file instead of stdout (`--format html -o OUT.html`: one
+        /// self-contained page; with `--format markdown` the bars go to OUT.svg beside it,
+        /// linked as an image).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
     },
     /// Drop a node's page cache (sync; echo 3 > /proc/sys/vm/drop_caches) for cold-cache
     /// trials, reporting `Cached:` before and after.
@@ -131,7 +136,8 @@ pub fn run(cli: Cli) -> Result<i32> {
             files,
             format,
             warnings,
-        } => commands::report::report(&files, format, warnings),
+            output,
+        } => commands::report::report(&files, format, warnings, output.as_deref()),
         Command::Run(cmd) => {
             let RunCommand { mut run, config } = *cmd;
             run.session.node_config = config;

@@ -1,13 +1,20 @@
-//! `readygap report`: the statistics of recordings (.jsonl) and of the study's CSV files.
+//! `readygap report`: the statistics of recordings (.jsonl) and of the study's CSV files, as
+//! text or drawn (HTML page, SVG bars), on stdout or into `-o FILE`.
 
-use color_eyre::eyre::Result;
+use color_eyre::eyre::{Result, WrapErr};
 use readygap_core::report::{self, Format, Report};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `readygap report FILES…`: the warnings (inconsistent data, torn lines) on stderr when
-/// `warnings`.
-pub fn report(files: &[PathBuf], format: Format, warnings: bool) -> Result<i32> {
+/// `warnings`; the report into `output` when given (Markdown then links the bars, written
+/// as SVG next to it).
+pub fn report(
+    files: &[PathBuf],
+    format: Format,
+    warnings: bool,
+    output: Option<&Path>,
+) -> Result<i32> {
     let mut files_out = Vec::new();
     for path in report::expand_paths(files)? {
         let r = report::report_file(&path)?;
@@ -18,7 +25,29 @@ pub fn report(files: &[PathBuf], format: Format, warnings: bool) -> Result<i32> 
         }
         files_out.push(r);
     }
-    let text = report::render(&Report { files: files_out }, format)?;
-    std::io::stdout().write_all(text.as_bytes())?;
+    let report = Report { files: files_out };
+    let mut text = report::render(&report, format)?;
+    let Some(out) = output else {
+        std::io::stdout().write_all(text.as_bytes())?;
+        return Ok(0);
+    };
+    if format == Format::Markdown {
+        let svg_path = out.with_extension("svg");
+        if svg_path == out {
+            color_eyre::eyre::bail!(
+                "{}: the Markdown report needs another name than its figure's (OUT.md writes OUT.svg)",
+                out.display()
+            );
+        }
+        let svg = report::render(&report, Format::Svg)?;
+        std::fs::write(&svg_path, svg)
+            .wrap_err_with(|| format!("writing {}", svg_path.display()))?;
+        let name = svg_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        text.push_str(&report::markdown_figure(&name));
+    }
+    std::fs::write(out, text).wrap_err_with(|| format!("writing {}", out.display()))?;
     Ok(0)
 }

@@ -22,6 +22,7 @@ mod oom_lab;
 mod peers;
 mod record_sigkill;
 mod replay_controls;
+mod report_html;
 mod run_actions;
 mod run_cli;
 mod run_cluster;

@@ -1,5 +1,11 @@
 //! `readygap report` and `readygap export`: statistics of recordings (`.jsonl`, replayed
-//! through the reducer) and of the study's CSV files, as a table, CSV, JSON or Markdown.
+//! through the reducer) and of the study's CSV files, as a table, CSV, JSON or Markdown, or
+//! drawn: a self-contained HTML page (`html`) and the bars of every input as SVG (`svg`).
+
+pub mod figures;
+pub mod html;
+pub mod markup;
+pub mod svg;
 
 use crate::record::{jsonl, labcsv};
 use crate::state::State;
@@ -18,15 +24,19 @@ pub enum Format {
     Csv,
     Json,
     Markdown,
+    Html,
+    Svg,
 }
 
 impl Format {
     /// The names on the command line.
-    pub const NAMES: [(&'static str, Format); 4] = [
+    pub const NAMES: [(&'static str, Format); 6] = [
         ("table", Format::Table),
         ("csv", Format::Csv),
         ("json", Format::Json),
         ("markdown", Format::Markdown),
+        ("html", Format::Html),
+        ("svg", Format::Svg),
     ];
 }
 
@@ -185,6 +195,15 @@ fn cell(name: &str, v: f64) -> String {
 pub fn render(report: &Report, format: Format) -> Result<String> {
     let mut out = String::new();
     match format {
+        Format::Html => out = html::render(report)?,
+        Format::Svg => {
+            let figures = report
+                .files
+                .iter()
+                .map(figures::of_file)
+                .collect::<Result<Vec<_>>>()?;
+            out = svg::bars(&figures, true);
+        }
         Format::Json => {
             out = serde_json::to_string_pretty(report)?;
             out.push('\n');
@@ -291,6 +310,14 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
         }
     }
     Ok(out)
+}
+
+/// The Markdown line that shows the bars' SVG (written next to the Markdown file).
+pub fn markdown_figure(svg_name: &str) -> String {
+    format!(
+        "\n![T0→T1→T2→T3→T4 of every trial and the mean per input, one time axis]({})\n",
+        svg_name.replace(' ', "%20")
+    )
 }
 
 fn unit(name: &str) -> &'static str {
