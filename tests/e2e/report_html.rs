@@ -498,6 +498,15 @@ fn the_html_report_is_self_contained_well_formed_and_has_the_json_numbers() {
         })
         .count();
     assert!(oom >= 2, "the kill in the memory chart and the band: {oom}");
+    // The verdict counts of `report --format json` and the evidence of the kill.
+    let counted = (0..doc.els.len())
+        .filter(|i| {
+            doc.els[*i].name == "tr"
+                && doc.els[*i].attrs.get("data-verdict").map(String::as_str)
+                    == Some("overlapping_residency_oom")
+        })
+        .count();
+    assert_eq!(counted, 2, "a count row and an evidence row");
     assert!(doc.with_class("limit-line").count() >= 7);
     assert!(raw.contains("llama3.2:1b") && raw.contains("llama3.2:3b"));
     for lane in ["ready", "serving", "terminating", "resident"] {

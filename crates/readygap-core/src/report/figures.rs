@@ -109,6 +109,8 @@ pub struct ResidencyChange {
     pub unloaded: Vec<String>,
     /// Everything resident after the change.
     pub resident: Vec<(String, u64)>,
+    /// Why, when it is not what `/api/ps` said: the pod left the API (its runtime is gone).
+    pub note: Option<String>,
 }
 
 /// What a recording shows besides its trials.
@@ -223,8 +225,23 @@ fn replay(path: &Path) -> Result<(Vec<(String, String)>, RecordingFigures)> {
                         .iter()
                         .map(|m| (m.name.clone(), m.host_bytes()))
                         .collect(),
+                    note: None,
                 });
             }
+        }
+        // A deleted pod's runtime holds nothing any more (the reducer forgets it).
+        if let EventKind::PodDeleted(p) = &ev.kind
+            && let Some(r) = state.runtimes.get(&p.name)
+            && !r.resident.is_empty()
+        {
+            residency.push(ResidencyChange {
+                ts: ev.ts,
+                pod: p.name.clone(),
+                loaded: vec![],
+                unloaded: r.resident.iter().map(|m| m.name.clone()).collect(),
+                resident: vec![],
+                note: Some("pod deleted".into()),
+            });
         }
         state.apply(&ev);
     })?;
@@ -337,6 +354,53 @@ mod tests {
         // T4 only from the completed trial.
         assert_eq!(mean.marks[4], Some(5.0));
         assert!((mean.marks[3].unwrap() - 2.01).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_warm_recording_gives_memory_limits_residency_and_the_deleted_pods_unloads() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recordings/warm-3b-series.jsonl");
+        let report = super::super::report_file(&path).unwrap();
+        let f = of_file(&report).unwrap();
+        assert_eq!(f.bars.len(), 3);
+        let rec = f.recording.unwrap();
+        assert!(
+            rec.memory.iter().all(|m| m.limit == Some(4 << 30)),
+            "{:?}",
+            rec.memory.iter().map(|m| m.limit).collect::<Vec<_>>()
+        );
+        let loads: Vec<_> = rec
+            .residency
+            .iter()
+            .filter(|c| !c.loaded.is_empty())
+            .collect();
+        assert_eq!(loads.len(), 3, "llama3.2:3b loaded once in each new pod");
+        assert!(
+            loads
+                .iter()
+                .all(|c| c.loaded[0].0 == "llama3.2:3b" && c.loaded[0].1 > 2 << 30)
+        );
+        let deleted: Vec<_> = rec
+            .residency
+            .iter()
+            .filter(|c| c.note.as_deref() == Some("pod deleted"))
+            .collect();
+        // Trial 1's pod (the first to hold the model) left the API during trial 3, when its
+        // grace period ran out; the pod of trial 2 was still terminating when the recording
+        // ended, and the first pod's /api/ps was never read.
+        assert_eq!(deleted.len(), 1, "{deleted:?}");
+        assert_eq!(deleted[0].pod, loads[0].pod);
+        assert_eq!(deleted[0].unloaded, ["llama3.2:3b"]);
+        assert!(deleted[0].resident.is_empty());
+        let env = |k: &str| {
+            f.environment
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(env("model").as_deref(), Some("llama3.2:3b"));
+        assert_eq!(env("profile").as_deref(), Some("local-3b"));
+        assert_eq!(env("namespace").as_deref(), Some("llm-recovery-lab"));
     }
 
     #[test]

@@ -108,26 +108,36 @@ fn file_section(out: &mut String, i: usize, f: &FileReport, fig: &FileFigures) -
     }
     writeln!(out, "</table>")?;
     stats_table(out, f)?;
-    if !f.verdicts.is_empty() {
-        writeln!(
-            out,
-            r#"<h3>Verdicts</h3><table class="verdict-counts"><thead><tr><th>verdict</th><th class="num">count</th></tr></thead>"#
-        )?;
-        for (k, n) in &f.verdicts {
+    // The verdict counts, read from the JSON shape (whatever type the field has there).
+    let json = serde_json::to_value(f)?;
+    match json.get("verdicts") {
+        Some(serde_json::Value::Object(counts)) if counts.values().all(|v| v.is_u64()) => {
             writeln!(
                 out,
-                r#"<tr data-verdict="{}"><td>{}</td><td class="num">{n}</td></tr>"#,
-                esc(k),
-                esc(k)
+                r#"<h3>Verdicts</h3><table class="verdict-counts"><thead><tr><th>verdict</th><th class="num">count</th></tr></thead>"#
             )?;
+            for (k, n) in counts {
+                writeln!(
+                    out,
+                    r#"<tr data-verdict="{}"><td>{}</td><td class="num">{n}</td></tr>"#,
+                    esc(k),
+                    esc(k)
+                )?;
+            }
+            writeln!(out, "</table>")?;
         }
-        writeln!(out, "</table>")?;
+        Some(v) => writeln!(
+            out,
+            r#"<h3>Verdicts</h3><div class="extra" data-field="verdicts">{}</div>"#,
+            json_html(v)
+        )?,
+        None => {}
     }
     if let Some(rec) = &fig.recording {
         recording(out, rec)?;
     }
     // Fields other analyses add to the JSON report (readiness-contract verdicts, ...).
-    if let serde_json::Value::Object(map) = serde_json::to_value(f)? {
+    if let serde_json::Value::Object(map) = &json {
         for (k, v) in map.iter().filter(|(k, _)| !SHOWN.contains(&k.as_str())) {
             writeln!(
                 out,
@@ -258,6 +268,9 @@ fn recording(out: &mut String, rec: &RecordingFigures) -> Result<()> {
                 .map(|(m, b)| format!("+ {} ({})", esc(m), gib(*b)))
                 .collect();
             change.extend(c.unloaded.iter().map(|m| format!("− {}", esc(m))));
+            if let Some(n) = &c.note {
+                change.push(format!("({})", esc(n)));
+            }
             let after: Vec<String> = c
                 .resident
                 .iter()
