@@ -772,12 +772,13 @@ fn readygaps_verdict_on_the_real_kill_names_both_models_and_the_limit() {
         let ps_size = recording
             .events
             .iter()
+            .rev()
             .filter_map(|e| match &e.kind {
                 EventKind::Residency { models, .. } => models.iter().find(|m| &m.name == name),
                 _ => None,
             })
             .map(|m| m.size)
-            .last()
+            .next()
             .unwrap_or_else(|| panic!("{name} never in /api/ps"));
         assert_eq!(*size, ps_size, "{name}: {}", kill.message);
         assert!(ps_size > 100 << 20, "{name}: a real size {ps_size}");
