@@ -27,6 +27,13 @@ pub fn one_of<T: Copy + Send + Sync + 'static>(
     })
 }
 
+/// A memory size for `--lab-memory-limit` (more than 0 bytes).
+fn memory_size(text: &str) -> Result<u64, String> {
+    units::parse_memory(text).filter(|b| *b > 0).ok_or_else(|| {
+        format!("not a memory size: {text:?} (e.g. 640Mi, 1Gi or a number of bytes)")
+    })
+}
+
 /// Which cluster and which workload.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ClusterArgs {
@@ -189,6 +196,11 @@ pub struct RunArgs {
     /// Speed factor of the built-in lab.
     #[arg(long, default_value_t = 1.0)]
     pub lab_speed: f64,
+    /// Memory limit of the built-in lab's serving container (a Kubernetes quantity such as
+    /// `640Mi`, or bytes; default: the profile's). With `--engine ollama` it is the real
+    /// cgroup's limit, so two models that do not fit together are OOM-killed by the kernel.
+    #[arg(long, value_name = "SIZE", value_parser = memory_size, requires = "lab")]
+    pub lab_memory_limit: Option<u64>,
     /// What runs the lab's serving containers: its simulated runtime, or a real `ollama
     /// serve` per pod (peers from scripts/peers.sh; the lab's profile becomes `real-smollm2`,
     /// serving `--model` when given).
@@ -312,6 +324,10 @@ impl RunArgs {
         extra.insert("lab".into(), serde_json::json!(self.lab));
         extra.insert("lab_speed".into(), serde_json::json!(self.lab_speed));
         extra.insert(
+            "lab_memory_limit".into(),
+            serde_json::json!(self.lab_memory_limit),
+        );
+        extra.insert(
             "lab_ollama_version".into(),
             serde_json::json!(self.lab_ollama_version),
         );
@@ -347,6 +363,31 @@ mod tests {
         cfg.session.nodes = want.session.nodes.clone();
         cfg.extra_settings = want.extra_settings.clone();
         assert_eq!(cfg, want);
+    }
+
+    #[test]
+    fn the_lab_memory_limit_is_a_quantity_of_the_lab() {
+        let args = Wrap::parse_from(["readygap", "--lab", "--lab-memory-limit", "640Mi"]).run;
+        assert_eq!(args.lab_memory_limit, Some(640 << 20));
+        let args = Wrap::parse_from(["readygap", "--lab", "--lab-memory-limit", "667611136"]).run;
+        assert_eq!(args.lab_memory_limit, Some(667_611_136));
+        for bad in [
+            &["--lab", "--lab-memory-limit", "0"][..],
+            &["--lab", "--lab-memory-limit", "lots"],
+            &["--lab-memory-limit", "1Gi"],
+        ] {
+            let mut argv = vec!["readygap"];
+            argv.extend_from_slice(bad);
+            assert!(
+                Wrap::try_parse_from(&argv).is_err(),
+                "{bad:?} must be refused"
+            );
+        }
+        let e = Wrap::try_parse_from(["readygap", "--lab", "--lab-memory-limit", "lots"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("not a memory size: \"lots\""), "{e}");
     }
 
     #[test]

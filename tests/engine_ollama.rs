@@ -702,3 +702,89 @@ async fn the_simulated_runtime_answers_like_the_real_ollama() {
         diffs.join("\n")
     );
 }
+
+/// The limit of the overlapping-residency case: halfway between gemma3:270m alone and both
+/// models resident (measured on this machine's real cgroup: smollm2 247,279,616 B and gemma3
+/// 547,553,280 B of anon memory alone, both ≈ 787,668,992 B; see
+/// `overlapping_residency_is_killed_by_the_kernel_in_the_real_cgroup`).
+const OVERLAP_LIMIT: u64 = 667_611_136;
+
+#[test]
+#[ignore = "needs the real Ollama peers (scripts/peers.sh) and root for cgroups"]
+fn readygaps_verdict_on_the_real_kill_names_both_models_and_the_limit() {
+    use readygap_core::event::EventKind;
+    use readygap_core::residency::VerdictKind;
+    let _one = ONE_LAB.blocking_lock();
+    peers_or_fail();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("oom.jsonl");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_readygap"))
+        .args([
+            "run",
+            "--lab",
+            "--engine",
+            "ollama",
+            "--model",
+            "gemma3:270m",
+        ])
+        .args(["--preload-model", "smollm2:135m", "--lab-memory-limit"])
+        .arg(OVERLAP_LIMIT.to_string())
+        .args([
+            "--trials",
+            "1",
+            "--cooldown",
+            "1s",
+            "--format",
+            "json",
+            "--record",
+        ])
+        .arg(&rec)
+        .output()
+        .expect("readygap run");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the trial fails: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recording = readygap_core::record::jsonl::read(&rec).unwrap();
+    let state = readygap_core::state::State::from_events(&recording.events);
+    // On cgroup v1 the kernel kills the largest process (Ollama's runner) and the container
+    // lives; with v2's memory.oom.group the whole container dies.
+    let kill = state
+        .oom
+        .verdicts
+        .iter()
+        .find(|v| {
+            matches!(
+                v.kind,
+                VerdictKind::RunnerOom | VerdictKind::OverlappingResidencyOom
+            )
+        })
+        .unwrap_or_else(|| panic!("no kill verdict: {:#?}", state.oom.verdicts));
+    let mut names: Vec<&str> = kill.models.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["gemma3:270m", "smollm2:135m"], "{}", kill.message);
+    assert_eq!(kill.limit, Some(OVERLAP_LIMIT), "{}", kill.message);
+    // Each size is the real /api/ps size readygap read (Ollama 0.12.6 lists gemma3 while it
+    // loads, so its size is known before the kill).
+    for (name, size) in &kill.models {
+        let ps_size = recording
+            .events
+            .iter()
+            .rev()
+            .filter_map(|e| match &e.kind {
+                EventKind::Residency { models, .. } => models.iter().find(|m| &m.name == name),
+                _ => None,
+            })
+            .map(|m| m.size)
+            .next()
+            .unwrap_or_else(|| panic!("{name} never in /api/ps"));
+        assert_eq!(*size, ps_size, "{name}: {}", kill.message);
+        assert!(ps_size > 100 << 20, "{name}: a real size {ps_size}");
+    }
+    eprintln!(
+        "{:?}: {} (models {:?}, limit {OVERLAP_LIMIT} B)",
+        kill.kind, kill.message, kill.models
+    );
+}

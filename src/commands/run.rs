@@ -47,6 +47,9 @@ pub async fn run_with(args: RunArgs, cancel: CancellationToken) -> Result<RunOut
             o.profile.ollama_version =
                 readygap_lab::ollama_version::check(v).map_err(|e| eyre!(e))?;
         }
+        if let Some(limit) = args.lab_memory_limit {
+            o.profile.memory_limit_bytes = limit;
+        }
         o.scenario = args.lab_scenario.parse().map_err(|e: String| eyre!(e))?;
         let h = readygap_lab::serve::serve(o).await?;
         h.wait_ready(Duration::from_secs(120)).await?;

@@ -17,6 +17,7 @@ fn node_container(privileged: bool) -> (Arc<PlainContainer>, Arc<NodeCache>) {
         privileged,
         node_anon_bytes: Arc::new(|| 0),
         on_drop: Arc::new(|_, _| {}),
+        network: Default::default(),
     });
     (c, cache)
 }

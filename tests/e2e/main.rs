@@ -34,6 +34,7 @@ mod sources_kube;
 mod sources_memory;
 mod sources_nodes;
 mod sources_runtime;
+mod study_procedure;
 mod ui_app;
 mod ui_frames;
 mod ui_keys;

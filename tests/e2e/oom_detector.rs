@@ -269,6 +269,33 @@ fn runner_oom_inside_a_living_container() {
     );
 }
 
+/// Real Ollama 0.12.6 lists a model in `/api/ps` while it is still loading (seen against the
+/// lab's real engine: gemma3:270m at 470,458,880 B from 1.3 s into its load until the kernel
+/// killed the runner): the failed inference must still be found, and the kill named.
+#[test]
+fn runner_oom_of_a_model_already_listed_while_loading() {
+    let p = pod("ollama-b", "uid-b", Stage::Ready, 0);
+    let events = vec![
+        applied(0, p),
+        resident(100, "ollama-b", &[("smollm2:135m", 298_153_728)]),
+        mem(200, "ollama-b", 353_000_000, 0),
+        infer(300, 2, "ollama-b", "gemma3:270m"),
+        resident(
+            400,
+            "ollama-b",
+            &[("gemma3:270m", 470_458_880), ("smollm2:135m", 298_153_728)],
+        ),
+        mem(450, "ollama-b", 667_607_040, 1),
+        infer_done(500, 2, false),
+    ];
+    let s = State::from_events(&events);
+    let last = s.oom.verdicts.last().expect("a verdict");
+    assert_eq!(last.kind, VerdictKind::RunnerOom, "{:#?}", s.oom.verdicts);
+    let mut names: Vec<&str> = last.models.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["gemma3:270m", "smollm2:135m"], "{}", last.message);
+}
+
 #[test]
 fn a_kill_right_after_a_runner_verdict_replaces_it() {
     let p = pod("ollama-b", "uid-b", Stage::Ready, 0);

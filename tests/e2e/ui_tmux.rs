@@ -14,12 +14,13 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Tmux {
-    socket: String,
+/// A tmux server of this test's own (its own socket), killed when dropped.
+pub(crate) struct Tmux {
+    pub(crate) socket: String,
 }
 
 impl Tmux {
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
+    pub(crate) fn cmd(&self, args: &[&str]) -> std::process::Output {
         Command::new("tmux")
             .arg("-L")
             .arg(&self.socket)
@@ -29,7 +30,7 @@ impl Tmux {
     }
 
     /// A detached 160×48 session `rg` running `script` under `sh`, with its own config dir.
-    fn start(&self, config_home: &Path, script: &str) {
+    pub(crate) fn start(&self, config_home: &Path, script: &str) {
         let out = self.cmd(&[
             "new-session",
             "-d",
@@ -54,13 +55,13 @@ impl Tmux {
         );
     }
 
-    fn capture(&self) -> String {
+    pub(crate) fn capture(&self) -> String {
         let out = self.cmd(&["capture-pane", "-p", "-t", "rg"]);
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Poll the pane until `cond` holds, for at most 60 s.
-    fn wait(&self, what: &str, cond: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait(&self, what: &str, cond: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let screen = self.capture();

@@ -204,6 +204,11 @@ struct PodMemory {
     resident: Vec<ResidentModel>,
     /// Inferences in flight: request id → model.
     in_flight: BTreeMap<u64, String>,
+    /// Every inference not answered yet (request id → model), also once its model shows up in
+    /// `/api/ps` (real Ollama 0.12 lists a model while it is still loading): its failure is
+    /// still this pod's.
+    #[serde(default)]
+    requests: BTreeMap<u64, String>,
     /// Models whose load failed just now (the request errored): they count as loading for a
     /// kill reported after the error.
     failed_loads: Vec<String>,
@@ -506,6 +511,9 @@ impl OomDetector {
                     .or_default()
                     .in_flight
                     .insert(*request_id, model.clone());
+                if let Some(p) = self.pods.get_mut(pod) {
+                    p.requests.insert(*request_id, model.clone());
+                }
                 None
             }
             EventKind::InferenceDone(r) => self.inference_done(ts, r),
@@ -538,6 +546,7 @@ impl OomDetector {
                 if let Some(p) = self.pods.get_mut(&pod.name) {
                     p.resident.clear();
                     p.in_flight.clear();
+                    p.requests.clear();
                     p.failed_loads.clear();
                 }
                 Some(v)
@@ -554,10 +563,13 @@ impl OomDetector {
         let pod = self
             .pods
             .iter()
-            .find(|(_, p)| p.in_flight.contains_key(&r.request_id))
+            .find(|(_, p)| {
+                p.in_flight.contains_key(&r.request_id) || p.requests.contains_key(&r.request_id)
+            })
             .map(|(k, _)| k.clone())?;
         let models = self.models_now(&pod);
         let p = self.pods.get_mut(&pod)?;
+        p.requests.remove(&r.request_id);
         let model = p.in_flight.remove(&r.request_id);
         if r.ok {
             p.failed_loads.clear();

@@ -88,6 +88,16 @@ impl MemoryCgroup {
             CgroupVersion::V1 => PathBuf::from(V1_ROOT),
             CgroupVersion::V2 => PathBuf::from(V2_ROOT),
         };
+        Self::create_under(version, &root, name, limit)
+    }
+
+    /// Create `readygap/<name>` under the hierarchy mounted at `root`.
+    fn create_under(
+        version: CgroupVersion,
+        root: &Path,
+        name: &str,
+        limit: u64,
+    ) -> std::io::Result<Self> {
         let parent = root.join("readygap");
         if !parent.exists() {
             std::fs::create_dir(&parent).map_err(|e| io_err("creating", &parent, e))?;
@@ -261,5 +271,70 @@ impl MemoryCgroup {
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory shaped like a cgroup v2 memory cgroup (this machine has only v1, so the v2
+    /// path is checked against files written the way the kernel writes them: flat-keyed
+    /// `memory.events` and `memory.stat`, one number in `memory.current`).
+    #[test]
+    fn a_v2_cgroup_is_created_and_read_as_the_kernel_writes_it() {
+        let root = tempfile::tempdir().unwrap();
+        let cg = MemoryCgroup::create_under(CgroupVersion::V2, root.path(), "pod-a", 667_611_136)
+            .unwrap();
+        assert_eq!(cg.dir, root.path().join("readygap/pod-a"));
+        let read = |f: &str| std::fs::read_to_string(cg.dir.join(f)).unwrap();
+        assert_eq!(read("memory.max"), "667611136");
+        assert_eq!(read("memory.oom.group"), "1");
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("readygap/cgroup.subtree_control")).unwrap(),
+            "+memory"
+        );
+        let write = |f: &str, t: &str| std::fs::write(cg.dir.join(f), t).unwrap();
+        write("memory.current", "547553280\n");
+        write(
+            "memory.events",
+            "low 0\nhigh 0\nmax 84\noom 1\noom_kill 1\noom_group_kill 0\n",
+        );
+        write(
+            "memory.stat",
+            "anon 500000000\nfile 40000000\nkernel 7000000\nactive_file 30000000\ninactive_file 10000000\n",
+        );
+        write("cgroup.procs", "4242\n4243\n");
+        assert_eq!(cg.oom_kills(), 1);
+        assert_eq!(cg.failcnt(), 84, "`max` of memory.events");
+        assert_eq!(cg.pids(), [4242, 4243]);
+        let m = cg.snapshot();
+        assert_eq!(m.current_bytes, 547_553_280);
+        assert_eq!(m.limit_bytes, 667_611_136);
+        assert_eq!(m.working_set_bytes, 547_553_280 - 10_000_000);
+        assert_eq!(
+            (m.anon_bytes, m.file_bytes, m.kernel_bytes),
+            (500_000_000, 40_000_000, 7_000_000)
+        );
+        assert_eq!(m.oom_kill_count, 1);
+        assert_eq!(
+            cg.container_view("cat /sys/fs/cgroup/memory.current"),
+            format!("cat {}/memory.current", cg.dir.display())
+        );
+    }
+
+    #[test]
+    fn a_v1_cgroup_gets_its_limit_in_limit_in_bytes() {
+        let root = tempfile::tempdir().unwrap();
+        let cg =
+            MemoryCgroup::create_under(CgroupVersion::V1, root.path(), "pod-b", 1 << 30).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(cg.dir.join("memory.limit_in_bytes")).unwrap(),
+            "1073741824"
+        );
+        assert!(
+            !cg.dir.join("memory.oom.group").exists(),
+            "v1 has no oom.group"
+        );
     }
 }

@@ -19,15 +19,17 @@
 // Handlers fail with a ready HTTP response (a Kubernetes Status); boxing it buys nothing here.
 #![allow(clippy::result_large_err)]
 
-use super::cluster::Cluster;
 use super::patch::{self, PatchKind};
 use super::resources::{
     self, DEPLOYMENTS, JOBS, NODES, PODS, PVCS, REPLICASETS, Resource, SERVICEACCOUNTS, SERVICES,
 };
+pub use super::resources::{ResourcePath, parse_path};
+pub use super::responses::{error, json_response};
 use super::selectors::{FieldSelector, LabelSelector};
+pub use super::server::Api;
 use super::store::{StoreError, rv_of};
 use super::tables::{self, IncludeObject};
-use super::watch::{self, WatchRequest, status};
+use super::watch::{self, WatchRequest};
 use super::{authz, exec, objects, proxy};
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -36,94 +38,9 @@ use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
-
-/// The API server's state.
-pub struct Api {
-    pub cluster: Arc<Cluster>,
-    /// Cancelled (and replaced) to drop every open watch.
-    watch_drop: Mutex<CancellationToken>,
-    /// Cancelled (and replaced) to drop every long-running connection (API restart).
-    conn_drop: Mutex<CancellationToken>,
-    /// Extra delay before exec output, in ms (fault).
-    pub exec_delay_ms: AtomicU64,
-    /// How often watches send bookmarks.
-    pub bookmark_interval: Duration,
-    /// Set by `POST /lab/faults {"restart_api_server": true}`; the server loop watches it.
-    pub restart: tokio::sync::Notify,
-    pub port: AtomicU64,
-    /// How many watch streams were opened (for tests of resumption).
-    pub watches_opened: AtomicU64,
-    /// The ServiceAccount tokens the lab issued (TokenRequest).
-    pub tokens: authz::Tokens,
-}
-
-impl Api {
-    /// API state over a cluster.
-    pub fn new(cluster: Arc<Cluster>, bookmark_interval: Duration) -> Self {
-        Self {
-            cluster,
-            watch_drop: Mutex::new(CancellationToken::new()),
-            conn_drop: Mutex::new(CancellationToken::new()),
-            exec_delay_ms: AtomicU64::new(0),
-            bookmark_interval,
-            restart: tokio::sync::Notify::new(),
-            port: AtomicU64::new(0),
-            watches_opened: AtomicU64::new(0),
-            tokens: authz::Tokens::default(),
-        }
-    }
-
-    fn token(m: &Mutex<CancellationToken>) -> CancellationToken {
-        m.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    fn fire(m: &Mutex<CancellationToken>) {
-        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-        g.cancel();
-        *g = CancellationToken::new();
-    }
-
-    /// A token cancelled when watches must drop.
-    pub fn watch_drop_token(&self) -> CancellationToken {
-        Self::token(&self.watch_drop)
-    }
-
-    /// A token cancelled when long connections (exec, port-forward, watches) must drop.
-    pub fn conn_drop_token(&self) -> CancellationToken {
-        Self::token(&self.conn_drop)
-    }
-
-    /// Drop every open watch (their streams end with an error).
-    pub fn drop_watches(&self) {
-        Self::fire(&self.watch_drop);
-    }
-
-    /// Drop every long-running connection.
-    pub fn drop_connections(&self) {
-        Self::fire(&self.watch_drop);
-        Self::fire(&self.conn_drop);
-    }
-}
-
-/// A JSON response.
-pub fn json_response(code: StatusCode, v: &Value) -> Response {
-    (
-        code,
-        [(header::CONTENT_TYPE, "application/json")],
-        v.to_string(),
-    )
-        .into_response()
-}
-
-/// A Status error response.
-pub fn error(code: u16, reason: &str, message: &str) -> Response {
-    let sc = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_response(sc, &status(code, reason, message))
-}
 
 fn store_error(e: StoreError) -> Response {
     match e {
@@ -147,53 +64,6 @@ fn store_error(e: StoreError) -> Response {
 /// The router of the API server.
 pub fn router(api: Arc<Api>) -> Router {
     Router::new().fallback(dispatch).with_state(api)
-}
-
-/// A parsed resource path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResourcePath {
-    pub resource: Resource,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    /// Subresource and the rest of the path (`proxy`, `api/tags`).
-    pub sub: Option<String>,
-    pub rest: String,
-}
-
-/// Parse `/api/v1/...` or `/apis/{group}/{version}/...` into a resource path.
-pub fn parse_path(path: &str) -> Option<ResourcePath> {
-    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let (group, rest) = match segs.as_slice() {
-        ["api", "v1", rest @ ..] => ("", rest),
-        ["apis", group, "v1", rest @ ..] => (*group, rest),
-        _ => return None,
-    };
-    if rest.is_empty() || rest[0].is_empty() {
-        return None;
-    }
-    let (namespace, plural, tail) = if rest[0] == "namespaces" && rest.len() >= 3 {
-        (Some(rest[1].to_string()), rest[2], &rest[3..])
-    } else {
-        (None, rest[0], &rest[1..])
-    };
-    let resource = resources::find(group, plural)?;
-    let name = tail
-        .first()
-        .filter(|s| !s.is_empty())
-        .map(|s| s.to_string());
-    let sub = tail.get(1).map(|s| s.to_string());
-    let rest_path = if tail.len() > 2 {
-        tail[2..].join("/")
-    } else {
-        String::new()
-    };
-    Some(ResourcePath {
-        resource,
-        namespace,
-        name,
-        sub,
-        rest: rest_path,
-    })
 }
 
 fn query_pairs(uri: &axum::http::Uri) -> Vec<(String, String)> {

@@ -39,10 +39,10 @@
 // Refusals are ready HTTP responses (a Kubernetes Status); boxing them buys nothing here.
 #![allow(clippy::result_large_err)]
 
-use super::api::{error, json_response};
 use super::resources::{
     CLUSTERROLEBINDINGS, CLUSTERROLES, ROLEBINDINGS, ROLES, Resource, SERVICEACCOUNTS,
 };
+use super::responses::{error, json_response};
 use super::store::Store;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;

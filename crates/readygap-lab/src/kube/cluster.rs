@@ -247,9 +247,11 @@ impl Cluster {
             .collect()
     }
 
-    /// Random lowercase hex of `n` characters (container IDs, event names).
+    /// Random lowercase hex of `n` characters (container IDs, event names, exec IDs). Not
+    /// from the lab's seed: how many execs and events clients cause must not shift the seeded
+    /// draws of pod names (and so of each pod's runtime stages, seeded by its name).
     pub fn hex(&self, n: usize) -> String {
-        let mut rng = lock(&self.rng);
+        let mut rng = rand::rng();
         (0..n)
             .map(|_| char::from_digit(rng.random_range(0..16u32), 16).unwrap_or('0'))
             .collect()

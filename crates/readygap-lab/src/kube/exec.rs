@@ -8,8 +8,9 @@
 // Handlers fail with a ready HTTP response (a Kubernetes Status); boxing it buys nothing here.
 #![allow(clippy::result_large_err)]
 
-use super::api::{Api, error};
 use super::resources::PODS;
+use super::responses::error;
+use super::server::Api;
 use crate::runtime::ExecChunk;
 use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};

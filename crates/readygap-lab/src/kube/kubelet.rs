@@ -507,6 +507,13 @@ impl PodRun {
                     json!({"cached_kb_before": before, "cached_kb_after": after, "via": pod}),
                 );
             }),
+            network: crate::runtime::network::PodNetwork {
+                namespace: self.ns.clone(),
+                pod_ip: self.ip,
+                cluster: Some(Arc::new(super::service_network::ServiceNetwork(
+                    Arc::downgrade(&self.cluster.store),
+                ))),
+            },
         })
     }
 

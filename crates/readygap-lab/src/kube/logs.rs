@@ -6,8 +6,9 @@
 //! container stops. A container that is not running answers 400 "waiting to start" like
 //! the real API server.
 
-use super::api::{Api, error};
 use super::resources::PODS;
+use super::responses::error;
+use super::server::Api;
 use axum::body::Body;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};

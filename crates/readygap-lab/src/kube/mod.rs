@@ -9,10 +9,13 @@
 //! - `cluster`: shared state and the Deployment, ReplicaSet and EndpointSlice controllers.
 //! - `kubelet`: one task per pod (scheduling, container start, readiness, OOM restarts,
 //!   graceful termination).
+//! - `server`, `responses`: the API server's shared state and its Status responses.
 //! - `api`, `watch`, `exec`, `proxy`, `logs`: the HTTP surface (`logs`: pods/log, the
 //!   container's stdout with follow, timestamps, sinceTime and tailLines).
 //! - `termination`: how a deleted pod's containers answer SIGTERM (exit, or hold the pod
 //!   until the grace period ends).
+//! - `service_network`: cluster DNS for Service names and kube-proxy's routing, as a pod's
+//!   `curl` sees them.
 //! - `authz`: authentication (admin and ServiceAccount tokens) and RBAC authorisation.
 //! - `timing`: stratified draws of the kubelet's stage timings.
 //! - `kubeconfig`: the kubeconfig the lab writes.
@@ -30,7 +33,10 @@ pub mod objects;
 pub mod patch;
 pub mod proxy;
 pub mod resources;
+pub mod responses;
 pub mod selectors;
+pub mod server;
+pub mod service_network;
 pub mod store;
 pub mod tables;
 pub mod termination;

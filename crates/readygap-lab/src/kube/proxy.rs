@@ -3,10 +3,12 @@
 //! `nodes/{name}/proxy/stats/summary` answers as the kubelet Summary API with each pod's
 //! container memory from its runtime.
 
-use super::api::{Api, ResourcePath, error, json_response};
 use super::cluster::pod_ready;
 use super::objects::OLLAMA_PORT;
+use super::resources::ResourcePath;
 use super::resources::{NODES, PODS, SERVICES};
+use super::responses::{error, json_response};
+use super::server::Api;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::Response;

@@ -224,3 +224,50 @@ pub fn find(group: &str, plural: &str) -> Option<Resource> {
         .copied()
         .find(|r| r.group == group && r.plural == plural)
 }
+
+/// A parsed resource path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourcePath {
+    pub resource: Resource,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    /// Subresource and the rest of the path (`proxy`, `api/tags`).
+    pub sub: Option<String>,
+    pub rest: String,
+}
+
+/// Parse `/api/v1/...` or `/apis/{group}/{version}/...` into a resource path.
+pub fn parse_path(path: &str) -> Option<ResourcePath> {
+    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let (group, rest) = match segs.as_slice() {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", group, "v1", rest @ ..] => (*group, rest),
+        _ => return None,
+    };
+    if rest.is_empty() || rest[0].is_empty() {
+        return None;
+    }
+    let (namespace, plural, tail) = if rest[0] == "namespaces" && rest.len() >= 3 {
+        (Some(rest[1].to_string()), rest[2], &rest[3..])
+    } else {
+        (None, rest[0], &rest[1..])
+    };
+    let resource = find(group, plural)?;
+    let name = tail
+        .first()
+        .filter(|s| !s.is_empty())
+        .map(|s| s.to_string());
+    let sub = tail.get(1).map(|s| s.to_string());
+    let rest_path = if tail.len() > 2 {
+        tail[2..].join("/")
+    } else {
+        String::new()
+    };
+    Some(ResourcePath {
+        resource,
+        namespace,
+        name,
+        sub,
+        rest: rest_path,
+    })
+}

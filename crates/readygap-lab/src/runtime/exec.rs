@@ -1,7 +1,8 @@
 //! What `kubectl exec` runs inside a lab container: a tiny interpreter, not a shell. It knows
 //! `cat`, `head`, `echo`, `sleep`, `date`, `test`/`[`, `true`/`false`/`:`, `exit`, `hostname`,
 //! `grep [-E] [-q]` (the patterns of `grep.rs`), `sync`, `id [-u|-g] [-n]`,
-//! `ollama ps|list|--version` (in the runtime's container), and `sh -c SCRIPT` where SCRIPT
+//! `ollama ps|list|--version` (in the runtime's container), `curl` (in the other containers,
+//! see `curl.rs`; the ollama image has none), and `sh -c SCRIPT` where SCRIPT
 //! joins commands with `;`, `&&`, `||` or newlines, with `while COND; do ...; done` loops and
 //! `if ...; then ...; else ...; fi`, single and double quotes, `$(...)` command substitution,
 //! `$NAME`/`${NAME}` (read-only environment: `HOME`, `PATH`, `HOSTNAME`; anything else is
@@ -18,7 +19,7 @@
 
 use super::format::{human_bytes, human_time, table};
 use super::plain::PlainContainer;
-use super::{Phase, Runtime, files};
+use super::{Phase, Runtime, curl, files};
 use chrono::Utc;
 use futures::Stream;
 use std::future::Future;
@@ -181,6 +182,14 @@ impl ExecStream {
     pub(crate) fn channel() -> (mpsc::Sender<ExecChunk>, ExecStream) {
         let (tx, rx) = mpsc::channel(64);
         (tx, ExecStream { rx })
+    }
+}
+
+impl PlainContainer {
+    /// Run a command inside the container (`kubectl exec`). Dropping the stream cancels it.
+    pub fn exec(self: &Arc<Self>, argv: Vec<String>) -> ExecStream {
+        self.execs_started.fetch_add(1, Ordering::SeqCst);
+        spawn(Host::Plain(self.clone()), argv)
     }
 }
 
@@ -991,6 +1000,9 @@ impl Shell {
             // Nothing is buffered in the lab: there is nothing to flush.
             "sync" => 0,
             "ollama" => self.ollama(args, r).await?,
+            // The ollama image has no curl; the lab's other containers stand for images that
+            // have it (curlimages/curl, the study's client pod).
+            "curl" if matches!(self.host, Host::Plain(_)) => self.curl(args, r).await?,
             "sh" | "bash" | "dash" => return self.sh(args, r).await,
             _ => {
                 self.err(r, format!("sh: {first}: not found\n")).await?;
@@ -1098,6 +1110,65 @@ impl Shell {
             self.out(r, out).await?;
         }
         Ok(status)
+    }
+
+    /// `curl` (see `curl.rs`): its pieces go where the command's redirections point; the
+    /// container dying ends it with 137, the reader leaving cancels it.
+    async fn curl(&self, args: &[String], r: &Redirect) -> Result<i32, Flow> {
+        let Host::Plain(p) = &self.host else {
+            return Ok(127);
+        };
+        let inv = match curl::parse(args) {
+            Ok(inv) => inv,
+            Err(msg) => {
+                self.err(r, msg).await?;
+                return Ok(2);
+            }
+        };
+        let body_target = match &inv.output {
+            curl::Output::Stdout => r.stdout.clone(),
+            curl::Output::Null => Target::Null,
+            curl::Output::File(path) => match self.host.check_write(path) {
+                Ok(()) => Target::File(path.clone()),
+                Err(_) => Target::Null,
+            },
+        };
+        let unwritable =
+            matches!(&inv.output, curl::Output::File(path) if self.host.check_write(path).is_err());
+        let (tx, mut rx) = mpsc::channel(16);
+        let network = p.spec.network.clone();
+        let transfer = async {
+            let code = curl::run(&inv, &network, &tx).await;
+            drop(tx);
+            code
+        };
+        let forward = async {
+            while let Some(piece) = rx.recv().await {
+                let ok = match piece {
+                    curl::Piece::Body(b) => self.write(&body_target, b).await,
+                    curl::Piece::WriteOut(b) => self.write(&r.stdout, b).await,
+                    curl::Piece::Stderr(b) => self.write(&r.stderr, b).await,
+                };
+                if !ok {
+                    return Err(Flow::Cancelled);
+                }
+            }
+            Ok(())
+        };
+        let (code, forwarded) = tokio::select! {
+            both = async { tokio::join!(transfer, forward) } => both,
+            _ = self.tx.closed() => return Err(Flow::Cancelled),
+            _ = self.host.shutdown().cancelled() => return Err(Flow::Killed),
+        };
+        forwarded?;
+        if unwritable && code == 0 {
+            if !inv.quiet() {
+                self.err(r, "curl: (23) Failure writing output to destination\n")
+                    .await?;
+            }
+            return Ok(23);
+        }
+        Ok(code)
     }
 
     async fn echo(&self, args: &[String], r: &Redirect) -> Result<i32, Flow> {
@@ -1499,6 +1570,7 @@ mod tests {
             privileged,
             node_anon_bytes: Arc::new(|| 0),
             on_drop: Arc::new(|_, _| {}),
+            network: Default::default(),
         })
     }
 

@@ -14,12 +14,14 @@
 //! is charged to the container's cgroup. `exec` runs the few commands a dashboard runs inside a
 //! container (see `exec`), reading cgroup v1/v2 files and /proc/meminfo rendered from this
 //! state (see `files`). A container that is not the runtime (a debug pod) is a
-//! `PlainContainer`: exec only, seeing its node's files (see `plain`).
+//! `PlainContainer`: exec only, seeing its node's files (see `plain`), with `curl` (see `curl`)
+//! reaching Services and pods through the pod's network (see `network`).
 //!
 //! Timing: every sampled stage is divided by `RuntimeSpec::speed`. Ollama's own durations in
 //! responses (`load_duration`, ...) are the wall-clock times the lab really spent, so they stay
 //! consistent with what a client measures at any speed.
 
+mod curl;
 mod disk;
 mod exec;
 mod files;
@@ -27,6 +29,7 @@ mod format;
 mod grep;
 mod http;
 mod listener;
+pub mod network;
 mod plain;
 pub mod request_log;
 
@@ -310,6 +313,13 @@ fn bind(addr: SocketAddr) -> std::io::Result<(AddrClaim, tokio::net::TcpSocket)>
 /// How long `start` waits for a dying runtime (e.g. one just OOM-killed) to free its address.
 const REBIND_WAIT: Duration = Duration::from_secs(2);
 
+/// A seed from a pod's name (FNV-1a).
+fn name_seed(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// Boot a runtime. Returns at once after reserving `ip:port` (waiting up to 2 s if a dying
 /// runtime still holds it); connections are refused until the runtime listens, after the
 /// profile's `runtime_listen` stage. A restarted container is a new `start` with the same
@@ -343,6 +353,7 @@ pub async fn start(
             }
         }
     };
+    let seed = name_seed(&spec.pod_name);
     let runtime = Arc::new(Runtime {
         spec,
         events,
@@ -360,7 +371,9 @@ pub async fn start(
         killed: Arc::new(AtomicBool::new(false)),
         shutdown: CancellationToken::new(),
         tasks: Mutex::new(Vec::new()),
-        rng: Mutex::new(rand::make_rng()),
+        // Seeded by the pod's name (itself drawn from the lab's seed): two labs with one seed
+        // draw the same stages for the same pods, so a loop can be compared with itself.
+        rng: Mutex::new(rand::SeedableRng::seed_from_u64(seed)),
         running_execs: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         log: Arc::new(request_log::ContainerLog::new()),
     });

@@ -10,7 +10,6 @@
 //! they are plausible, not a model of the node's load.
 
 use super::NodeCache;
-use super::exec::{ExecStream, Host};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
@@ -40,6 +39,8 @@ pub struct PlainSpec {
     pub privileged: bool,
     pub node_anon_bytes: NodeAnonBytes,
     pub on_drop: OnDrop,
+    /// The pod's network (Service names, its own loopback), for `curl`.
+    pub network: super::network::PodNetwork,
 }
 
 /// A running plain container.
@@ -50,7 +51,8 @@ pub struct PlainContainer {
     pub(crate) shutdown: CancellationToken,
     /// Exec commands still running.
     pub(crate) running_execs: Arc<AtomicUsize>,
-    execs_started: AtomicU64,
+    /// Exec commands started (counted by `exec::PlainContainer::exec`).
+    pub(crate) execs_started: AtomicU64,
 }
 
 impl PlainContainer {
@@ -63,12 +65,6 @@ impl PlainContainer {
             running_execs: Arc::new(AtomicUsize::new(0)),
             execs_started: AtomicU64::new(0),
         })
-    }
-
-    /// Run a command inside the container (`kubectl exec`). Dropping the stream cancels it.
-    pub fn exec(self: &Arc<Self>, argv: Vec<String>) -> ExecStream {
-        self.execs_started.fetch_add(1, Ordering::SeqCst);
-        super::exec::spawn(Host::Plain(self.clone()), argv)
     }
 
     /// Stop the container: running commands end with 137.
@@ -227,6 +223,7 @@ mod tests {
             privileged,
             node_anon_bytes: Arc::new(|| 1 << 30),
             on_drop: Arc::new(move |b, a| drops.lock().expect("lock").push((b, a))),
+            network: Default::default(),
         })
     }
 

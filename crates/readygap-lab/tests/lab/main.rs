@@ -2,6 +2,7 @@
 //! runtimes against the official Ollama client, the OOM kill, exec and faults.
 
 mod apply_manifests;
+mod client_pod_curl;
 mod kube_api;
 mod kube_kubectl;
 mod kube_watch;
