@@ -2,15 +2,16 @@
 //! built-in lab started in-process. It wires the pieces together:
 //!
 //! ```text
-//! feeds ─▶ trial runner (State, drives trials) ─sink─▶ pump (recording, R toggle) ─▶ dashboard
-//!                ▲                                                                     │
-//!                └──────────── commands ◀── intents (keys) ◀───────────────────────────┘
+//! feeds ─▶ trial runner (the one State, drives trials) ─sink─▶ pump (recording) ─▶ dashboard
+//!                ▲                                                                    │
+//!                └──────────── commands ◀── intents (keys) ◀──────────────────────────┘
 //! ```
 //!
 //! The runner owns the event stream and decides from the same reduced state that the screen
 //! and the recording show. Key presses become intents; this module maps them onto the
-//! runner's commands (a full or cold trial, or one action in the background). A cluster that
-//! cannot be reached opens the dashboard anyway, with the error on screen.
+//! runner's commands (a full or cold trial, the pod choice, or one action, taken at once even
+//! mid-trial; the runner resolves "which pod" with the same focus rule as the screen). A
+//! cluster that cannot be reached opens the dashboard anyway, with the error on screen.
 
 use crate::ui::app::{Feed, LiveFeed, run_dashboard};
 use crate::ui::intent::Intent;
@@ -18,15 +19,13 @@ use chrono::Utc;
 use color_eyre::eyre::Result;
 use readygap_core::event::{Event, EventKind, Source};
 use readygap_core::record::jsonl::Header;
-use readygap_core::state::State;
 use readygap_live::actions::Request;
 use readygap_live::run::{Built, RunConfig, SessionConfig, build};
 use readygap_live::session::{Pump, RecordControl, RecordStatus, default_recording_path};
-use readygap_live::sources::runtime::PodRef;
 use readygap_live::trial::Command as RunnerCommand;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -126,7 +125,6 @@ pub async fn dashboard(
         feeds,
         target,
         model,
-        node_selection,
         node_feed,
         ..
     } = match built {
@@ -169,16 +167,11 @@ pub async fn dashboard(
         });
     }
 
-    // Runner sink → (state for intents) → pump (recording) → dashboard.
-    let pods = Arc::new(Mutex::new(State::new()));
+    // Runner sink → pump (recording) → dashboard.
     let (pump_tx, pump_rx) = mpsc::channel::<Event>(8192);
     {
-        let pods = pods.clone();
         tokio::spawn(async move {
             while let Some(ev) = fwd_rx.recv().await {
-                if let Ok(mut s) = pods.lock() {
-                    s.apply(&ev);
-                }
                 if pump_tx.send(ev).await.is_err() {
                     break;
                 }
@@ -254,33 +247,12 @@ pub async fn dashboard(
         .unwrap_or_else(|| args.session.cluster.deployment.clone());
     let recordings_dir = screen.recordings_dir.clone();
     let context = target.context.clone();
-    let notes = ui_tx.clone();
     let intents = tokio::spawn(async move {
-        let mut pod_choice: Option<String> = None;
         let mut model_choice: Option<String> = None;
         while let Some(intent) = intent_rx.recv().await {
-            let focus = || -> Option<PodRef> {
-                let s = pods.lock().ok()?;
-                let name = pod_choice
-                    .clone()
-                    .filter(|p| s.pods.contains_key(p))
-                    .or_else(|| {
-                        s.pods
-                            .values()
-                            .filter(|p| p.is_ready() && p.deletion_timestamp.is_none())
-                            .max_by_key(|p| p.created)
-                            .map(|p| p.name.clone())
-                    })?;
-                let ip = s.pods.get(&name).and_then(|p| p.ip.clone());
-                Some(PodRef { name, ip })
-            };
             let cmd = match intent {
                 Intent::Quit => break,
-                Intent::ChoosePod(p) => {
-                    node_selection.choose_pod(Some(p.clone()));
-                    pod_choice = Some(p);
-                    None
-                }
+                Intent::ChoosePod(p) => Some(RunnerCommand::Choose(Some(p))),
                 Intent::ChooseModel(m) => {
                     model_choice = Some(m);
                     None
@@ -309,25 +281,13 @@ pub async fn dashboard(
                 Intent::RolloutRestart => Some(RunnerCommand::Act(Request::RolloutRestart {
                     deployment: deployment.clone(),
                 })),
-                Intent::InferNow | Intent::Unload => match focus() {
-                    Some(pod) => Some(RunnerCommand::Act(if intent == Intent::InferNow {
-                        Request::Infer {
-                            pod,
-                            model: model_choice.clone(),
-                        }
-                    } else {
-                        Request::Unload {
-                            pod,
-                            model: model_choice.clone(),
-                        }
-                    })),
-                    None => {
-                        let text = "no Ready pod to send it to".to_string();
-                        let ev = Event::new(Utc::now(), Source::Session, EventKind::Note { text });
-                        notes.send(ev).await.ok();
-                        None
-                    }
-                },
+                // The runner sends them to the focused pod (the one on screen).
+                Intent::InferNow => Some(RunnerCommand::Infer {
+                    model: model_choice.clone(),
+                }),
+                Intent::Unload => Some(RunnerCommand::Unload {
+                    model: model_choice.clone(),
+                }),
                 Intent::Replay(_) => None,
             };
             if let Some(c) = cmd

@@ -2,6 +2,7 @@
 //! statistics. Nothing here does I/O or reads a clock.
 
 pub mod event;
+pub mod focus;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
 pub mod record;

@@ -11,7 +11,7 @@ use crate::cluster::{self, ClusterConfig};
 use crate::node_host::AccessPolicy;
 use crate::sources::runtime::ollama::Ollama;
 use crate::sources::runtime::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter};
-use crate::trial::{InferAfter, ReplaceBy, Runner, TrialConfig, progress_line};
+use crate::trial::{InferAfter, ReplaceBy, Runner, RunnerParts, TrialConfig, progress_line};
 use chrono::Utc;
 use color_eyre::eyre::{Result, WrapErr, eyre};
 use readygap_core::event::{Event, EventKind, SessionInfo, Source, Timestamp};
@@ -250,8 +250,6 @@ pub struct Built {
     pub target: cluster::Target,
     pub model: String,
     pub record_error: Arc<Mutex<Option<String>>>,
-    /// The selected node (followed by the node host feed); the dashboard sets the user's pod.
-    pub node_selection: crate::node_host::NodeSelection,
     /// The node host feed: ends after `feeds` is cancelled, once its sampler stopped (and
     /// deleted a debug pod it created). Await it before the process exits.
     pub node_feed: tokio::task::JoinHandle<()>,
@@ -358,9 +356,7 @@ pub async fn build(
     let rec_err = record_error.clone();
     let redact = args.session.record_redact;
     let node_selection = crate::node_host::NodeSelection::new();
-    let selection = node_selection.clone();
     let sink = Box::new(move |ev: &Event| {
-        selection.observe(ev);
         if let Some(f) = &forward {
             let _ = f.send(ev.clone());
         }
@@ -462,16 +458,17 @@ pub async fn build(
         },
         ..TrialConfig::default()
     };
-    let runner = Runner::new(
+    let mut runner = Runner::new(RunnerParts {
         rx,
-        tx.clone(),
+        tx: tx.clone(),
         exec,
         runtime,
-        target.client.clone(),
+        client: target.client.clone(),
         cfg,
         sink,
-        cancel.clone(),
-    );
+        cancel: cancel.clone(),
+    });
+    runner.select_nodes(node_selection);
     let session_ev = Event::new(
         Utc::now(),
         Source::Session,
@@ -491,7 +488,6 @@ pub async fn build(
         target,
         model,
         record_error,
-        node_selection,
         node_feed,
     })
 }
