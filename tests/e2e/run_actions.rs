@@ -115,6 +115,10 @@ async fn serve_runner(
         client: client.clone(),
         cfg,
         sink,
+        recording: readygap_live::session::Recording::new(
+            readygap_core::record::jsonl::Header::new(chrono::Utc::now(), "lab", "", ""),
+            false,
+        ),
         cancel: tokio_util::sync::CancellationToken::new(),
     });
     let (commands, cmd_rx) = mpsc::channel(4);

@@ -371,7 +371,12 @@ fn demo_in_tmux_runs_a_trial_to_t4() {
 }
 
 /// The instants (from a recording) at which each trial stopped running, and the events.
-fn trial_ends(path: &Path) -> (Vec<chrono::DateTime<chrono::Utc>>, Vec<readygap_core::event::Event>) {
+fn trial_ends(
+    path: &Path,
+) -> (
+    Vec<chrono::DateTime<chrono::Utc>>,
+    Vec<readygap_core::event::Event>,
+) {
     let events = readygap_core::record::jsonl::read(path)
         .expect("reading the recording")
         .events;
@@ -423,7 +428,9 @@ fn demo_in_tmux_takes_i_and_d_while_a_trial_runs() {
                 || s.contains(&format!("trial #{}", n + 1))
         }
     };
-    tmux.wait("a Ready pod", |s| s.contains("╭ Pods") && s.contains("Running True"));
+    tmux.wait("a Ready pod", |s| {
+        s.contains("╭ Pods") && s.contains("Running True")
+    });
     keys("t");
     tmux.wait("the confirmation", |s| s.contains("Confirm"));
     keys("y");
@@ -459,9 +466,23 @@ fn demo_in_tmux_takes_i_and_d_while_a_trial_runs() {
     };
     let bound = chrono::Duration::seconds(3);
     let infer = requested(infer_key, &|a| matches!(a, Action::Infer { .. }));
-    assert!(infer - infer_key < bound, "`i` at {infer_key}, the inference at {infer}");
-    assert!(infer <= ends[0], "the inference ({infer}) before trial #1's end ({})", ends[0]);
+    assert!(
+        infer - infer_key < bound,
+        "`i` at {infer_key}, the inference at {infer}"
+    );
+    assert!(
+        infer <= ends[0],
+        "the inference ({infer}) before trial #1's end ({})",
+        ends[0]
+    );
     let delete = requested(delete_key, &|a| matches!(a, Action::DeletePod { .. }));
-    assert!(delete - delete_key < bound, "`y` at {delete_key}, the delete at {delete}");
-    assert!(delete <= ends[1], "the delete ({delete}) before trial #2's end ({})", ends[1]);
+    assert!(
+        delete - delete_key < bound,
+        "`y` at {delete_key}, the delete at {delete}"
+    );
+    assert!(
+        delete <= ends[1],
+        "the delete ({delete}) before trial #2's end ({})",
+        ends[1]
+    );
 }

@@ -108,7 +108,11 @@ mod tests {
         ]);
         assert_eq!(pod(&s, None).as_deref(), Some("b"));
         assert!(pod(&State::new(), None).is_none());
-        assert_eq!(node(&s, None), None, "no Ready pod: keep the node selected before");
+        assert_eq!(
+            node(&s, None),
+            None,
+            "no Ready pod: keep the node selected before"
+        );
         assert_eq!(node(&s, Some("a")).as_deref(), Some("n1"), "unless chosen");
     }
 }

@@ -2,9 +2,9 @@
 //! statistics. Nothing here does I/O or reads a clock.
 
 pub mod event;
-pub mod focus;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
+pub mod focus;
 pub mod record;
 pub mod replay;
 pub mod report;

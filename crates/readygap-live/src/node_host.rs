@@ -41,9 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::node::config::{NodeFacts, NodesSection, access_from_via, guess_access};
 use crate::node::{NodeAccess, NodeName, User};
-use readygap_core::event::{
-    Event, EventKind, HostSample, NodeAccessInfo, Source, Timestamp,
-};
+use readygap_core::event::{Event, EventKind, HostSample, NodeAccessInfo, Source, Timestamp};
 use readygap_core::units::{parse_cpu, parse_memory};
 
 /// How often a node is sampled.

@@ -134,6 +134,8 @@ pub enum Command {
     Infer { model: Option<String> },
     /// Unload a model from the focused pod.
     Unload { model: Option<String> },
+    /// Start recording to this file (a new one; `None`: stop). The driver's, not a decision.
+    Record(Option<std::path::PathBuf>),
 }
 
 /// A task the driver ran for the machine.
@@ -183,7 +185,11 @@ enum Plan {
     /// Trials on command (the dashboard).
     Serve,
     /// `n` trials readygap starts (`readygap run`), at most `n * 3 + 3` attempts.
-    Trials { n: usize, done: usize, attempts: usize },
+    Trials {
+        n: usize,
+        done: usize,
+        attempts: usize,
+    },
 }
 
 /// Where a trial readygap drives is.
@@ -209,16 +215,37 @@ enum Stage {
 enum Phase {
     Idle,
     /// Waiting for the focused pod to be Ready.
-    Target { cold: bool, until: Timestamp },
+    Target {
+        cold: bool,
+        until: Timestamp,
+    },
     /// The cold step's action `id` (unload, then drop caches) is running.
-    Cold { victim: String, node: Option<String>, unloading: bool, id: u64 },
+    Cold {
+        victim: String,
+        node: Option<String>,
+        unloading: bool,
+        id: u64,
+    },
     /// The replacement request `id` is out; the trial opens at its T0.
-    Replace { id: u64, before: usize, until: Timestamp },
+    Replace {
+        id: u64,
+        before: usize,
+        until: Timestamp,
+    },
     /// The trial at `index`; `own`: readygap started it (it counts in a run).
-    Drive { index: usize, own: bool, stage: Stage, since: Timestamp },
-    Cooldown { until: Timestamp },
+    Drive {
+        index: usize,
+        own: bool,
+        stage: Stage,
+        since: Timestamp,
+    },
+    Cooldown {
+        until: Timestamp,
+    },
     /// After the last trial: a late OOM reason and the memory after T4 (bounded).
-    Settle { until: Timestamp },
+    Settle {
+        until: Timestamp,
+    },
     Stopped,
 }
 
@@ -364,6 +391,7 @@ impl Machine {
                 req,
             }),
             Command::Choose(pod) => self.chosen = pod,
+            Command::Record(_) => {}
             Command::Infer { ref model } | Command::Unload { ref model } => {
                 let (infer, model) = (matches!(c, Command::Infer { .. }), model.clone());
                 match focus::live_pod(s, self.chosen.as_deref()) {
@@ -409,7 +437,10 @@ impl Machine {
     }
 
     fn interrupt(&mut self, s: &State, out: &mut Vec<Do>) {
-        let open = s.timeline.open().map(|t| (t.index as usize).saturating_sub(1));
+        let open = s
+            .timeline
+            .open()
+            .map(|t| (t.index as usize).saturating_sub(1));
         let announced = matches!(self.phase, Phase::Cold { .. } | Phase::Replace { .. });
         if open.is_some() || announced {
             out.push(Do::Emit(EventKind::TrialAbort {
@@ -593,8 +624,8 @@ impl Machine {
                     let oom_pending = t
                         .and_then(|t| t.reason())
                         .is_some_and(|r| r.starts_with("inference_error"));
-                    let memory_pending = self.cfg.memory
-                        && t.is_some_and(|t| t.is_ok() && t.memory_after.is_none());
+                    let memory_pending =
+                        self.cfg.memory && t.is_some_and(|t| t.is_ok() && t.memory_after.is_none());
                     if (oom_pending || memory_pending) && now < until {
                         return;
                     }
@@ -722,7 +753,10 @@ impl Machine {
         let Some(pod) = Self::pod_ref(s, t) else {
             return;
         };
-        if s.runtimes.get(&pod.name).is_none_or(|r| r.on_disk.is_empty()) {
+        if s.runtimes
+            .get(&pod.name)
+            .is_none_or(|r| r.on_disk.is_empty())
+        {
             out.push(Do::ListModels(pod));
             self.stage(Stage::Models, now);
         } else {
@@ -731,7 +765,12 @@ impl Machine {
     }
 
     fn after_models(&mut self, s: &State, index: usize, now: Timestamp, out: &mut Vec<Do>) {
-        let Some(pod) = s.timeline.trials.get(index).and_then(|t| Self::pod_ref(s, t)) else {
+        let Some(pod) = s
+            .timeline
+            .trials
+            .get(index)
+            .and_then(|t| Self::pod_ref(s, t))
+        else {
             return;
         };
         match self.cfg.preload_model.clone() {
@@ -747,7 +786,12 @@ impl Machine {
     }
 
     fn infer(&mut self, s: &State, index: usize, now: Timestamp, out: &mut Vec<Do>) {
-        let Some(pod) = s.timeline.trials.get(index).and_then(|t| Self::pod_ref(s, t)) else {
+        let Some(pod) = s
+            .timeline
+            .trials
+            .get(index)
+            .and_then(|t| Self::pod_ref(s, t))
+        else {
             return;
         };
         out.push(Do::Act {
@@ -913,7 +957,10 @@ mod tests {
     fn a_trial_replaces_the_focused_pod_and_goes_to_t4() {
         let mut sim = Sim::new(cfg());
         // `p` chose the older pod `a`: `t` replaces it, not the newest Ready one (`b`).
-        assert!(sim.input(Input::Command(Command::Choose(Some("a".into())))).is_empty());
+        assert!(
+            sim.input(Input::Command(Command::Choose(Some("a".into()))))
+                .is_empty()
+        );
         let dos = sim.input(Input::Command(Command::Trial { cold: false }));
         assert!(dos.contains(&Do::Emit(EventKind::TrialBegin { cold: false })));
         assert_eq!(acts(&dos), vec![(1, delete("a"))]);
@@ -982,7 +1029,10 @@ mod tests {
         // A second trial is refused, with a reason on screen and in the recording.
         let dos = sim.input(Input::Command(Command::Trial { cold: false }));
         assert!(acts(&dos).is_empty());
-        assert!(notes(&dos)[0].starts_with("refused: a trial is under way (#1)"), "{dos:?}");
+        assert!(
+            notes(&dos)[0].starts_with("refused: a trial is under way (#1)"),
+            "{dos:?}"
+        );
     }
 
     #[test]
@@ -993,7 +1043,11 @@ mod tests {
         });
         sim.input(Input::Command(Command::Trial { cold: false }));
         sim.events(started(200, 1, &delete("b")));
-        assert_eq!(sim.m.wake(&sim.s), Some(fx::at(5_200)), "T0 + ready_timeout");
+        assert_eq!(
+            sim.m.wake(&sim.s),
+            Some(fx::at(5_200)),
+            "T0 + ready_timeout"
+        );
         assert!(sim.at(5_199).is_empty());
         let dos = sim.at(5_200);
         assert_eq!(
@@ -1013,7 +1067,10 @@ mod tests {
         assert_eq!(notes(&dos), vec!["abort: interrupted"]);
         assert_eq!(dos.last(), Some(&Do::Finish));
         assert!(sim.m.is_stopped());
-        assert!(sim.input(Input::Command(Command::Infer { model: None })).is_empty());
+        assert!(
+            sim.input(Input::Command(Command::Infer { model: None }))
+                .is_empty()
+        );
     }
 
     #[test]
@@ -1064,7 +1121,10 @@ mod tests {
         let dos = sim.input(Input::Changed);
         assert_eq!(acts(&dos), vec![(1, delete("b"))]);
         sim.events(started(200, 1, &delete("b")));
-        let dos = sim.events([fx::applied(1900, fx::pod("c", "uid-c", PodStage::Ready, 1900))]);
+        let dos = sim.events([fx::applied(
+            1900,
+            fx::pod("c", "uid-c", PodStage::Ready, 1900),
+        )]);
         assert!(matches!(dos[..], [Do::ListModels(_)]), "{dos:?}");
         let dos = sim.input(Input::Finished(Task::Models));
         let (id, infer) = acts(&dos)[0].clone();
@@ -1077,7 +1137,10 @@ mod tests {
         assert_eq!(sim.m.wake(&sim.s), Some(fx::at(5_000)));
         assert!(sim.at(4_999).is_empty());
         let dos = sim.at(5_000);
-        assert!(dos.contains(&Do::Emit(EventKind::TrialBegin { cold: false })), "{dos:?}");
+        assert!(
+            dos.contains(&Do::Emit(EventKind::TrialBegin { cold: false })),
+            "{dos:?}"
+        );
         // The second trial fails at its inference; the run settles, then finishes.
         let victim = match &acts(&dos)[0].1 {
             Request::DeletePod { pod, .. } => pod.clone(),
@@ -1085,7 +1148,10 @@ mod tests {
         };
         let del = acts(&dos)[0].0;
         sim.events(started(5_100, del, &delete(&victim)));
-        let dos = sim.events([fx::applied(6_000, fx::pod("d", "uid-d", PodStage::Ready, 6_000))]);
+        let dos = sim.events([fx::applied(
+            6_000,
+            fx::pod("d", "uid-d", PodStage::Ready, 6_000),
+        )]);
         assert!(matches!(dos[..], [Do::ListModels(_)]), "{dos:?}");
         let dos = sim.input(Input::Finished(Task::Models));
         let (id, infer) = acts(&dos)[0].clone();
@@ -1094,7 +1160,10 @@ mod tests {
         evs.push(fx::infer_done(7_000, id, false));
         let dos = sim.events(evs);
         assert_eq!(dos, vec![Do::Ended(1)]);
-        assert!(!sim.m.is_stopped(), "waits (bounded) for an OOM kill to explain it");
+        assert!(
+            !sim.m.is_stopped(),
+            "waits (bounded) for an OOM kill to explain it"
+        );
         let dos = sim.at(10_000);
         assert_eq!(dos, vec![Do::Finish]);
     }

@@ -12,6 +12,7 @@ use crate::actions::Executor;
 use crate::node_host::NodeSelection;
 pub use crate::runner::{Command, InferAfter, ReplaceBy, TrialConfig};
 use crate::runner::{Do, Input, Machine, Task};
+use crate::session::{RecordStatus, Recording};
 use crate::sources::memory::{self, MemoryConfig};
 use crate::sources::runtime::{PodRef, RuntimeAdapter};
 use chrono::Utc;
@@ -56,11 +57,15 @@ pub struct Runner {
     tasks_tx: mpsc::Sender<Finished>,
     tasks: mpsc::Receiver<Finished>,
     selection: Option<NodeSelection>,
+    recording: Recording,
+    record_status: Option<mpsc::UnboundedSender<RecordStatus>>,
+    record_error: Option<String>,
 }
 
 /// What the runner is built from: the event channel (every source sends to `tx`; the
 /// runner reads `rx`), the executor, the runtime, the cluster client, its settings, the
-/// sink that sees every event applied (recording, dashboard) and Ctrl-C.
+/// sink that sees every event applied (the dashboard), the recording it writes every
+/// applied event to, and Ctrl-C.
 pub struct RunnerParts {
     pub rx: mpsc::Receiver<Event>,
     pub tx: mpsc::Sender<Event>,
@@ -69,6 +74,7 @@ pub struct RunnerParts {
     pub client: kube::Client,
     pub cfg: TrialConfig,
     pub sink: Box<dyn FnMut(&Event) + Send>,
+    pub recording: Recording,
     pub cancel: CancellationToken,
 }
 
@@ -91,6 +97,48 @@ impl Runner {
             tasks_tx,
             tasks,
             selection: None,
+            recording: p.recording,
+            record_status: None,
+            record_error: None,
+        }
+    }
+
+    /// Tell `status` when the recording starts, stops or fails (the dashboard's header).
+    pub fn report_recording(&mut self, status: mpsc::UnboundedSender<RecordStatus>) {
+        self.record_status = Some(status);
+    }
+
+    /// The first recording failure, if any.
+    pub fn record_error(&self) -> Option<&str> {
+        self.record_error.as_deref()
+    }
+
+    /// A change of the recording: said to the dashboard, and a note in the stream.
+    fn recording_changed(&mut self, st: RecordStatus) {
+        if let RecordStatus::Failed(e) = &st {
+            self.record_error.get_or_insert_with(|| e.clone());
+        }
+        let text = st.text();
+        if let Some(tx) = &self.record_status {
+            let _ = tx.send(st);
+        }
+        self.apply(Event::new(
+            Utc::now(),
+            Source::Session,
+            EventKind::Note { text },
+        ));
+    }
+
+    fn record(&mut self, path: Option<std::path::PathBuf>) {
+        let changes = match path {
+            Some(path) => {
+                let ts = self.state.now.unwrap_or_else(Utc::now);
+                self.recording.start(&self.state, &path, ts)
+            }
+            None => self.recording.stop().into_iter().collect(),
+        };
+        for st in changes {
+            self.recording_changed(st);
         }
     }
 
@@ -107,12 +155,18 @@ impl Runner {
 
     fn publish_node(&self) {
         if let Some(sel) = &self.selection {
-            sel.set(readygap_core::focus::node(&self.state, self.machine.chosen()));
+            sel.set(readygap_core::focus::node(
+                &self.state,
+                self.machine.chosen(),
+            ));
         }
     }
 
     fn apply(&mut self, ev: Event) {
         self.state.apply(&ev);
+        if let Some(st) = self.recording.write(&ev) {
+            self.recording_changed(st);
+        }
         (self.sink)(&ev);
         if matches!(
             ev.kind,
@@ -148,6 +202,10 @@ impl Runner {
         let mut inputs = std::collections::VecDeque::from([input]);
         let mut finish = false;
         while let Some(input) = inputs.pop_front() {
+            if let Input::Command(Command::Record(path)) = input {
+                self.record(path);
+                continue;
+            }
             let choose = matches!(input, Input::Command(Command::Choose(_)));
             for d in self.machine.on(&self.state, input, Utc::now()) {
                 match d {
@@ -178,16 +236,31 @@ impl Runner {
                         let (runtime, done) = (self.runtime.clone(), self.tasks_tx.clone());
                         tokio::spawn(async move {
                             let r = runtime
-                                .generate(&pod, &model, "Reply with exactly: READY", 0, Box::new(|| {}))
+                                .generate(
+                                    &pod,
+                                    &model,
+                                    "Reply with exactly: READY",
+                                    0,
+                                    Box::new(|| {}),
+                                )
                                 .await;
                             let text = if r.ok {
                                 format!("{model} loaded on {}", pod.name)
                             } else {
-                                format!("preloading {model} failed: {}", r.error.unwrap_or_default())
+                                format!(
+                                    "preloading {model} failed: {}",
+                                    r.error.unwrap_or_default()
+                                )
                             };
-                            let note = Event::new(Utc::now(), Source::Runner, EventKind::Note { text });
+                            let note =
+                                Event::new(Utc::now(), Source::Runner, EventKind::Note { text });
                             let task = Task::Preload;
-                            let _ = done.send(Finished { task, events: vec![note] }).await;
+                            let _ = done
+                                .send(Finished {
+                                    task,
+                                    events: vec![note],
+                                })
+                                .await;
                         });
                     }
                     Do::Ended(i) => {
@@ -250,6 +323,7 @@ impl Runner {
         }
         self.stop_feeds.cancel();
         self.drain();
+        self.record(None);
     }
 
     /// Run `n` trials with cooldowns between, driving external replacements that open in
@@ -447,7 +521,6 @@ impl Runner {
             }
         }
     }
-
 }
 
 impl Drop for Runner {
