@@ -572,20 +572,11 @@ mod tests {
     }
 
     /// The session's part of node selection: the one store, the focus rule, the watch.
+    #[derive(Default)]
     struct Focus {
         state: readygap_core::state::State,
         chosen: Option<String>,
         sel: NodeSelection,
-    }
-
-    impl Default for Focus {
-        fn default() -> Self {
-            Self {
-                state: Default::default(),
-                chosen: None,
-                sel: NodeSelection::new(),
-            }
-        }
     }
 
     impl Focus {
