@@ -2,31 +2,29 @@
 //! built-in lab started in-process. It wires the pieces together:
 //!
 //! ```text
-//! feeds ─▶ trial runner (State, drives trials) ─sink─▶ pump (recording, R toggle) ─▶ dashboard
-//!                ▲                                                                     │
-//!                └──────────── commands ◀── intents (keys) ◀───────────────────────────┘
+//! feeds ─▶ trial runner (the one State, records, drives trials) ─sink─▶ dashboard
+//!                ▲                                                                    │
+//!                └──────────── commands ◀── intents (keys) ◀──────────────────────────┘
 //! ```
 //!
 //! The runner owns the event stream and decides from the same reduced state that the screen
 //! and the recording show. Key presses become intents; this module maps them onto the
-//! runner's commands (a full or cold trial, or one action in the background). A cluster that
-//! cannot be reached opens the dashboard anyway, with the error on screen.
+//! runner's commands (a full or cold trial, the pod choice, or one action, taken at once even
+//! mid-trial; the runner resolves "which pod" with the same focus rule as the screen). A
+//! cluster that cannot be reached opens the dashboard anyway, with the error on screen.
 
 use crate::ui::app::{Feed, LiveFeed, run_dashboard};
 use crate::ui::intent::Intent;
 use chrono::Utc;
 use color_eyre::eyre::Result;
 use readygap_core::event::{Event, EventKind, Source};
-use readygap_core::record::jsonl::Header;
-use readygap_core::state::State;
 use readygap_live::actions::Request;
 use readygap_live::run::{Built, RunConfig, SessionConfig, build};
-use readygap_live::session::{Pump, RecordControl, RecordStatus, default_recording_path};
-use readygap_live::sources::runtime::PodRef;
+use readygap_live::session::{RecordStatus, Recording, default_recording_path};
 use readygap_live::trial::Command as RunnerCommand;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -104,9 +102,8 @@ pub async fn dashboard(
         cooldown: std::time::Duration::ZERO,
         ..RunConfig::default()
     };
-    let record_to = args.session.record.take();
+    let record_to = args.session.record.clone();
     let mut opts = cfg.dashboard_options(mode, hint);
-    opts.recording = record_to.as_ref().map(|p| p.display().to_string());
     let read_only = opts.read_only;
     // --read-only reaches the runner and the executor: only GETs leave readygap (and no
     // debug pod is created for node access).
@@ -125,26 +122,30 @@ pub async fn dashboard(
         tx,
         feeds,
         target,
-        model,
-        node_selection,
         node_feed,
         ..
     } = match built {
         Ok(b) => b,
         Err(e) => {
-            // No cluster: the screen says so, and stays until `q`.
-            let msg = format!("{e:#}");
-            ui_tx
-                .send(Event::new(
-                    Utc::now(),
-                    Source::Kube,
-                    EventKind::SourceError {
-                        feed: "cluster".into(),
-                        message: msg,
-                    },
-                ))
-                .await
-                .ok();
+            // No cluster: the screen says so, and stays until `q`; a recording asked for
+            // holds the same error.
+            let ev = Event::new(
+                Utc::now(),
+                Source::Kube,
+                EventKind::SourceError {
+                    feed: "cluster".into(),
+                    message: format!("{e:#}"),
+                },
+            );
+            if let Some(path) = &record_to {
+                let header = readygap_core::record::jsonl::Header::new(ev.ts, "", "", "");
+                let mut rec = Recording::new(header, args.session.record_redact);
+                let state = readygap_core::state::State::new();
+                if let Some(RecordStatus::Recording(_)) = rec.start(&state, path, ev.ts).pop() {
+                    rec.write(&ev);
+                }
+            }
+            ui_tx.send(ev).await.ok();
             opts.read_only = true;
             return run_dashboard(opts, ui_rx, None).await.map(|_| 1);
         }
@@ -169,69 +170,38 @@ pub async fn dashboard(
         });
     }
 
-    // Runner sink → (state for intents) → pump (recording) → dashboard.
-    let pods = Arc::new(Mutex::new(State::new()));
-    let (pump_tx, pump_rx) = mpsc::channel::<Event>(8192);
+    // Runner sink → dashboard (the runner records).
     {
-        let pods = pods.clone();
+        let ui_tx = ui_tx.clone();
         tokio::spawn(async move {
             while let Some(ev) = fwd_rx.recv().await {
-                if let Ok(mut s) = pods.lock() {
-                    s.apply(&ev);
-                }
-                if pump_tx.send(ev).await.is_err() {
+                if ui_tx.send(ev).await.is_err() {
                     break;
                 }
             }
         });
     }
-    let (ctl_tx, ctl_rx) = mpsc::channel(4);
-    let recording = Arc::new(AtomicBool::new(record_to.is_some()));
+    // Recording status: the header's indicator (the status line is a note of the stream).
+    let recording = Arc::new(AtomicBool::new(false));
     let (st_tx, mut st_rx) = mpsc::unbounded_channel();
-    let mut header = Header::new(
-        Utc::now(),
-        &target.context,
-        &target.namespace,
-        &target.label(),
-    );
-    header.settings =
-        serde_json::json!({"mode": mode, "model": model, "access": args.session.access});
-    tokio::spawn(
-        Pump {
-            input: pump_rx,
-            output: ui_tx.clone(),
-            control: ctl_rx,
-            status: st_tx,
-            header,
-            record_to,
-            redact: args.session.record_redact,
-        }
-        .run(),
-    );
-    // Recording status: the header's indicator and a line in the footer, on screen only.
+    runner.report_recording(st_tx);
     let (control_tx, control_rx) = mpsc::unbounded_channel::<Feed>();
+    if let Some(p) = &record_to {
+        recording.store(true, Ordering::SeqCst);
+        control_tx
+            .send(Feed::Recording(Some(p.display().to_string())))
+            .ok();
+    }
     {
-        let ui_tx = ui_tx.clone();
         let recording = recording.clone();
         tokio::spawn(async move {
             while let Some(s) = st_rx.recv().await {
-                let (text, now) = match s {
-                    RecordStatus::Recording(p) => {
-                        (format!("recording to {}", p.display()), Some(p))
-                    }
-                    RecordStatus::Stopped { path, events } => (
-                        format!("recording stopped: {} ({events} events)", path.display()),
-                        None,
-                    ),
-                    RecordStatus::Failed(e) => (format!("recording failed: {e}"), None),
+                let now = match s {
+                    RecordStatus::Recording(p) => Some(p.display().to_string()),
+                    RecordStatus::Stopped { .. } | RecordStatus::Failed(_) => None,
                 };
                 recording.store(now.is_some(), Ordering::SeqCst);
-                let shown = now.map(|p| p.display().to_string());
-                if control_tx.send(Feed::Recording(shown)).is_err() {
-                    break;
-                }
-                let ev = Event::new(Utc::now(), Source::Session, EventKind::Note { text });
-                if ui_tx.send(ev).await.is_err() {
+                if control_tx.send(Feed::Recording(now)).is_err() {
                     break;
                 }
             }
@@ -254,33 +224,12 @@ pub async fn dashboard(
         .unwrap_or_else(|| args.session.cluster.deployment.clone());
     let recordings_dir = screen.recordings_dir.clone();
     let context = target.context.clone();
-    let notes = ui_tx.clone();
     let intents = tokio::spawn(async move {
-        let mut pod_choice: Option<String> = None;
         let mut model_choice: Option<String> = None;
         while let Some(intent) = intent_rx.recv().await {
-            let focus = || -> Option<PodRef> {
-                let s = pods.lock().ok()?;
-                let name = pod_choice
-                    .clone()
-                    .filter(|p| s.pods.contains_key(p))
-                    .or_else(|| {
-                        s.pods
-                            .values()
-                            .filter(|p| p.is_ready() && p.deletion_timestamp.is_none())
-                            .max_by_key(|p| p.created)
-                            .map(|p| p.name.clone())
-                    })?;
-                let ip = s.pods.get(&name).and_then(|p| p.ip.clone());
-                Some(PodRef { name, ip })
-            };
             let cmd = match intent {
                 Intent::Quit => break,
-                Intent::ChoosePod(p) => {
-                    node_selection.choose_pod(Some(p.clone()));
-                    pod_choice = Some(p);
-                    None
-                }
+                Intent::ChoosePod(p) => Some(RunnerCommand::Choose(Some(p))),
                 Intent::ChooseModel(m) => {
                     model_choice = Some(m);
                     None
@@ -289,15 +238,11 @@ pub async fn dashboard(
                     // The status task keeps `recording` true only while a file is written,
                     // so a failed start does not leave the key in the wrong state.
                     if recording.load(Ordering::SeqCst) {
-                        ctl_tx.send(RecordControl::Stop).await.ok();
+                        Some(RunnerCommand::Record(None))
                     } else {
                         let path = default_recording_path(&recordings_dir, &context, Utc::now());
-                        ctl_tx
-                            .send(RecordControl::Start { path, reply: None })
-                            .await
-                            .ok();
+                        Some(RunnerCommand::Record(Some(path)))
                     }
-                    None
                 }
                 _ if read_only => None,
                 Intent::FullTrial => Some(RunnerCommand::Trial { cold: false }),
@@ -309,25 +254,13 @@ pub async fn dashboard(
                 Intent::RolloutRestart => Some(RunnerCommand::Act(Request::RolloutRestart {
                     deployment: deployment.clone(),
                 })),
-                Intent::InferNow | Intent::Unload => match focus() {
-                    Some(pod) => Some(RunnerCommand::Act(if intent == Intent::InferNow {
-                        Request::Infer {
-                            pod,
-                            model: model_choice.clone(),
-                        }
-                    } else {
-                        Request::Unload {
-                            pod,
-                            model: model_choice.clone(),
-                        }
-                    })),
-                    None => {
-                        let text = "no Ready pod to send it to".to_string();
-                        let ev = Event::new(Utc::now(), Source::Session, EventKind::Note { text });
-                        notes.send(ev).await.ok();
-                        None
-                    }
-                },
+                // The runner sends them to the focused pod (the one on screen).
+                Intent::InferNow => Some(RunnerCommand::Infer {
+                    model: model_choice.clone(),
+                }),
+                Intent::Unload => Some(RunnerCommand::Unload {
+                    model: model_choice.clone(),
+                }),
                 Intent::Replay(_) => None,
             };
             if let Some(c) = cmd

@@ -84,27 +84,10 @@ impl Default for ViewState {
 }
 
 impl ViewState {
-    /// The pod the panels focus on: the chosen one if it still exists, else the newest Ready
-    /// pod that is not terminating, else any pod with memory samples.
+    /// The pod the panels focus on (and `d`, `t`, `i`, `u` act on): the one rule of
+    /// [`readygap_core::focus::pod`] over the pod chosen with `p`.
     pub fn focus_pod(&self, state: &State) -> Option<String> {
-        if let Some(p) = &self.selected_pod
-            && (state.pods.contains_key(p) || state.memory.contains_key(p))
-        {
-            return Some(p.clone());
-        }
-        let live = state
-            .pods
-            .values()
-            .filter(|p| p.deletion_timestamp.is_none())
-            .max_by_key(|p| (p.is_ready(), p.created, p.name.clone()));
-        if let Some(p) = live {
-            return Some(p.name.clone());
-        }
-        state
-            .memory
-            .iter()
-            .max_by_key(|(_, m)| m.series.points().next_back().map(|p| p.ts))
-            .map(|(k, _)| k.clone())
+        readygap_core::focus::pod(state, self.selected_pod.as_deref())
     }
 }
 

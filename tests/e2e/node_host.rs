@@ -447,7 +447,6 @@ fn the_feed_follows_the_selected_node_and_stops_the_old_sampler() {
 }
 
 async fn follow_two_nodes() {
-    use readygap_core::event::{PodCondition, PodView, Source};
     use readygap_live::node_host::{AccessPolicy, NodeSelection};
     use std::time::Duration;
     let p = readygap_lab::profile::Profile::named("local-1b").expect("profile");
@@ -463,23 +462,6 @@ async fn follow_two_nodes() {
         .expect("config");
     let client = kube::Client::try_from(cfg).expect("client");
 
-    let pod = |name: &str, node: &str, created_s: i64| {
-        Event::new(
-            chrono::Utc::now(),
-            Source::Kube,
-            EventKind::PodApplied(PodView {
-                name: name.into(),
-                node: Some(node.into()),
-                created: chrono::DateTime::from_timestamp(1_800_000_000 + created_s, 0),
-                conditions: vec![PodCondition {
-                    type_: "Ready".into(),
-                    status: true,
-                    ..PodCondition::default()
-                }],
-                ..PodView::default()
-            }),
-        )
-    };
     let selection = NodeSelection::new();
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
     let cancel = tokio_util::sync::CancellationToken::new();
@@ -517,14 +499,14 @@ async fn follow_two_nodes() {
         seen
     }
 
-    selection.observe(&pod("a", "lab-node-1", 0));
+    selection.set(Some("lab-node-1".into()));
     let first = until_samples(&mut rx, "lab-node-1", 2).await;
     assert!(
         matches!(&first[0].kind, EventKind::NodeAccess(a) if a.node == "lab-node-1"),
         "{:?}",
         first[0]
     );
-    selection.observe(&pod("b", "lab-node-2", 10));
+    selection.set(Some("lab-node-2".into()));
     let second = until_samples(&mut rx, "lab-node-2", 2).await;
     let switch = second
         .iter()

@@ -107,16 +107,20 @@ async fn serve_runner(
         ..TrialConfig::default()
     };
     tune(&mut cfg, &mut exec);
-    let mut runner = Runner::new(
+    let mut runner = Runner::new(readygap_live::trial::RunnerParts {
         rx,
         tx,
         exec,
         runtime,
-        client.clone(),
+        client: client.clone(),
         cfg,
         sink,
-        tokio_util::sync::CancellationToken::new(),
-    );
+        recording: readygap_live::session::Recording::new(
+            readygap_core::record::jsonl::Header::new(chrono::Utc::now(), "lab", "", ""),
+            false,
+        ),
+        cancel: tokio_util::sync::CancellationToken::new(),
+    });
     let (commands, cmd_rx) = mpsc::channel(4);
     let (done_tx, trials) = mpsc::unbounded_channel();
     let runner = tokio::spawn(async move {

@@ -1,68 +1,46 @@
-//! The session pump: events pass through in order; recording switched on mid-session writes a
-//! file that starts with a snapshot and replays to the same pods, endpoints and memory.
+//! The session's recording: switched on mid-session, it writes a file that starts with a
+//! snapshot and replays to the same pods, endpoints and memory; a path that cannot be
+//! written is a status, not an error that ends the session.
 
 use readygap_core::fixtures::*;
 use readygap_core::record::jsonl::{self, Header};
 use readygap_core::state::State;
-use readygap_live::session::{Pump, RecordControl, RecordStatus};
-use tokio::sync::{mpsc, oneshot};
+use readygap_live::session::{RecordStatus, Recording};
 
-#[tokio::test]
-async fn recording_started_mid_session_replays_to_the_same_facts() {
+#[test]
+fn recording_started_mid_session_replays_to_the_same_facts() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mid.jsonl");
-    let (in_tx, in_rx) = mpsc::channel(64);
-    let (out_tx, mut out_rx) = mpsc::channel(64);
-    let (ctl_tx, ctl_rx) = mpsc::channel(4);
-    let (st_tx, mut st_rx) = mpsc::unbounded_channel();
-    let pump = tokio::spawn(
-        Pump {
-            input: in_rx,
-            output: out_tx,
-            control: ctl_rx,
-            status: st_tx,
-            header: Header::new(at(0), "lab", "llm-recovery-lab", "deployment/ollama"),
-            record_to: None,
-            redact: false,
-        }
-        .run(),
+    let mut rec = Recording::new(
+        Header::new(at(0), "lab", "llm-recovery-lab", "deployment/ollama"),
+        false,
     );
     let events = full_trial(0, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b"));
     let (before, after) = events.split_at(7);
     let mut live = State::new();
     for e in before {
-        in_tx.send(e.clone()).await.unwrap();
-        let got = out_rx.recv().await.unwrap();
-        assert_eq!(&got, e, "events pass through unchanged and in order");
-        live.apply(&got);
+        live.apply(e);
+        assert_eq!(rec.write(e), None, "not recording: nothing written");
     }
-    let (reply_tx, reply_rx) = oneshot::channel();
-    ctl_tx
-        .send(RecordControl::Start {
-            path: path.clone(),
-            reply: Some(reply_tx),
-        })
-        .await
-        .unwrap();
-    assert_eq!(reply_rx.await.unwrap(), Ok(path.clone()));
-    for e in after {
-        in_tx.send(e.clone()).await.unwrap();
-        live.apply(&out_rx.recv().await.unwrap());
-    }
-    ctl_tx.send(RecordControl::Stop).await.unwrap();
-    drop(in_tx);
-    pump.await.unwrap();
-    let mut statuses = Vec::new();
-    while let Ok(s) = st_rx.try_recv() {
-        statuses.push(s);
-    }
-    assert_eq!(statuses[0], RecordStatus::Recording(path.clone()));
-    assert!(
-        matches!(&statuses[1], RecordStatus::Stopped { events, .. } if *events as usize > after.len())
+    let ts = live.now.unwrap();
+    assert_eq!(
+        rec.start(&live, &path, ts),
+        vec![RecordStatus::Recording(path.clone())]
     );
+    assert_eq!(rec.path(), Some(path.as_path()));
+    for e in after {
+        live.apply(e);
+        assert_eq!(rec.write(e), None);
+    }
+    let stopped = rec.stop();
+    assert!(
+        matches!(&stopped, Some(RecordStatus::Stopped { events, .. }) if *events as usize > after.len()),
+        "{stopped:?}"
+    );
+    assert_eq!(rec.stop(), None, "stopped once");
 
-    let rec = jsonl::read(&path).unwrap();
-    let replayed = State::from_events(&rec.events);
+    let file = jsonl::read(&path).unwrap();
+    let replayed = State::from_events(&file.events);
     assert_eq!(replayed.pods, live.pods);
     assert_eq!(replayed.slices, live.slices);
     assert_eq!(
@@ -72,35 +50,17 @@ async fn recording_started_mid_session_replays_to_the_same_facts() {
     assert_eq!(replayed.session, live.session);
 }
 
-#[tokio::test]
-async fn an_unwritable_path_is_reported_and_the_session_goes_on() {
-    let (in_tx, in_rx) = mpsc::channel(4);
-    let (out_tx, mut out_rx) = mpsc::channel(4);
-    let (_ctl_tx, ctl_rx) = mpsc::channel(1);
-    let (st_tx, mut st_rx) = mpsc::unbounded_channel();
+#[test]
+fn an_unwritable_path_is_reported_and_the_session_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let blocker = dir.path().join("file");
     std::fs::write(&blocker, "x").unwrap();
-    let pump = tokio::spawn(
-        Pump {
-            input: in_rx,
-            output: out_tx,
-            control: ctl_rx,
-            status: st_tx,
-            header: Header::new(at(0), "lab", "ns", "t"),
-            record_to: Some(blocker.join("sub/r.jsonl")),
-            redact: false,
-        }
-        .run(),
-    );
-    let e = probe(5, "ollama-a", true);
-    in_tx.send(e.clone()).await.unwrap();
-    assert_eq!(out_rx.recv().await.unwrap(), e);
-    drop(in_tx);
-    pump.await.unwrap();
-    let s = st_rx.try_recv().unwrap();
+    let mut rec = Recording::new(Header::new(at(0), "lab", "ns", "t"), false);
+    let s = rec.start(&State::new(), &blocker.join("sub/r.jsonl"), at(0));
     assert!(
-        matches!(&s, RecordStatus::Failed(m) if m.contains("sub/r.jsonl")),
+        matches!(&s[..], [RecordStatus::Failed(m)] if m.contains("sub/r.jsonl")),
         "{s:?}"
     );
+    assert_eq!(rec.path(), None);
+    assert_eq!(rec.write(&probe(5, "ollama-a", true)), None);
 }

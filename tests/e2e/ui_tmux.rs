@@ -370,3 +370,120 @@ fn demo_in_tmux_runs_a_trial_to_t4() {
         "terminal still raw: {screen}"
     );
 }
+
+/// The instants (from a recording) at which each trial stopped running, and the events.
+fn trial_ends(
+    path: &Path,
+) -> (
+    Vec<chrono::DateTime<chrono::Utc>>,
+    Vec<readygap_core::event::Event>,
+) {
+    let events = readygap_core::record::jsonl::read(path)
+        .expect("reading the recording")
+        .events;
+    let mut state = readygap_core::state::State::new();
+    let mut ends = Vec::new();
+    for ev in &events {
+        state.apply(ev);
+        while state
+            .timeline
+            .trials
+            .get(ends.len())
+            .is_some_and(|t| !t.is_running())
+        {
+            ends.push(ev.ts);
+        }
+    }
+    (ends, events)
+}
+
+/// During a running trial (`t`, confirmed), `i` sends an inference at once; during the next
+/// one, `d` (confirmed) deletes at once: each action is requested within a bound of its key
+/// and before its trial ended (a runner that reads no command while a trial runs sends it
+/// after the trial's end). Either action ends its trial (an inference to a replacement that
+/// does not serve yet fails it; a delete supersedes it), hence one trial each.
+#[ignore = "needs tmux (apt-get install -y tmux)"]
+#[test]
+fn demo_in_tmux_takes_i_and_d_while_a_trial_runs() {
+    use readygap_core::event::{Action, EventKind};
+    crate::peers::tmux();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tmux = Tmux {
+        socket: format!("readygap-keys-{}", std::process::id()),
+    };
+    let bin = env!("CARGO_BIN_EXE_readygap");
+    let rec = dir.path().join("keys.jsonl");
+    let script = format!(
+        "'{bin}' demo --speed 1 --record '{}' --recordings-dir '{}'; echo EXITED $?; sleep 60",
+        rec.display(),
+        dir.path().display()
+    );
+    tmux.start(&dir.path().join("config"), &script);
+    let keys = |k: &str| {
+        tmux.cmd(&["send-keys", "-t", "rg", k]);
+    };
+    let ended = |n: usize| {
+        move |s: &str| {
+            s.contains(&format!("trial #{n} ✓"))
+                || s.contains(&format!("trial #{n} ✗"))
+                || s.contains(&format!("trial #{}", n + 1))
+        }
+    };
+    tmux.wait("a Ready pod", |s| {
+        s.contains("╭ Pods") && s.contains("Running True")
+    });
+    keys("t");
+    tmux.wait("the confirmation", |s| s.contains("Confirm"));
+    keys("y");
+    tmux.wait("trial #1 running", |s| s.contains("trial #1 running"));
+    let infer_key = chrono::Utc::now();
+    keys("i");
+    tmux.wait("trial #1's end", ended(1));
+    tmux.wait("a Ready pod again", |s| s.contains("Running True"));
+    keys("t");
+    tmux.wait("the confirmation", |s| s.contains("Confirm"));
+    keys("y");
+    tmux.wait("trial #2 running", |s| s.contains("trial #2 running"));
+    keys("d");
+    tmux.wait("the delete's confirmation", |s| s.contains("Confirm"));
+    let delete_key = chrono::Utc::now();
+    keys("y");
+    tmux.wait("trial #2's end", ended(2));
+    keys("q");
+    let screen = tmux.wait("the process to exit", |s| s.contains("EXITED"));
+    assert!(screen.contains("EXITED 0"), "{screen}");
+
+    let (ends, events) = trial_ends(&rec);
+    assert!(ends.len() >= 2, "two trials ended: {ends:?}");
+    let requested = |after: chrono::DateTime<chrono::Utc>, f: &dyn Fn(&Action) -> bool| {
+        events
+            .iter()
+            .find(|e| {
+                e.ts >= after
+                    && matches!(&e.kind, EventKind::ActionRequested { action, .. } if f(action))
+            })
+            .map(|e| e.ts)
+            .expect("the action was requested after its key")
+    };
+    let bound = chrono::Duration::seconds(3);
+    let infer = requested(infer_key, &|a| matches!(a, Action::Infer { .. }));
+    assert!(
+        infer - infer_key < bound,
+        "`i` at {infer_key}, the inference at {infer}"
+    );
+    assert!(
+        infer <= ends[0],
+        "the inference ({infer}) before trial #1's end ({})",
+        ends[0]
+    );
+    let delete = requested(delete_key, &|a| matches!(a, Action::DeletePod { .. }));
+    assert!(
+        delete - delete_key < bound,
+        "`y` at {delete_key}, the delete at {delete}"
+    );
+    assert!(
+        delete <= ends[1],
+        "the delete ({delete}) before trial #2's end ({})",
+        ends[1]
+    );
+}

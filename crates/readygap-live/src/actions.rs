@@ -135,11 +135,16 @@ impl Executor {
     /// Run a request in the background; returns its action id at once.
     pub fn submit(&self, req: Request) -> u64 {
         let id = self.next_id();
+        self.spawn(id, req);
+        id
+    }
+
+    /// Run a request in the background under an id drawn with [`Executor::next_id`].
+    pub fn spawn(&self, id: u64, req: Request) {
         let me = self.clone();
         tokio::spawn(async move {
             me.execute(id, req).await;
         });
-        id
     }
 
     /// Run a request to its end (events included); returns the outcome.

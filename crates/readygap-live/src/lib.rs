@@ -14,6 +14,7 @@ pub mod node;
 pub mod node_host;
 pub mod rbac;
 pub mod run;
+pub mod runner;
 pub mod session;
 pub mod sources;
 pub mod trial;

@@ -3,11 +3,10 @@
 //! announced as a [`EventKind::NodeAccess`] event so it shows in the Host panel and in
 //! recordings.
 //!
-//! - [`Focus`] (pure) follows the pod events and the user's pod choice and names the
-//!   selected node: the chosen pod's node, else the newest Ready, not-deleting pod's node.
-//!   It is sticky: while no pod is Ready (during a replacement) the previous node stays
-//!   selected, so a trial does not restart the sampler. [`NodeSelection`] is the shared
-//!   handle (a `watch` of the node name) that the runner's sink and the dashboard update.
+//! - The selected node is [`readygap_core::focus::node`] (the one "which pod" rule), which
+//!   the session publishes into [`NodeSelection`] (a `watch` of the node name). It is
+//!   sticky: while no pod is Ready (during a replacement) the previous node stays selected,
+//!   so a trial does not restart the sampler.
 //! - [`AccessPolicy::plan`] decides, per node, what samples it:
 //!   * `--node-access VIA` (with `--node-identity` / `--node-known-hosts`) or a matching
 //!     `[nodes."PATTERN"]` table: the node itself, through [`crate::host::run_node_sampler`]
@@ -31,9 +30,8 @@
 //! become [`EventKind::SourceError`] events of the feed `host NODE`; the samplers retry
 //! after [`RETRY_AFTER`]; a sample after an error reports [`EventKind::SourceConnected`].
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -43,9 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::node::config::{NodeFacts, NodesSection, access_from_via, guess_access};
 use crate::node::{NodeAccess, NodeName, User};
-use readygap_core::event::{
-    Event, EventKind, HostSample, NodeAccessInfo, PodView, Source, Timestamp,
-};
+use readygap_core::event::{Event, EventKind, HostSample, NodeAccessInfo, Source, Timestamp};
 use readygap_core::units::{parse_cpu, parse_memory};
 
 /// How often a node is sampled.
@@ -57,72 +53,11 @@ pub const SUMMARY_API: &str = "kubelet Summary API (node proxy)";
 
 use readygap_core::event::host_feed as feed_name;
 
-/// Which node readygap is focused on, from the pod events and the user's choice. Pure.
-#[derive(Debug, Clone, Default)]
-pub struct Focus {
-    pods: BTreeMap<String, PodView>,
-    chosen: Option<String>,
-    resync: Option<BTreeSet<String>>,
-    last: Option<String>,
-}
-
-impl Focus {
-    /// Follows pod events (applied, deleted, re-lists).
-    pub fn apply(&mut self, ev: &Event) {
-        match &ev.kind {
-            EventKind::PodApplied(p) => {
-                if let Some(seen) = &mut self.resync {
-                    seen.insert(p.name.clone());
-                }
-                self.pods.insert(p.name.clone(), p.clone());
-            }
-            EventKind::PodDeleted(p) => {
-                self.pods.remove(&p.name);
-            }
-            EventKind::ResyncStarted { resource } if resource == "pods" => {
-                self.resync = Some(BTreeSet::new());
-            }
-            EventKind::ResyncDone { resource } if resource == "pods" => {
-                if let Some(seen) = self.resync.take() {
-                    self.pods.retain(|k, _| seen.contains(k));
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// The pod the user picked (`None` goes back to the newest Ready pod).
-    pub fn choose(&mut self, pod: Option<String>) {
-        self.chosen = pod;
-    }
-
-    /// The selected node: the chosen pod's, else the newest Ready, not-deleting pod's,
-    /// else the last one selected.
-    pub fn node(&mut self) -> Option<String> {
-        let chosen = self
-            .chosen
-            .as_ref()
-            .and_then(|c| self.pods.get(c))
-            .and_then(|p| p.node.clone());
-        let newest = || {
-            self.pods
-                .values()
-                .filter(|p| p.is_ready() && p.deletion_timestamp.is_none() && p.node.is_some())
-                .max_by_key(|p| (p.created, p.name.clone()))
-                .and_then(|p| p.node.clone())
-        };
-        if let Some(n) = chosen.or_else(newest) {
-            self.last = Some(n);
-        }
-        self.last.clone()
-    }
-}
-
-/// The shared handle on the selected node: the runner's sink feeds it events, the dashboard
-/// the user's pod choice; the node feed watches the node name.
+/// The selected node, as a `watch` the node feed follows: the session publishes
+/// [`readygap_core::focus::node`] after each pod event and pod choice. Sticky: `None` (no
+/// Ready pod, during a replacement) keeps the node selected before.
 #[derive(Clone)]
 pub struct NodeSelection {
-    focus: Arc<Mutex<Focus>>,
     node: Arc<watch::Sender<Option<String>>>,
 }
 
@@ -135,43 +70,21 @@ impl Default for NodeSelection {
 impl NodeSelection {
     pub fn new() -> Self {
         Self {
-            focus: Arc::default(),
             node: Arc::new(watch::channel(None).0),
         }
     }
 
-    fn publish(&self, f: impl FnOnce(&mut Focus)) {
-        let Ok(mut focus) = self.focus.lock() else {
-            return;
-        };
-        f(&mut focus);
-        let node = focus.node();
+    /// Select `node` (a change wakes the feed; `None` changes nothing).
+    pub fn set(&self, node: Option<String>) {
+        let Some(node) = node else { return };
         self.node.send_if_modified(|cur| {
-            if *cur == node {
+            if cur.as_deref() == Some(node.as_str()) {
                 false
             } else {
-                *cur = node;
+                *cur = Some(node);
                 true
             }
         });
-    }
-
-    /// Passes one event of the stream (only pod events matter).
-    pub fn observe(&self, ev: &Event) {
-        if matches!(
-            ev.kind,
-            EventKind::PodApplied(_)
-                | EventKind::PodDeleted(_)
-                | EventKind::ResyncStarted { .. }
-                | EventKind::ResyncDone { .. }
-        ) {
-            self.publish(|f| f.apply(ev));
-        }
-    }
-
-    /// The user picked a pod (the pod picker); its node becomes the selected node.
-    pub fn choose_pod(&self, pod: Option<String>) {
-        self.publish(|f| f.choose(pod));
     }
 
     /// The selected node now.
@@ -634,7 +547,7 @@ async fn sample_summary(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use readygap_core::event::PodCondition;
+    use readygap_core::event::{PodCondition, PodView};
 
     fn at(ms: i64) -> Timestamp {
         chrono::DateTime::from_timestamp_millis(1_800_000_000_000 + ms).expect("ts")
@@ -656,6 +569,32 @@ mod tests {
                 ..PodView::default()
             }),
         )
+    }
+
+    /// The session's part of node selection: the one store, the focus rule, the watch.
+    #[derive(Default)]
+    struct Focus {
+        state: readygap_core::state::State,
+        chosen: Option<String>,
+        sel: NodeSelection,
+    }
+
+    impl Focus {
+        fn apply(&mut self, ev: &Event) {
+            self.state.apply(ev);
+            self.publish();
+        }
+        fn choose(&mut self, pod: Option<String>) {
+            self.chosen = pod;
+            self.publish();
+        }
+        fn publish(&self) {
+            let node = readygap_core::focus::node(&self.state, self.chosen.as_deref());
+            self.sel.set(node);
+        }
+        fn node(&self) -> Option<String> {
+            self.sel.node()
+        }
     }
 
     #[test]
@@ -709,16 +648,16 @@ mod tests {
 
     #[tokio::test]
     async fn the_selection_publishes_only_changes() {
-        let sel = NodeSelection::new();
-        let mut rx = sel.subscribe();
-        sel.observe(&pod("a", "n1", true, 0));
+        let mut f = Focus::default();
+        let mut rx = f.sel.subscribe();
+        f.apply(&pod("a", "n1", true, 0));
         assert!(rx.has_changed().expect("open"));
         assert_eq!(rx.borrow_and_update().as_deref(), Some("n1"));
-        sel.observe(&pod("a", "n1", true, 0));
+        f.apply(&pod("a", "n1", true, 0));
         assert!(!rx.has_changed().expect("open"), "same node: no wake-up");
-        sel.observe(&pod("b", "n2", true, 5));
-        sel.choose_pod(Some("a".into()));
-        assert_eq!(sel.node().as_deref(), Some("n1"));
+        f.apply(&pod("b", "n2", true, 5));
+        f.choose(Some("a".into()));
+        assert_eq!(f.node().as_deref(), Some("n1"));
     }
 
     fn facts(name: &str, ip: Option<&str>) -> NodeFacts {

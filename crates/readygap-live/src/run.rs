@@ -9,9 +9,10 @@
 use crate::actions::{CacheDropper, Executor, Timeouts};
 use crate::cluster::{self, ClusterConfig};
 use crate::node_host::AccessPolicy;
+use crate::session::{RecordStatus, Recording};
 use crate::sources::runtime::ollama::Ollama;
 use crate::sources::runtime::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter};
-use crate::trial::{InferAfter, ReplaceBy, Runner, TrialConfig, progress_line};
+use crate::trial::{InferAfter, ReplaceBy, Runner, RunnerParts, TrialConfig, progress_line};
 use chrono::Utc;
 use color_eyre::eyre::{Result, WrapErr, eyre};
 use readygap_core::event::{Event, EventKind, SessionInfo, Source, Timestamp};
@@ -20,7 +21,7 @@ use readygap_core::report::{self, FileReport, Format, Report};
 use readygap_core::timeline::{Metric, Trial};
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -249,9 +250,6 @@ pub struct Built {
     pub feeds: CancellationToken,
     pub target: cluster::Target,
     pub model: String,
-    pub record_error: Arc<Mutex<Option<String>>>,
-    /// The selected node (followed by the node host feed); the dashboard sets the user's pod.
-    pub node_selection: crate::node_host::NodeSelection,
     /// The node host feed: ends after `feeds` is cancelled, once its sampler stopped (and
     /// deleted a debug pod it created). Await it before the process exits.
     pub node_feed: tokio::task::JoinHandle<()>,
@@ -264,7 +262,6 @@ async fn session(args: &RunConfig, cancel: CancellationToken) -> Result<RunOutpu
         feeds,
         target,
         model,
-        record_error,
         node_feed,
         ..
     } = build(args, cancel.clone(), None, "run").await?;
@@ -291,7 +288,7 @@ async fn session(args: &RunConfig, cancel: CancellationToken) -> Result<RunOutpu
     let _ = tokio::time::timeout(Duration::from_secs(15), node_feed).await;
     runner.stop();
     drop(tx);
-    finish(args, &runner, &target, &record_error, &cancel)
+    finish(args, &runner, &target, &cancel)
 }
 
 /// Connect, start the feeds and build the runner. Every event the runner sees is written to
@@ -330,54 +327,31 @@ pub async fn build(
         "probe_path": args.session.probe_path, "probe_interval_ms": args.session.probe_interval.as_millis() as u64,
         "infer_after": args.session.infer_after, "replace": args.session.replace,
         "think": args.session.think, "probe_external": args.session.probe_external,
-        "read_only": args.session.read_only,
+        "read_only": args.session.read_only, "mode": mode,
     });
     if let Some(o) = settings.as_object_mut() {
         o.extend(args.extra_settings.clone());
     }
-    let mut recorder = match &args.session.record {
-        Some(path) => {
-            let mut h = jsonl::Header::new(
-                Utc::now(),
-                &target.context,
-                &target.namespace,
-                &target.label(),
-            );
-            h.settings = settings.clone();
-            if args.session.record_redact {
-                jsonl::redact_header(&mut h);
-            }
-            Some(
-                jsonl::Recorder::create(path, &h)
-                    .wrap_err_with(|| format!("creating the recording {}", path.display()))?,
-            )
-        }
-        None => None,
-    };
-    let record_error: Arc<Mutex<Option<String>>> = Arc::default();
-    let rec_err = record_error.clone();
-    let redact = args.session.record_redact;
+    // The session's one recorder: the runner writes every event it applies.
+    let mut header = jsonl::Header::new(
+        Utc::now(),
+        &target.context,
+        &target.namespace,
+        &target.label(),
+    );
+    header.settings = settings.clone();
+    let mut recording = Recording::new(header, args.session.record_redact);
+    if let Some(path) = &args.session.record
+        && let Some(RecordStatus::Failed(e)) = recording
+            .start(&readygap_core::state::State::new(), path, Utc::now())
+            .pop()
+    {
+        return Err(eyre!("creating the recording: {e}"));
+    }
     let node_selection = crate::node_host::NodeSelection::new();
-    let selection = node_selection.clone();
     let sink = Box::new(move |ev: &Event| {
-        selection.observe(ev);
         if let Some(f) = &forward {
             let _ = f.send(ev.clone());
-        }
-        if let Some(r) = recorder.as_mut()
-            && let Err(e) = r.write(
-                if redact {
-                    jsonl::redacted(ev)
-                } else {
-                    std::borrow::Cow::Borrowed(ev)
-                }
-                .as_ref(),
-            )
-        {
-            rec_err
-                .lock()
-                .map(|mut g| g.get_or_insert(e.to_string()).clone())
-                .ok();
         }
     });
 
@@ -462,16 +436,18 @@ pub async fn build(
         },
         ..TrialConfig::default()
     };
-    let runner = Runner::new(
+    let mut runner = Runner::new(RunnerParts {
         rx,
-        tx.clone(),
+        tx: tx.clone(),
         exec,
         runtime,
-        target.client.clone(),
+        client: target.client.clone(),
         cfg,
         sink,
-        cancel.clone(),
-    );
+        recording,
+        cancel: cancel.clone(),
+    });
+    runner.select_nodes(node_selection);
     let session_ev = Event::new(
         Utc::now(),
         Source::Session,
@@ -490,8 +466,6 @@ pub async fn build(
         feeds,
         target,
         model,
-        record_error,
-        node_selection,
         node_feed,
     })
 }
@@ -531,14 +505,11 @@ fn finish(
     args: &RunConfig,
     runner: &Runner,
     target: &cluster::Target,
-    record_error: &Arc<Mutex<Option<String>>>,
     cancel: &CancellationToken,
 ) -> Result<RunOutput> {
     let trials = runner.state.timeline.trials.clone();
     let mut warnings = Vec::new();
-    if let Ok(g) = record_error.lock()
-        && let Some(e) = g.as_ref()
-    {
+    if let Some(e) = runner.record_error() {
         warnings.push(format!("recording: {e}"));
     }
     let label = args

@@ -1,6 +1,7 @@
-//! The session's event pump: every source sends its events into one channel; the pump keeps
-//! a reducer of its own (for snapshots), writes each event to the recording when recording is
-//! on, and forwards it to the consumer (the dashboard or the trial runner).
+//! The session's recording: the one recorder of `readygap run` and the dashboard. The
+//! runner (which owns the session's one store) writes every event it applies, so the file
+//! holds everything the screen shows: the feeds, the actions, the runner's notes ("no Ready
+//! pod …", refusals), cluster errors and the recording's own status lines.
 //!
 //! Recording can be switched on and off while the session runs (`R` in the dashboard): each
 //! start opens a new file, whose first events are a snapshot of the current state (session,
@@ -9,29 +10,30 @@
 //! are not reconstructed in it (their T0 came before the file did).
 
 use readygap_core::event::{Event, Timestamp};
-use readygap_core::record::jsonl::{Header, Recorder};
+use readygap_core::record::jsonl::{self, Header, Recorder};
 use readygap_core::state::State;
 use std::path::{Path, PathBuf};
-use tokio::sync::{mpsc, oneshot};
 
-/// Recording commands.
-#[derive(Debug)]
-pub enum RecordControl {
-    /// Start a new recording at this path (replies with the result).
-    Start {
-        path: PathBuf,
-        reply: Option<oneshot::Sender<Result<PathBuf, String>>>,
-    },
-    /// Stop the current recording, if any.
-    Stop,
-}
-
-/// What the pump tells its owner about recording.
+/// What happened to the recording (the dashboard's header shows it; each one is also a
+/// note in the event stream).
 #[derive(Debug, Clone, PartialEq)]
 pub enum RecordStatus {
     Recording(PathBuf),
     Stopped { path: PathBuf, events: u64 },
     Failed(String),
+}
+
+impl RecordStatus {
+    /// The line shown and recorded.
+    pub fn text(&self) -> String {
+        match self {
+            RecordStatus::Recording(p) => format!("recording to {}", p.display()),
+            RecordStatus::Stopped { path, events } => {
+                format!("recording stopped: {} ({events} events)", path.display())
+            }
+            RecordStatus::Failed(e) => format!("recording failed: {e}"),
+        }
+    }
 }
 
 /// The default path of a new recording: `recordings/readygap-<context>-<time>.jsonl`.
@@ -53,87 +55,38 @@ pub fn default_recording_path(dir: &Path, context: &str, at: Timestamp) -> PathB
     ))
 }
 
-/// The pump. Ends when every sender of `input` is gone; the recording is closed then.
-pub struct Pump {
-    pub input: mpsc::Receiver<Event>,
-    pub output: mpsc::Sender<Event>,
-    pub control: mpsc::Receiver<RecordControl>,
-    pub status: mpsc::UnboundedSender<RecordStatus>,
+/// The recorder of a session: off, or writing one file.
+pub struct Recording {
     /// Header fields for new recordings (context, namespace, target, settings).
     pub header: Header,
-    /// Start recording at once to this path.
-    pub record_to: Option<PathBuf>,
     /// Leave prompts and responses out of recordings.
     pub redact: bool,
+    file: Option<Recorder>,
 }
 
-impl Pump {
-    pub async fn run(mut self) {
-        let mut state = State::new();
-        let mut recorder: Option<Recorder> = None;
-        if let Some(path) = self.record_to.take() {
-            recorder = self.start(&state, &path, chrono::Utc::now());
-        }
-        let mut control_open = true;
-        loop {
-            tokio::select! {
-                ev = self.input.recv() => {
-                    let Some(ev) = ev else { break };
-                    state.apply(&ev);
-                    let to_write = if self.redact {
-                        readygap_core::record::jsonl::redacted(&ev)
-                    } else {
-                        std::borrow::Cow::Borrowed(&ev)
-                    };
-                    if let Some(r) = recorder.as_mut()
-                        && let Err(e) = r.write(&to_write)
-                    {
-                        let _ = self.status.send(RecordStatus::Failed(format!(
-                            "writing {}: {e}; recording stopped",
-                            r.path().display()
-                        )));
-                        recorder = None;
-                    }
-                    if self.output.send(ev).await.is_err() {
-                        break;
-                    }
-                }
-                ctl = self.control.recv(), if control_open => match ctl {
-                    None => control_open = false,
-                    Some(RecordControl::Start { path, reply }) => {
-                        if let Some(r) = recorder.take() {
-                            let _ = self.status.send(RecordStatus::Stopped { path: r.path().to_path_buf(), events: r.written() });
-                        }
-                        let ts = state.now.unwrap_or_else(chrono::Utc::now);
-                        recorder = self.start(&state, &path, ts);
-                        if let Some(reply) = reply {
-                            let _ = reply.send(match &recorder {
-                                Some(r) => Ok(r.path().to_path_buf()),
-                                None => Err(format!("could not record to {}", path.display())),
-                            });
-                        }
-                    }
-                    Some(RecordControl::Stop) => {
-                        if let Some(r) = recorder.take() {
-                            let _ = self.status.send(RecordStatus::Stopped { path: r.path().to_path_buf(), events: r.written() });
-                        }
-                    }
-                },
-            }
-        }
-        if let Some(r) = recorder.take() {
-            let _ = self.status.send(RecordStatus::Stopped {
-                path: r.path().to_path_buf(),
-                events: r.written(),
-            });
+impl Recording {
+    /// Not recording yet.
+    pub fn new(header: Header, redact: bool) -> Self {
+        Self {
+            header,
+            redact,
+            file: None,
         }
     }
 
-    fn start(&self, state: &State, path: &Path, ts: Timestamp) -> Option<Recorder> {
+    /// The file being written.
+    pub fn path(&self) -> Option<&Path> {
+        self.file.as_ref().map(|r| r.path())
+    }
+
+    /// Start a new file at `path` (stopping the current one), starting with a snapshot of
+    /// `state` stamped `ts`. Returns what happened, in order.
+    pub fn start(&mut self, state: &State, path: &Path, ts: Timestamp) -> Vec<RecordStatus> {
+        let mut out: Vec<RecordStatus> = self.stop().into_iter().collect();
         let mut header = self.header.clone();
         header.started = ts;
         if self.redact {
-            readygap_core::record::jsonl::redact_header(&mut header);
+            jsonl::redact_header(&mut header);
         }
         let result = Recorder::create(path, &header).and_then(|mut r| {
             for ev in state.snapshot_events(ts) {
@@ -141,20 +94,38 @@ impl Pump {
             }
             Ok(r)
         });
-        match result {
+        out.push(match result {
             Ok(r) => {
-                let _ = self
-                    .status
-                    .send(RecordStatus::Recording(path.to_path_buf()));
-                Some(r)
+                self.file = Some(r);
+                RecordStatus::Recording(path.to_path_buf())
             }
-            Err(e) => {
-                let _ = self.status.send(RecordStatus::Failed(format!(
-                    "recording to {}: {e}",
-                    path.display()
-                )));
-                None
-            }
-        }
+            Err(e) => RecordStatus::Failed(format!("recording to {}: {e}", path.display())),
+        });
+        out
+    }
+
+    /// Stop the current file, if any.
+    pub fn stop(&mut self) -> Option<RecordStatus> {
+        self.file.take().map(|r| RecordStatus::Stopped {
+            path: r.path().to_path_buf(),
+            events: r.written(),
+        })
+    }
+
+    /// Write one event (redacted when asked). A failed write stops the recording.
+    pub fn write(&mut self, ev: &Event) -> Option<RecordStatus> {
+        let r = self.file.as_mut()?;
+        let ev = if self.redact {
+            jsonl::redacted(ev)
+        } else {
+            std::borrow::Cow::Borrowed(ev)
+        };
+        let e = r.write(&ev).err()?;
+        let status = RecordStatus::Failed(format!(
+            "writing {}: {e}; recording stopped",
+            r.path().display()
+        ));
+        self.file = None;
+        Some(status)
     }
 }

@@ -1,0 +1,1170 @@
+//! The trial runner's decisions as a pure state machine: `(state, input, now) → actions`.
+//!
+//! `trial_begin{cold}` → [cold step: unload the model, drop the node's page cache] → T0
+//! delete (or rollout restart) → wait for the replacement's Ready (T1) → wait for the
+//! runtime's answer (T2, unless `--infer-after ready`) → [models on disk, preload] → the
+//! inference (T3) → its end (T4) → cooldown. A stage that does not finish in time ends the
+//! trial with `trial_abort{reason}`; Ctrl-C ends it with `interrupted`. A replacement that
+//! readygap did not start (someone's delete, a rollout, an OOM restart) is driven (or, when
+//! readygap may not touch it, observed) to its end too.
+//!
+//! The machine decides from the one reduced [`State`] (the session's store) and never waits:
+//! commands are taken at any time, so `i` pressed mid-trial is an inference at once and `d`
+//! a delete at once. It reads no clock: `now` comes with every input. The async driver
+//! ([`crate::trial::Runner`]) executes the [`Do`]s and feeds back what happened.
+//! (Shape as kube-rs's `reconcile(obj, ctx) -> Action`: decide from state, return what to do.)
+
+use crate::actions::Request;
+use crate::sources::runtime::{PodRef, PollConfig};
+use readygap_core::event::{CacheDrop, EventKind, Outcome, Timestamp};
+use readygap_core::focus;
+use readygap_core::state::State;
+use readygap_core::timeline::Trial;
+use std::time::Duration;
+
+/// When the T3 inference is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InferAfter {
+    /// After the runtime answered (T2) and the pod is Ready (T1), as in the study.
+    #[default]
+    Runtime,
+    /// As soon as the pod is Ready (T1).
+    Ready,
+}
+
+/// How the runner replaces the pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplaceBy {
+    #[default]
+    Delete,
+    Restart,
+}
+
+impl InferAfter {
+    /// The names on the command line.
+    pub const NAMES: [(&'static str, InferAfter); 2] = [
+        ("runtime", InferAfter::Runtime),
+        ("ready", InferAfter::Ready),
+    ];
+}
+
+impl ReplaceBy {
+    /// The names on the command line.
+    pub const NAMES: [(&'static str, ReplaceBy); 2] = [
+        ("delete", ReplaceBy::Delete),
+        ("restart", ReplaceBy::Restart),
+    ];
+}
+
+/// Settings of the runner.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TrialConfig {
+    pub cold: bool,
+    pub replace_by: ReplaceBy,
+    pub deployment: Option<String>,
+    pub infer_after: InferAfter,
+    pub probe_interval: Duration,
+    pub cooldown: Duration,
+    /// T0 → T1.
+    pub ready_timeout: Duration,
+    /// T1 → T2.
+    pub runtime_timeout: Duration,
+    /// T3 → T4.
+    pub inference_timeout: Duration,
+    /// Waiting for a pod to replace at the start of a trial.
+    pub target_timeout: Duration,
+    pub namespace: String,
+    /// Follow each pod's memory through exec (else no memory feed).
+    pub memory: bool,
+    pub memory_interval: Duration,
+    pub container: Option<String>,
+    /// The runtime's port in the pod (picks the serving container without `container`).
+    pub runtime_port: u16,
+    /// Load this model on the new pod just before T3 (announced as a note, not an inference
+    /// of the trial): the published overlapping-residency case, a small model resident when
+    /// the served one loads.
+    pub preload_model: Option<String>,
+    /// Send readygap's own inference (and preload) to replacements readygap did not start
+    /// (`--probe-external`). Off: an external trial is only observed.
+    pub probe_external: bool,
+    /// `--read-only`: only GET requests, anywhere (no action, no inference).
+    pub read_only: bool,
+    #[serde(skip)]
+    pub poll: PollConfig,
+}
+
+impl Default for TrialConfig {
+    fn default() -> Self {
+        Self {
+            cold: false,
+            replace_by: ReplaceBy::Delete,
+            deployment: None,
+            infer_after: InferAfter::Runtime,
+            probe_interval: Duration::from_millis(50),
+            cooldown: Duration::from_secs(15),
+            ready_timeout: Duration::from_secs(300),
+            runtime_timeout: Duration::from_secs(300),
+            inference_timeout: Duration::from_secs(600),
+            target_timeout: Duration::from_secs(120),
+            namespace: "default".into(),
+            memory: true,
+            memory_interval: Duration::from_millis(250),
+            container: None,
+            runtime_port: 11434,
+            preload_model: None,
+            probe_external: false,
+            read_only: false,
+            poll: PollConfig::default(),
+        }
+    }
+}
+
+/// What the runner is asked to do (the dashboard's keys; tests).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Run one trial now on the focused pod (with the cold step when `cold`).
+    Trial { cold: bool },
+    /// Run an action at once, whatever the trial is doing.
+    Act(Request),
+    /// The user chose this pod (`p`): the focus of trials, inferences and the node feed.
+    Choose(Option<String>),
+    /// One inference to the focused pod (model: the session's when `None`).
+    Infer { model: Option<String> },
+    /// Unload a model from the focused pod.
+    Unload { model: Option<String> },
+    /// Start recording to this file (a new one; `None`: stop). The driver's, not a decision.
+    Record(Option<std::path::PathBuf>),
+}
+
+/// A task the driver ran for the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Task {
+    /// The new pod's models on disk were listed (or the listing failed).
+    Models,
+    /// The preload request ended.
+    Preload,
+}
+
+/// What the machine is told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// The state changed (an event was applied).
+    Changed,
+    Command(Command),
+    Finished(Task),
+    /// Time passed (a deadline may have come).
+    Tick,
+    /// Ctrl-C, or the event stream closed: end the open trial as `interrupted` and stop.
+    Interrupt,
+    /// The commands closed: stop (the open trial stays as it is).
+    Close,
+}
+
+/// What the driver is asked to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Do {
+    /// Run this action (its events report it).
+    Act { id: u64, req: Request },
+    /// Stamp this runner event now, apply and record it.
+    Emit(EventKind),
+    /// List the pod's models on disk (a `models_on_disk` event), then [`Task::Models`].
+    ListModels(PodRef),
+    /// Load `model` on the pod (a note says how it went), then [`Task::Preload`].
+    Preload { pod: PodRef, model: String },
+    /// The trial at this index ended (a progress line, a callback).
+    Ended(usize),
+    /// Nothing more to do: clean up (debug pods, feeds) and end.
+    Finish,
+}
+
+/// Which trials to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// Trials on command (the dashboard).
+    Serve,
+    /// `n` trials readygap starts (`readygap run`), at most `n * 3 + 3` attempts.
+    Trials {
+        n: usize,
+        done: usize,
+        attempts: usize,
+    },
+}
+
+/// Where a trial readygap drives is.
+#[derive(Debug, Clone, PartialEq)]
+enum Stage {
+    /// T0 → T1.
+    Ready,
+    /// T1 → T2.
+    Runtime,
+    /// Waiting for the models on disk.
+    Models,
+    /// Waiting for the preload request.
+    Preload,
+    /// The preloaded model shows in `/api/ps` (bounded), so it is on record before T3.
+    Resident(String),
+    /// T3 → T4.
+    Inference,
+    /// A trial readygap may not touch: it ends by its marks or by its deadline.
+    Observe,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    Idle,
+    /// Waiting for the focused pod to be Ready.
+    Target {
+        cold: bool,
+        until: Timestamp,
+    },
+    /// The cold step's action `id` (unload, then drop caches) is running.
+    Cold {
+        victim: String,
+        node: Option<String>,
+        unloading: bool,
+        id: u64,
+    },
+    /// The replacement request `id` is out; the trial opens at its T0.
+    Replace {
+        id: u64,
+        before: usize,
+        until: Timestamp,
+    },
+    /// The trial at `index`; `own`: readygap started it (it counts in a run).
+    Drive {
+        index: usize,
+        own: bool,
+        stage: Stage,
+        since: Timestamp,
+    },
+    Cooldown {
+        until: Timestamp,
+    },
+    /// After the last trial: a late OOM reason and the memory after T4 (bounded).
+    Settle {
+        until: Timestamp,
+    },
+    Stopped,
+}
+
+/// How long a replacement request may take to reach T0.
+const REPLACE_LIMIT: Duration = Duration::from_secs(60);
+/// How long the preloaded model may take to show in `/api/ps`.
+const RESIDENT_LIMIT: Duration = Duration::from_secs(10);
+/// How long a failed inference waits for the OOM kill that may explain it.
+const OOM_LIMIT: Duration = Duration::from_secs(3);
+
+/// The runner's state machine.
+pub struct Machine {
+    pub cfg: TrialConfig,
+    plan: Plan,
+    phase: Phase,
+    chosen: Option<String>,
+    ids: Box<dyn FnMut() -> u64 + Send>,
+}
+
+fn after(t: Timestamp, d: Duration) -> Timestamp {
+    t + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+pub(crate) fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+impl Machine {
+    /// A machine serving commands; `ids` draws action ids (the executor's counter).
+    pub fn new(cfg: TrialConfig, ids: Box<dyn FnMut() -> u64 + Send>) -> Self {
+        Self {
+            cfg,
+            plan: Plan::Serve,
+            phase: Phase::Idle,
+            chosen: None,
+            ids,
+        }
+    }
+
+    /// Run `n` trials from now on (then settle and finish).
+    pub fn run_trials(&mut self, n: usize) {
+        self.plan = Plan::Trials {
+            n,
+            done: 0,
+            attempts: 0,
+        };
+    }
+
+    /// The pod the user chose.
+    pub fn chosen(&self) -> Option<&str> {
+        self.chosen.as_deref()
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.phase == Phase::Stopped
+    }
+
+    /// The next deadline: the driver sends [`Input::Tick`] then.
+    pub fn wake(&self, s: &State) -> Option<Timestamp> {
+        match &self.phase {
+            Phase::Target { until, .. }
+            | Phase::Replace { until, .. }
+            | Phase::Cooldown { until }
+            | Phase::Settle { until, .. } => Some(*until),
+            Phase::Drive {
+                index,
+                stage,
+                since,
+                ..
+            } => match stage {
+                Stage::Ready => Some(after(*since, self.cfg.ready_timeout)),
+                Stage::Runtime => Some(after(*since, self.cfg.runtime_timeout)),
+                Stage::Resident(_) => Some(after(*since, RESIDENT_LIMIT)),
+                Stage::Inference => Some(after(*since, self.cfg.inference_timeout)),
+                Stage::Observe => self.observe_deadline(s, *index).map(|(t, _)| t),
+                Stage::Models | Stage::Preload => None,
+            },
+            Phase::Idle | Phase::Cold { .. } | Phase::Stopped => None,
+        }
+    }
+
+    /// Whether readygap may send its own POSTs (inference, preload) for the trial at
+    /// `index`: its own trials, external ones only with `--probe-external`, never under
+    /// `--read-only`.
+    pub fn may_touch(&self, s: &State, index: usize) -> bool {
+        !self.cfg.read_only
+            && s.timeline
+                .trials
+                .get(index)
+                .is_some_and(|t| !t.external || self.cfg.probe_external)
+    }
+
+    /// How long an observed trial may stay open: T1 within `ready_timeout` of T0, then its
+    /// end (T4 from the runtime's log) within the runtime and inference timeouts of T1.
+    /// With the reason it ends with when that passes.
+    fn observe_deadline(&self, s: &State, index: usize) -> Option<(Timestamp, String)> {
+        let t = s.timeline.trials.get(index)?;
+        let (from, limit, why) = match t.marks.t1 {
+            None => (
+                t.marks.t0?,
+                self.cfg.ready_timeout,
+                "timeout: the replacement pod was not Ready within",
+            ),
+            Some(t1) => (
+                t1,
+                self.cfg.runtime_timeout + self.cfg.inference_timeout,
+                "no inference observed (readygap sends none to a replacement it did not start \
+                 without --probe-external) within",
+            ),
+        };
+        Some((after(from, limit), format!("{why} {}", secs(limit))))
+    }
+
+    /// One input: what to do now.
+    pub fn on(&mut self, s: &State, input: Input, now: Timestamp) -> Vec<Do> {
+        let mut out = Vec::new();
+        if self.phase == Phase::Stopped {
+            return out;
+        }
+        match input {
+            Input::Command(c) => self.command(s, c, now, &mut out),
+            Input::Interrupt => {
+                self.interrupt(s, &mut out);
+                return out;
+            }
+            Input::Close => {
+                self.phase = Phase::Stopped;
+                out.push(Do::Finish);
+                return out;
+            }
+            Input::Finished(task) => self.finished(s, task, now, &mut out),
+            Input::Changed | Input::Tick => {}
+        }
+        self.advance(s, now, &mut out);
+        out
+    }
+
+    fn command(&mut self, s: &State, c: Command, now: Timestamp, out: &mut Vec<Do>) {
+        let note = |text: String| Do::Emit(EventKind::Note { text });
+        match c {
+            Command::Act(req) => out.push(Do::Act {
+                id: (self.ids)(),
+                req,
+            }),
+            Command::Choose(pod) => self.chosen = pod,
+            Command::Record(_) => {}
+            Command::Infer { ref model } | Command::Unload { ref model } => {
+                let (infer, model) = (matches!(c, Command::Infer { .. }), model.clone());
+                match focus::live_pod(s, self.chosen.as_deref()) {
+                    Some(p) => {
+                        let pod = PodRef {
+                            name: p.name.clone(),
+                            ip: p.ip.clone(),
+                        };
+                        let req = if infer {
+                            Request::Infer { pod, model }
+                        } else {
+                            Request::Unload { pod, model }
+                        };
+                        out.push(Do::Act {
+                            id: (self.ids)(),
+                            req,
+                        });
+                    }
+                    None => out.push(note("no pod to send it to".into())),
+                }
+            }
+            Command::Trial { .. } if self.cfg.read_only => {
+                out.push(note("refused: --read-only starts no trial".into()));
+            }
+            Command::Trial { cold } => match (&self.phase, s.timeline.open()) {
+                (Phase::Idle, None) => self.target(cold, now),
+                (_, open) => out.push(note(format!(
+                    "refused: a trial is under way{}; start the next one when it ended",
+                    open.map(|t| format!(" (#{})", t.index)).unwrap_or_default()
+                ))),
+            },
+        }
+    }
+
+    fn target(&mut self, cold: bool, now: Timestamp) {
+        if let Plan::Trials { attempts, .. } = &mut self.plan {
+            *attempts += 1;
+        }
+        self.phase = Phase::Target {
+            cold,
+            until: after(now, self.cfg.target_timeout),
+        };
+    }
+
+    fn interrupt(&mut self, s: &State, out: &mut Vec<Do>) {
+        let open = s
+            .timeline
+            .open()
+            .map(|t| (t.index as usize).saturating_sub(1));
+        let announced = matches!(self.phase, Phase::Cold { .. } | Phase::Replace { .. });
+        if open.is_some() || announced {
+            out.push(Do::Emit(EventKind::TrialAbort {
+                reason: "interrupted".into(),
+            }));
+        }
+        if let Some(i) = open {
+            out.push(Do::Ended(i));
+        }
+        self.phase = Phase::Stopped;
+        out.push(Do::Finish);
+    }
+
+    fn finished(&mut self, s: &State, task: Task, now: Timestamp, out: &mut Vec<Do>) {
+        let Phase::Drive { index, stage, .. } = &self.phase else {
+            return;
+        };
+        let index = *index;
+        match (stage, task) {
+            (Stage::Models, Task::Models) => self.after_models(s, index, now, out),
+            (Stage::Preload, Task::Preload) => {
+                let model = self.cfg.preload_model.clone().unwrap_or_default();
+                self.stage(Stage::Resident(model), now);
+            }
+            _ => {}
+        }
+    }
+
+    fn stage(&mut self, next: Stage, now: Timestamp) {
+        if let Phase::Drive { stage, since, .. } = &mut self.phase {
+            *stage = next;
+            *since = now;
+        }
+    }
+
+    /// Move on while the state allows it.
+    fn advance(&mut self, s: &State, now: Timestamp, out: &mut Vec<Do>) {
+        // Each pass changes the phase or returns; the bound only guards a mistake.
+        for _ in 0..32 {
+            let before = self.phase.clone();
+            match self.phase.clone() {
+                Phase::Stopped => return,
+                Phase::Idle => match (self.plan, s.timeline.open()) {
+                    (_, Some(t)) => self.drive((t.index as usize).saturating_sub(1), false, s, now),
+                    (Plan::Trials { .. }, None) => self.target(self.cfg.cold, now),
+                    (Plan::Serve, None) => return,
+                },
+                Phase::Target { cold, until } => {
+                    let victim = focus::live_pod(s, self.chosen.as_deref());
+                    let ready = victim.is_some_and(|p| p.is_ready());
+                    if !ready && now < until {
+                        return;
+                    }
+                    if !ready {
+                        out.push(Do::Emit(EventKind::Note {
+                            text: format!(
+                                "no Ready pod of the target within {}",
+                                secs(self.cfg.target_timeout)
+                            ),
+                        }));
+                    }
+                    match victim {
+                        None => self.next(None, now),
+                        Some(v) => {
+                            out.push(Do::Emit(EventKind::TrialBegin { cold }));
+                            if cold {
+                                let id = (self.ids)();
+                                let pod = PodRef {
+                                    name: v.name.clone(),
+                                    ip: v.ip.clone(),
+                                };
+                                out.push(Do::Act {
+                                    id,
+                                    req: Request::Unload { pod, model: None },
+                                });
+                                self.phase = Phase::Cold {
+                                    victim: v.name.clone(),
+                                    node: v.node.clone(),
+                                    unloading: true,
+                                    id,
+                                };
+                            } else {
+                                self.replace(s, v.name.clone(), now, out);
+                            }
+                        }
+                    }
+                }
+                Phase::Cold {
+                    victim,
+                    node,
+                    unloading,
+                    id,
+                } => {
+                    if !finished(s, id) {
+                        return;
+                    }
+                    match (&node, unloading) {
+                        (Some(n), true) => {
+                            let id = (self.ids)();
+                            out.push(Do::Act {
+                                id,
+                                req: Request::DropCaches { node: n.clone() },
+                            });
+                            self.phase = Phase::Cold {
+                                victim,
+                                node,
+                                unloading: false,
+                                id,
+                            };
+                        }
+                        (None, true) => {
+                            out.push(Do::Emit(EventKind::CachesDropped(CacheDrop {
+                                node: String::new(),
+                                error: Some(format!("pod {victim} has no node")),
+                                ..Default::default()
+                            })));
+                            self.replace(s, victim, now, out);
+                        }
+                        (_, false) => self.replace(s, victim, now, out),
+                    }
+                }
+                Phase::Replace { id, before, until } => {
+                    if s.timeline.trials.len() > before {
+                        self.drive(s.timeline.trials.len() - 1, true, s, now);
+                    } else if finished(s, id) {
+                        // The request failed before it was sent (refused, --read-only).
+                        let why = match s.actions.get(&id).and_then(|a| a.finished.as_ref()) {
+                            Some((_, Outcome::Error { message })) => message.clone(),
+                            _ => "it did not start".into(),
+                        };
+                        out.push(Do::Emit(EventKind::TrialAbort {
+                            reason: format!("the replacement request failed: {why}"),
+                        }));
+                        self.next(None, now);
+                    } else if now >= until {
+                        out.push(Do::Emit(EventKind::TrialAbort {
+                            reason: "timeout: the replacement request did not start".into(),
+                        }));
+                        self.next(None, now);
+                    } else {
+                        return;
+                    }
+                }
+                Phase::Drive {
+                    index,
+                    own,
+                    stage,
+                    since,
+                } => {
+                    let Some(t) = s.timeline.trials.get(index) else {
+                        self.next(None, now);
+                        continue;
+                    };
+                    if !t.is_running() {
+                        out.push(Do::Ended(index));
+                        self.next(Some((index, own)), now);
+                        continue;
+                    }
+                    if let Some(abort) = self.drive_stage(s, t, &stage, since, now, out) {
+                        if t.is_running() {
+                            out.push(Do::Emit(EventKind::TrialAbort { reason: abort }));
+                        }
+                        // The abort's event ends the trial: the next input sees it.
+                        return;
+                    }
+                }
+                Phase::Cooldown { until } => {
+                    if let Some(t) = s.timeline.open() {
+                        self.drive((t.index as usize).saturating_sub(1), false, s, now);
+                    } else if now >= until {
+                        self.target(self.cfg.cold, now);
+                    } else {
+                        return;
+                    }
+                }
+                Phase::Settle { until } => {
+                    // A failed inference may be explained by an OOM kill the watch reports
+                    // a moment later (the reducer then rewrites the reason); memory after
+                    // T4 is the first sample after it.
+                    let t = s.timeline.trials.last();
+                    let oom_pending = t
+                        .and_then(|t| t.reason())
+                        .is_some_and(|r| r.starts_with("inference_error"));
+                    let memory_pending =
+                        self.cfg.memory && t.is_some_and(|t| t.is_ok() && t.memory_after.is_none());
+                    if (oom_pending || memory_pending) && now < until {
+                        return;
+                    }
+                    self.phase = Phase::Stopped;
+                    out.push(Do::Finish);
+                    return;
+                }
+            }
+            if self.phase == before {
+                return;
+            }
+        }
+    }
+
+    fn drive(&mut self, index: usize, own: bool, s: &State, now: Timestamp) {
+        let stage = if self.may_touch(s, index) {
+            Stage::Ready
+        } else {
+            Stage::Observe
+        };
+        self.phase = Phase::Drive {
+            index,
+            own,
+            stage,
+            since: now,
+        };
+    }
+
+    fn replace(&mut self, s: &State, victim: String, now: Timestamp, out: &mut Vec<Do>) {
+        if self.cfg.replace_by == ReplaceBy::Restart && self.cfg.deployment.is_none() {
+            out.push(Do::Emit(EventKind::Note {
+                text: "rollout restart needs a --deployment target; deleting the pod instead"
+                    .into(),
+            }));
+        }
+        let req = match (self.cfg.replace_by, &self.cfg.deployment) {
+            (ReplaceBy::Restart, Some(d)) => Request::RolloutRestart {
+                deployment: d.clone(),
+            },
+            _ => Request::DeletePod {
+                pod: victim,
+                grace_seconds: None,
+            },
+        };
+        let id = (self.ids)();
+        out.push(Do::Act { id, req });
+        self.phase = Phase::Replace {
+            id,
+            before: s.timeline.trials.len(),
+            until: after(now, REPLACE_LIMIT),
+        };
+    }
+
+    /// The stage of a running trial: moves it on, or returns the reason to abort it.
+    fn drive_stage(
+        &mut self,
+        s: &State,
+        t: &Trial,
+        stage: &Stage,
+        since: Timestamp,
+        now: Timestamp,
+        out: &mut Vec<Do>,
+    ) -> Option<String> {
+        let index = (t.index as usize).saturating_sub(1);
+        let late = |limit: Duration| now >= after(since, limit);
+        match stage {
+            Stage::Observe => {
+                let (until, why) = self.observe_deadline(s, index)?;
+                (now >= until).then_some(why)
+            }
+            Stage::Ready if t.marks.t1.is_some() => {
+                if self.cfg.infer_after == InferAfter::Runtime {
+                    self.stage(Stage::Runtime, now);
+                } else {
+                    self.prepare(s, t, now, out);
+                }
+                None
+            }
+            Stage::Ready => late(self.cfg.ready_timeout).then(|| {
+                format!(
+                    "timeout: the replacement pod was not Ready within {}",
+                    secs(self.cfg.ready_timeout)
+                )
+            }),
+            Stage::Runtime if t.marks.t2.is_some() => {
+                self.prepare(s, t, now, out);
+                None
+            }
+            Stage::Runtime => late(self.cfg.runtime_timeout).then(|| {
+                format!(
+                    "timeout: the runtime did not answer within {} after Ready",
+                    secs(self.cfg.runtime_timeout)
+                )
+            }),
+            Stage::Models | Stage::Preload => None,
+            Stage::Resident(model) => {
+                let pod = t.new_pod.as_deref().unwrap_or_default();
+                let resident = s
+                    .runtimes
+                    .get(pod)
+                    .is_some_and(|r| r.resident.iter().any(|x| x.name == *model));
+                if resident || late(RESIDENT_LIMIT) {
+                    self.infer(s, index, now, out);
+                }
+                None
+            }
+            Stage::Inference => late(self.cfg.inference_timeout).then(|| {
+                format!(
+                    "timeout: the inference did not finish within {}",
+                    secs(self.cfg.inference_timeout)
+                )
+            }),
+        }
+    }
+
+    fn pod_ref(s: &State, t: &Trial) -> Option<PodRef> {
+        let name = t.new_pod.clone()?;
+        let ip = s.pods.get(&name).and_then(|p| p.ip.clone());
+        Some(PodRef { name, ip })
+    }
+
+    /// Before T3: the new pod's models on disk (their sizes tell the OOM detector what
+    /// loading the served model will take), then the preload, then the inference.
+    fn prepare(&mut self, s: &State, t: &Trial, now: Timestamp, out: &mut Vec<Do>) {
+        let Some(pod) = Self::pod_ref(s, t) else {
+            return;
+        };
+        if s.runtimes
+            .get(&pod.name)
+            .is_none_or(|r| r.on_disk.is_empty())
+        {
+            out.push(Do::ListModels(pod));
+            self.stage(Stage::Models, now);
+        } else {
+            self.after_models(s, (t.index as usize).saturating_sub(1), now, out);
+        }
+    }
+
+    fn after_models(&mut self, s: &State, index: usize, now: Timestamp, out: &mut Vec<Do>) {
+        let Some(pod) = s
+            .timeline
+            .trials
+            .get(index)
+            .and_then(|t| Self::pod_ref(s, t))
+        else {
+            return;
+        };
+        match self.cfg.preload_model.clone() {
+            Some(model) => {
+                out.push(Do::Emit(EventKind::Note {
+                    text: format!("preloading {model} on {} before T3", pod.name),
+                }));
+                out.push(Do::Preload { pod, model });
+                self.stage(Stage::Preload, now);
+            }
+            None => self.infer(s, index, now, out),
+        }
+    }
+
+    fn infer(&mut self, s: &State, index: usize, now: Timestamp, out: &mut Vec<Do>) {
+        let Some(pod) = s
+            .timeline
+            .trials
+            .get(index)
+            .and_then(|t| Self::pod_ref(s, t))
+        else {
+            return;
+        };
+        out.push(Do::Act {
+            id: (self.ids)(),
+            req: Request::Infer { pod, model: None },
+        });
+        self.stage(Stage::Inference, now);
+    }
+
+    /// After a trial (`Some((index, own))`) or a failed attempt (`None`).
+    fn next(&mut self, ended: Option<(usize, bool)>, now: Timestamp) {
+        let Plan::Trials { n, done, attempts } = &mut self.plan else {
+            self.phase = Phase::Idle;
+            return;
+        };
+        let external = matches!(ended, Some((_, false)));
+        if let Some((_, true)) = ended {
+            *done += 1;
+        }
+        if external || (*done < *n && *attempts < *n * 3 + 3) {
+            // After an external trial in the cooldown, the cooldown starts again.
+            self.phase = Phase::Cooldown {
+                until: after(now, self.cfg.cooldown),
+            };
+        } else {
+            let memory = (self.cfg.memory_interval * 4).max(Duration::from_secs(1));
+            self.phase = Phase::Settle {
+                until: after(now, OOM_LIMIT.max(memory)),
+            };
+        }
+    }
+}
+
+/// Whether action `id` has finished.
+fn finished(s: &State, id: u64) -> bool {
+    s.actions.get(&id).is_some_and(|a| a.finished.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The machine against synthetic events: no tokio, no cluster, no clock.
+    use super::*;
+    use readygap_core::event::{Event, Source};
+    use readygap_core::fixtures::{self as fx, Stage as PodStage};
+
+    /// The driver's part, in miniature: apply what the machine emits, feed back `Changed`.
+    struct Sim {
+        s: State,
+        m: Machine,
+        now: i64,
+    }
+
+    impl Sim {
+        fn new(cfg: TrialConfig) -> Self {
+            let mut next = 0;
+            let m = Machine::new(
+                cfg,
+                Box::new(move || {
+                    next += 1;
+                    next
+                }),
+            );
+            let mut s = State::new();
+            s.apply(&fx::applied(0, fx::pod("a", "uid-a", PodStage::Ready, 0)));
+            let mut b = fx::pod("b", "uid-b", PodStage::Ready, 0);
+            b.created = Some(fx::at(10));
+            s.apply(&fx::applied(0, b));
+            Self { s, m, now: 100 }
+        }
+
+        fn input(&mut self, input: Input) -> Vec<Do> {
+            let mut all = Vec::new();
+            let mut inputs = vec![input];
+            while let Some(i) = inputs.pop() {
+                for d in self.m.on(&self.s, i, fx::at(self.now)) {
+                    if let Do::Emit(kind) = &d {
+                        self.s
+                            .apply(&Event::new(fx::at(self.now), Source::Runner, kind.clone()));
+                        inputs.push(Input::Changed);
+                    }
+                    all.push(d);
+                }
+            }
+            all
+        }
+
+        fn events(&mut self, evs: impl IntoIterator<Item = Event>) -> Vec<Do> {
+            let mut all = Vec::new();
+            for e in evs {
+                self.now = self.now.max((e.ts - fx::at(0)).num_milliseconds());
+                self.s.apply(&e);
+                all.extend(self.input(Input::Changed));
+            }
+            all
+        }
+
+        fn at(&mut self, ms: i64) -> Vec<Do> {
+            self.now = ms;
+            self.input(Input::Tick)
+        }
+    }
+
+    fn cfg() -> TrialConfig {
+        TrialConfig {
+            memory: false,
+            ..TrialConfig::default()
+        }
+    }
+
+    fn acts(dos: &[Do]) -> Vec<(u64, Request)> {
+        dos.iter()
+            .filter_map(|d| match d {
+                Do::Act { id, req } => Some((*id, req.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn notes(dos: &[Do]) -> Vec<String> {
+        dos.iter()
+            .filter_map(|d| match d {
+                Do::Emit(EventKind::Note { text }) => Some(text.clone()),
+                Do::Emit(EventKind::TrialAbort { reason }) => Some(format!("abort: {reason}")),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn delete(pod: &str) -> Request {
+        Request::DeletePod {
+            pod: pod.into(),
+            grace_seconds: None,
+        }
+    }
+
+    /// The executor's events for action `id` (requested + started) at `ms`.
+    fn started(ms: i64, id: u64, req: &Request) -> [Event; 2] {
+        let action = match req {
+            Request::DeletePod { pod, .. } => readygap_core::event::Action::DeletePod {
+                pod: pod.clone(),
+                grace_seconds: None,
+            },
+            Request::Infer { pod, .. } => readygap_core::event::Action::Infer {
+                pod: pod.name.clone(),
+                model: "llama3.2:3b".into(),
+            },
+            other => panic!("not in these tests: {other:?}"),
+        };
+        fx::action(ms, id, action)
+    }
+
+    /// The new pod `c` comes up: Ready at +1700 ms, the runtime answers at +2400 ms.
+    fn replacement(t: i64) -> Vec<Event> {
+        vec![
+            fx::deleting(t + 20, fx::pod("a", "uid-a", PodStage::Ready, 0)),
+            fx::applied(t + 40, fx::pod("c", "uid-c", PodStage::Pending, t + 40)),
+            fx::applied(t + 1700, fx::pod("c", "uid-c", PodStage::Ready, t + 1690)),
+            fx::probe(t + 2400, "c", true),
+        ]
+    }
+
+    #[test]
+    fn a_trial_replaces_the_focused_pod_and_goes_to_t4() {
+        let mut sim = Sim::new(cfg());
+        // `p` chose the older pod `a`: `t` replaces it, not the newest Ready one (`b`).
+        assert!(
+            sim.input(Input::Command(Command::Choose(Some("a".into()))))
+                .is_empty()
+        );
+        let dos = sim.input(Input::Command(Command::Trial { cold: false }));
+        assert!(dos.contains(&Do::Emit(EventKind::TrialBegin { cold: false })));
+        assert_eq!(acts(&dos), vec![(1, delete("a"))]);
+        assert!(sim.events(started(200, 1, &delete("a"))).is_empty());
+        assert!(sim.s.timeline.open().is_some(), "T0 opened the trial");
+        // T1 and T2: the models on disk are listed first, then the inference goes out.
+        let dos = sim.events(replacement(200));
+        let c = PodRef {
+            name: "c".into(),
+            ip: Some("127.0.0.10".into()),
+        };
+        assert_eq!(dos, vec![Do::ListModels(c.clone())]);
+        let dos = sim.input(Input::Finished(Task::Models));
+        let infer = Request::Infer {
+            pod: c,
+            model: None,
+        };
+        assert_eq!(acts(&dos), vec![(2, infer.clone())]);
+        let mut evs = started(2700, 2, &infer).to_vec();
+        evs.push(fx::infer_start(2710, 2, "c"));
+        assert!(sim.events(evs).is_empty());
+        let dos = sim.events([fx::infer_done(6000, 2, true)]);
+        assert_eq!(dos, vec![Do::Ended(0)]);
+        let t = &sim.s.timeline.trials[0];
+        assert!(t.is_ok(), "{:?}", t.status);
+        assert!(t.trigger.contains('a'), "{}", t.trigger);
+        // Serving: idle again, a next `t` is taken (on the newest Ready pod, the choice
+        // cleared).
+        sim.input(Input::Command(Command::Choose(None)));
+        let dos = sim.input(Input::Command(Command::Trial { cold: false }));
+        assert_eq!(acts(&dos), vec![(3, delete("b"))]);
+    }
+
+    #[test]
+    fn without_a_choice_the_newest_ready_pod_is_replaced() {
+        let mut sim = Sim::new(cfg());
+        let dos = sim.input(Input::Command(Command::Trial { cold: false }));
+        assert_eq!(acts(&dos), vec![(1, delete("b"))]);
+    }
+
+    #[test]
+    fn commands_are_taken_at_once_while_a_trial_runs() {
+        let mut sim = Sim::new(cfg());
+        sim.input(Input::Command(Command::Trial { cold: false }));
+        sim.events(started(200, 1, &delete("b")));
+        sim.events([fx::deleting(220, fx::pod("b", "uid-b", PodStage::Ready, 0))]);
+        assert!(sim.s.timeline.open().is_some_and(|t| t.marks.t1.is_none()));
+        // `i` mid-trial: an inference to the focused pod, now (not after T4).
+        let dos = sim.input(Input::Command(Command::Infer { model: None }));
+        assert_eq!(
+            acts(&dos),
+            vec![(
+                2,
+                Request::Infer {
+                    pod: PodRef {
+                        name: "a".into(),
+                        ip: Some("127.0.0.10".into())
+                    },
+                    model: None
+                }
+            )]
+        );
+        // `d` (confirmed) mid-trial: the delete, now.
+        let dos = sim.input(Input::Command(Command::Act(delete("a"))));
+        assert_eq!(acts(&dos), vec![(3, delete("a"))]);
+        // A second trial is refused, with a reason on screen and in the recording.
+        let dos = sim.input(Input::Command(Command::Trial { cold: false }));
+        assert!(acts(&dos).is_empty());
+        assert!(
+            notes(&dos)[0].starts_with("refused: a trial is under way (#1)"),
+            "{dos:?}"
+        );
+    }
+
+    #[test]
+    fn a_stage_that_takes_too_long_aborts_the_trial() {
+        let mut sim = Sim::new(TrialConfig {
+            ready_timeout: Duration::from_secs(5),
+            ..cfg()
+        });
+        sim.input(Input::Command(Command::Trial { cold: false }));
+        sim.events(started(200, 1, &delete("b")));
+        assert_eq!(
+            sim.m.wake(&sim.s),
+            Some(fx::at(5_200)),
+            "T0 + ready_timeout"
+        );
+        assert!(sim.at(5_199).is_empty());
+        let dos = sim.at(5_200);
+        assert_eq!(
+            notes(&dos),
+            vec!["abort: timeout: the replacement pod was not Ready within 5.0 s"]
+        );
+        assert!(dos.contains(&Do::Ended(0)), "{dos:?}");
+        assert!(sim.s.timeline.open().is_none());
+    }
+
+    #[test]
+    fn an_interrupt_ends_the_open_trial_and_the_machine() {
+        let mut sim = Sim::new(cfg());
+        sim.input(Input::Command(Command::Trial { cold: false }));
+        sim.events(started(200, 1, &delete("b")));
+        let dos = sim.input(Input::Interrupt);
+        assert_eq!(notes(&dos), vec!["abort: interrupted"]);
+        assert_eq!(dos.last(), Some(&Do::Finish));
+        assert!(sim.m.is_stopped());
+        assert!(
+            sim.input(Input::Command(Command::Infer { model: None }))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_failed_replacement_request_ends_the_attempt() {
+        let mut sim = Sim::new(TrialConfig {
+            read_only: false,
+            ..cfg()
+        });
+        sim.input(Input::Command(Command::Trial { cold: false }));
+        let finished = fx::ev(
+            150,
+            Source::Action,
+            EventKind::ActionFinished {
+                id: 1,
+                outcome: Outcome::Error {
+                    message: "forbidden".into(),
+                },
+            },
+        );
+        let mut evs = fx::action(
+            150,
+            1,
+            readygap_core::event::Action::RolloutRestart {
+                deployment: "x".into(),
+            },
+        )
+        .to_vec();
+        evs.truncate(1);
+        evs.push(finished);
+        let dos = sim.events(evs);
+        assert_eq!(
+            notes(&dos),
+            vec!["abort: the replacement request failed: forbidden"]
+        );
+        // Idle again.
+        let dos = sim.input(Input::Command(Command::Trial { cold: false }));
+        assert_eq!(acts(&dos).len(), 1);
+    }
+
+    #[test]
+    fn a_run_has_cooldowns_between_its_trials_then_finishes() {
+        let mut sim = Sim::new(TrialConfig {
+            cooldown: Duration::from_secs(2),
+            infer_after: InferAfter::Ready,
+            ..cfg()
+        });
+        sim.m.run_trials(2);
+        let dos = sim.input(Input::Changed);
+        assert_eq!(acts(&dos), vec![(1, delete("b"))]);
+        sim.events(started(200, 1, &delete("b")));
+        let dos = sim.events([fx::applied(
+            1900,
+            fx::pod("c", "uid-c", PodStage::Ready, 1900),
+        )]);
+        assert!(matches!(dos[..], [Do::ListModels(_)]), "{dos:?}");
+        let dos = sim.input(Input::Finished(Task::Models));
+        let (id, infer) = acts(&dos)[0].clone();
+        let mut evs = started(2000, id, &infer).to_vec();
+        evs.push(fx::infer_start(2000, id, "c"));
+        evs.push(fx::infer_done(3000, id, true));
+        let dos = sim.events(evs);
+        assert_eq!(dos, vec![Do::Ended(0)]);
+        // The cooldown: nothing until it passed.
+        assert_eq!(sim.m.wake(&sim.s), Some(fx::at(5_000)));
+        assert!(sim.at(4_999).is_empty());
+        let dos = sim.at(5_000);
+        assert!(
+            dos.contains(&Do::Emit(EventKind::TrialBegin { cold: false })),
+            "{dos:?}"
+        );
+        // The second trial fails at its inference; the run settles, then finishes.
+        let victim = match &acts(&dos)[0].1 {
+            Request::DeletePod { pod, .. } => pod.clone(),
+            other => panic!("{other:?}"),
+        };
+        let del = acts(&dos)[0].0;
+        sim.events(started(5_100, del, &delete(&victim)));
+        let dos = sim.events([fx::applied(
+            6_000,
+            fx::pod("d", "uid-d", PodStage::Ready, 6_000),
+        )]);
+        assert!(matches!(dos[..], [Do::ListModels(_)]), "{dos:?}");
+        let dos = sim.input(Input::Finished(Task::Models));
+        let (id, infer) = acts(&dos)[0].clone();
+        let mut evs = started(6_100, id, &infer).to_vec();
+        evs.push(fx::infer_start(6_100, id, "d"));
+        evs.push(fx::infer_done(7_000, id, false));
+        let dos = sim.events(evs);
+        assert_eq!(dos, vec![Do::Ended(1)]);
+        assert!(
+            !sim.m.is_stopped(),
+            "waits (bounded) for an OOM kill to explain it"
+        );
+        let dos = sim.at(10_000);
+        assert_eq!(dos, vec![Do::Finish]);
+    }
+}
