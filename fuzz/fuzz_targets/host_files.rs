@@ -4,7 +4,9 @@
 //! says something.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use readygap_live::sources::memory::{CgroupVersion, parse_block, parse_detection, parse_v1, parse_v2};
+use readygap_live::sources::memory::{
+    CgroupVersion, parse_block, parse_detection, parse_v1, parse_v2,
+};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

@@ -14,7 +14,10 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => {
             assert!(e.to_string().starts_with("fuzz.csv"), "{e}");
             if let CsvError::Malformed { line, .. } = e {
-                assert!(line >= 1 && line <= text.lines().count() as u64 + 1, "line {line}");
+                assert!(
+                    line >= 1 && line <= text.lines().count() as u64 + 1,
+                    "line {line}"
+                );
             }
         }
     }

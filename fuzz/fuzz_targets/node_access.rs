@@ -12,7 +12,8 @@ fn safe(s: &str) {
     assert!(!s.is_empty());
     assert!(!s.starts_with('-'), "{s:?} could be read as an option");
     assert!(
-        !s.chars().any(|c| c.is_whitespace() || c.is_control() || "'\"`$;&|<>\\".contains(c)),
+        !s.chars()
+            .any(|c| c.is_whitespace() || c.is_control() || "'\"`$;&|<>\\".contains(c)),
         "{s:?} holds shell syntax"
     );
 }
