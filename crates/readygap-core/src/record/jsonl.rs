@@ -161,9 +161,33 @@ pub fn read(path: &Path) -> Result<Recording, ReadError> {
     })
 }
 
+/// Read a whole recording from a reader; `path` names it in messages.
+pub fn read_from(path: &Path, reader: impl BufRead) -> Result<Recording, ReadError> {
+    let mut events = Vec::new();
+    let (header, warnings) = for_each_from(path, reader, |ev| events.push(ev))?;
+    Ok(Recording {
+        header,
+        events,
+        warnings,
+    })
+}
+
 /// Stream a recording: call `f` for each event in file order, without holding them all.
 /// Returns the header and the warnings.
-pub fn for_each(path: &Path, mut f: impl FnMut(Event)) -> Result<(Header, Vec<String>), ReadError> {
+pub fn for_each(path: &Path, f: impl FnMut(Event)) -> Result<(Header, Vec<String>), ReadError> {
+    let file = File::open(path).map_err(|source| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    for_each_from(path, BufReader::with_capacity(1 << 16, file), f)
+}
+
+/// [`for_each`] over any reader; `path` names it in messages.
+pub fn for_each_from(
+    path: &Path,
+    mut reader: impl BufRead,
+    mut f: impl FnMut(Event),
+) -> Result<(Header, Vec<String>), ReadError> {
     let io = |source| ReadError::Io {
         path: path.to_path_buf(),
         source,
@@ -173,8 +197,6 @@ pub fn for_each(path: &Path, mut f: impl FnMut(Event)) -> Result<(Header, Vec<St
         line,
         message,
     };
-    let file = File::open(path).map_err(io)?;
-    let mut reader = BufReader::with_capacity(1 << 16, file);
     let mut buf = Vec::with_capacity(1024);
     let mut warnings = Vec::new();
 

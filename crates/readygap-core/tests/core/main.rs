@@ -1,6 +1,7 @@
 //! The pure core's integration tests: recordings round-trip, the study's CSV files, the
 //! replay index and trial timelines (one module per subject).
 
+mod bad_input;
 mod record_roundtrip;
 mod recordings;
 mod replay_index;

@@ -124,6 +124,10 @@ pub struct GenerateStream {
     partial: Vec<u8>,
 }
 
+/// The longest NDJSON line kept while waiting for its newline (Ollama's chunks are a few
+/// hundred bytes; a whole non-streamed answer stays far below this).
+const MAX_LINE: usize = 8 << 20;
+
 /// What one pushed piece of the stream revealed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Progress {
@@ -138,6 +142,15 @@ impl GenerateStream {
     pub fn push(&mut self, bytes: &[u8]) -> Progress {
         self.partial.extend_from_slice(bytes);
         let mut p = Progress::default();
+        // A runtime that never ends a line (a broken proxy, a wrong port) must not grow this
+        // buffer without bound: a chunk line longer than any real one is an error.
+        if self.partial.len() > MAX_LINE && !self.partial.contains(&b'\n') {
+            self.partial = Vec::new();
+            self.error.get_or_insert_with(|| {
+                format!("invalid stream: a line longer than {} MiB", MAX_LINE >> 20)
+            });
+            return p;
+        }
         // A `\n` byte never occurs inside a multi-byte UTF-8 character.
         while let Some(nl) = self.partial.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = self.partial.drain(..=nl).collect();
@@ -393,5 +406,42 @@ impl RuntimeAdapter for Ollama {
                 .await
                 .map_err(|_| format!("unload {model}: no answer within 30 s"))?
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_that_never_ends_a_line_is_an_error_and_its_buffer_is_dropped() {
+        let mut s = GenerateStream::default();
+        let junk = vec![b'x'; 1 << 20];
+        for _ in 0..(MAX_LINE >> 20) {
+            s.push(&junk);
+            assert!(s.error.is_none());
+        }
+        s.push(&junk);
+        assert!(
+            s.partial.capacity() < (1 << 20),
+            "buffer kept: {}",
+            s.partial.capacity()
+        );
+        assert!(s.error.as_deref().unwrap().contains("longer than 8 MiB"));
+        // The stream goes on: a later whole line is still read.
+        let p = s.push(b"{\"response\":\"hi\",\"done\":true}\n");
+        assert!(p.first_token && p.done);
+        assert_eq!(s.response, "hi");
+    }
+
+    #[test]
+    fn a_long_line_that_does_end_is_read() {
+        let mut s = GenerateStream::default();
+        let text = "y".repeat(MAX_LINE + 10);
+        let line = format!("{{\"response\":\"{text}\"}}\n");
+        let p = s.push(line.as_bytes());
+        assert!(p.first_token);
+        assert_eq!(s.response.len(), text.len());
+        assert!(s.error.is_none());
     }
 }
