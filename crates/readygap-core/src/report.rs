@@ -296,6 +296,8 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
 fn unit(name: &str) -> &'static str {
     if is_bytes(name) {
         "B"
+    } else if name.ends_with("_per_second") {
+        "1/s"
     } else if is_count(name) {
         "count"
     } else {

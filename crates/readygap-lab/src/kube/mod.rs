@@ -31,6 +31,7 @@ pub mod patch;
 pub mod proxy;
 pub mod resources;
 pub mod selectors;
+pub mod shapes;
 pub mod store;
 pub mod tables;
 pub mod termination;
