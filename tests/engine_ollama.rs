@@ -874,3 +874,22 @@ async fn run_lab_engine_llamacpp_with_direct_access() {
     let (out, events) = run_llamacpp("1", &["--access", "direct", "--runtime", "llamacpp"]).await;
     check_llamacpp_trials(&out, &events, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real llama-server peer (scripts/peers.sh) and root for cgroups"]
+async fn run_lab_engine_llamacpp_with_the_openai_adapter() {
+    let _one = ONE_LAB.lock().await;
+    // llama-server spoken to as an OpenAI server: /health (503 while loading, so T2 still
+    // splits), streamed /v1/completions with usage (and llama-server's timings), on the
+    // container's port 8080 (not vLLM's 8000).
+    let (out, _) = run_llamacpp("1", &["--runtime", "openai"]).await;
+    assert_eq!(out.trials.len(), 1, "{}", out.stdout);
+    let t = &out.trials[0];
+    assert!(t.is_ok(), "{t:?}");
+    assert!(t.marks.t2_http.unwrap() < t.marks.t2.unwrap(), "{t:?}");
+    assert!(
+        t.durations.eval_tokens.is_some_and(|n| n > 0),
+        "{:?}",
+        t.durations
+    );
+}

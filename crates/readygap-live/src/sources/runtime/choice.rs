@@ -65,6 +65,22 @@ fn settle(kind: RuntimeKind, how: String, ask: &Ask<'_>, declared: Option<u16>) 
     }
 }
 
+/// The port the serving container declares for `kind`: a container of that runtime's
+/// image, else of any runtime's image (llama-server spoken to as an OpenAI server), else
+/// any container's.
+fn declared_port(images: &[(String, Option<u16>)], kind: RuntimeKind) -> Option<u16> {
+    images
+        .iter()
+        .find(|(i, p)| RuntimeKind::from_image(i) == Some(kind) && p.is_some())
+        .or_else(|| {
+            images
+                .iter()
+                .find(|(i, p)| RuntimeKind::from_image(i).is_some() && p.is_some())
+        })
+        .or_else(|| images.iter().find(|(_, p)| p.is_some()))
+        .and_then(|(_, p)| *p)
+}
+
 /// Choose the runtime (bounded: the guesses take a few seconds at most).
 pub async fn choose(ask: Ask<'_>) -> Choice {
     let api: kube::Api<Pod> = kube::Api::namespaced(ask.client.clone(), ask.namespace);
@@ -93,10 +109,7 @@ pub async fn choose(ask: Ask<'_>) -> Choice {
         })
         .collect();
     if let Some(kind) = ask.given {
-        let declared = images
-            .iter()
-            .find(|(i, _)| RuntimeKind::from_image(i) == Some(kind))
-            .and_then(|(_, p)| *p);
+        let declared = declared_port(&images, kind);
         return settle(kind, "--runtime".into(), &ask, declared);
     }
     if let Some((kind, image, port)) = images
@@ -165,5 +178,24 @@ pub fn adapter(
             a.generate_timeout = generate_timeout;
             Arc::new(a)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_given_runtime_takes_the_serving_containers_port() {
+        let llama = vec![
+            ("busybox:1.36".to_string(), Some(9999)),
+            ("ghcr.io/ggml-org/llama.cpp:server".to_string(), Some(8080)),
+        ];
+        assert_eq!(declared_port(&llama, RuntimeKind::Llamacpp), Some(8080));
+        // llama-server spoken to as an OpenAI server: still its port, not vLLM's 8000.
+        assert_eq!(declared_port(&llama, RuntimeKind::Openai), Some(8080));
+        let plain = vec![("my/server:1".to_string(), Some(7000))];
+        assert_eq!(declared_port(&plain, RuntimeKind::Openai), Some(7000));
+        assert_eq!(declared_port(&[], RuntimeKind::Openai), None);
     }
 }
