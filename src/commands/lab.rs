@@ -45,6 +45,9 @@ pub struct LabArgs {
     /// `ollama serve` per pod (peers from scripts/peers.sh; profile `real-smollm2`).
     #[arg(long, default_value = "simulated", value_parser = one_of(&EngineKind::NAMES))]
     pub engine: EngineKind,
+    /// The server the simulated runtime imitates (ollama, llamacpp, vllm).
+    #[arg(long, default_value = "ollama", value_parser = one_of(&readygap_lab::kube::shapes::Shape::NAMES))]
+    pub server: readygap_lab::kube::shapes::Shape,
 }
 
 impl LabArgs {
@@ -76,6 +79,7 @@ impl LabArgs {
         o.ground_truth = ground_truth;
         o.builtin_workload = !self.no_workload;
         o.engine = self.engine;
+        o.shape = self.server;
         o.seed = self.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

@@ -42,6 +42,7 @@ pub async fn run_with(args: RunArgs, cancel: CancellationToken) -> Result<RunOut
         }
         let mut o = readygap_lab::serve::LabOptions::new(p);
         o.engine = args.engine;
+        o.shape = args.lab_server;
         o.speed = args.lab_speed;
         if let Some(v) = &args.lab_ollama_version {
             o.profile.ollama_version =

@@ -95,6 +95,7 @@ fn resident_vram(ms: i64, pod: &str, models: &[(&str, u64, u64)]) -> Event {
                     size: *size,
                     size_vram: *vram,
                     expires_at: None,
+                    ..Default::default()
                 })
                 .collect(),
         },

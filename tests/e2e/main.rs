@@ -28,6 +28,8 @@ mod run_cli;
 mod run_cluster;
 mod run_faults;
 mod run_lab;
+mod run_lab_servers;
+mod runtime_llama_server;
 mod session;
 mod sources_containers;
 mod sources_kube;

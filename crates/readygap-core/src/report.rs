@@ -323,6 +323,8 @@ pub fn markdown_figure(svg_name: &str) -> String {
 fn unit(name: &str) -> &'static str {
     if is_bytes(name) {
         "B"
+    } else if name.ends_with("_per_second") {
+        "1/s"
     } else if is_count(name) {
         "count"
     } else {

@@ -45,6 +45,9 @@ pub struct RuntimeView {
     pub last_probe_ts: Option<Timestamp>,
     pub last_probe_error: Option<String>,
     pub last_latency_ms: Option<f64>,
+    /// The last probe was answered by the runtime itself (any status).
+    #[serde(default)]
+    pub last_probe_answered: bool,
     pub resident: Vec<ResidentModel>,
     pub resident_ts: Option<Timestamp>,
     pub on_disk: Vec<super::event::DiskModel>,
@@ -251,6 +254,7 @@ impl State {
                 r.last_probe_ts = Some(ts);
                 r.last_latency_ms = Some(p.latency_ms);
                 r.last_probe_error = p.error.clone();
+                r.last_probe_answered = p.http_answered;
             }
             EventKind::Residency { pod, models } => {
                 let r = self.runtimes.entry(pod.clone()).or_default();

@@ -7,7 +7,9 @@
 //! deletionTimestamp, or the terminated container state).
 //!
 //! T1 = the replacement pod's Ready condition turned true in a watch event (the API's
-//! lastTransitionTime is kept too); T2 = first HTTP 200 from the new pod's runtime; T3 = first
+//! lastTransitionTime is kept too); T2 = first HTTP 200 from the new pod's runtime ("model
+//! ready" where the runtime tells it apart: llama-server answers 503 "Loading model" first,
+//! and that first answer of the runtime is the mark `t2_http`, "HTTP answers"); T3 = first
 //! inference request sent to it; T4 = that inference finished with `done: true`.
 //!
 //! Sources do not agree on order: a runtime probe of the new pod can arrive before the watch
@@ -31,6 +33,10 @@ pub struct Marks {
     /// The Ready condition's lastTransitionTime as the API reported it.
     pub t1_api: Option<Timestamp>,
     pub t2: Option<Timestamp>,
+    /// T2 "HTTP answers": the runtime's first HTTP answer of any status (T2 itself is
+    /// "model ready"); equal to T2 where the runtime does not answer before it is ready.
+    #[serde(default)]
+    pub t2_http: Option<Timestamp>,
     pub t3: Option<Timestamp>,
     pub t4: Option<Timestamp>,
     /// The old pod's deletionTimestamp seen in a watch event.
@@ -75,6 +81,9 @@ pub enum Replacement {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PodObservations {
     pub probe_ok: Option<Timestamp>,
+    /// The runtime's first HTTP answer of any status.
+    #[serde(default)]
+    pub http_answered: Option<Timestamp>,
     pub inference: Option<(u64, Timestamp)>,
     pub scheduled: Option<Timestamp>,
     pub container_started: Option<Timestamp>,
@@ -245,6 +254,7 @@ impl Trial {
         let after_t0 = |t: Option<Timestamp>| t.filter(|t| t0.is_none_or(|t0| *t >= t0));
         let m = &mut self.marks;
         m.t2 = m.t2.or(after_t0(o.probe_ok));
+        m.t2_http = m.t2_http.or(after_t0(o.http_answered));
         m.scheduled = m.scheduled.or(o.scheduled);
         m.container_started = m.container_started.or(o.container_started);
         m.endpoint_ready = m.endpoint_ready.or(o.endpoint_ready);
@@ -295,6 +305,8 @@ impl Trial {
             Metric::K8sRecovery => Self::span(m.t0, m.t1),
             Metric::RuntimeRecovery => Self::span(m.t0, m.t2),
             Metric::ReadyToRuntime => Self::span(m.t1, m.t2),
+            Metric::RuntimeHttp => Self::span(m.t0, m.t2_http),
+            Metric::HttpToModelReady => Self::span(m.t2_http, m.t2),
             Metric::FunctionalRecovery => Self::span(m.t0, m.t4),
             Metric::ReadyToInference => Self::span(m.t1, m.t4),
             Metric::InferenceWall => Self::span(m.t3, m.t4),
@@ -302,6 +314,10 @@ impl Trial {
             Metric::TotalDuration => ns(self.durations.total_ns),
             Metric::PromptEvalDuration => ns(self.durations.prompt_eval_ns),
             Metric::EvalDuration => ns(self.durations.eval_ns),
+            Metric::EvalRate => match (self.durations.eval_tokens, self.durations.eval_ns) {
+                (Some(n), Some(ns)) if ns > 0 => Some(n as f64 * 1e9 / ns as f64),
+                _ => None,
+            },
             Metric::MemoryAfter => self.memory_after.map(|b| b as f64),
         }
     }
@@ -322,10 +338,16 @@ pub enum Metric {
     PromptEvalDuration,
     EvalDuration,
     MemoryAfter,
+    /// T0 → T2 "HTTP answers".
+    RuntimeHttp,
+    /// T2 "HTTP answers" → T2 "model ready".
+    HttpToModelReady,
+    /// Generated tokens per second, from the runtime's timings.
+    EvalRate,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 11] = [
+    pub const ALL: [Metric; 14] = [
         Metric::K8sRecovery,
         Metric::RuntimeRecovery,
         Metric::ReadyToRuntime,
@@ -337,6 +359,9 @@ impl Metric {
         Metric::PromptEvalDuration,
         Metric::EvalDuration,
         Metric::MemoryAfter,
+        Metric::RuntimeHttp,
+        Metric::HttpToModelReady,
+        Metric::EvalRate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -352,6 +377,9 @@ impl Metric {
             Metric::PromptEvalDuration => "prompt_eval_duration",
             Metric::EvalDuration => "eval_duration",
             Metric::MemoryAfter => "memory_after",
+            Metric::RuntimeHttp => "runtime_http_answers",
+            Metric::HttpToModelReady => "http_to_model_ready",
+            Metric::EvalRate => "eval_tokens_per_second",
         }
     }
 
@@ -486,15 +514,20 @@ impl Timeline {
                     t.fail("replacement pod deleted");
                 }
             }
-            EventKind::RuntimeProbe(p) if p.ok => {
+            EventKind::RuntimeProbe(p) if p.ok || p.http_answered => {
                 if let Some(t) = self.open_mut()
                     && let Some(o) = t.observe(&p.pod)
                 {
-                    o.probe_ok = Some(o.probe_ok.map_or(ts, |x| x.min(ts)));
+                    if p.http_answered {
+                        o.http_answered = Some(o.http_answered.map_or(ts, |x| x.min(ts)));
+                    }
+                    if p.ok {
+                        o.probe_ok = Some(o.probe_ok.map_or(ts, |x| x.min(ts)));
+                    }
                     t.sync();
                 }
             }
-            EventKind::Residency { pod, models } if !models.is_empty() => {
+            EventKind::Residency { pod, models } if models.iter().any(|m| m.is_loaded()) => {
                 if let Some(t) = self.open_mut()
                     && let Some(o) = t.observe(pod)
                 {

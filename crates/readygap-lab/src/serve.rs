@@ -42,6 +42,9 @@ pub struct LabOptions {
     pub builtin_workload: bool,
     /// What runs the serving containers.
     pub engine: crate::engine::EngineKind,
+    /// Which server the built-in workload runs (`--lab-server`; `--engine llamacpp` is
+    /// llama-server's shape whatever this says).
+    pub shape: crate::kube::shapes::Shape,
 }
 
 impl LabOptions {
@@ -59,6 +62,7 @@ impl LabOptions {
             bookmark_interval: Duration::from_secs(5),
             builtin_workload: true,
             engine: crate::engine::EngineKind::Simulated,
+            shape: crate::kube::shapes::Shape::Ollama,
         }
     }
 }
@@ -291,11 +295,9 @@ pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
             PVCS,
             typed::<PersistentVolumeClaim>(objects::pvc(&namespace)).map_err(invalid)?,
         )?;
-        store.create(
-            SERVICES,
-            typed::<Service>(objects::service(&namespace)).map_err(invalid)?,
-        )?;
-        let dep = objects::deployment(
+        let llama = opts.engine == crate::engine::EngineKind::Llamacpp;
+        let mut svc = objects::service(&namespace);
+        let mut dep = objects::deployment(
             &namespace,
             "ollama",
             opts.replicas,
@@ -304,6 +306,22 @@ pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
             opts.scenario,
             &profile.model,
         );
+        // The same workload served by llama-server (--engine llamacpp, or its imitation)
+        // or vLLM's imitation (manifests/overlays/llamacpp, …/vllm).
+        let shape = if llama {
+            crate::kube::shapes::Shape::Llamacpp
+        } else {
+            opts.shape
+        };
+        if shape != crate::kube::shapes::Shape::Ollama
+            && opts.engine == crate::engine::EngineKind::Ollama
+        {
+            return Err(eyre!(
+                "a {shape:?} workload needs --engine simulated or llamacpp, not the real Ollama"
+            ));
+        }
+        crate::kube::shapes::apply(shape, &mut dep, &mut svc, &profile.model);
+        store.create(SERVICES, typed::<Service>(svc).map_err(invalid)?)?;
         store.create(DEPLOYMENTS, typed::<Deployment>(dep).map_err(invalid)?)?;
     }
 

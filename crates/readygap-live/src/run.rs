@@ -10,8 +10,8 @@ use crate::actions::{CacheDropper, Executor, Timeouts};
 use crate::cluster::{self, ClusterConfig};
 use crate::node_host::AccessPolicy;
 use crate::session::{RecordStatus, Recording};
-use crate::sources::runtime::ollama::Ollama;
-use crate::sources::runtime::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter};
+use crate::sources::runtime::choice::{self, Ask};
+use crate::sources::runtime::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter, RuntimeKind};
 use crate::trial::{InferAfter, ReplaceBy, Runner, RunnerParts, TrialConfig, progress_line};
 use chrono::Utc;
 use color_eyre::eyre::{Result, WrapErr, eyre};
@@ -52,9 +52,13 @@ pub struct SessionConfig {
     pub access: AccessMode,
     /// URL template for `--access direct` ({pod_ip}, {pod}, {namespace}, {port}).
     pub direct_url: String,
-    /// The runtime's port in the pod.
+    /// The runtime (`--runtime`); `None`: guessed from the pods' images or the answers.
+    pub runtime: Option<RuntimeKind>,
+    /// The runtime's port in the pod (Ollama's 11434 by default: another runtime then
+    /// takes its own, see `sources::runtime::choice`).
     pub runtime_port: u16,
-    /// Path probed for T2.
+    /// Path probed for T2 (Ollama's `/api/tags` by default: another runtime then takes
+    /// `/health`).
     pub probe_path: String,
     /// Interval of the T2 probes.
     pub probe_interval: Duration,
@@ -140,6 +144,7 @@ impl Default for SessionConfig {
             preload_model: None,
             access: AccessMode::Proxy,
             direct_url: "http://{pod_ip}:{port}".into(),
+            runtime: None,
             runtime_port: 11434,
             probe_path: "/api/tags".into(),
             probe_interval: Duration::from_millis(50),
@@ -199,6 +204,7 @@ pub fn trial_json(t: &Trial) -> Value {
         "new_pod": t.new_pod,
         "marks": {
             "t0": ms(m.t0), "t1": ms(m.t1), "t1_api": ms(m.t1_api), "t2": ms(m.t2),
+            "t2_http": ms(m.t2_http),
             "t3": ms(m.t3), "t4": ms(m.t4), "deletion_seen": ms(m.deletion_seen),
             "scheduled": ms(m.scheduled), "container_started": ms(m.container_started),
             "endpoint_ready": ms(m.endpoint_ready), "model_resident": ms(m.model_resident),
@@ -253,6 +259,8 @@ pub struct Built {
     /// The node host feed: ends after `feeds` is cancelled, once its sampler stopped (and
     /// deleted a debug pod it created). Await it before the process exits.
     pub node_feed: tokio::task::JoinHandle<()>,
+    /// The runtime and how it was chosen (`llamacpp (--runtime)`).
+    pub runtime_label: String,
 }
 
 async fn session(args: &RunConfig, cancel: CancellationToken) -> Result<RunOutput> {
@@ -263,15 +271,17 @@ async fn session(args: &RunConfig, cancel: CancellationToken) -> Result<RunOutpu
         target,
         model,
         node_feed,
+        runtime_label,
         ..
     } = build(args, cancel.clone(), None, "run").await?;
     eprintln!(
-        "readygap run: {} trial(s) on {} in {}/{} ({}), model {model}, access {:?}",
+        "readygap run: {} trial(s) on {} in {}/{} ({}), model {model}, runtime {}, access {:?}",
         args.trials,
         target.label(),
         target.context,
         target.namespace,
         target.api_url,
+        runtime_label,
         args.session.access
     );
     let n = args.trials;
@@ -303,18 +313,30 @@ pub async fn build(
     let (tx, rx) = mpsc::channel::<Event>(8192);
     let feeds = CancellationToken::new();
 
+    let chosen = choice::choose(Ask {
+        given: args.session.runtime,
+        client: &target.runtime_client,
+        namespace: &target.namespace,
+        selector: &target.selector,
+        port: args.session.runtime_port,
+        probe_path: &args.session.probe_path,
+        access: args.session.access,
+        direct_url: &args.session.direct_url,
+    })
+    .await;
     let access = RuntimeAccess::new(
         args.session.access,
         target.runtime_client.clone(),
         &target.namespace,
-        args.session.runtime_port,
+        chosen.port,
         &args.session.direct_url,
     );
-    let mut ollama = Ollama::new(access);
-    ollama.probe_path = args.session.probe_path.clone();
-    ollama.generate_timeout = args.session.inference_timeout;
-    ollama.think = args.session.think;
-    let runtime: Arc<dyn RuntimeAdapter> = Arc::new(ollama);
+    let runtime = choice::adapter(
+        &chosen,
+        access,
+        args.session.inference_timeout,
+        args.session.think,
+    );
 
     let model = match args.session.model.clone() {
         Some(m) => m,
@@ -324,7 +346,8 @@ pub async fn build(
     let mut settings = json!({
         "trials": args.trials, "cold": args.cold, "cooldown_s": args.cooldown.as_secs_f64(),
         "model": model, "prompt": args.session.prompt, "access": args.session.access,
-        "probe_path": args.session.probe_path, "probe_interval_ms": args.session.probe_interval.as_millis() as u64,
+        "runtime": chosen.kind.name(), "runtime_chosen_by": chosen.how, "runtime_port": chosen.port,
+        "probe_path": chosen.probe_path, "probe_interval_ms": args.session.probe_interval.as_millis() as u64,
         "infer_after": args.session.infer_after, "replace": args.session.replace,
         "think": args.session.think, "probe_external": args.session.probe_external,
         "read_only": args.session.read_only, "mode": mode,
@@ -425,7 +448,7 @@ pub async fn build(
         memory: !args.session.no_memory,
         memory_interval: args.session.memory_interval,
         container: args.session.container.clone(),
-        runtime_port: args.session.runtime_port,
+        runtime_port: chosen.port,
         preload_model: args.session.preload_model.clone(),
         probe_external: args.session.probe_external,
         read_only: args.session.read_only,
@@ -457,6 +480,7 @@ pub async fn build(
             target: target.label(),
             model: Some(model.clone()),
             mode: mode.into(),
+            runtime: Some(chosen.label()),
         }),
     );
     tx.send(session_ev).await.ok();
@@ -467,6 +491,7 @@ pub async fn build(
         target,
         model,
         node_feed,
+        runtime_label: chosen.label(),
     })
 }
 

@@ -82,6 +82,11 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             theme.text(),
         ),
     ]);
+    if let Some(rt) = &s.runtime {
+        spans.push(sep());
+        spans.push(Span::styled("runtime ", theme.muted()));
+        spans.push(Span::styled(rt.clone(), theme.text()));
+    }
     if !view.title.is_empty() {
         spans.push(sep());
         spans.push(Span::styled(view.title.clone(), theme.muted()));

@@ -1,7 +1,9 @@
 //! The Residency panel: per pod runtime, the models resident in memory (`/api/ps`: name, size,
 //! the part in VRAM apart, expires-in relative to `state.now`), the models on disk, and a
 //! warning when the resident host memory (size − size_vram: VRAM is charged to no cgroup)
-//! adds up to 85 % or more of the container's memory limit.
+//! adds up to 85 % or more of the container's memory limit. The first line names the
+//! runtime and what its API can and cannot tell ([`can_tell`]); a model the runtime is
+//! still loading (llama-server's router) says so.
 
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
@@ -16,6 +18,21 @@ use readygap_core::units::Gib;
 /// The share of the memory limit from which resident models are a warning.
 pub const WARN_FRACTION: f64 = 0.85;
 
+/// What a runtime's API tells of residency, and what it does not (by the runtime's name as
+/// the session records it: `llamacpp (--runtime)`).
+pub fn can_tell(runtime: &str) -> &'static str {
+    match runtime.split_whitespace().next().unwrap_or("") {
+        "ollama" => "/api/ps: resident models, size, VRAM, expiry",
+        "llamacpp" => {
+            "/health: loading vs ready; router /models: loading/loaded per model; one-model server: no VRAM, no expiry"
+        }
+        "openai" => {
+            "/v1/models: served models only; memory is preallocated (resident = up), no loading state"
+        }
+        _ => "",
+    }
+}
+
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
     let area = area.intersection(buf.area);
     if area.is_empty() {
@@ -26,6 +43,12 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         return;
     }
     let mut lines: Vec<Line> = Vec::new();
+    if let Some(rt) = &state.session.runtime {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{rt}: "), theme.accent()),
+            Span::styled(can_tell(rt), theme.muted()),
+        ]));
+    }
     if state.runtimes.is_empty() {
         lines.push(Line::styled("no runtime seen yet", theme.muted()));
     }
@@ -41,6 +64,13 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             Some(true) => Span::styled(
                 format!(" up {:.0}ms", rt.last_latency_ms.unwrap_or(0.0)),
                 theme.ok(),
+            ),
+            Some(false) if rt.last_probe_answered => Span::styled(
+                format!(
+                    " answers, not ready ({})",
+                    rt.last_probe_error.as_deref().unwrap_or("")
+                ),
+                theme.warn(),
             ),
             Some(false) => Span::styled(" down", theme.error()),
             None => Span::styled(" not probed", theme.muted()),
@@ -76,6 +106,9 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
                 Span::styled(format!("  {} ", m.name), theme.text()),
                 Span::styled(format!("{} ", Gib(m.size)), theme.accent()),
             ];
+            if let Some(st) = &m.status {
+                spans.push(Span::styled(format!("{st} "), theme.warn()));
+            }
             if m.size_vram > 0 {
                 spans.push(Span::styled(
                     format!("VRAM {} ", Gib(m.size_vram)),

@@ -284,6 +284,7 @@ fn recovery_row(
         load_ns: dur("load_duration_ms")?,
         prompt_eval_ns: dur("prompt_eval_duration_ms")?,
         eval_ns: dur("eval_duration_ms")?,
+        ..Default::default()
     };
     trial.memory_after = row.int("memory_current_bytes")?.map(|b| b.max(0) as u64);
     if let Some(cond) = row.get("cache_condition") {
@@ -417,6 +418,14 @@ pub fn export(trials: &[Trial], out: impl std::io::Write) -> csv::Result<()> {
     if any_log {
         header.push("t3_t4_source");
     }
+    // A runtime that answers HTTP before its model is ready (llama-server's 503 "Loading
+    // model") splits T2: two more last columns, only then.
+    let split_t2 = trials
+        .iter()
+        .any(|t| t.marks.t2_http.is_some() && t.marks.t2_http != t.marks.t2);
+    if split_t2 {
+        header.extend(["t2_http_answers_ms", "http_to_model_ready_ms"]);
+    }
     w.write_record(&header)?;
     let ms = |t: Option<Timestamp>| t.map(|t| t.timestamp_millis());
     let opt = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
@@ -467,6 +476,11 @@ pub fn export(trials: &[Trial], out: impl std::io::Write) -> csv::Result<()> {
                     .clone()
                     .unwrap_or_else(|| "request".into()),
             );
+        }
+        if split_t2 {
+            let h = ms(m.t2_http);
+            row.push(opt(h));
+            row.push(opt(h.zip(raw[2]).map(|(a, b)| b - a)));
         }
         w.write_record(&row)?;
     }
@@ -519,6 +533,33 @@ mod tests {
             assert_eq!(a.status, b.status);
             assert_eq!(a.durations, b.durations);
         }
+    }
+
+    #[test]
+    fn a_split_t2_adds_two_last_columns_and_still_imports() {
+        let mut csv = import_str(Path::new("s.csv"), SAMPLE).unwrap();
+        let mut plain = Vec::new();
+        export(&csv.trials, &mut plain).unwrap();
+        assert!(!String::from_utf8(plain).unwrap().contains("t2_http"));
+        let t = &mut csv.trials[0];
+        let t2 = t.marks.t2.unwrap();
+        t.marks.t2_http = Some(t2 - chrono::Duration::milliseconds(700));
+        let mut out = Vec::new();
+        export(&csv.trials, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let header = text.lines().next().unwrap();
+        assert!(
+            header.ends_with(",t2_http_answers_ms,http_to_model_ready_ms"),
+            "{header}"
+        );
+        let row = text.lines().nth(1).unwrap();
+        assert!(row.ends_with(",700"), "{row}");
+        let back = import_str(Path::new("e.csv"), &text).unwrap();
+        assert_eq!(
+            back.trials.len(),
+            3,
+            "the study's readers ignore the extra columns"
+        );
     }
 
     #[test]

@@ -53,6 +53,7 @@ fn any_event() -> impl Strategy<Value = (i64, Event)> {
                 status: ok.then_some(200),
                 latency_ms: lat,
                 error: (!ok).then(|| "refused \"quoted\" ünïcode".into()),
+                ..Default::default()
             })
         )),
         (pod_ix.clone(), 0u64..6, any::<bool>()).prop_map(|(i, id, del)| {
@@ -92,7 +93,8 @@ fn any_event() -> impl Strategy<Value = (i64, Event)> {
                     total_ns: Some(ns as u64),
                     load_ns: Some(ns as u64 / 2),
                     prompt_eval_ns: None,
-                    eval_ns: Some(7)
+                    eval_ns: Some(7),
+                    ..Default::default()
                 },
                 response: None,
             })
@@ -117,7 +119,8 @@ fn any_event() -> impl Strategy<Value = (i64, Event)> {
                         name: format!("m{k}"),
                         size: 1 << 30,
                         size_vram: 0,
-                        expires_at: Some(at(9))
+                        expires_at: Some(at(9)),
+                        ..Default::default()
                     })
                     .collect()
             }

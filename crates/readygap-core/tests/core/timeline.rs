@@ -504,3 +504,54 @@ fn what_the_initial_list_replays_is_history() {
     assert_eq!(s.timeline.trials.len(), 1);
     assert_eq!(s.timeline.trials[0].marks.t0, Some(at(5_000)));
 }
+
+/// A probe the runtime answered with `status` but that is not "model ready" (llama-server's
+/// 503 "Loading model"), or, with `by_runtime` false, the API server's own 503.
+fn answered(ms: i64, pod: &str, status: u16, by_runtime: bool) -> Event {
+    let mut e = probe(ms, pod, false);
+    if let EventKind::RuntimeProbe(p) = &mut e.kind {
+        p.status = Some(status);
+        p.http_answered = by_runtime;
+    }
+    e
+}
+
+#[test]
+fn t2_splits_into_http_answers_and_model_ready() {
+    let mut events = full_trial(0, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b"));
+    // Before the probe at 2400 that is the 200: the API server's 503 (not the runtime's),
+    // then the runtime's own 503 "Loading model".
+    let at_ok = events
+        .iter()
+        .position(|e| matches!(&e.kind, EventKind::RuntimeProbe(p) if p.ok))
+        .unwrap();
+    events.insert(at_ok, answered(1900, "ollama-b", 503, true));
+    events.insert(at_ok, answered(1800, "ollama-b", 503, false));
+    // The 200 itself is an HTTP answer too.
+    if let EventKind::RuntimeProbe(p) = &mut events[at_ok + 2].kind {
+        p.http_answered = true;
+    }
+    let s = state_of(&with_initial_pod(events, "ollama-a", "uid-a"));
+    let t = &s.timeline.trials[0];
+    assert_eq!(
+        t.marks.t2_http,
+        Some(at(1900)),
+        "the runtime's 503, not the proxy's"
+    );
+    assert_eq!(t.marks.t2, Some(at(2400)), "model ready is the 200");
+    assert_eq!(t.metric(Metric::RuntimeHttp), Some(1.9));
+    assert_eq!(t.metric(Metric::HttpToModelReady), Some(0.5));
+}
+
+#[test]
+fn without_http_answers_recorded_there_is_no_split() {
+    // Recordings made before the split have no `http_answered`: no T2 HTTP, no new metrics.
+    let s = state_of(&with_initial_pod(
+        full_trial(0, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b")),
+        "ollama-a",
+        "uid-a",
+    ));
+    let t = &s.timeline.trials[0];
+    assert_eq!(t.marks.t2_http, None);
+    assert_eq!(t.metric(Metric::HttpToModelReady), None);
+}

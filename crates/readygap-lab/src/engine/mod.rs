@@ -1,12 +1,14 @@
 //! What runs a lab pod's serving container: the simulated runtime (`crate::runtime`, the
-//! default) or the real engine, a real `ollama serve` process per container built by
-//! `scripts/peers.sh` (see `ollama`), in its own memory cgroup (see `cgroup`), its models
-//! directory on the pod's volume (see `volume`).
+//! default) or a real engine, a real `ollama serve` process per container built by
+//! `scripts/peers.sh` (see `ollama`), or a real `llama-server` (see `llama_server`), in its
+//! own memory cgroup (see `cgroup`), its models directory on the pod's volume (see
+//! `volume`).
 //!
 //! The kubelet asks `Engine::start_container`; everything else (exec, memory, residency, stop)
 //! goes through the `RuntimeHandle` it returns, whichever engine made it.
 
 pub mod cgroup;
+pub mod llama_server;
 pub mod ollama;
 pub mod profiles;
 pub mod volume;
@@ -23,14 +25,24 @@ pub enum EngineKind {
     Simulated,
     /// A real `ollama serve` per pod (peers from scripts/peers.sh).
     Ollama,
+    /// A real llama.cpp `llama-server` per pod (peers from scripts/peers.sh).
+    Llamacpp,
 }
 
 impl EngineKind {
     /// The names on the command line.
-    pub const NAMES: [(&'static str, EngineKind); 2] = [
+    pub const NAMES: [(&'static str, EngineKind); 3] = [
         ("simulated", EngineKind::Simulated),
         ("ollama", EngineKind::Ollama),
+        ("llamacpp", EngineKind::Llamacpp),
     ];
+}
+
+/// Which real server the real engine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Server {
+    Ollama,
+    LlamaServer,
 }
 
 /// Where the real peers are (scripts/peers.sh writes them; its peers.env exports these).
@@ -83,11 +95,52 @@ impl OllamaPeer {
     }
 }
 
+/// The llama.cpp peers: the `llama-server` binary (`READYGAP_LLAMA_SERVER`) and the
+/// directory of its `.gguf` files (`READYGAP_LLAMA_MODELS`), as an [`OllamaPeer`] whose
+/// `bin` and `models` are those.
+pub fn llama_peer_from_env() -> OllamaPeer {
+    let root = OllamaPeer::from_env()
+        .bin
+        .parent()
+        .and_then(|b| b.parent())
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let bin = std::env::var_os("READYGAP_LLAMA_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("llama-build/bin/llama-server"));
+    let models = std::env::var_os("READYGAP_LLAMA_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("gguf"));
+    OllamaPeer { bin, models }
+}
+
+/// Why the llama.cpp peers cannot be used, if they cannot.
+pub fn llama_peer_missing(peer: &OllamaPeer) -> Option<String> {
+    if !peer.bin.is_file() {
+        return Some(format!(
+            "no llama-server at {} (run scripts/peers.sh llama, or set READYGAP_LLAMA_SERVER)",
+            peer.bin.display()
+        ));
+    }
+    if !peer.models.join("smollm2.gguf").is_file() {
+        return Some(format!(
+            "no smollm2.gguf in {} (run scripts/peers.sh llama, or set READYGAP_LLAMA_MODELS)",
+            peer.models.display()
+        ));
+    }
+    if cgroup::detect().is_none() {
+        return Some("no memory cgroup controller on this machine".into());
+    }
+    None
+}
+
 /// The engine of one lab.
 #[derive(Debug, Clone)]
 pub enum Engine {
     Simulated,
     Ollama(Arc<ollama::OllamaEngine>),
+    /// The real engine running `llama-server` (`server` is [`Server::LlamaServer`]).
+    Llamacpp(Arc<ollama::OllamaEngine>),
 }
 
 impl Engine {
@@ -102,6 +155,15 @@ impl Engine {
                 }
                 Ok(Self::Ollama(Arc::new(ollama::OllamaEngine::new(peer)?)))
             }
+            EngineKind::Llamacpp => {
+                let peer = llama_peer_from_env();
+                if let Some(why) = llama_peer_missing(&peer) {
+                    return Err(format!("--engine llamacpp: {why}"));
+                }
+                let mut e = ollama::OllamaEngine::new(peer)?;
+                e.server = Server::LlamaServer;
+                Ok(Self::Llamacpp(Arc::new(e)))
+            }
         }
     }
 
@@ -109,6 +171,15 @@ impl Engine {
         match self {
             Self::Simulated => EngineKind::Simulated,
             Self::Ollama(_) => EngineKind::Ollama,
+            Self::Llamacpp(_) => EngineKind::Llamacpp,
+        }
+    }
+
+    /// The real engine, whichever server it runs.
+    pub fn real(&self) -> Option<&Arc<ollama::OllamaEngine>> {
+        match self {
+            Self::Simulated => None,
+            Self::Ollama(e) | Self::Llamacpp(e) => Some(e),
         }
     }
 }

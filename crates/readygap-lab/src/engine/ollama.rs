@@ -13,12 +13,19 @@
 //! rose and the process died of SIGKILL that the engine did not send), the container is
 //! OOMKilled (exit 137); when it kills only a runner process, the container lives on, as on a
 //! node without `memory.oom.group` (cgroup v1).
+//!
+//! The same engine runs llama.cpp's `llama-server` instead (`server` is
+//! [`Server::LlamaServer`]): its command line, listening and residency are
+//! `super::llama_server`'s, everything else is shared.
 
-use super::OllamaPeer;
 use super::cgroup::MemoryCgroup;
+use super::llama_server;
 use super::volume::{Volumes, link_tree};
+use super::{OllamaPeer, Server};
 use crate::ground_truth::{GroundTruth, Transition};
-use crate::runtime::{ExecChunk, ExecStream, MemorySnapshot, RuntimeEvent, RuntimeHandle};
+use crate::runtime::{
+    ExecChunk, ExecStream, MemorySnapshot, RealProcess, RuntimeEvent, RuntimeHandle,
+};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -58,6 +65,8 @@ pub struct OllamaEngine {
     lab_id: String,
     containers: AtomicU64,
     http: reqwest::Client,
+    /// The real server each container runs.
+    pub server: Server,
 }
 
 impl Drop for OllamaEngine {
@@ -104,6 +113,7 @@ impl OllamaEngine {
             lab_id,
             containers: AtomicU64::new(0),
             http,
+            server: Server::Ollama,
         })
     }
 
@@ -172,11 +182,15 @@ impl OllamaEngine {
         std::fs::create_dir_all(&home)?;
         let c = &spec.pod["spec"]["containers"][0];
         let mut env = container_env(c, &config_map);
-        let models_path = env
-            .iter()
-            .find(|(k, _)| k == "OLLAMA_MODELS")
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| DEFAULT_MODELS.into());
+        let llama = self.server == Server::LlamaServer;
+        let models_path = if llama {
+            llama_server::models_path(c)
+        } else {
+            env.iter()
+                .find(|(k, _)| k == "OLLAMA_MODELS")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| DEFAULT_MODELS.into())
+        };
         let models = self.models_dir(&spec, models_path.trim_end_matches('/'), &own)?;
         let bin_dir = self.peer.bin.parent().unwrap_or(Path::new("/"));
         let set = |env: &mut Vec<(String, String)>, k: &str, v: String| {
@@ -193,16 +207,36 @@ impl OllamaEngine {
         }
         set(&mut env, "HOME", home.display().to_string());
         set(&mut env, "HOSTNAME", spec.pod_name.to_string());
-        // 0.0.0.0 inside the pod is the pod's address here.
-        set(
-            &mut env,
-            "OLLAMA_HOST",
-            format!("{}:{}", spec.ip, spec.port),
-        );
-        set(&mut env, "OLLAMA_MODELS", models.display().to_string());
+        let (serve, served) = if llama {
+            let argv = llama_server::argv(
+                &self.peer.bin,
+                c,
+                &spec.ip.to_string(),
+                spec.port,
+                models_path.trim_end_matches('/'),
+                &models,
+            );
+            let local_model = argv
+                .windows(2)
+                .find(|w| w[0] == "-m" || w[0] == "--model")
+                .map(|w| PathBuf::from(&w[1]));
+            let served = llama_server::resident_after_health(200, c, local_model.as_deref());
+            (argv, Some(served))
+        } else {
+            // 0.0.0.0 inside the pod is the pod's address here.
+            set(
+                &mut env,
+                "OLLAMA_HOST",
+                format!("{}:{}", spec.ip, spec.port),
+            );
+            set(&mut env, "OLLAMA_MODELS", models.display().to_string());
+            (
+                vec![self.peer.bin.display().to_string(), "serve".into()],
+                None,
+            )
+        };
         let cgroup = MemoryCgroup::create(&cname, spec.memory_limit)?;
         let oom_before = cgroup.oom_kills();
-        let serve = [self.peer.bin.display().to_string(), "serve".into()];
         let argv = cgroup.wrap_argv(&serve);
         let mut cmd = tokio::process::Command::new(&argv[0]);
         cmd.args(&argv[1..])
@@ -250,6 +284,7 @@ impl OllamaEngine {
             done: tokio::sync::Notify::new(),
             exit_code: Mutex::new(None),
             http: self.http.clone(),
+            served,
         });
         for out in [
             child
@@ -391,7 +426,8 @@ async fn wait_exit(
     } else {
         tracing::warn!(
             pod = %c.pod_name,
-            "lab engine: ollama serve exited with {exit_code} (log: {})",
+            "lab engine: {} exited with {exit_code} (log: {})",
+            if c.served.is_some() { "llama-server" } else { "ollama serve" },
             c.log_tail(400)
         );
         c.cgroup.kill_all();
@@ -405,21 +441,29 @@ async fn watch_listen(
     gt: GroundTruth,
     events: UnboundedSender<RuntimeEvent>,
 ) {
-    let url = format!("http://{}/", c.addr());
+    // llama-server answers `/health` (503 while loading) as soon as it listens; `/` would
+    // be its web UI.
+    let llama = c.served.is_some();
+    let url = if llama {
+        format!("http://{}{}", c.addr(), llama_server::HEALTH)
+    } else {
+        format!("http://{}/", c.addr())
+    };
     loop {
         if c.cancel.is_cancelled() {
             return;
         }
         let ok = matches!(
             c.http.get(&url).timeout(Duration::from_millis(500)).send().await,
-            Ok(r) if r.status().is_success()
+            Ok(r) if r.status().is_success() || llama
         );
         if ok {
             c.listening.store(true, Ordering::SeqCst);
             gt.log(
                 &c.pod_name,
                 Transition::RuntimeListening,
-                json!({"addr": c.addr().to_string(), "engine": "ollama", "pid": c.pid}),
+                json!({"addr": c.addr().to_string(),
+                       "engine": if llama { "llamacpp" } else { "ollama" }, "pid": c.pid}),
             );
             let _ = events.send(RuntimeEvent::Listening);
             return;
@@ -431,9 +475,13 @@ async fn watch_listen(
     }
 }
 
-/// Follow `/api/ps`: the models resident now, with Ollama's own sizes.
+/// Follow `/api/ps`: the models resident now, with Ollama's own sizes (llama-server:
+/// `/health`, its one model resident once it answers 200).
 async fn watch_ps(c: Arc<RealContainer>, events: UnboundedSender<RuntimeEvent>) {
-    let url = format!("http://{}/api/ps", c.addr());
+    let url = match c.served {
+        Some(_) => format!("http://{}{}", c.addr(), llama_server::HEALTH),
+        None => format!("http://{}/api/ps", c.addr()),
+    };
     loop {
         tokio::select! {
             _ = tokio::time::sleep(PS_EVERY) => {}
@@ -451,15 +499,21 @@ async fn watch_ps(c: Arc<RealContainer>, events: UnboundedSender<RuntimeEvent>) 
         else {
             continue;
         };
-        let Ok(v) = r.json::<Value>().await else {
-            continue;
+        let now: Vec<(String, u64)> = match &c.served {
+            Some(served) if r.status().as_u16() == 200 => served.clone(),
+            Some(_) => Vec::new(),
+            None => {
+                let Ok(v) = r.json::<Value>().await else {
+                    continue;
+                };
+                v["models"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|m| Some((m["name"].as_str()?.to_string(), m["size"].as_u64()?)))
+                    .collect()
+            }
         };
-        let now: Vec<(String, u64)> = v["models"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|m| Some((m["name"].as_str()?.to_string(), m["size"].as_u64()?)))
-            .collect();
         let before = std::mem::replace(&mut *lock(&c.resident), now.clone());
         for (m, _) in &now {
             if !before.iter().any(|(b, _)| b == m) {
@@ -501,6 +555,9 @@ pub struct RealContainer {
     done: tokio::sync::Notify,
     exit_code: Mutex<Option<i32>>,
     http: reqwest::Client,
+    /// llama-server's one model (name, file size), resident once `/health` answers 200;
+    /// `None`: the container runs `ollama serve`.
+    served: Option<Vec<(String, u64)>>,
 }
 
 /// Counts a running exec until dropped.
@@ -707,39 +764,50 @@ impl RealContainer {
     }
 }
 
-/// Start the real container of a lab pod (the kubelet's call): the pod object and its
-/// namespace's ConfigMaps come from the lab's store; an emptyDir gets the models when the
-/// kubelet's model disk for the pod has them (the first emptyDir pod, as in the simulation).
-pub async fn start_in_pod(
-    engine: &Arc<OllamaEngine>,
-    cluster: &crate::kube::cluster::Cluster,
-    ns: &str,
-    spec: crate::runtime::RuntimeSpec,
-    events: UnboundedSender<RuntimeEvent>,
-) -> std::io::Result<RuntimeHandle> {
-    use crate::kube::resources::{CONFIGMAPS, PODS};
-    let pod = cluster.store.get(PODS, ns, &spec.pod_name).ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            format!("pod {ns}/{} is gone", spec.pod_name),
-        )
-    })?;
-    let c = ContainerSpec {
-        namespace: ns,
-        pod_name: &spec.pod_name,
-        pod_uid: &spec.pod_uid,
-        pod: &pod,
-        ip: spec.ip,
-        port: spec.port,
-        memory_limit: spec.memory_limit_bytes,
-        seed_empty_dir: !spec.disk.list().is_empty(),
-        ground_truth: spec.ground_truth.clone(),
-    };
-    let config_map = |name: &str| {
-        cluster
-            .store
-            .get(CONFIGMAPS, ns, name)
-            .map(|v| v.as_ref().clone())
-    };
-    engine.start(c, config_map, events).await
+impl RealProcess for RealContainer {
+    fn exec(&self, argv: Vec<String>) -> ExecStream {
+        RealContainer::exec(self, argv)
+    }
+    fn stop(&self, kill_at: Option<Instant>) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(RealContainer::stop(self, kill_at))
+    }
+    fn lines(&self) -> Arc<crate::runtime::request_log::ContainerLog> {
+        RealContainer::lines(self)
+    }
+    fn memory(&self) -> MemorySnapshot {
+        RealContainer::memory(self)
+    }
+    fn is_listening(&self) -> bool {
+        RealContainer::is_listening(self)
+    }
+    fn addr(&self) -> SocketAddr {
+        RealContainer::addr(self)
+    }
+    fn resident(&self) -> Vec<(String, u64)> {
+        RealContainer::resident(self)
+    }
+    fn running_execs(&self) -> usize {
+        RealContainer::running_execs(self)
+    }
+    fn oom_killed(&self) -> bool {
+        RealContainer::oom_killed(self)
+    }
+    fn probe_exec(&self, timeout: Duration) -> futures::future::BoxFuture<'_, Option<bool>> {
+        Box::pin(RealContainer::probe_exec(self, timeout))
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The real engine's container behind a runtime handle, if it is one.
+pub trait AsReal {
+    fn as_real(&self) -> Option<&RealContainer>;
+}
+
+impl AsReal for RuntimeHandle {
+    fn as_real(&self) -> Option<&RealContainer> {
+        self.as_real_process()
+            .and_then(|p| p.as_any().downcast_ref::<RealContainer>())
+    }
 }

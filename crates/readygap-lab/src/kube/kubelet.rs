@@ -15,7 +15,6 @@
 use super::cluster::Cluster;
 use super::objects::{self, OLLAMA_PORT, time};
 use super::resources::{CONFIGMAPS, NODES, PODS};
-use crate::engine::Engine;
 use crate::ground_truth::Transition;
 use crate::runtime::{
     self, ModelDisk, PlainContainer, PlainSpec, RuntimeEvent, RuntimeHandle, RuntimeSpec,
@@ -400,13 +399,11 @@ impl PodRun {
                 ground_truth: self.cluster.settings.ground_truth.clone(),
                 faults: self.cluster.runtime_faults.clone(),
                 gpus: self.plan.gpus,
+                dialect: runtime::Dialect::of_image(&self.plan.image),
             };
-            let started = match &self.cluster.settings.engine {
-                Engine::Ollama(engine) => {
-                    crate::engine::ollama::start_in_pod(engine, &self.cluster, &self.ns, spec, tx)
-                        .await
-                }
-                Engine::Simulated => runtime::start(spec, tx).await,
+            let started = match self.cluster.settings.engine.real() {
+                Some(engine) => start_real(engine, &self.cluster, &self.ns, spec, tx).await,
+                None => runtime::start(spec, tx).await,
             };
             match started {
                 Ok(h) => runtime = Some(Arc::new(h)),
@@ -531,7 +528,7 @@ impl PodRun {
         };
         if spec.action == ProbeAction::Inference
             && let Some(real) = self.cluster.runtime_of(&self.ns, &self.name)
-            && let Some(real) = real.as_real()
+            && let Some(real) = real.as_real_process()
         {
             // The real engine runs the pod's exec probe itself (inside the container's cgroup).
             let t = timeout(Duration::from_secs(1));
@@ -619,7 +616,7 @@ pub async fn run_pod(
             .get(CONFIGMAPS, &ns, cm)
             .map(|v| v.as_ref().clone())
     });
-    let runs_ollama = plan.image.starts_with("ollama/ollama");
+    let runs_ollama = serves_llm(&plan.image);
     let memory_limit = plan.memory_limit.unwrap_or(profile.memory_limit_bytes);
     let model = plan.model.clone().unwrap_or_else(|| profile.model.clone());
     let emptydir = pod_json["spec"]["volumes"].as_array().is_some_and(|vs| {
@@ -1098,6 +1095,51 @@ fn pick_node(cluster: &Cluster, pod: &serde_json::Value) -> String {
 /// Seconds-precision time string of now (for callers building JSON).
 pub fn now_str() -> String {
     time(Utc::now())
+}
+
+/// Whether an image is an LLM runtime the lab runs (Ollama, llama.cpp's server, vLLM); any
+/// other image is a plain container (a debug pod, `kubectl run`).
+pub fn serves_llm(image: &str) -> bool {
+    image.starts_with("ollama/ollama")
+        || image.contains("llama.cpp")
+        || image.contains("vllm-openai")
+}
+
+/// Start the real container of a lab pod: the pod object and its namespace's ConfigMaps
+/// come from the lab's store; an emptyDir gets the models when the kubelet's model disk for
+/// the pod has them (the first emptyDir pod, as in the simulation).
+async fn start_real(
+    engine: &Arc<crate::engine::ollama::OllamaEngine>,
+    cluster: &super::cluster::Cluster,
+    ns: &str,
+    spec: RuntimeSpec,
+    events: mpsc::UnboundedSender<RuntimeEvent>,
+) -> std::io::Result<RuntimeHandle> {
+    use crate::kube::resources::{CONFIGMAPS, PODS};
+    let pod = cluster.store.get(PODS, ns, &spec.pod_name).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("pod {ns}/{} is gone", spec.pod_name),
+        )
+    })?;
+    let c = crate::engine::ollama::ContainerSpec {
+        namespace: ns,
+        pod_name: &spec.pod_name,
+        pod_uid: &spec.pod_uid,
+        pod: &pod,
+        ip: spec.ip,
+        port: spec.port,
+        memory_limit: spec.memory_limit_bytes,
+        seed_empty_dir: !spec.disk.list().is_empty(),
+        ground_truth: spec.ground_truth.clone(),
+    };
+    let config_map = |name: &str| {
+        cluster
+            .store
+            .get(CONFIGMAPS, ns, name)
+            .map(|v| v.as_ref().clone())
+    };
+    engine.start(c, config_map, events).await
 }
 
 #[cfg(test)]

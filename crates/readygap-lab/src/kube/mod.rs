@@ -37,6 +37,7 @@ pub mod responses;
 pub mod selectors;
 pub mod server;
 pub mod service_network;
+pub mod shapes;
 pub mod store;
 pub mod tables;
 pub mod termination;

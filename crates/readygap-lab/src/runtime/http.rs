@@ -342,6 +342,11 @@ pub(crate) fn parse_keep_alive(value: Option<&Value>) -> Result<KeepAlive, Strin
     }
 }
 
+/// What a prompt is answered with (for the other dialects).
+pub(crate) fn answer_text(prompt: &str) -> String {
+    answer(prompt)
+}
+
 /// What a prompt is answered with: "Reply with exactly: X" answers X.
 fn answer(prompt: &str) -> String {
     const MARK: &str = "reply with exactly:";

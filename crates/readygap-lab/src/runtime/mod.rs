@@ -17,6 +17,11 @@
 //! `PlainContainer`: exec only, seeing its node's files (see `plain`), with `curl` (see `curl`)
 //! reaching Services and pods through the pod's network (see `network`).
 //!
+//! Other servers: `RuntimeSpec::dialect` (from the container image) makes the same runtime
+//! llama.cpp's `llama-server` (HTTP at once, 503 "Loading model" until the served model is
+//! loaded, which starts at once) or vLLM (nothing listens until the served model is loaded),
+//! with their HTTP API (see `openai_http`).
+//!
 //! Timing: every sampled stage is divided by `RuntimeSpec::speed`. Ollama's own durations in
 //! responses (`load_duration`, ...) are the wall-clock times the lab really spent, so they stay
 //! consistent with what a client measures at any speed.
@@ -30,11 +35,13 @@ mod grep;
 mod http;
 mod listener;
 pub mod network;
+mod openai_http;
 mod plain;
 pub mod request_log;
 
 pub use disk::{ModelDisk, NodeCache};
 pub use exec::{ExecChunk, ExecOutput, ExecStream};
+pub use openai_http::Dialect;
 pub use plain::{NodeAnonBytes, OnDrop, PlainContainer, PlainSpec};
 
 use crate::ground_truth::{GroundTruth, Transition};
@@ -73,6 +80,8 @@ pub struct RuntimeSpec {
     pub faults: Arc<RuntimeFaults>,
     /// GPUs of the container (its `nvidia.com/gpu` limit), each with [`GPU_VRAM_BYTES`].
     pub gpus: u32,
+    /// Which server the runtime imitates (from the container image).
+    pub dialect: Dialect,
 }
 
 /// VRAM of one lab GPU (24 GiB, an NVIDIA L4's).
@@ -273,7 +282,26 @@ pub struct RuntimeHandle {
 #[derive(Clone)]
 enum Backend {
     Sim(Arc<Runtime>),
-    Real(Arc<crate::engine::ollama::RealContainer>),
+    Real(Arc<dyn RealProcess>),
+}
+
+/// The container process of a real engine (`crate::engine`), as the kubelet and the API
+/// see it: the engine implements it, so the runtime never names the engine.
+pub trait RealProcess: Send + Sync + 'static {
+    fn exec(&self, argv: Vec<String>) -> ExecStream;
+    /// SIGTERM, SIGKILL at `kill_at`, then what is left in the cgroup.
+    fn stop(&self, kill_at: Option<Instant>) -> futures::future::BoxFuture<'_, ()>;
+    fn lines(&self) -> Arc<request_log::ContainerLog>;
+    fn memory(&self) -> MemorySnapshot;
+    fn is_listening(&self) -> bool;
+    fn addr(&self) -> SocketAddr;
+    fn resident(&self) -> Vec<(String, u64)>;
+    fn running_execs(&self) -> usize;
+    fn oom_killed(&self) -> bool;
+    /// The pod's exec readiness probe, run for real (`None`: not an exec probe).
+    fn probe_exec(&self, timeout: Duration) -> futures::future::BoxFuture<'_, Option<bool>>;
+    /// For the engine's own view of its container.
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// Addresses held by live runtimes of this process. With SO_REUSEADDR (needed so a restarted
@@ -390,6 +418,11 @@ async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrC
         _ = tokio::time::sleep(delay) => {}
         _ = runtime.shutdown.cancelled() => return,
     }
+    let dialect = runtime.spec.dialect;
+    // vLLM loads its weights before it serves HTTP: connections are refused meanwhile.
+    if dialect == Dialect::Vllm && !runtime.load_served().await {
+        return;
+    }
     let listener = match socket.listen(1024) {
         Ok(l) => l,
         Err(e) => {
@@ -406,9 +439,20 @@ async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrC
         }
         state.phase = Phase::Listening;
     }
-    let server = tokio::spawn(http::serve(runtime.clone(), listener, claim));
+    let server = match dialect {
+        Dialect::Ollama => tokio::spawn(http::serve(runtime.clone(), listener, claim)),
+        d => tokio::spawn(openai_http::serve(runtime.clone(), listener, claim, d)),
+    };
     runtime.track(server);
     runtime.listening.store(true, Ordering::SeqCst);
+    // llama-server loads its model once it listens (and answers 503 meanwhile).
+    if dialect == Dialect::LlamaCpp {
+        let rt = runtime.clone();
+        let load = tokio::spawn(async move {
+            rt.load_served().await;
+        });
+        runtime.track(load);
+    }
     // Ollama's start-up line (server/routes.go Serve: slog "Listening on").
     let now = chrono::Utc::now();
     runtime.log.write(
@@ -431,14 +475,15 @@ async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrC
 
 impl RuntimeHandle {
     /// The handle of a real engine's container.
-    pub fn real(c: Arc<crate::engine::ollama::RealContainer>) -> Self {
+    pub fn real(c: Arc<dyn RealProcess>) -> Self {
         Self {
             inner: Backend::Real(c),
         }
     }
 
-    /// The real engine's container, if this is one.
-    pub fn as_real(&self) -> Option<&Arc<crate::engine::ollama::RealContainer>> {
+    /// The real engine's container, if this is one (`engine::ollama::AsReal` gives the
+    /// engine's own type).
+    pub fn as_real_process(&self) -> Option<&Arc<dyn RealProcess>> {
         match &self.inner {
             Backend::Real(c) => Some(c),
             Backend::Sim(_) => None,
@@ -601,6 +646,26 @@ impl Runtime {
                     abort.abort();
                 }
             }
+        }
+    }
+
+    pub(crate) fn track_task(&self, task: JoinHandle<()>) {
+        self.track(task);
+    }
+
+    /// Load the served model and keep it (llama-server and vLLM load one model at start and
+    /// hold it); false when the container died meanwhile or the model is unknown.
+    async fn load_served(self: &Arc<Self>) -> bool {
+        let Some(spec) = self.spec.profile.served_model().cloned() else {
+            tracing::warn!(pod = %self.spec.pod_name, "lab runtime: the profile serves no known model");
+            return false;
+        };
+        match self.acquire(&spec, KeepAlive::Forever).await {
+            Ok(_) => {
+                self.release(&spec.name, KeepAlive::Forever);
+                true
+            }
+            Err(_) => false,
         }
     }
 

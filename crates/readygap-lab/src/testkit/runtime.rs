@@ -108,6 +108,7 @@ pub async fn start(profile: Profile, options: Options) -> Lab {
             ground_truth: GroundTruth::in_memory(),
             faults: Arc::new(RuntimeFaults::new()),
             gpus: 0,
+            dialect: crate::runtime::Dialect::Ollama,
         };
         let (tx, events) = tokio::sync::mpsc::unbounded_channel();
         match runtime::start(spec.clone(), tx).await {

@@ -3,9 +3,16 @@
 //! implements (probe, residency, models on disk, streamed generate, unload), and the polling
 //! feeds (residency every 250 ms, models on disk every few seconds).
 //!
-//! Ollama is the first adapter ([`ollama`]).
+//! The adapters: [`ollama`], [`llamacpp`] (llama.cpp's `llama-server`, single-model and
+//! router mode) and [`openai`] (any OpenAI-compatible server, e.g. vLLM); [`sse`] parses the
+//! server-sent events the last two stream; [`RuntimeKind`] names them (`--runtime`) and
+//! guesses one from the container image or the runtime's answers.
 
+pub mod choice;
+pub mod llamacpp;
 pub mod ollama;
+pub mod openai;
+pub mod sse;
 
 use chrono::Utc;
 use futures::future::BoxFuture;
@@ -335,4 +342,290 @@ pub(crate) async fn timed<T>(f: impl std::future::Future<Output = T>) -> (T, f64
     let start = Instant::now();
     let out = f.await;
     (out, start.elapsed().as_secs_f64() * 1000.0)
+}
+
+/// Which runtime serves the pods (`--runtime`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RuntimeKind {
+    #[default]
+    Ollama,
+    /// llama.cpp's `llama-server`.
+    Llamacpp,
+    /// An OpenAI-compatible server (vLLM, or llama-server's `/v1` routes).
+    Openai,
+}
+
+impl RuntimeKind {
+    /// The names on the command line.
+    pub const NAMES: [(&'static str, RuntimeKind); 3] = [
+        ("ollama", RuntimeKind::Ollama),
+        ("llamacpp", RuntimeKind::Llamacpp),
+        ("openai", RuntimeKind::Openai),
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RuntimeKind::Ollama => "ollama",
+            RuntimeKind::Llamacpp => "llamacpp",
+            RuntimeKind::Openai => "openai",
+        }
+    }
+
+    /// The runtime's usual port in a pod.
+    pub fn default_port(self) -> u16 {
+        match self {
+            RuntimeKind::Ollama => 11434,
+            RuntimeKind::Llamacpp => 8080,
+            RuntimeKind::Openai => 8000,
+        }
+    }
+
+    /// The path probed for T2 by default: Ollama's `/api/tags` (as in the study); `/health`
+    /// for the others (llama-server: 503 while loading, 200 once loaded; vLLM: 200 once up).
+    pub fn default_probe_path(self) -> &'static str {
+        match self {
+            RuntimeKind::Ollama => "/api/tags",
+            RuntimeKind::Llamacpp | RuntimeKind::Openai => "/health",
+        }
+    }
+
+    /// A guess from a container image reference (`ollama/ollama:0.12.6`,
+    /// `ghcr.io/ggml-org/llama.cpp:server`, `vllm/vllm-openai:v0.10`).
+    pub fn from_image(image: &str) -> Option<RuntimeKind> {
+        let name = image
+            .rsplit('/')
+            .next()
+            .unwrap_or(image)
+            .to_ascii_lowercase();
+        let repo = image.to_ascii_lowercase();
+        if name.starts_with("ollama") {
+            Some(RuntimeKind::Ollama)
+        } else if repo.contains("llama.cpp")
+            || repo.contains("llama-cpp")
+            || name.starts_with("llama-server")
+        {
+            Some(RuntimeKind::Llamacpp)
+        } else if repo.contains("vllm") || repo.contains("openai") {
+            Some(RuntimeKind::Openai)
+        } else {
+            None
+        }
+    }
+
+    /// A guess from the runtime's answers: Ollama answers `/api/version`; llama-server
+    /// answers `/props` (with its `default_generation_settings`); an OpenAI server answers
+    /// `/v1/models`. `None`: nothing answered yet.
+    pub async fn from_answers(access: &RuntimeAccess, pod: &PodRef) -> Option<RuntimeKind> {
+        let get = |path: &'static str| async move {
+            let fut = async {
+                let r = access.send(pod, http::Method::GET, path, None).await?;
+                let status = r.status;
+                Ok::<_, String>((status, r.bytes().await?))
+            };
+            tokio::time::timeout(Duration::from_secs(3), fut)
+                .await
+                .ok()?
+                .ok()
+        };
+        if let Some((200, b)) = get("/api/version").await
+            && serde_json::from_slice::<serde_json::Value>(&b)
+                .is_ok_and(|v| v["version"].is_string())
+        {
+            return Some(RuntimeKind::Ollama);
+        }
+        match get("/props").await {
+            Some((200, b))
+                if serde_json::from_slice::<serde_json::Value>(&b).is_ok_and(|v| {
+                    v.get("default_generation_settings").is_some() || v.get("role").is_some()
+                }) =>
+            {
+                return Some(RuntimeKind::Llamacpp);
+            }
+            // llama-server answers every route with this 503 while it loads.
+            Some((503, b)) if llamacpp::is_loading_body(&b) => return Some(RuntimeKind::Llamacpp),
+            _ => {}
+        }
+        match get("/v1/models").await {
+            Some((200, _)) => Some(RuntimeKind::Openai),
+            _ => None,
+        }
+    }
+}
+
+/// Whether an HTTP answer came from the runtime itself, not from the API server's pod proxy
+/// (whose errors, such as 503 "error trying to reach service", are a `kind: Status` object).
+pub fn answered_by_runtime(status: u16, body: &[u8]) -> bool {
+    if status == 200 {
+        return true;
+    }
+    !serde_json::from_slice::<serde_json::Value>(body)
+        .is_ok_and(|v| v["kind"] == "Status" && v["apiVersion"] == "v1")
+}
+
+/// One probe: `GET path`, the whole body read; `ok` is HTTP 200, `http_answered` any
+/// answer of the runtime itself ([`answered_by_runtime`]).
+pub(crate) async fn probe_get(
+    access: &RuntimeAccess,
+    pod: &PodRef,
+    path: &str,
+    timeout: Duration,
+) -> RuntimeProbe {
+    let fut = async {
+        let r = access.send(pod, http::Method::GET, path, None).await?;
+        let status = r.status;
+        // Read the body so the probe measures a complete answer.
+        let body = r.bytes().await?;
+        Ok::<(u16, Vec<u8>), String>((status, body))
+    };
+    let (res, ms) = timed(tokio::time::timeout(timeout, fut)).await;
+    let (ok, status, error, http_answered) = match res {
+        Ok(Ok((200, _))) => (true, Some(200), None, true),
+        Ok(Ok((s, body))) => {
+            let text: String = String::from_utf8_lossy(&body).chars().take(120).collect();
+            (
+                false,
+                Some(s),
+                Some(format!("HTTP {s}: {text}")),
+                answered_by_runtime(s, &body),
+            )
+        }
+        Ok(Err(e)) => (false, None, Some(e), false),
+        Err(_) => (
+            false,
+            None,
+            Some(format!("no answer within {timeout:?}")),
+            false,
+        ),
+    };
+    RuntimeProbe {
+        pod: pod.name.clone(),
+        ok,
+        status,
+        latency_ms: ms,
+        error,
+        http_answered,
+    }
+}
+
+/// `GET path` as JSON (HTTP 200 only), bounded by 5 s.
+pub(crate) async fn get_json(
+    access: &RuntimeAccess,
+    pod: &PodRef,
+    path: &str,
+) -> Result<serde_json::Value, String> {
+    let fut = async {
+        let r = access.send(pod, http::Method::GET, path, None).await?;
+        let status = r.status;
+        let body = r.bytes().await?;
+        if status != 200 {
+            return Err(format!(
+                "{path}: HTTP {status}: {}",
+                String::from_utf8_lossy(&body)
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+            ));
+        }
+        serde_json::from_slice(&body).map_err(|e| format!("{path}: invalid JSON: {e}"))
+    };
+    tokio::time::timeout(Duration::from_secs(5), fut)
+        .await
+        .map_err(|_| format!("{path}: no answer within 5 s"))?
+}
+
+/// Read a streamed generation of server-sent events to its end ([`sse::Completion`]):
+/// the first token calls `first_token`, `data: [DONE]` (or the last chunk with a finish)
+/// ends it. Shared by the llama.cpp and OpenAI adapters.
+pub(crate) async fn read_sse(
+    mut resp: HttpResponse,
+    request_id: u64,
+    first_token: Box<dyn FnOnce() + Send + '_>,
+) -> InferenceResult {
+    let status = resp.status;
+    let mut c = sse::Completion::default();
+    let mut first = Some(first_token);
+    let mut transport_error = None;
+    let mut raw = Vec::new();
+    while let Some(chunk) = resp.body.next().await {
+        match chunk {
+            Ok(b) => {
+                if status != 200 {
+                    raw.extend_from_slice(&b);
+                    continue;
+                }
+                if c.push(&b).first_token
+                    && let Some(f) = first.take()
+                {
+                    f();
+                }
+                if c.done {
+                    break;
+                }
+            }
+            Err(e) => {
+                transport_error = Some(e);
+                break;
+            }
+        }
+    }
+    if status == 200 && !c.done {
+        c.finish();
+    }
+    let ok = status == 200 && c.done && c.error.is_none();
+    let error = if ok {
+        None
+    } else if status != 200 {
+        Some(format!(
+            "HTTP {status}: {}",
+            sse::error_message(&raw)
+                .unwrap_or_else(|| String::from_utf8_lossy(&raw).chars().take(200).collect())
+        ))
+    } else {
+        Some(
+            c.error
+                .clone()
+                .or(transport_error)
+                .unwrap_or_else(|| "stream ended without its last chunk".into()),
+        )
+    };
+    InferenceResult {
+        request_id,
+        ok,
+        http_status: Some(status),
+        error,
+        durations: c.durations,
+        response: Some(c.text),
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+
+    #[test]
+    fn images_name_their_runtime() {
+        assert_eq!(
+            RuntimeKind::from_image("ollama/ollama:0.12.6"),
+            Some(RuntimeKind::Ollama)
+        );
+        assert_eq!(
+            RuntimeKind::from_image("ghcr.io/ggml-org/llama.cpp:server"),
+            Some(RuntimeKind::Llamacpp)
+        );
+        assert_eq!(
+            RuntimeKind::from_image("vllm/vllm-openai:v0.10.1"),
+            Some(RuntimeKind::Openai)
+        );
+        assert_eq!(RuntimeKind::from_image("nginx:1.27"), None);
+    }
+
+    #[test]
+    fn the_api_servers_own_errors_are_not_the_runtimes() {
+        let apiserver = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"error trying to reach service: dial tcp 10.0.0.5:8080: connect: connection refused","reason":"ServiceUnavailable","code":503}"#;
+        assert!(!answered_by_runtime(503, apiserver));
+        let loading = include_bytes!("captured/llama-health-loading.json");
+        assert!(answered_by_runtime(503, loading));
+        assert!(answered_by_runtime(200, b""));
+    }
 }

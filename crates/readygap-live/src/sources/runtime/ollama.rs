@@ -10,7 +10,7 @@
 //! GenerateResponse.Thinking, ChatResponse.Message.Thinking / ToolCalls). `think` is sent only
 //! when the user gave `--think`, so the default is the model's own behaviour.
 
-use super::{HttpResponse, PodRef, RuntimeAccess, RuntimeAdapter, timed};
+use super::{HttpResponse, PodRef, RuntimeAccess, RuntimeAdapter};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use readygap_core::event::{
@@ -87,6 +87,7 @@ pub fn parse_ps(v: &Value) -> Result<Vec<ResidentModel>, String> {
             size: m["size"].as_u64().unwrap_or(0),
             size_vram: m["size_vram"].as_u64().unwrap_or(0),
             expires_at: parse_ts(&m["expires_at"]),
+            ..Default::default()
         })
         .collect())
 }
@@ -209,6 +210,7 @@ impl GenerateStream {
                 load_ns: v["load_duration"].as_u64(),
                 prompt_eval_ns: v["prompt_eval_duration"].as_u64(),
                 eval_ns: v["eval_duration"].as_u64(),
+                ..Default::default()
             };
         }
         p
@@ -286,36 +288,12 @@ async fn read_generate(
 
 impl RuntimeAdapter for Ollama {
     fn probe<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, RuntimeProbe> {
-        Box::pin(async move {
-            let fut = async {
-                let r = self
-                    .access
-                    .send(pod, http::Method::GET, &self.probe_path, None)
-                    .await?;
-                let status = r.status;
-                // Read the body so the probe measures a complete answer.
-                r.bytes().await?;
-                Ok::<u16, String>(status)
-            };
-            let (res, ms) = timed(tokio::time::timeout(self.probe_timeout, fut)).await;
-            let (ok, status, error) = match res {
-                Ok(Ok(200)) => (true, Some(200), None),
-                Ok(Ok(s)) => (false, Some(s), Some(format!("HTTP {s}"))),
-                Ok(Err(e)) => (false, None, Some(e)),
-                Err(_) => (
-                    false,
-                    None,
-                    Some(format!("no answer within {:?}", self.probe_timeout)),
-                ),
-            };
-            RuntimeProbe {
-                pod: pod.name.clone(),
-                ok,
-                status,
-                latency_ms: ms,
-                error,
-            }
-        })
+        Box::pin(super::probe_get(
+            &self.access,
+            pod,
+            &self.probe_path,
+            self.probe_timeout,
+        ))
     }
 
     fn residency<'a>(

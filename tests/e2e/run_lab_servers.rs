@@ -1,0 +1,112 @@
+//! `readygap run` against the lab imitating the other LLM servers (`LabOptions::shape`,
+//! `--lab-server`): the runtime is guessed from the pod's image, T2 splits where the server
+//! tells the two apart (llama-server: 503 "Loading model" first, so "HTTP answers" strictly
+//! before "model ready") and not where it does not (vLLM refuses connections until its
+//! model is loaded: "HTTP answers" = "model ready"), and the streamed completion ends with
+//! the server's timings (llama.cpp) or its usage (vLLM).
+
+use clap::Parser;
+use readygap::args::RunArgs;
+use readygap::commands::run::run_with;
+use readygap_lab::kube::shapes::Shape;
+use readygap_lab::profile::Profile;
+use readygap_lab::serve::{LabHandle, LabOptions, serve};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+struct Wrap {
+    #[command(flatten)]
+    args: RunArgs,
+}
+
+static ONE_LAB: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn lab(shape: Shape) -> (LabHandle, String) {
+    let p = Profile::named("local-1b").expect("profile");
+    let model = p.model.clone();
+    let mut o = LabOptions::new(p);
+    o.speed = 4.0;
+    o.shape = shape;
+    let lab = serve(o).await.expect("lab starts");
+    lab.wait_ready(Duration::from_secs(120))
+        .await
+        .expect("lab ready");
+    (lab, model)
+}
+
+async fn one_trial(lab: &LabHandle, model: &str, extra: &[&str]) -> readygap_live::run::RunOutput {
+    let kc = lab.kubeconfig.display().to_string();
+    let mut v = vec![
+        "readygap",
+        "--kubeconfig",
+        kc.as_str(),
+        "-n",
+        lab.namespace.as_str(),
+        "--model",
+        model,
+        "--trials",
+        "1",
+        "--cooldown",
+        "0s",
+        "--format",
+        "json",
+    ];
+    v.extend_from_slice(extra);
+    let args = Wrap::try_parse_from(v).expect("arguments parse").args;
+    tokio::time::timeout(
+        Duration::from_secs(180),
+        run_with(args, CancellationToken::new()),
+    )
+    .await
+    .expect("the trial ends")
+    .expect("the run ends")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama_server_imitation_answers_http_before_its_model_is_ready() {
+    let _one = ONE_LAB.lock().await;
+    let (lab, model) = lab(Shape::Llamacpp).await;
+    let out = one_trial(&lab, &model, &[]).await;
+    assert_eq!(out.trials.len(), 1, "{}", out.stdout);
+    let t = &out.trials[0];
+    assert!(t.is_ok(), "{t:?}");
+    let (http, ready) = (t.marks.t2_http.expect("T2 HTTP"), t.marks.t2.expect("T2"));
+    assert!(http < ready, "503 before 200: {http} vs {ready}");
+    assert!(
+        t.durations.eval_tokens.is_some_and(|n| n > 0),
+        "{:?}",
+        t.durations
+    );
+    assert!(t.durations.eval_ns.is_some(), "timings: {:?}", t.durations);
+    assert!(
+        out.stdout.contains("\"runtime_http_answers\""),
+        "{}",
+        out.stdout
+    );
+    lab.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vllm_imitation_refuses_until_loaded_so_http_is_model_ready() {
+    let _one = ONE_LAB.lock().await;
+    let (lab, model) = lab(Shape::Vllm).await;
+    // The openai adapter over the pod proxy: the API server's 503 for a refused connection
+    // is not the runtime's answer.
+    let out = one_trial(&lab, &model, &["--runtime", "openai"]).await;
+    assert_eq!(out.trials.len(), 1, "{}", out.stdout);
+    let t = &out.trials[0];
+    assert!(t.is_ok(), "{t:?}");
+    assert_eq!(
+        t.marks.t2_http, t.marks.t2,
+        "vLLM: HTTP answers = model ready"
+    );
+    assert!(t.marks.t2.is_some());
+    assert!(
+        t.durations.eval_tokens.is_some_and(|n| n > 0),
+        "usage: {:?}",
+        t.durations
+    );
+    assert_eq!(t.durations.eval_ns, None, "vLLM sends no timings");
+    lab.shutdown().await;
+}
