@@ -220,6 +220,66 @@ pub struct PodView {
     pub owner: Option<String>,
     #[serde(default)]
     pub resource_version: String,
+    /// What the pod spec says about the serving container's probes and the models volume
+    /// (the readiness-contract verdicts name them). `None` in recordings made before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<PodSpecFacts>,
+}
+
+/// The parts of a pod spec the readiness-contract verdicts cite: the serving container's
+/// probes and the volume its models live on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PodSpecFacts {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<ProbeFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<ProbeFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<ProbeFacts>,
+    /// The models directory's volume: `emptyDir`, `persistentVolumeClaim ollama-models`,
+    /// `hostPath /data`, ...; `None` when no volume is mounted there (the image's own disk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models_volume: Option<String>,
+    /// Where the models directory is mounted (`/root/.ollama`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models_mount: Option<String>,
+}
+
+/// One probe of a container spec.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeFacts {
+    /// `httpGet`, `tcpSocket`, `exec` or `grpc`.
+    pub kind: String,
+    /// `/api/tags :11434`, `:11434`, the command line (shortened).
+    pub target: String,
+    /// The probe sends an inference (an exec or path naming generate/chat/completion, or
+    /// the repository's `ready-inference.sh`).
+    #[serde(default)]
+    pub inference: bool,
+    #[serde(default)]
+    pub initial_delay_seconds: u32,
+    #[serde(default)]
+    pub period_seconds: u32,
+    #[serde(default)]
+    pub timeout_seconds: u32,
+    #[serde(default)]
+    pub failure_threshold: u32,
+}
+
+impl ProbeFacts {
+    /// `httpGet /api/tags :11434`.
+    pub fn label(&self) -> String {
+        if self.target.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{} {}", self.kind, self.target)
+        }
+    }
+
+    /// Seconds of failures before the kubelet acts: initial delay + period × threshold.
+    pub fn budget_seconds(&self) -> u32 {
+        self.initial_delay_seconds + self.period_seconds * self.failure_threshold
+    }
 }
 
 impl PodView {

@@ -65,6 +65,7 @@ pub fn pod(name: &str, uid: &str, stage: Stage, ms: i64) -> PodView {
         deletion_timestamp: None,
         owner: Some("ollama-abc".into()),
         resource_version: ms.to_string(),
+        spec: None,
     }
 }
 

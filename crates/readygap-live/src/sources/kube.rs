@@ -101,6 +101,7 @@ pub fn pod_view(pod: &Pod) -> PodView {
             .and_then(|o| o.iter().find(|r| r.controller == Some(true)).or(o.first()))
             .map(|r| r.name.clone()),
         resource_version: md.resource_version.clone().unwrap_or_default(),
+        spec: super::pod_spec::pod_spec_facts(pod),
     }
 }
 
