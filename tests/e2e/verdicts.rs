@@ -387,3 +387,50 @@ fn a_replacement_without_surge_is_a_traffic_gap_of_the_exact_length() {
         "{v:#}"
     );
 }
+
+#[test]
+fn report_on_the_published_csvs_says_which_condition_each_file_is() {
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/lab-data/results");
+    let cache = results.join("cloud-cpu/ollama/llama3.2-3b/cache");
+    let out = Command::new(env!("CARGO_BIN_EXE_readygap"))
+        .args(["report", "--format", "json"])
+        .arg(&cache)
+        .arg(results.join("cloud-cpu/ollama/llama3.2-3b/pvc-recovery-4gi.csv"))
+        .output()
+        .expect("report");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let file = |name: &str| {
+        report["files"]
+            .as_array()
+            .and_then(|fs| {
+                fs.iter()
+                    .find(|f| f["path"].as_str().is_some_and(|p| p.ends_with(name)))
+            })
+            .unwrap_or_else(|| panic!("{name} in {report:#}"))
+            .clone()
+    };
+    let cold = file("cold-cache-recovery.csv");
+    let warm = file("warm-cache-recovery.csv");
+    let baseline = file("pvc-recovery-4gi.csv");
+    // The cache_condition column.
+    assert_eq!(cold["measured"]["cache"], "cold");
+    assert_eq!(warm["measured"]["cache"], "warm");
+    assert!(baseline["measured"].get("cache").is_none(), "{baseline:#}");
+    assert_eq!(cold["conditions"]["cold"]["trials"], 10);
+    assert_eq!(warm["conditions"]["warm"]["trials"], 10);
+    // Every one of these runs had Ready before the model answered (no inference-aware
+    // probe): the first inference after Ready paid the load.
+    for f in [&cold, &warm, &baseline] {
+        assert!(
+            f["measured"]["readiness"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("shallow")),
+            "{f:#}"
+        );
+    }
+}

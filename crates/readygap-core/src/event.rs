@@ -220,10 +220,6 @@ pub struct PodView {
     pub owner: Option<String>,
     #[serde(default)]
     pub resource_version: String,
-    /// What the pod spec says about the serving container's probes and the models volume
-    /// (the readiness-contract verdicts name them). `None` in recordings made before.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spec: Option<PodSpecFacts>,
 }
 
 /// The parts of a pod spec the readiness-contract verdicts cite: the serving container's
@@ -275,17 +271,18 @@ impl ProbeFacts {
             format!("{} {}", self.kind, self.target)
         }
     }
-
-    /// Seconds of failures before the kubelet acts: initial delay + period × threshold.
-    pub fn budget_seconds(&self) -> u32 {
-        self.initial_delay_seconds + self.period_seconds * self.failure_threshold
-    }
 }
 
 impl PodView {
     /// The status of a condition type (`Ready`, `PodScheduled`, ...), if present.
     pub fn condition(&self, type_: &str) -> Option<&PodCondition> {
         self.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// What the pod spec says about the serving container's probes and models volume (the
+    /// readiness-contract verdicts name them): carried by that container's view.
+    pub fn spec(&self) -> Option<&PodSpecFacts> {
+        self.containers.iter().find_map(|c| c.spec.as_ref())
     }
 
     /// Whether the Ready condition is true.
@@ -330,6 +327,10 @@ pub struct ContainerView {
     pub state: ContainerState,
     #[serde(default)]
     pub last_state: Option<ContainerState>,
+    /// The serving container's probes and models volume from the pod spec (only on the
+    /// serving container; `None` in recordings made before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<PodSpecFacts>,
 }
 
 /// A container state, as in the Kubernetes API.
@@ -731,6 +732,7 @@ mod tests {
                     finished_at: None,
                 }),
                 ready: false,
+                spec: None,
             }],
             ..Default::default()
         };

@@ -60,12 +60,12 @@ pub fn pod(name: &str, uid: &str, stage: Stage, ms: i64) -> PodView {
             restart_count: 0,
             state,
             last_state: None,
+            spec: None,
         }],
         created: Some(at(0)),
         deletion_timestamp: None,
         owner: Some("ollama-abc".into()),
         resource_version: ms.to_string(),
-        spec: None,
     }
 }
 

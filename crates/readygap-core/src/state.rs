@@ -506,9 +506,22 @@ impl State {
         }
         self.contract
             .set_open_trial(self.timeline.open().map(|t| t.index));
-        // Each trial lists the verdicts attributed to it.
+        // Each trial lists the verdicts attributed to it; a verdict that came between
+        // trials goes to the latest trial of its pod.
         let n = self.contract.verdicts.len();
-        for v in &self.contract.verdicts[self.contract_attributed.min(n)..] {
+        let first = self.contract_attributed.min(n);
+        for v in &mut self.contract.verdicts[first..] {
+            if v.trial.is_none() && !v.pod.is_empty() {
+                v.trial = self
+                    .timeline
+                    .trials
+                    .iter()
+                    .rev()
+                    .find(|t| t.new_pod.as_deref() == Some(v.pod.as_str()))
+                    .map(|t| t.index);
+            }
+        }
+        for v in &self.contract.verdicts[first..] {
             if let Some(t) = v
                 .trial
                 .and_then(|i| self.timeline.trials.iter_mut().find(|t| t.index == i))

@@ -331,10 +331,8 @@ impl ContractDetector {
     pub fn apply(&mut self, ev: &Event, prev: Option<&PodView>) {
         let ts = ev.ts;
         match &ev.kind {
-            EventKind::Session(info) => {
-                if info.model.is_some() {
-                    self.model = info.model.clone();
-                }
+            EventKind::Session(info) if info.model.is_some() => {
+                self.model = info.model.clone();
             }
             EventKind::PodApplied(pod) => self.pod_applied(ts, pod, prev),
             EventKind::PodDeleted(pod) => {
@@ -352,6 +350,24 @@ impl ContractDetector {
                     || (e.reason == "Killing"
                         && (msg.contains("failed liveness probe")
                             || msg.contains("failed startup probe")));
+                // A Killing Event that arrives after the restart it announced joins the
+                // evidence of the verdict already given (watches do not agree on order).
+                if probe_kill
+                    && e.reason == "Killing"
+                    && let Some(v) = self.verdicts.iter_mut().rev().find(|v| {
+                        v.pod == name
+                            && v.kind == ContractKind::LivenessKilledDuringLoad
+                            && secs(v.ts, at).abs() <= KILL_WINDOW_S
+                    })
+                    && let Some(events) = v.evidence["events"].as_array_mut()
+                    && !events.iter().any(|x| x["reason"] == "Killing")
+                {
+                    events.push(json!({
+                        "at": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                        "reason": e.reason, "message": e.message,
+                    }));
+                    return;
+                }
                 let p = self.pods.entry(name.to_string()).or_default();
                 if probe_kill {
                     p.probe_failures
@@ -463,8 +479,8 @@ impl ContractDetector {
     fn pod_applied(&mut self, ts: Timestamp, pod: &PodView, prev: Option<&PodView>) {
         let model = self.model.clone();
         let p = self.pods.entry(pod.name.clone()).or_default();
-        if pod.spec.is_some() {
-            p.spec = pod.spec.clone();
+        if let Some(spec) = pod.spec() {
+            p.spec = Some(spec.clone());
         }
         p.node = pod.node.clone().or(p.node.take());
         p.created = pod.created.or(p.created);
@@ -749,9 +765,11 @@ impl ContractDetector {
             probe
                 .as_ref()
                 .map(|p| format!(
-                    " ({}, {} s budget)",
+                    " ({}, every {} s, {} s timeout, {} failures)",
                     p.label(),
-                    p.budget_seconds() + p.timeout_seconds
+                    p.period_seconds,
+                    p.timeout_seconds,
+                    p.failure_threshold
                 ))
                 .unwrap_or_default(),
         );

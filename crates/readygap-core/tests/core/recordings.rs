@@ -178,6 +178,26 @@ fn aggressive_liveness_demo_is_killed_during_load() {
         "{}",
         v[0].message
     );
+    assert!(
+        v[0].message.contains("every 5 s, 5 s timeout, 2 failures"),
+        "{}",
+        v[0].message
+    );
+    // Between trials (the broken one closed, the restart's not open yet): it goes to the
+    // trial of its pod.
+    let t = v[0].trial.expect("a trial");
+    let trial = s
+        .timeline
+        .trials
+        .iter()
+        .find(|x| x.index == t)
+        .expect("that trial");
+    assert_eq!(trial.new_pod.as_deref(), Some(v[0].pod.as_str()));
+    assert!(
+        trial
+            .verdicts
+            .contains(&"liveness_killed_during_load".to_string())
+    );
 }
 
 #[test]

@@ -34,7 +34,7 @@ fn probe_facts(kind: &str, target: &str, inference: bool) -> ProbeFacts {
 }
 
 fn with_spec(mut p: PodView, readiness: Option<ProbeFacts>, volume: &str) -> PodView {
-    p.spec = Some(PodSpecFacts {
+    p.containers[0].spec = Some(PodSpecFacts {
         readiness,
         liveness: None,
         startup: None,
@@ -336,6 +336,15 @@ fn liveness_killed_during_load_needs_probe_events_a_restart_and_a_load() {
     assert_eq!(
         one(&s, ContractKind::LivenessKilledDuringLoad).ts,
         at(8_000)
+    );
+    // … and the Killing Event after both joins the verdict's evidence.
+    events.push(killing.clone());
+    let s = State::from_events(&events);
+    let v = one(&s, ContractKind::LivenessKilledDuringLoad);
+    assert_eq!(
+        v.evidence["events"].as_array().map(Vec::len),
+        Some(2),
+        "{v:#?}"
     );
     // As the lab at speed 1 shows it: the model turned resident just before the kill, the
     // waiting inference broke first, then the restart. Still killed during the load.

@@ -12,8 +12,9 @@ const OLLAMA_PORT: i32 = 11434;
 /// llama.cpp and vLLM images, a Hugging Face cache).
 const MODEL_DIRS: [&str; 4] = [".ollama", "/models", "huggingface", "/root/.cache"];
 
-/// The facts of a pod's spec, `None` when it has no containers.
-pub fn pod_spec_facts(pod: &Pod) -> Option<PodSpecFacts> {
+/// The serving container's name and the facts of the pod's spec, `None` when it has no
+/// containers.
+pub fn pod_spec_facts(pod: &Pod) -> Option<(String, PodSpecFacts)> {
     let spec = pod.spec.as_ref()?;
     let c = spec
         .containers
@@ -26,13 +27,14 @@ pub fn pod_spec_facts(pod: &Pod) -> Option<PodSpecFacts> {
         .or_else(|| spec.containers.iter().find(|c| c.readiness_probe.is_some()))
         .or(spec.containers.first())?;
     let (models_volume, models_mount) = models_volume(c, spec.volumes.as_deref().unwrap_or(&[]));
-    Some(PodSpecFacts {
+    let facts = PodSpecFacts {
         readiness: c.readiness_probe.as_ref().map(probe_facts),
         liveness: c.liveness_probe.as_ref().map(probe_facts),
         startup: c.startup_probe.as_ref().map(probe_facts),
         models_volume,
         models_mount,
-    })
+    };
+    Some((c.name.clone(), facts))
 }
 
 fn port(p: &IntOrString) -> String {
@@ -144,7 +146,8 @@ mod tests {
                                "timeoutSeconds": 5, "failureThreshold": 1},
              "volumeMounts": [{"name": "data", "mountPath": "/root/.ollama"}]}],
             "volumes": [{"name": "data", "emptyDir": {}}]}}));
-        let f = pod_spec_facts(&p).expect("facts");
+        let (serving, f) = pod_spec_facts(&p).expect("facts");
+        assert_eq!(serving, "ollama", "the container exposing 11434");
         let r = f.readiness.expect("readiness");
         assert_eq!(r.label(), "httpGet /api/tags :11434");
         assert!(!r.inference);
@@ -168,7 +171,7 @@ mod tests {
              "readinessProbe": {"exec": {"command": ["bash", "/etc/readygap/ready-inference.sh"]}},
              "volumeMounts": [{"name": "models", "mountPath": "/root/.ollama"}]}],
             "volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": "ollama-models"}}]}}));
-        let f = pod_spec_facts(&p).expect("facts");
+        let (_, f) = pod_spec_facts(&p).expect("facts");
         assert!(f.readiness.expect("readiness").inference);
         assert_eq!(
             f.models_volume.as_deref(),
@@ -176,7 +179,7 @@ mod tests {
         );
         // No models mount: the image's own disk.
         let bare = pod(serde_json::json!({"spec": {"containers": [{"name": "ollama"}]}}));
-        let f = pod_spec_facts(&bare).expect("facts");
+        let (_, f) = pod_spec_facts(&bare).expect("facts");
         assert_eq!((f.models_volume, f.readiness), (None, None));
     }
 }
