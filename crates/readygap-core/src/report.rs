@@ -104,10 +104,14 @@ pub fn conditions_of(trials: &[Trial]) -> BTreeMap<String, ConditionReport> {
 /// readiness probe) or it did not (the model was loaded before Ready: inference-aware).
 pub fn measured_conditions(trials: &[Trial]) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    let conds: std::collections::BTreeSet<&str> = trials
+    let mut conds: std::collections::BTreeSet<&str> = trials
         .iter()
         .filter_map(|t| t.condition.as_deref())
         .collect();
+    // Some trials flagged and others not: say so; the flagged ones never name the file.
+    if !conds.is_empty() && trials.iter().any(|t| t.condition.is_none()) {
+        conds.insert(UNFLAGGED);
+    }
     match conds.len() {
         0 => {}
         1 => {

@@ -49,6 +49,13 @@ fn warm_3b_series() {
 
 #[test]
 fn cold_3b_series_records_the_cold_step() {
+    // The report says the file is mixed, not warm.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recordings/warm-3b-series.jsonl");
+    let r = readygap_core::report::report_file(&path).expect("report");
+    assert_eq!(
+        r.measured.get("cache").map(String::as_str),
+        Some("mixed (unflagged, warm)")
+    );
     let s = replay("cold-3b-series.jsonl");
     let own: Vec<_> = s.timeline.trials.iter().filter(|t| !t.external).collect();
     assert_eq!(own.len(), 3);
@@ -231,6 +238,13 @@ fn warm_series_is_flagged_warm_and_the_cold_one_is_not() {
     assert_eq!(
         contract(&s, readygap_core::verdict::ContractKind::WarmNodeBias).len(),
         warm.len()
+    );
+    // The report says the file is mixed, not warm.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recordings/warm-3b-series.jsonl");
+    let r = readygap_core::report::report_file(&path).expect("report");
+    assert_eq!(
+        r.measured.get("cache").map(String::as_str),
+        Some("mixed (unflagged, warm)")
     );
     let s = replay("cold-3b-series.jsonl");
     for t in &s.timeline.trials {
