@@ -14,6 +14,7 @@ pub mod view;
 
 use panels::{
     banner, dialog, endpoints, footer, header, host, memory, pods, replaybar, residency, timeline,
+    verdicts,
 };
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -126,6 +127,7 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     timeline::render(state, view, theme, a.timeline, buf);
     residency::render(state, view, theme, a.residency, buf);
     memory::render(state, view, theme, a.memory, buf);
+    verdicts::render(state, view, theme, a.memory, buf);
     endpoints::render(state, view, theme, a.endpoints, buf);
     host::render(state, view, theme, a.host, buf);
     footer::render(state, view, theme, a.footer, buf);

@@ -45,3 +45,4 @@ mod ui_replay;
 mod ui_support;
 mod ui_theme;
 mod ui_tmux;
+mod verdicts;

@@ -487,3 +487,40 @@ fn demo_in_tmux_takes_i_and_d_while_a_trial_runs() {
         ends[1]
     );
 }
+
+/// A readiness-contract verdict on screen: `readygap demo --scenario http-readiness`, `t`
+/// (confirmed), and once the trial answered the Memory panel's bottom lines name
+/// `shallow_readiness` with its window and the advice.
+#[ignore = "needs tmux (apt-get install -y tmux)"]
+#[test]
+fn demo_in_tmux_shows_the_shallow_readiness_verdict() {
+    crate::peers::tmux();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tmux = Tmux {
+        socket: format!("readygap-verdict-{}", std::process::id()),
+    };
+    let bin = env!("CARGO_BIN_EXE_readygap");
+    let script = format!(
+        "'{bin}' demo --speed 4 --scenario http-readiness --recordings-dir '{}'; echo EXITED $?; sleep 60",
+        dir.path().display()
+    );
+    tmux.start(&dir.path().join("config"), &script);
+    let screen = tmux.wait("a Ready pod", |s| s.contains("Running True"));
+    assert!(
+        !screen.contains("shallow_readiness"),
+        "no verdict before a trial: {screen}"
+    );
+    tmux.cmd(&["send-keys", "-t", "rg", "t"]);
+    tmux.wait("the confirmation", |s| s.contains("Confirm"));
+    tmux.cmd(&["send-keys", "-t", "rg", "y"]);
+    let screen = tmux.wait("the verdict", |s| {
+        s.contains("▲ shallow_readiness") && s.contains("ready and serving")
+    });
+    assert!(
+        screen.contains("→ make Ready wait for an answer"),
+        "{screen}"
+    );
+    tmux.cmd(&["send-keys", "-t", "rg", "q"]);
+    let screen = tmux.wait("the process to exit", |s| s.contains("EXITED"));
+    assert!(screen.contains("EXITED 0"), "exit status 0: {screen}");
+}

@@ -226,10 +226,67 @@ pub struct PodView {
     pub resource_version: String,
 }
 
+/// The parts of a pod spec the readiness-contract verdicts cite: the serving container's
+/// probes and the volume its models live on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PodSpecFacts {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<ProbeFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<ProbeFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<ProbeFacts>,
+    /// The models directory's volume: `emptyDir`, `persistentVolumeClaim ollama-models`,
+    /// `hostPath /data`, ...; `None` when no volume is mounted there (the image's own disk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models_volume: Option<String>,
+    /// Where the models directory is mounted (`/root/.ollama`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models_mount: Option<String>,
+}
+
+/// One probe of a container spec.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeFacts {
+    /// `httpGet`, `tcpSocket`, `exec` or `grpc`.
+    pub kind: String,
+    /// `/api/tags :11434`, `:11434`, the command line (shortened).
+    pub target: String,
+    /// The probe sends an inference (an exec or path naming generate/chat/completion, or
+    /// the repository's `ready-inference.sh`).
+    #[serde(default)]
+    pub inference: bool,
+    #[serde(default)]
+    pub initial_delay_seconds: u32,
+    #[serde(default)]
+    pub period_seconds: u32,
+    #[serde(default)]
+    pub timeout_seconds: u32,
+    #[serde(default)]
+    pub failure_threshold: u32,
+}
+
+impl ProbeFacts {
+    /// `httpGet /api/tags :11434`.
+    pub fn label(&self) -> String {
+        if self.target.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{} {}", self.kind, self.target)
+        }
+    }
+}
+
 impl PodView {
     /// The status of a condition type (`Ready`, `PodScheduled`, ...), if present.
     pub fn condition(&self, type_: &str) -> Option<&PodCondition> {
         self.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// What the pod spec says about the serving container's probes and models volume (the
+    /// readiness-contract verdicts name them): carried by that container's view.
+    pub fn spec(&self) -> Option<&PodSpecFacts> {
+        self.containers.iter().find_map(|c| c.spec.as_ref())
     }
 
     /// Whether the Ready condition is true.
@@ -274,6 +331,10 @@ pub struct ContainerView {
     pub state: ContainerState,
     #[serde(default)]
     pub last_state: Option<ContainerState>,
+    /// The serving container's probes and models volume from the pod spec (only on the
+    /// serving container; `None` in recordings made before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<PodSpecFacts>,
 }
 
 /// A container state, as in the Kubernetes API.
@@ -696,6 +757,7 @@ mod tests {
                     finished_at: None,
                 }),
                 ready: false,
+                spec: None,
             }],
             ..Default::default()
         };

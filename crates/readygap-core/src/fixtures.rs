@@ -60,6 +60,7 @@ pub fn pod(name: &str, uid: &str, stage: Stage, ms: i64) -> PodView {
             restart_count: 0,
             state,
             last_state: None,
+            spec: None,
         }],
         created: Some(at(0)),
         deletion_timestamp: None,

@@ -14,3 +14,4 @@ pub mod state;
 pub mod stats;
 pub mod timeline;
 pub mod units;
+pub mod verdict;

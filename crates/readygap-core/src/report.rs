@@ -54,6 +54,116 @@ pub struct FileReport {
     pub warnings: Vec<String>,
     #[serde(skip)]
     pub trial_list: Vec<Trial>,
+    /// Readiness-contract verdicts of a recording with their evidence
+    /// (`verdict::ContractVerdict::to_json`); their counts are in `verdicts`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub readiness_verdicts: Vec<serde_json::Value>,
+    /// Statistics per trial condition (`warm`, `cold`, a study CSV's condition column):
+    /// present when any trial has one, so warm and cold trials are never silently mixed.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub conditions: BTreeMap<String, ConditionReport>,
+    /// What the file says about how it was measured, where it tells: `cache` (warm, cold,
+    /// mixed) and `readiness` (shallow, inference-aware), with the evidence.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub measured: BTreeMap<String, String>,
+}
+
+/// The statistics of the trials of one condition.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConditionReport {
+    pub trials: usize,
+    pub failed: usize,
+    pub metrics: BTreeMap<String, Summary>,
+}
+
+/// Trials without a condition are listed under this name when others have one.
+pub const UNFLAGGED: &str = "unflagged";
+
+/// Per-condition statistics of `trials` (empty when no trial has a condition).
+pub fn conditions_of(trials: &[Trial]) -> BTreeMap<String, ConditionReport> {
+    let mut out = BTreeMap::new();
+    if trials.iter().all(|t| t.condition.is_none()) {
+        return out;
+    }
+    let mut groups: BTreeMap<String, Vec<&Trial>> = BTreeMap::new();
+    for t in trials {
+        let c = t.condition.clone().unwrap_or_else(|| UNFLAGGED.to_string());
+        groups.entry(c).or_default().push(t);
+    }
+    for (c, ts) in groups {
+        let stats = TrialStats::of(ts.iter().copied());
+        out.insert(
+            c,
+            ConditionReport {
+                trials: stats.trials,
+                failed: stats.failed,
+                metrics: stats
+                    .metrics
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect(),
+            },
+        );
+    }
+    out
+}
+
+/// What the trials' own columns tell of the conditions of a study file: `cache` from the
+/// trials' conditions; `readiness` from the first inference after Ready — it paid the model
+/// load (`load_duration` ≥ 0.25 s: Ready came before the model was loaded, a shallow or no
+/// readiness probe) or it did not (the model was loaded before Ready: inference-aware).
+pub fn measured_conditions(trials: &[Trial]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut conds: std::collections::BTreeSet<&str> = trials
+        .iter()
+        .filter_map(|t| t.condition.as_deref())
+        .collect();
+    // Some trials flagged and others not: say so; the flagged ones never name the file.
+    if !conds.is_empty() && trials.iter().any(|t| t.condition.is_none()) {
+        conds.insert(UNFLAGGED);
+    }
+    match conds.len() {
+        0 => {}
+        1 => {
+            out.insert(
+                "cache".into(),
+                conds
+                    .iter()
+                    .next()
+                    .map(|c| c.to_string())
+                    .unwrap_or_default(),
+            );
+        }
+        _ => {
+            out.insert(
+                "cache".into(),
+                format!(
+                    "mixed ({})",
+                    conds.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            );
+        }
+    }
+    let mut loads: Vec<f64> = trials
+        .iter()
+        .filter(|t| t.is_ok() && t.marks.t1.is_some() && t.marks.t3.is_some())
+        .filter_map(|t| t.durations.load_ns.map(|n| n as f64 / 1e9))
+        .collect();
+    if !loads.is_empty() {
+        loads.sort_by(f64::total_cmp);
+        let median = crate::stats::percentile(&loads, 50.0);
+        let text = if median >= 0.25 {
+            format!(
+                "shallow (the first inference after Ready loaded the model: median load_duration {median:.3} s)"
+            )
+        } else {
+            format!(
+                "inference-aware (the model was loaded before Ready: median load_duration {median:.3} s)"
+            )
+        };
+        out.insert("readiness".into(), text);
+    }
+    out
 }
 
 impl FileReport {
@@ -71,7 +181,10 @@ impl FileReport {
                 .collect(),
             verdicts: BTreeMap::new(),
             warnings,
+            conditions: conditions_of(&trials),
             trial_list: trials,
+            readiness_verdicts: Vec::new(),
+            measured: BTreeMap::new(),
         }
     }
 }
@@ -88,6 +201,10 @@ pub struct Loaded {
     pub warnings: Vec<String>,
     pub extra: BTreeMap<String, Summary>,
     pub verdicts: BTreeMap<String, usize>,
+    /// Readiness-contract verdicts with evidence (recordings).
+    pub readiness_verdicts: Vec<serde_json::Value>,
+    /// What a study file's columns tell of its conditions.
+    pub measured: BTreeMap<String, String>,
 }
 
 /// Trials of a file: a recording replayed through the reducer, or a study CSV.
@@ -97,11 +214,14 @@ pub fn load_trials(path: &Path) -> Result<Loaded> {
         .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
     if is_csv {
         let csv = labcsv::import(path)?;
+        let measured = measured_conditions(&csv.trials);
         return Ok(Loaded {
             trials: csv.trials,
             warnings: csv.warnings,
             extra: csv.metrics,
             verdicts: BTreeMap::new(),
+            readiness_verdicts: Vec::new(),
+            measured,
         });
     }
     let mut state = State::new();
@@ -110,13 +230,26 @@ pub fn load_trials(path: &Path) -> Result<Loaded> {
         .oom
         .counts()
         .into_iter()
+        .chain(state.contract.counts())
         .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let readiness_verdicts = state
+        .contract
+        .verdicts
+        .iter()
+        .map(|v| v.to_json())
+        .collect();
+    let measured = measured_conditions(&state.timeline.trials)
+        .into_iter()
+        .filter(|(k, _)| k == "cache")
         .collect();
     Ok(Loaded {
         trials: state.timeline.trials,
         warnings,
         extra: BTreeMap::new(),
         verdicts,
+        readiness_verdicts,
+        measured,
     })
 }
 
@@ -126,6 +259,8 @@ pub fn report_file(path: &Path) -> Result<FileReport> {
     let mut r = FileReport::from_trials(&path.display().to_string(), l.trials, l.warnings);
     r.metrics.extend(l.extra);
     r.verdicts = l.verdicts;
+    r.readiness_verdicts = l.readiness_verdicts;
+    r.measured = l.measured;
     Ok(r)
 }
 
@@ -306,6 +441,7 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
                         list.join(", ")
                     )?;
                 }
+                render_conditions(&mut out, f, md)?;
             }
         }
     }
@@ -318,6 +454,65 @@ pub fn markdown_figure(svg_name: &str) -> String {
         "\n![T0→T1→T2→T3→T4 of every trial and the mean per input, one time axis]({})\n",
         svg_name.replace(' ', "%20")
     )
+}
+
+/// The conditions of a file (table and Markdown): what its columns tell, then the
+/// statistics of each condition's trials apart, so warm and cold are never mixed silently.
+fn render_conditions(out: &mut String, f: &FileReport, md: bool) -> Result<()> {
+    let pad = if md { "" } else { "  " };
+    for (k, v) in &f.measured {
+        writeln!(out, "{}{pad}{k}: {v}", if md { "\n" } else { "" })?;
+    }
+    if f.conditions.len() < 2 && f.conditions.keys().all(|k| k == UNFLAGGED) {
+        return Ok(());
+    }
+    for (c, r) in &f.conditions {
+        if md {
+            writeln!(
+                out,
+                "\n#### {c}: {}, {} failed\n",
+                trials_text(r.trials),
+                r.failed
+            )?;
+            writeln!(
+                out,
+                "| metric | unit | n | mean | median | p95 | min | max |"
+            )?;
+            writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|")?;
+        } else {
+            writeln!(out, "  {c}: {}, {} failed", trials_text(r.trials), r.failed)?;
+        }
+        for (name, s) in ordered(&r.metrics) {
+            let c = |v: f64| cell(name, v);
+            if md {
+                writeln!(
+                    out,
+                    "| {name} | {} | {} | {} | {} | {} | {} | {} |",
+                    unit(name),
+                    s.n,
+                    c(s.mean),
+                    c(s.median),
+                    c(s.p95),
+                    c(s.min),
+                    c(s.max)
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "    {:<32} {:>5} {:>4} {:>12} {:>12} {:>12} {:>12} {:>12}",
+                    name,
+                    unit(name),
+                    s.n,
+                    c(s.mean),
+                    c(s.median),
+                    c(s.p95),
+                    c(s.min),
+                    c(s.max)
+                )?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn unit(name: &str) -> &'static str {

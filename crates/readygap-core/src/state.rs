@@ -9,6 +9,7 @@ use super::event::{
 use super::residency::OomDetector;
 use super::series::Series;
 use super::timeline::Timeline;
+use super::verdict::{ContractDetector, TrialFacts};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -140,8 +141,14 @@ pub struct State {
     pub timeline: Timeline,
     /// OOM verdicts and warnings (overlapping residency and friends).
     pub oom: OomDetector,
+    /// Verdicts on the readiness contract (shallow readiness, missing models, stalls, ...).
+    #[serde(default)]
+    pub contract: ContractDetector,
     pub feeds: BTreeMap<String, FeedStatus>,
     pub messages: VecDeque<Message>,
+    /// Contract verdicts already listed on their trials.
+    #[serde(default)]
+    contract_attributed: usize,
     /// Objects seen during an ongoing re-list, per resource.
     resync: BTreeMap<String, BTreeSet<String>>,
 }
@@ -188,7 +195,17 @@ impl State {
             EventKind::PodApplied(p) | EventKind::PodDeleted(p) => self.pods.get(&p.name),
             _ => None,
         };
+        let running_before: Vec<usize> = self
+            .timeline
+            .trials
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.is_running())
+            .map(|(i, _)| i)
+            .collect();
         self.timeline.apply(ev, &self.pods, prev);
+        let contract_before = self.contract.verdicts.len();
+        self.contract.apply(ev, prev);
         let verdicts_before = self.oom.verdicts.len();
         if let Some(v) = self.oom.apply(ev, prev) {
             // The trial that lost its pod ends with the verdict as its reason.
@@ -423,6 +440,22 @@ impl State {
             EventKind::TrialBegin { .. } => {}
             EventKind::RequestLogged(_) => {}
         }
+        self.contract_trials(ts, &running_before);
+        let contract_new: Vec<_> = self.contract.verdicts
+            [contract_before.min(self.contract.verdicts.len())..]
+            .iter()
+            .map(|v| {
+                let sev = if v.kind.is_problem() {
+                    Severity::Warn
+                } else {
+                    Severity::Info
+                };
+                (sev, v.line())
+            })
+            .collect();
+        for (sev, text) in contract_new {
+            self.message(ts, sev, text);
+        }
         // Verdicts last, so the footer shows them rather than the plainer facts above.
         let new_verdicts: Vec<_> = self.oom.verdicts
             [verdicts_before.min(self.oom.verdicts.len())..]
@@ -439,6 +472,69 @@ impl State {
         for (sev, text) in new_verdicts {
             self.message(ts, sev, text);
         }
+    }
+
+    /// Trials that finished with this event get their readiness verdict and cache
+    /// condition; verdicts name the trial open at the time.
+    fn contract_trials(&mut self, ts: Timestamp, running_before: &[usize]) {
+        for &i in running_before {
+            let Some(t) = self.timeline.trials.get(i) else {
+                continue;
+            };
+            if t.is_running() {
+                continue;
+            }
+            let model = t.inference_request.and_then(|id| {
+                self.inferences
+                    .iter()
+                    .find(|x| x.request_id == id)
+                    .map(|x| x.model.clone())
+            });
+            let facts = TrialFacts {
+                index: t.index,
+                ok: t.is_ok(),
+                pod: t.new_pod.clone(),
+                t0: t.marks.t0,
+                t1: t.marks.t1,
+                t4: t.marks.t4,
+                endpoint_ready: t.marks.endpoint_ready,
+                model_resident: t.marks.model_resident,
+                load_ns: t.durations.load_ns,
+                cold: t.cold.clone(),
+                model,
+            };
+            let condition = self.contract.trial_finished(ts, &facts);
+            if let Some(t) = self.timeline.trials.get_mut(i) {
+                t.condition = condition.map(str::to_string);
+            }
+        }
+        self.contract
+            .set_open_trial(self.timeline.open().map(|t| t.index));
+        // Each trial lists the verdicts attributed to it; a verdict that came between
+        // trials goes to the latest trial of its pod.
+        let n = self.contract.verdicts.len();
+        let first = self.contract_attributed.min(n);
+        for v in &mut self.contract.verdicts[first..] {
+            if v.trial.is_none() && !v.pod.is_empty() {
+                v.trial = self
+                    .timeline
+                    .trials
+                    .iter()
+                    .rev()
+                    .find(|t| t.new_pod.as_deref() == Some(v.pod.as_str()))
+                    .map(|t| t.index);
+            }
+        }
+        for v in &self.contract.verdicts[first..] {
+            if let Some(t) = v
+                .trial
+                .and_then(|i| self.timeline.trials.iter_mut().find(|t| t.index == i))
+                && !t.verdicts.iter().any(|k| k == v.kind.name())
+            {
+                t.verdicts.push(v.kind.name().to_string());
+            }
+        }
+        self.contract_attributed = n;
     }
 
     fn inference_mut(&mut self, id: u64) -> Option<&mut InferenceView> {
@@ -463,6 +559,11 @@ impl State {
             e.2 |= ep.terminating;
         }
         let mut c = EndpointCounts::default();
+        let ready_pods: Vec<String> = by_pod
+            .iter()
+            .filter(|(_, (ready, serving, _))| *ready && *serving)
+            .filter_map(|(k, _)| k.strip_prefix("pod/").map(str::to_string))
+            .collect();
         for (ready, serving, terminating) in by_pod.into_values() {
             c.total += 1;
             c.ready += ready as u32;
@@ -484,6 +585,8 @@ impl State {
                 ),
             );
         }
+        self.contract
+            .endpoints(ts, &ready_pods, c.ready, c.serving_terminating);
         self.endpoints.push(ts, c);
     }
 }

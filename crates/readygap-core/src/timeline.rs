@@ -136,6 +136,15 @@ pub struct Trial {
     /// runtime's request log (an observed trial: someone else's request).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inference_source: Option<String>,
+    /// The cache condition of the trial: `cold` (its cold step made Cached fall), `warm`
+    /// (flagged `warm_node_bias`: the model's files were in the node's page cache), or a
+    /// study CSV's own condition column; `None` without evidence. Statistics keep
+    /// conditions apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+    /// The readiness-contract verdicts of this trial, by name (`shallow_readiness`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verdicts: Vec<String>,
 }
 
 impl Trial {
@@ -162,6 +171,8 @@ impl Trial {
             oom: None,
             present_at_t0: Vec::new(),
             inference_source: None,
+            condition: None,
+            verdicts: Vec::new(),
         }
     }
 

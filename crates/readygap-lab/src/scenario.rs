@@ -40,6 +40,14 @@ pub enum Scenario {
     Rollout,
     /// The `gpu` overlay (manifests/overlays/gpu): one `nvidia.com/gpu`, models in VRAM.
     Gpu,
+    /// The `gpu` pod rolled out with surge (maxSurge 1, maxUnavailable 0) on a node with one
+    /// GPU: the surge pod cannot be scheduled while the old pod holds the GPU (Pending,
+    /// FailedScheduling "Insufficient nvidia.com/gpu"), so the rollout stalls.
+    GpuSurge,
+    /// A shallow readiness probe and a liveness probe that sends an inference with a short
+    /// timeout and no startupProbe (the classic mistake): the kubelet kills the container
+    /// while the model is still loading, again and again.
+    AggressiveLiveness,
 }
 
 /// Every scenario name, for help texts.
@@ -52,13 +60,15 @@ pub const NAMES: &[&str] = &[
     "overlap-oom",
     "rollout",
     "gpu",
+    "gpu-surge",
+    "aggressive-liveness",
 ];
 
 impl Scenario {
     /// The readiness rule of this scenario.
     pub fn readiness(&self) -> Readiness {
         match self {
-            Scenario::HttpReadiness => Readiness::Http,
+            Scenario::HttpReadiness | Scenario::AggressiveLiveness => Readiness::Http,
             Scenario::InferenceReadiness | Scenario::Rollout => Readiness::Inference,
             _ => Readiness::Started,
         }
@@ -67,14 +77,20 @@ impl Scenario {
     /// (maxSurge, maxUnavailable) of the Deployment's rolling update.
     pub fn strategy(&self) -> (i32, i32) {
         match self {
-            Scenario::Rollout => (1, 0),
+            Scenario::Rollout | Scenario::GpuSurge => (1, 0),
             _ => (0, 1),
         }
     }
 
     /// Whether the pod asks for a GPU (`nvidia.com/gpu: 1`).
     pub fn gpu(&self) -> bool {
-        matches!(self, Scenario::Gpu)
+        matches!(self, Scenario::Gpu | Scenario::GpuSurge)
+    }
+
+    /// Whether the serving container gets the aggressive liveness probe (an inference with
+    /// a 5 s timeout, failing after 2 misses, no startupProbe).
+    pub fn aggressive_liveness(&self) -> bool {
+        matches!(self, Scenario::AggressiveLiveness)
     }
 
     /// Whether models live on an emptyDir (lost with the pod) rather than the PVC.
@@ -102,6 +118,8 @@ impl Scenario {
             Scenario::OverlapOom => "overlap-oom",
             Scenario::Rollout => "rollout",
             Scenario::Gpu => "gpu",
+            Scenario::GpuSurge => "gpu-surge",
+            Scenario::AggressiveLiveness => "aggressive-liveness",
         }
     }
 }
@@ -125,6 +143,8 @@ impl FromStr for Scenario {
             "overlap-oom" => Scenario::OverlapOom,
             "rollout" => Scenario::Rollout,
             "gpu" => Scenario::Gpu,
+            "gpu-surge" => Scenario::GpuSurge,
+            "aggressive-liveness" => Scenario::AggressiveLiveness,
             other => {
                 return Err(format!(
                     "unknown scenario {other:?}; known: {}",

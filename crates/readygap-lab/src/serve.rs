@@ -285,10 +285,12 @@ pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
         )?;
     }
     for (i, n) in objects::NODE_NAMES.iter().enumerate() {
-        store.create(
-            NODES,
-            typed::<Node>(objects::node(n, i + 1, now)).map_err(invalid)?,
-        )?;
+        let mut node = objects::node(n, i + 1, now);
+        if opts.scenario.gpu() && i == 0 {
+            // One GPU on the node the models' volume is attached to.
+            node = objects::with_gpus(node, 1);
+        }
+        store.create(NODES, typed::<Node>(node).map_err(invalid)?)?;
     }
     if opts.builtin_workload {
         store.create(

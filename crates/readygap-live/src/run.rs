@@ -215,6 +215,8 @@ pub fn trial_json(t: &Trial) -> Value {
         "ok": t.is_ok(),
         "reason": t.reason(),
         "oom": t.oom.as_ref().map(|v| v.evidence_json()),
+        "condition": t.condition,
+        "verdicts": t.verdicts,
     })
 }
 
@@ -543,7 +545,22 @@ fn finish(
         .as_ref()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| format!("run {}/{}", target.namespace, target.label()));
-    let fr = FileReport::from_trials(&label, trials.clone(), warnings);
+    let mut fr = FileReport::from_trials(&label, trials.clone(), warnings);
+    // The verdicts of the run (OOM and readiness contract) with their counts.
+    let state = &runner.state;
+    fr.verdicts = state
+        .oom
+        .counts()
+        .into_iter()
+        .chain(state.contract.counts())
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    fr.readiness_verdicts = state
+        .contract
+        .verdicts
+        .iter()
+        .map(|v| v.to_json())
+        .collect();
     let report = Report { files: vec![fr] };
     let stdout = match args.format {
         OutFormat::Json => {

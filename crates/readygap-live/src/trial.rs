@@ -594,11 +594,18 @@ pub fn progress_line(t: &Trial, of: Option<(usize, usize)>) -> String {
         None if t.is_ok() => "ok".into(),
         None => "running".into(),
     };
-    format!(
+    let mut line = format!(
         "{who}{count}: k8s {} · runtime {} · functional {} · ready→inference {} · {status}",
         f(Metric::K8sRecovery),
         f(Metric::RuntimeRecovery),
         f(Metric::FunctionalRecovery),
         f(Metric::ReadyToInference)
-    )
+    );
+    if let Some(c) = &t.condition {
+        line.push_str(&format!(" · {c}"));
+    }
+    if !t.verdicts.is_empty() {
+        line.push_str(&format!(" · {}", t.verdicts.join(", ")));
+    }
+    line
 }

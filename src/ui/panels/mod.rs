@@ -14,3 +14,4 @@ pub mod pods;
 pub mod replaybar;
 pub mod residency;
 pub mod timeline;
+pub mod verdicts;

@@ -287,6 +287,11 @@ fn recovery_row(
         ..Default::default()
     };
     trial.memory_after = row.int("memory_current_bytes")?.map(|b| b.max(0) as u64);
+    // The file's own condition column (cache: warm/cold; cold-node runs).
+    trial.condition = ["cache_condition", "recovery_condition", "control_condition"]
+        .iter()
+        .find_map(|c| row.get(c))
+        .map(str::to_string);
     if let Some(cond) = row.get("cache_condition") {
         let cold = cond == "cold";
         let before = row.int("cached_kb_before")?.map(|v| v.max(0) as u64);

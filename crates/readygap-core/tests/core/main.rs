@@ -6,3 +6,4 @@ mod record_roundtrip;
 mod recordings;
 mod replay_index;
 mod timeline;
+mod verdicts;

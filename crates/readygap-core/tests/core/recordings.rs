@@ -49,6 +49,13 @@ fn warm_3b_series() {
 
 #[test]
 fn cold_3b_series_records_the_cold_step() {
+    // The report says the file is mixed, not warm.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recordings/warm-3b-series.jsonl");
+    let r = readygap_core::report::report_file(&path).expect("report");
+    assert_eq!(
+        r.measured.get("cache").map(String::as_str),
+        Some("mixed (unflagged, warm)")
+    );
     let s = replay("cold-3b-series.jsonl");
     let own: Vec<_> = s.timeline.trials.iter().filter(|t| !t.external).collect();
     assert_eq!(own.len(), 3);
@@ -103,4 +110,146 @@ fn overlap_oom_is_named() {
         "{:?}",
         first.status
     );
+}
+
+/// The verdicts of kind `kind` in a replayed recording.
+fn contract(
+    s: &State,
+    kind: readygap_core::verdict::ContractKind,
+) -> Vec<&readygap_core::verdict::ContractVerdict> {
+    s.contract
+        .verdicts
+        .iter()
+        .filter(|v| v.kind == kind)
+        .collect()
+}
+
+#[test]
+fn shallow_readiness_demo_names_the_probe_and_the_window() {
+    use readygap_core::verdict::ContractKind::*;
+    let s = replay("shallow-readiness.jsonl");
+    let t = &s.timeline.trials[0];
+    let v = contract(&s, ShallowReadiness);
+    assert_eq!(v.len(), 1, "{:#?}", s.contract.verdicts);
+    assert!(
+        v[0].message
+            .contains("readinessProbe httpGet /api/tags :11434")
+    );
+    // The window is Ready (the endpoint) to the first answer: the model's load at speed 1.
+    let m = &t.marks;
+    let window = (m.t4.unwrap() - m.endpoint_ready.unwrap())
+        .num_microseconds()
+        .unwrap() as f64
+        / 1e6;
+    assert!((v[0].seconds.unwrap() - window).abs() < 1e-6);
+    assert!(window > 5.0, "local-3b loads for seconds: {window}");
+    assert_eq!(contract(&s, TrafficGap).len(), 1);
+    assert_eq!(contract(&s, ModelNotResident).len(), 1);
+}
+
+#[test]
+fn inference_readiness_demo_covers_inference() {
+    use readygap_core::verdict::ContractKind::*;
+    let s = replay("inference-readiness.jsonl");
+    assert_eq!(
+        contract(&s, ReadinessCoversInference).len(),
+        1,
+        "{:#?}",
+        s.contract.verdicts
+    );
+    assert!(contract(&s, ShallowReadiness).is_empty());
+}
+
+#[test]
+fn emptydir_demo_is_model_missing_on_an_emptydir() {
+    let s = replay("emptydir-model-missing.jsonl");
+    let v = contract(
+        &s,
+        readygap_core::verdict::ContractKind::ModelMissingAfterReplacement,
+    );
+    assert!(!v.is_empty(), "{:#?}", s.contract.verdicts);
+    assert!(v.iter().all(|v| v.evidence["models_volume"] == "emptyDir"));
+    assert!(!s.timeline.trials[0].is_ok());
+}
+
+#[test]
+fn aggressive_liveness_demo_is_killed_during_load() {
+    let s = replay("aggressive-liveness.jsonl");
+    let v = contract(
+        &s,
+        readygap_core::verdict::ContractKind::LivenessKilledDuringLoad,
+    );
+    assert!(!v.is_empty(), "{:#?}", s.contract.verdicts);
+    assert!(
+        v[0].message.contains("failed liveness probe"),
+        "{}",
+        v[0].message
+    );
+    assert!(
+        v[0].message.contains("every 5 s, 5 s timeout, 2 failures"),
+        "{}",
+        v[0].message
+    );
+    // Between trials (the broken one closed, the restart's not open yet): it goes to the
+    // trial of its pod.
+    let t = v[0].trial.expect("a trial");
+    let trial = s
+        .timeline
+        .trials
+        .iter()
+        .find(|x| x.index == t)
+        .expect("that trial");
+    assert_eq!(trial.new_pod.as_deref(), Some(v[0].pod.as_str()));
+    assert!(
+        trial
+            .verdicts
+            .contains(&"liveness_killed_during_load".to_string())
+    );
+}
+
+#[test]
+fn gpu_surge_demo_is_a_stalled_rollout() {
+    let s = replay("gpu-surge-stalled.jsonl");
+    let v = contract(&s, readygap_core::verdict::ContractKind::RolloutStalled);
+    assert_eq!(v.len(), 1, "{:#?}", s.contract.verdicts);
+    assert!(v[0].message.contains("Insufficient nvidia.com/gpu"));
+    assert!(v[0].seconds.unwrap() >= 15.0);
+}
+
+#[test]
+fn warm_series_is_flagged_warm_and_the_cold_one_is_not() {
+    let s = replay("warm-3b-series.jsonl");
+    let warm: Vec<_> = s
+        .timeline
+        .trials
+        .iter()
+        .filter(|t| t.condition.as_deref() == Some("warm"))
+        .collect();
+    // Trials 2 and 3 ran on the node where trial 1 had loaded the model.
+    assert!(
+        warm.len() >= 2,
+        "{:?}",
+        s.timeline
+            .trials
+            .iter()
+            .map(|t| &t.condition)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        contract(&s, readygap_core::verdict::ContractKind::WarmNodeBias).len(),
+        warm.len()
+    );
+    // The report says the file is mixed, not warm.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recordings/warm-3b-series.jsonl");
+    let r = readygap_core::report::report_file(&path).expect("report");
+    assert_eq!(
+        r.measured.get("cache").map(String::as_str),
+        Some("mixed (unflagged, warm)")
+    );
+    let s = replay("cold-3b-series.jsonl");
+    for t in &s.timeline.trials {
+        if t.cold.as_ref().is_some_and(|c| c.dropped) {
+            assert_eq!(t.condition.as_deref(), Some("cold"));
+        }
+    }
 }

@@ -70,6 +70,9 @@ pub struct ContainerPlan {
     pub port: u16,
     pub memory_limit: Option<u64>,
     pub readiness: ReadinessSpec,
+    /// The liveness probe, when the container has one (the same checks as readiness; a
+    /// failure past its threshold restarts the container).
+    pub liveness: Option<ReadinessSpec>,
     /// The served model, from `OLLAMA_MODEL`/`READYGAP_MODEL` in `env` or an `envFrom`
     /// ConfigMap (`None`: the profile's).
     pub model: Option<String>,
@@ -175,6 +178,34 @@ fn served_model(
     None
 }
 
+/// A probe of container `c` (readiness or liveness), with Kubernetes' defaults for missing
+/// fields (core/v1 defaults.go: period 10 s, timeout 1 s, failureThreshold 3).
+fn probe_spec(p: &serde_json::Value, c: &serde_json::Value, port: u16) -> ReadinessSpec {
+    let action = if p["httpGet"].is_object() {
+        ProbeAction::Http {
+            path: p["httpGet"]["path"].as_str().unwrap_or("/").to_string(),
+            port: probe_port(&p["httpGet"]["port"], c, port),
+        }
+    } else if p["tcpSocket"].is_object() {
+        ProbeAction::Tcp {
+            port: probe_port(&p["tcpSocket"]["port"], c, port),
+        }
+    } else if p["exec"].is_object() || p["grpc"].is_object() {
+        ProbeAction::Inference
+    } else {
+        ProbeAction::None
+    };
+    ReadinessSpec {
+        action,
+        period_seconds: seconds(&p["periodSeconds"], 10).max(1),
+        initial_delay_seconds: seconds(&p["initialDelaySeconds"], 0),
+        timeout_seconds: seconds(&p["timeoutSeconds"], 1).max(1),
+        failure_threshold: u32::try_from(seconds(&p["failureThreshold"], 3))
+            .unwrap_or(3)
+            .max(1),
+    }
+}
+
 impl ContainerPlan {
     /// Read the plan from a pod object; `config_map(name)` finds ConfigMaps of its namespace.
     pub fn of_pod(
@@ -194,21 +225,6 @@ impl ContainerPlan {
             .and_then(|n| u16::try_from(n).ok())
             .or(env_port)
             .unwrap_or(OLLAMA_PORT);
-        let p = &c["readinessProbe"];
-        let action = if p["httpGet"].is_object() {
-            ProbeAction::Http {
-                path: p["httpGet"]["path"].as_str().unwrap_or("/").to_string(),
-                port: probe_port(&p["httpGet"]["port"], c, port),
-            }
-        } else if p["tcpSocket"].is_object() {
-            ProbeAction::Tcp {
-                port: probe_port(&p["tcpSocket"]["port"], c, port),
-            }
-        } else if p["exec"].is_object() || p["grpc"].is_object() {
-            ProbeAction::Inference
-        } else {
-            ProbeAction::None
-        };
         Self {
             name: c["name"].as_str().unwrap_or("ollama").to_string(),
             image: c["image"].as_str().unwrap_or_default().to_string(),
@@ -224,15 +240,11 @@ impl ContainerPlan {
                 }
                 _ => 0,
             },
-            readiness: ReadinessSpec {
-                action,
-                period_seconds: seconds(&p["periodSeconds"], 10).max(1),
-                initial_delay_seconds: seconds(&p["initialDelaySeconds"], 0),
-                timeout_seconds: seconds(&p["timeoutSeconds"], 1).max(1),
-                failure_threshold: u32::try_from(seconds(&p["failureThreshold"], 3))
-                    .unwrap_or(3)
-                    .max(1),
-            },
+            readiness: probe_spec(&c["readinessProbe"], c, port),
+            liveness: c
+                .get("livenessProbe")
+                .filter(|p| p.is_object())
+                .map(|p| probe_spec(p, c, port)),
             model: served_model(c, config_map),
             host_proc: host_proc_mount(pod),
             privileged: c["securityContext"]["privileged"] == true,
@@ -516,6 +528,13 @@ impl PodRun {
 
     /// Run one readiness probe; true when it passed.
     async fn probe(&self, spec: &ReadinessSpec) -> bool {
+        self.probe_within(spec, Duration::from_secs(5)).await
+    }
+
+    /// Run one probe whose inference (exec) check gets at least `inference_floor` however
+    /// fast the lab runs. Readiness keeps 5 s (a slow machine must not fail it); liveness
+    /// takes its own scaled timeout, or the aggressive probe could never miss at speed.
+    async fn probe_within(&self, spec: &ReadinessSpec, inference_floor: Duration) -> bool {
         let Some(ip) = self.ip else { return false };
         if !self.runs_ollama {
             return true;
@@ -559,7 +578,7 @@ impl PodRun {
                 match http
                     .post(format!("{base}/api/generate"))
                     .json(&body)
-                    .timeout(timeout(Duration::from_secs(5)))
+                    .timeout(timeout(inference_floor))
                     .send()
                     .await
                 {
@@ -670,9 +689,41 @@ pub async fn run_pod(
         }
         None => {
             let schedule = cluster.sample("schedule", &profile.schedule);
-            let scheduled_at = later(created, schedule);
+            let mut scheduled_at = later(created, schedule);
             if !sleep_until_or(scheduled_at, &deleting).await {
                 return finish(&run, None, &deleting).await;
+            }
+            // Extended resources: no node with a free GPU leaves the pod Pending
+            // (Unschedulable, FailedScheduling) until one frees up.
+            let mut reported = false;
+            while let Some(msg) = gpu_unschedulable(&cluster, &pod_json, run.plan.gpus, &name) {
+                if !reported {
+                    reported = true;
+                    let now = Utc::now();
+                    if let Some(pod) = run.update(|p| {
+                        set_condition(
+                            p,
+                            "PodScheduled",
+                            false,
+                            Some("Unschedulable"),
+                            Some(msg.clone()),
+                            now,
+                        );
+                    }) {
+                        cluster.record_event(
+                            &pod,
+                            "Warning",
+                            "FailedScheduling",
+                            &msg,
+                            "default-scheduler",
+                            "",
+                        );
+                    }
+                }
+                if !sleep_or(Duration::from_millis(100), &deleting).await {
+                    return finish(&run, None, &deleting).await;
+                }
+                scheduled_at = Instant::now();
             }
             (pick_node(&cluster, &pod_json), scheduled_at, schedule)
         }
@@ -747,6 +798,39 @@ pub async fn run_pod(
     let initial_delay = cluster.scaled(Duration::from_secs(readiness.initial_delay_seconds));
     let mut failures = 0u32;
     let mut next_probe = later(Instant::now(), initial_delay);
+    let liveness = run.plan.liveness.clone();
+    let live_period = liveness
+        .as_ref()
+        .map(|l| cluster.scaled(Duration::from_secs(l.period_seconds)))
+        .unwrap_or_default();
+    let live_delay = liveness
+        .as_ref()
+        .map(|l| cluster.scaled(Duration::from_secs(l.initial_delay_seconds)))
+        .unwrap_or_default();
+    let mut live_failures = 0u32;
+    let mut next_live = later(Instant::now(), live_delay);
+    // One liveness probe in flight at a time, kept across the loop's other wake-ups (the
+    // readiness probe and runtime events must not cancel it, or it could never time out).
+    let live_once = |due: Instant| {
+        let spec = liveness.clone();
+        let run = &run;
+        async move {
+            tokio::time::sleep_until(due.into()).await;
+            match &spec {
+                Some(l) => run.probe_within(l, Duration::from_millis(200)).await,
+                None => std::future::pending().await,
+            }
+        }
+    };
+    let mut live_fut = Box::pin(live_once(next_live));
+    let live_command = pod_json["spec"]["containers"][0]["livenessProbe"]["exec"]["command"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
     // activeDeadlineSeconds counts from the pod's startTime (set when it was bound), in real
     // seconds: it is an API contract, not a calibrated stage.
     let active_deadline = pod_json["spec"]["activeDeadlineSeconds"]
@@ -790,6 +874,9 @@ pub async fn run_pod(
                         }
                         failures = 0;
                         next_probe = later(Instant::now(), initial_delay);
+                        live_failures = 0;
+                        next_live = later(Instant::now(), live_delay);
+                        live_fut.set(live_once(next_live));
                     }
                     Some(RuntimeEvent::Exited { exit_code }) => {
                         container = oom_restart(&run, container, &deleting, None, exit_code).await;
@@ -798,10 +885,62 @@ pub async fn run_pod(
                         }
                         failures = 0;
                         next_probe = later(Instant::now(), initial_delay);
+                        live_failures = 0;
+                        next_live = later(Instant::now(), live_delay);
+                        live_fut.set(live_once(next_live));
                     }
                     Some(_) => {}
                     None => container.events = None,
                 }
+            }
+            alive = &mut live_fut, if liveness.is_some() => {
+                container.events = events;
+                // The prober's ticker runs from each probe's start (prober/worker.go), not
+                // from its end: a probe that timed out is followed by the next at once.
+                next_live = later(next_live, live_period);
+                live_fut.set(live_once(next_live));
+                if alive {
+                    live_failures = 0;
+                    continue;
+                }
+                live_failures += 1;
+                // kubelet pkg/kubelet/prober/prober.go: an Unhealthy event per failed probe
+                // ("Liveness probe failed: <output>"; an exec probe past its timeout outputs
+                // `command "…" timed out`, pkg/probe/exec/exec.go); at the threshold
+                // kuberuntime kills the container with "Container NAME failed liveness
+                // probe, will be restarted" (reason Killing) and restarts it.
+                let output = match (&liveness, &live_command) {
+                    (Some(l), Some(cmd)) if l.action == ProbeAction::Inference => {
+                        format!("command \"{cmd}\" timed out")
+                    }
+                    (Some(ReadinessSpec { action: ProbeAction::Http { path, port }, .. }), _) => format!(
+                        "Get \"http://{}:{port}{path}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+                        run.ip.map(|i| i.to_string()).unwrap_or_default()
+                    ),
+                    _ => "probe failed".to_string(),
+                };
+                if let Some(pod) = cluster.store.get(PODS, &run.ns, &run.name) {
+                    run.event(&pod, "Warning", "Unhealthy", &format!("Liveness probe failed: {output}"));
+                }
+                let threshold = liveness.as_ref().map_or(3, |l| l.failure_threshold);
+                if live_failures < threshold {
+                    continue;
+                }
+                if let Some(pod) = cluster.store.get(PODS, &run.ns, &run.name) {
+                    let cname = &run.plan.name;
+                    run.event(&pod, "Normal", "Killing", &format!("Container {cname} failed liveness probe, will be restarted"));
+                }
+                run.log(Utc::now(), Transition::LivenessKilled, json!({"failures": live_failures}));
+                // Ollama exits 0 on SIGTERM (it handles the signal and shuts down).
+                container = oom_restart(&run, container, &deleting, None, 0).await;
+                if deleting.is_cancelled() {
+                    return finish(&run, Some(container), &deleting).await;
+                }
+                failures = 0;
+                live_failures = 0;
+                next_probe = later(Instant::now(), initial_delay);
+                next_live = later(Instant::now(), live_delay);
+                live_fut.set(live_once(next_live));
             }
             ok = async {
                 tokio::time::sleep(wait).await;
@@ -869,7 +1008,14 @@ async fn oom_restart(
         restarts = cs.restart_count;
         let term = ContainerStateTerminated {
             exit_code,
-            reason: Some(if oom.is_some() { "OOMKilled" } else { "Error" }.into()),
+            reason: Some(
+                match (&oom, exit_code) {
+                    (Some(_), _) => "OOMKilled",
+                    (None, 0) => "Completed",
+                    _ => "Error",
+                }
+                .into(),
+            ),
             started_at: Some(k8s_time(started_at)),
             finished_at: Some(k8s_time(now)),
             container_id: Some(cid.clone()),
@@ -1062,6 +1208,77 @@ fn node_ip(cluster: &Cluster, node: &str) -> String {
             })
         })
         .unwrap_or_else(|| "127.0.0.2".into())
+}
+
+/// GPUs a pod asks for (`nvidia.com/gpu` limits of its containers).
+fn pod_gpus(pod: &serde_json::Value) -> u64 {
+    pod["spec"]["containers"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .map(|c| match &c["resources"]["limits"]["nvidia.com/gpu"] {
+                    serde_json::Value::String(n) => n.trim().parse().unwrap_or(0),
+                    serde_json::Value::Number(n) => n.as_u64().unwrap_or(0),
+                    _ => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Why the scheduler cannot place a pod asking for `gpus` GPUs, as its FailedScheduling
+/// message, or `None` when a node has them free. A node's free GPUs are its allocatable
+/// `nvidia.com/gpu` minus those of the pods bound to it that have not finished (a
+/// terminating pod holds its GPU until it is gone). Only when some node advertises GPUs
+/// (a lab without a device plugin keeps placing GPU pods, as before). The message follows
+/// kube-scheduler's FitError (pkg/scheduler/framework/types.go: "0/N nodes are available:
+/// COUNT REASON." then the preemption summary; NodeResourcesFit's "Insufficient RESOURCE").
+fn gpu_unschedulable(
+    cluster: &Cluster,
+    pod: &serde_json::Value,
+    gpus: u32,
+    name: &str,
+) -> Option<String> {
+    if gpus == 0 {
+        return None;
+    }
+    let nodes = cluster.store.list(NODES, None).0;
+    let allocatable = |n: &serde_json::Value| -> u64 {
+        n["status"]["allocatable"]["nvidia.com/gpu"]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    if nodes.iter().all(|n| allocatable(n) == 0) {
+        return None;
+    }
+    let pods = cluster.store.list(PODS, None).0;
+    let uses_pvc = pod["spec"]["volumes"]
+        .as_array()
+        .is_some_and(|vs| vs.iter().any(|v| v.get("persistentVolumeClaim").is_some()));
+    let free = |n: &serde_json::Value| -> u64 {
+        let node = n["metadata"]["name"].as_str().unwrap_or_default();
+        let used: u64 = pods
+            .iter()
+            .filter(|p| p["spec"]["nodeName"] == node && p["metadata"]["name"] != name)
+            .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
+            .map(|p| pod_gpus(p))
+            .sum();
+        allocatable(n).saturating_sub(used)
+    };
+    let fits = nodes.iter().any(|n| {
+        // The models' ReadWriteOnce volume is attached to the first node (see pick_node).
+        let reachable = !uses_pvc || n["metadata"]["name"] == objects::NODE_NAMES[0];
+        reachable && free(n) >= u64::from(gpus)
+    });
+    if fits {
+        return None;
+    }
+    let n = nodes.len();
+    Some(format!(
+        "0/{n} nodes are available: {n} Insufficient nvidia.com/gpu. preemption: 0/{n} nodes are \
+         available: {n} No preemption victims found for incoming pod."
+    ))
 }
 
 /// Where a pod goes: pods mounting a PVC go to the node the (ReadWriteOnce) volume is

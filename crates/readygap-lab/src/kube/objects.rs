@@ -63,6 +63,15 @@ pub fn namespace(name: &str) -> Value {
     })
 }
 
+/// Give a node `n` GPUs (`nvidia.com/gpu` capacity and allocatable, as the NVIDIA device
+/// plugin advertises them).
+pub fn with_gpus(mut node: Value, n: u32) -> Value {
+    for key in ["capacity", "allocatable"] {
+        node["status"][key]["nvidia.com/gpu"] = json!(n.to_string());
+    }
+    node
+}
+
 /// A Ready node (`index` numbers them from 1).
 pub fn node(name: &str, index: usize, now: DateTime<Utc>) -> Value {
     let t = time(now);
@@ -179,6 +188,16 @@ pub fn deployment(
     });
     if let Some(p) = readiness_probe(scenario, model) {
         container["readinessProbe"] = p;
+    }
+    if scenario.aggressive_liveness() {
+        // The readiness probe's inference reused as liveness, with a short timeout and no
+        // startupProbe: it cannot pass while the model loads.
+        container["livenessProbe"] = json!({
+            "exec": {"command": ["sh", "-c", format!(
+                "curl -sf -m 5 http://127.0.0.1:{OLLAMA_PORT}/api/generate -d '{{\"model\":\"{model}\",\"prompt\":\"ping\",\"stream\":false}}'"
+            )]},
+            "periodSeconds": 5, "timeoutSeconds": 5, "successThreshold": 1, "failureThreshold": 2
+        });
     }
     if scenario.gpu() {
         // manifests/overlays/gpu/gpu.yaml: one GPU, requested and limited.

@@ -67,7 +67,7 @@ pub fn pod_view(pod: &Pod) -> PodView {
                 .collect()
         })
         .unwrap_or_default();
-    let containers = status
+    let containers: Vec<ContainerView> = status
         .and_then(|s| s.container_statuses.as_ref())
         .map(|cs| {
             cs.iter()
@@ -81,10 +81,18 @@ pub fn pod_view(pod: &Pod) -> PodView {
                         .as_ref()
                         .map(|s| container_state(Some(s)))
                         .filter(|s| *s != ContainerState::Unknown),
+                    spec: None,
                 })
                 .collect()
         })
         .unwrap_or_default();
+    // The serving container's view carries the spec facts.
+    let mut containers = containers;
+    if let Some((serving, facts)) = super::pod_spec::pod_spec_facts(pod)
+        && let Some(c) = containers.iter_mut().find(|c| c.name == serving)
+    {
+        c.spec = Some(facts);
+    }
     PodView {
         name: md.name.clone().unwrap_or_default(),
         uid: md.uid.clone().unwrap_or_default(),

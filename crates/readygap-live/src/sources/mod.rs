@@ -8,10 +8,12 @@
 //! - [`nodes`]: the Node watch, said once and paused when the cluster refuses it.
 //! - [`memory`]: the serving container's memory (cgroup stream over exec, Summary API).
 //! - [`container`]: which container of a pod serves the runtime.
+//! - [`pod_spec`]: the probes and models volume of a pod spec (for the contract verdicts).
 
 pub mod container;
 pub mod kube;
 pub mod logs;
 pub mod memory;
 pub mod nodes;
+pub mod pod_spec;
 pub mod runtime;

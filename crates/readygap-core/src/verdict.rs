@@ -1,0 +1,941 @@
+//! Verdicts on the readiness contract: a pure detector fed by the same events as the reducer,
+//! which says what a recovery *meant* beyond its T0–T4 marks. Ready is a contract: a pod is
+//! Ready when the Service may send it traffic, and the study's lesson is that a shallow probe
+//! breaks it. Each verdict has a timestamp (the event that revealed it), evidence, and a
+//! one-line advice:
+//! - `shallow_readiness`: the pod's endpoint was ready and serving for X s before the first
+//!   successful inference, and the model was not resident when it turned ready (the first
+//!   request paid the load); names the readiness probe from the pod spec;
+//! - `readiness_covers_inference`: the endpoint turned ready only after a completed
+//!   inference (the model was resident at Ready, or an inference had already finished);
+//! - `model_missing_after_replacement`: the runtime answers but the model is not on disk
+//!   (`/api/tags` lacks it, or a generate answered 404 "not found"); names the volume of the
+//!   models directory from the pod spec (the study's emptyDir run);
+//! - `model_not_resident`: Ready, the model on disk, nothing of it resident and the container's
+//!   memory near the runtime's own size: the first request will pay the load;
+//! - `liveness_killed_during_load`: a container restart whose Events show a failed liveness
+//!   (or startup) probe while a model was loading (an inference waiting for a model that was
+//!   not resident);
+//! - `rollout_stalled`: a replacement Pending for longer than [`ROLLOUT_STALL_AFTER_S`] with
+//!   a scheduling failure (`FailedScheduling`: Insufficient nvidia.com/gpu, memory, taints);
+//! - `warm_node_bias`: a trial on a node where the model had already been loaded (its files in
+//!   the page cache) without a cold step, or whose cold step did not make Cached fall: its
+//!   statistics are flagged `warm`, apart from the `cold` ones;
+//! - `traffic_gap`: an interval with no ready endpoint, its exact length from the watch, and
+//!   how much of it serving-terminating endpoints covered (kube-proxy sends them traffic,
+//!   KEP-1669).
+//!
+//! Time is the events' own: the detector never reads a clock.
+
+use super::event::{CacheDrop, Event, EventKind, PodSpecFacts, PodView, Timestamp};
+use crate::units::Gib;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A replacement Pending this long with a scheduling failure is a stalled rollout (seconds).
+pub const ROLLOUT_STALL_AFTER_S: f64 = 15.0;
+/// A model counts as resident at Ready when `/api/ps` showed it no later than this after the
+/// endpoint turned ready (residency is polled; 0.25 s by default).
+const RESIDENT_SLACK_S: f64 = 0.3;
+/// A first inference whose load took less than this did not load the model (seconds).
+const NO_LOAD_S: f64 = 0.25;
+/// A Ready window shorter than this before the first answer is no shallow-readiness verdict.
+const SHALLOW_MIN_S: f64 = 0.5;
+/// Probe failures and a restart this far apart (seconds) are not the same kill.
+const KILL_WINDOW_S: f64 = 120.0;
+
+/// The verdicts on the readiness contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContractKind {
+    ShallowReadiness,
+    ReadinessCoversInference,
+    ModelMissingAfterReplacement,
+    ModelNotResident,
+    LivenessKilledDuringLoad,
+    RolloutStalled,
+    WarmNodeBias,
+    TrafficGap,
+}
+
+impl ContractKind {
+    pub const ALL: [ContractKind; 8] = [
+        ContractKind::ShallowReadiness,
+        ContractKind::ReadinessCoversInference,
+        ContractKind::ModelMissingAfterReplacement,
+        ContractKind::ModelNotResident,
+        ContractKind::LivenessKilledDuringLoad,
+        ContractKind::RolloutStalled,
+        ContractKind::WarmNodeBias,
+        ContractKind::TrafficGap,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ContractKind::ShallowReadiness => "shallow_readiness",
+            ContractKind::ReadinessCoversInference => "readiness_covers_inference",
+            ContractKind::ModelMissingAfterReplacement => "model_missing_after_replacement",
+            ContractKind::ModelNotResident => "model_not_resident",
+            ContractKind::LivenessKilledDuringLoad => "liveness_killed_during_load",
+            ContractKind::RolloutStalled => "rollout_stalled",
+            ContractKind::WarmNodeBias => "warm_node_bias",
+            ContractKind::TrafficGap => "traffic_gap",
+        }
+    }
+
+    /// A broken contract (all but `readiness_covers_inference`, which says it held).
+    pub fn is_problem(self) -> bool {
+        self != ContractKind::ReadinessCoversInference
+    }
+
+    /// The one-line advice shown with the verdict.
+    pub fn advice(self) -> &'static str {
+        match self {
+            ContractKind::ShallowReadiness => {
+                "make Ready wait for an answer: the inference-aware readiness probe \
+                 manifests/base/probe/ready-inference.sh (manifests/base)"
+            }
+            ContractKind::ReadinessCoversInference => {
+                "the readiness probe waits for a completed inference: traffic reaches only a pod that answers"
+            }
+            ContractKind::ModelMissingAfterReplacement => {
+                "keep the models on a PersistentVolumeClaim (manifests/base/pvc.yaml), not an emptyDir, \
+                 or pull them before the pod turns Ready"
+            }
+            ContractKind::ModelNotResident => {
+                "warm the model before Ready (the inference-aware probe loads it) and keep it \
+                 with OLLAMA_KEEP_ALIVE"
+            }
+            ContractKind::LivenessKilledDuringLoad => {
+                "add a startupProbe with room for the load and keep the livenessProbe lenient \
+                 (GET /, failureThreshold >= 3), never an inference"
+            }
+            ContractKind::RolloutStalled => {
+                "set maxSurge: 0, maxUnavailable: 1 (replace in place) or keep spare capacity for the surge pod"
+            }
+            ContractKind::WarmNodeBias => {
+                "run the cold step (--cold) or report these trials as warm, apart from cold ones"
+            }
+            ContractKind::TrafficGap => {
+                "requests in this interval had no endpoint: surge (maxSurge 1, maxUnavailable 0) \
+                 with an inference-aware probe keeps one ready"
+            }
+        }
+    }
+}
+
+/// One verdict with its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContractVerdict {
+    /// When the evidence was complete (the timestamp of the event that revealed it).
+    pub ts: Timestamp,
+    /// The pod it is about (empty for `traffic_gap`, which is about the Service).
+    pub pod: String,
+    pub kind: ContractKind,
+    /// The measured figure: the Ready window, the gap, the Pending time (seconds).
+    #[serde(default)]
+    pub seconds: Option<f64>,
+    /// The sentence shown on screen.
+    pub message: String,
+    pub advice: String,
+    /// Structured evidence (probe, volume, models, memory, events, interval).
+    #[serde(default)]
+    pub evidence: Value,
+    /// The trial it belongs to, when one was open or just finished.
+    #[serde(default)]
+    pub trial: Option<u32>,
+}
+
+impl ContractVerdict {
+    fn new(ts: Timestamp, pod: &str, kind: ContractKind, message: String, evidence: Value) -> Self {
+        ContractVerdict {
+            ts,
+            pod: pod.to_string(),
+            kind,
+            seconds: None,
+            message,
+            advice: kind.advice().to_string(),
+            evidence,
+            trial: None,
+        }
+    }
+
+    /// The verdict as JSON for `run --format json` and `report --format json`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "verdict": self.kind.name(),
+            "at": self.ts.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "pod": self.pod,
+            "seconds": self.seconds,
+            "trial": self.trial,
+            "message": self.message,
+            "advice": self.advice,
+            "evidence": self.evidence,
+        })
+    }
+
+    /// The line for the screen: `shallow_readiness: … → advice`.
+    pub fn line(&self) -> String {
+        format!("{}: {}", self.kind.name(), self.message)
+    }
+}
+
+/// What the detector knows of one pod (its current container).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct PodContract {
+    spec: Option<PodSpecFacts>,
+    node: Option<String>,
+    created: Option<Timestamp>,
+    ready: bool,
+    pending: bool,
+    restarts: u32,
+    /// The endpoint turned ready and serving (first time for this container).
+    endpoint_ready: Option<Timestamp>,
+    /// The runtime answered HTTP.
+    answers: Option<Timestamp>,
+    on_disk: Option<Vec<String>>,
+    resident: Option<Vec<String>>,
+    /// When the model was first seen resident.
+    resident_since: Option<Timestamp>,
+    memory: Option<u64>,
+    first_ok_inference: Option<Timestamp>,
+    logged_ok_inference: Option<Timestamp>,
+    /// Inferences in flight: request id → (model, sent).
+    in_flight: BTreeMap<u64, (String, Timestamp)>,
+    /// The latest inference that failed: (model, sent, failed at) — a kill may be reported
+    /// after the request broke.
+    #[serde(default)]
+    interrupted: Option<(String, Timestamp, Timestamp)>,
+    /// A restart seen, waiting for its probe Events: (when, what was loading).
+    restart: Option<(Timestamp, Option<String>)>,
+    /// Liveness/startup probe failures and kills from Events: (when, reason, message).
+    probe_failures: Vec<(Timestamp, String, String)>,
+    /// The latest FailedScheduling Event: (when, message).
+    failed_scheduling: Option<(Timestamp, String)>,
+    reported: BTreeSet<ContractKind>,
+}
+
+/// The facts of a finished trial that the trial verdicts need (built by the reducer from
+/// the timeline, which this module does not import).
+#[derive(Debug, Clone, Default)]
+pub struct TrialFacts {
+    pub index: u32,
+    pub ok: bool,
+    pub pod: Option<String>,
+    pub t0: Option<Timestamp>,
+    pub t1: Option<Timestamp>,
+    pub t4: Option<Timestamp>,
+    pub endpoint_ready: Option<Timestamp>,
+    pub model_resident: Option<Timestamp>,
+    pub load_ns: Option<u64>,
+    pub cold: Option<CacheDrop>,
+    pub model: Option<String>,
+}
+
+/// The detector's state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContractDetector {
+    pods: BTreeMap<String, PodContract>,
+    /// The served model (the session's, else the latest inference's).
+    model: Option<String>,
+    /// Nodes where the model was loaded (resident or answered), with when and on which pod.
+    warm_nodes: BTreeMap<String, (Timestamp, String)>,
+    /// An open interval with no ready endpoint: (start, covered seconds so far, fallback since).
+    gap: Option<(Timestamp, f64, Option<Timestamp>)>,
+    /// Some endpoint was ready once (a gap needs something to lose).
+    had_ready: bool,
+    /// The open trial, for attribution.
+    open_trial: Option<u32>,
+    pub verdicts: Vec<ContractVerdict>,
+}
+
+/// `llama3.2` and `llama3.2:latest` are the same Ollama model.
+fn same_model(a: &str, b: &str) -> bool {
+    let norm = |s: &str| {
+        if s.contains(':') {
+            s.to_string()
+        } else {
+            format!("{s}:latest")
+        }
+    };
+    norm(a) == norm(b)
+}
+
+fn secs(a: Timestamp, b: Timestamp) -> f64 {
+    (b - a).num_microseconds().unwrap_or(0) as f64 / 1e6
+}
+
+fn clock(ts: Timestamp) -> String {
+    ts.format("%H:%M:%S%.3f").to_string()
+}
+
+fn readiness_label(spec: Option<&PodSpecFacts>) -> String {
+    match spec {
+        None => "readiness probe unknown (no pod spec seen)".into(),
+        Some(s) => match &s.readiness {
+            None => "no readinessProbe: Ready when the container starts".into(),
+            Some(p) => format!("readinessProbe {}", p.label()),
+        },
+    }
+}
+
+fn probe_json(spec: Option<&PodSpecFacts>, which: &str) -> Value {
+    let p = spec.and_then(|s| match which {
+        "readiness" => s.readiness.as_ref(),
+        "liveness" => s.liveness.as_ref(),
+        _ => s.startup.as_ref(),
+    });
+    match p {
+        None => Value::Null,
+        Some(p) => json!({
+            "kind": p.kind, "target": p.target, "inference": p.inference,
+            "initial_delay_seconds": p.initial_delay_seconds, "period_seconds": p.period_seconds,
+            "timeout_seconds": p.timeout_seconds, "failure_threshold": p.failure_threshold,
+        }),
+    }
+}
+
+impl ContractDetector {
+    /// Verdict counts by kind name.
+    pub fn counts(&self) -> BTreeMap<&'static str, usize> {
+        let mut c = BTreeMap::new();
+        for v in &self.verdicts {
+            *c.entry(v.kind.name()).or_insert(0) += 1;
+        }
+        c
+    }
+
+    /// The trial verdicts are attributed to (set by the reducer as trials open and close).
+    pub fn set_open_trial(&mut self, trial: Option<u32>) {
+        self.open_trial = trial;
+    }
+
+    fn push(&mut self, mut v: ContractVerdict) {
+        if v.trial.is_none() {
+            v.trial = self.open_trial;
+        }
+        if let Some(p) = self.pods.get_mut(&v.pod) {
+            p.reported.insert(v.kind);
+        }
+        self.verdicts.push(v);
+    }
+
+    fn reported(&self, pod: &str, kind: ContractKind) -> bool {
+        self.pods
+            .get(pod)
+            .is_some_and(|p| p.reported.contains(&kind))
+    }
+
+    /// Feed one event (`prev`: the pod as it was before a pod event).
+    pub fn apply(&mut self, ev: &Event, prev: Option<&PodView>) {
+        let ts = ev.ts;
+        match &ev.kind {
+            EventKind::Session(info) if info.model.is_some() => {
+                self.model = info.model.clone();
+            }
+            EventKind::PodApplied(pod) => self.pod_applied(ts, pod, prev),
+            EventKind::PodDeleted(pod) => {
+                self.pods.remove(&pod.name);
+            }
+            EventKind::KubeEvent(e) => {
+                let Some(name) = e.object.strip_prefix("pod/") else {
+                    return;
+                };
+                let at = e.time.unwrap_or(ts);
+                let msg = e.message.to_lowercase();
+                let probe_kill = (e.reason == "Unhealthy"
+                    && (msg.starts_with("liveness probe failed")
+                        || msg.starts_with("startup probe failed")))
+                    || (e.reason == "Killing"
+                        && (msg.contains("failed liveness probe")
+                            || msg.contains("failed startup probe")));
+                // A Killing Event that arrives after the restart it announced joins the
+                // evidence of the verdict already given (watches do not agree on order).
+                if probe_kill
+                    && e.reason == "Killing"
+                    && let Some(v) = self.verdicts.iter_mut().rev().find(|v| {
+                        v.pod == name
+                            && v.kind == ContractKind::LivenessKilledDuringLoad
+                            && secs(v.ts, at).abs() <= KILL_WINDOW_S
+                    })
+                    && let Some(events) = v.evidence["events"].as_array_mut()
+                    && !events.iter().any(|x| x["reason"] == "Killing")
+                {
+                    events.push(json!({
+                        "at": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                        "reason": e.reason, "message": e.message,
+                    }));
+                    return;
+                }
+                let p = self.pods.entry(name.to_string()).or_default();
+                if probe_kill {
+                    p.probe_failures
+                        .push((at, e.reason.clone(), e.message.clone()));
+                    if p.probe_failures.len() > 20 {
+                        p.probe_failures.remove(0);
+                    }
+                    self.liveness_check(ts, name);
+                } else if e.reason == "FailedScheduling" {
+                    p.failed_scheduling = Some((at, e.message.clone()));
+                }
+            }
+            EventKind::RuntimeProbe(p) if p.ok => {
+                let pc = self.pods.entry(p.pod.clone()).or_default();
+                pc.answers.get_or_insert(ts);
+                self.missing_check(ts, &p.pod.clone(), None);
+            }
+            EventKind::ModelsOnDisk { pod, models } => {
+                self.pods.entry(pod.clone()).or_default().on_disk =
+                    Some(models.iter().map(|m| m.name.clone()).collect());
+                self.missing_check(ts, pod, None);
+                self.not_resident_check(ts, pod);
+            }
+            EventKind::Residency { pod, models } => {
+                let model = self.model.clone();
+                let p = self.pods.entry(pod.clone()).or_default();
+                p.resident = Some(models.iter().map(|m| m.name.clone()).collect());
+                if let Some(m) = &model
+                    && models.iter().any(|r| same_model(&r.name, m))
+                {
+                    p.resident_since.get_or_insert(ts);
+                    if let Some(node) = p.node.clone() {
+                        self.warm_nodes.entry(node).or_insert((ts, pod.clone()));
+                    }
+                }
+                self.not_resident_check(ts, pod);
+            }
+            EventKind::MemorySample(s) => {
+                self.pods.entry(s.pod.clone()).or_default().memory = Some(s.current);
+                self.not_resident_check(ts, &s.pod);
+            }
+            EventKind::InferenceStarted {
+                request_id,
+                pod,
+                model,
+            } => {
+                if self.model.is_none() {
+                    self.model = Some(model.clone());
+                }
+                self.pods
+                    .entry(pod.clone())
+                    .or_default()
+                    .in_flight
+                    .insert(*request_id, (model.clone(), ts));
+            }
+            EventKind::InferenceDone(r) => {
+                let Some(pod) = self
+                    .pods
+                    .iter()
+                    .find(|(_, p)| p.in_flight.contains_key(&r.request_id))
+                    .map(|(k, _)| k.clone())
+                else {
+                    return;
+                };
+                let p = self.pods.get_mut(&pod).expect("found above");
+                let (model, sent) = p.in_flight.remove(&r.request_id).unwrap_or_default();
+                if !r.ok {
+                    p.interrupted = Some((model.clone(), sent, ts));
+                }
+                if r.ok {
+                    p.first_ok_inference.get_or_insert(ts);
+                    if let Some(node) = p.node.clone() {
+                        self.warm_nodes.entry(node).or_insert((ts, pod.clone()));
+                    }
+                } else {
+                    let err = r.error.clone().unwrap_or_default();
+                    if r.http_status == Some(404) || err.contains("not found") {
+                        let why = format!(
+                            "generate answered {}{}",
+                            r.http_status.map(|s| s.to_string()).unwrap_or_default(),
+                            if err.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" \"{err}\"")
+                            }
+                        );
+                        self.missing_check(ts, &pod, Some((model, why)));
+                    }
+                }
+            }
+            EventKind::RequestLogged(l) if l.is_inference() => {
+                let p = self.pods.entry(l.pod.clone()).or_default();
+                if l.status == 200 {
+                    p.logged_ok_inference.get_or_insert(ts);
+                    if let Some(node) = p.node.clone() {
+                        self.warm_nodes.entry(node).or_insert((ts, l.pod.clone()));
+                    }
+                } else if l.status == 404 {
+                    let model = self.model.clone().unwrap_or_default();
+                    let why = format!("the runtime logged {} {} 404", l.method, l.path);
+                    self.missing_check(ts, &l.pod.clone(), Some((model, why)));
+                }
+            }
+            _ => {}
+        }
+        self.stall_check(ts);
+    }
+
+    fn pod_applied(&mut self, ts: Timestamp, pod: &PodView, prev: Option<&PodView>) {
+        let model = self.model.clone();
+        let p = self.pods.entry(pod.name.clone()).or_default();
+        if let Some(spec) = pod.spec() {
+            p.spec = Some(spec.clone());
+        }
+        p.node = pod.node.clone().or(p.node.take());
+        p.created = pod.created.or(p.created);
+        p.ready = pod.is_ready();
+        p.pending = pod.phase == "Pending";
+        let restarts = pod.restarts();
+        let restarted = prev.is_some_and(|old| old.restarts() < restarts);
+        p.restarts = restarts;
+        if restarted {
+            // What was loading when the container died: an inference waiting for a model
+            // that was not resident, or the served model not resident yet.
+            // An inference that waited for its model's load: sent before the model showed
+            // up resident (or it never did), still in flight or failed just now.
+            let resident = p.resident.clone().unwrap_or_default();
+            let since = p.resident_since;
+            let waited = |m: &str, sent: Timestamp| {
+                !resident.iter().any(|r| same_model(r, m)) || since.is_some_and(|r| sent < r)
+            };
+            let waiting = p
+                .in_flight
+                .values()
+                .map(|(m, sent)| (m.clone(), *sent))
+                .chain(
+                    p.interrupted
+                        .clone()
+                        .filter(|(_, _, failed)| secs(*failed, ts).abs() <= 5.0)
+                        .map(|(m, sent, _)| (m, sent)),
+                )
+                .find(|(m, sent)| waited(m, *sent))
+                .map(|(m, sent)| {
+                    format!(
+                        "{m} (an inference waiting since {}{})",
+                        clock(sent),
+                        since
+                            .map(|r| format!(", resident at {} but not answered yet", clock(r)))
+                            .unwrap_or_default()
+                    )
+                });
+            let not_yet = match (&model, &p.resident) {
+                (Some(m), Some(res)) if !res.iter().any(|r| same_model(r, m)) => {
+                    Some(format!("{m} (not resident in /api/ps yet)"))
+                }
+                _ => None,
+            };
+            p.restart = Some((ts, waiting.or(not_yet)));
+            // A new container: its readiness and residency start over.
+            p.endpoint_ready = None;
+            p.answers = None;
+            p.resident = None;
+            p.resident_since = None;
+            p.first_ok_inference = None;
+            p.logged_ok_inference = None;
+            p.in_flight.clear();
+            p.interrupted = None;
+            p.reported.remove(&ContractKind::ModelNotResident);
+            self.liveness_check(ts, &pod.name);
+        }
+        self.not_resident_check(ts, &pod.name);
+    }
+
+    /// Endpoints changed: the per-pod ready-and-serving instants and the Service's gaps.
+    /// `ready_pods`: pods whose endpoint is ready and serving; `ready`/`serving_terminating`:
+    /// the Service's counts (one per pod).
+    pub fn endpoints(
+        &mut self,
+        ts: Timestamp,
+        ready_pods: &[String],
+        ready: u32,
+        serving_terminating: u32,
+    ) {
+        for name in ready_pods {
+            let p = self.pods.entry(name.clone()).or_default();
+            p.endpoint_ready.get_or_insert(ts);
+        }
+        if ready > 0 {
+            self.had_ready = true;
+            if let Some((start, mut covered, since)) = self.gap.take() {
+                if let Some(s) = since {
+                    covered += secs(s, ts);
+                }
+                self.gap_verdict(start, ts, covered);
+            }
+            return;
+        }
+        if !self.had_ready {
+            return;
+        }
+        let fallback = serving_terminating > 0;
+        match &mut self.gap {
+            None => self.gap = Some((ts, 0.0, fallback.then_some(ts))),
+            Some((_, covered, since)) => match (*since, fallback) {
+                (None, true) => *since = Some(ts),
+                (Some(s), false) => {
+                    *covered += secs(s, ts);
+                    *since = None;
+                }
+                _ => {}
+            },
+        }
+    }
+
+    fn gap_verdict(&mut self, start: Timestamp, end: Timestamp, covered: f64) {
+        let len = secs(start, end);
+        let cover = if covered <= 0.0 {
+            "no serving-terminating endpoint covered it: requests failed".to_string()
+        } else if covered + 1e-6 >= len {
+            format!(
+                "serving-terminating endpoints covered all of it ({covered:.3} s): kube-proxy sent traffic there"
+            )
+        } else {
+            format!("serving-terminating endpoints covered {covered:.3} s of it")
+        };
+        let message = format!(
+            "no ready endpoint for {len:.3} s ({}–{}); {cover}",
+            clock(start),
+            clock(end)
+        );
+        let mut v = ContractVerdict::new(
+            end,
+            "",
+            ContractKind::TrafficGap,
+            message,
+            json!({
+                "from": start.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                "to": end.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                "seconds": len,
+                "covered_by_serving_terminating_seconds": covered,
+            }),
+        );
+        v.seconds = Some(len);
+        self.push(v);
+    }
+
+    fn missing_check(
+        &mut self,
+        ts: Timestamp,
+        pod: &str,
+        from_inference: Option<(String, String)>,
+    ) {
+        if self.reported(pod, ContractKind::ModelMissingAfterReplacement) {
+            return;
+        }
+        let Some(p) = self.pods.get(pod) else { return };
+        let (model, why) = match from_inference {
+            Some((m, why)) => (
+                if m.is_empty() {
+                    self.model.clone()
+                } else {
+                    Some(m)
+                },
+                why,
+            ),
+            None => {
+                let (Some(model), Some(disk), Some(_)) = (&self.model, &p.on_disk, p.answers)
+                else {
+                    return;
+                };
+                if disk.iter().any(|d| same_model(d, model)) {
+                    return;
+                }
+                let list = if disk.is_empty() {
+                    "no model".to_string()
+                } else {
+                    disk.join(", ")
+                };
+                (Some(model.clone()), format!("/api/tags lists {list}"))
+            }
+        };
+        let model = model.unwrap_or_else(|| "the model".into());
+        let spec = p.spec.as_ref();
+        let volume = spec
+            .and_then(|s| s.models_volume.clone())
+            .unwrap_or_else(|| match spec {
+                Some(_) => "no volume (the image's own disk)".into(),
+                None => "unknown (no pod spec seen)".into(),
+            });
+        let mount = spec.and_then(|s| s.models_mount.clone());
+        let message = format!(
+            "{pod}: the runtime answers but {model} is not on disk ({why}); models directory{} on {volume}",
+            mount
+                .as_deref()
+                .map(|m| format!(" {m}"))
+                .unwrap_or_default()
+        );
+        let v = ContractVerdict::new(
+            ts,
+            pod,
+            ContractKind::ModelMissingAfterReplacement,
+            message,
+            json!({"model": model, "why": why, "models_volume": volume, "models_mount": mount,
+                   "on_disk": p.on_disk}),
+        );
+        self.push(v);
+    }
+
+    fn not_resident_check(&mut self, ts: Timestamp, pod: &str) {
+        if self.reported(pod, ContractKind::ModelNotResident) {
+            return;
+        }
+        let Some(model) = self.model.clone() else {
+            return;
+        };
+        let Some(p) = self.pods.get(pod) else { return };
+        let (Some(disk), Some(resident), Some(memory)) = (&p.on_disk, &p.resident, p.memory) else {
+            return;
+        };
+        let ready = p.ready || p.endpoint_ready.is_some();
+        let loading = p.in_flight.values().any(|(m, _)| same_model(m, &model));
+        if !ready
+            || loading
+            || p.first_ok_inference.is_some()
+            || !disk.iter().any(|d| same_model(d, &model))
+            || resident.iter().any(|r| same_model(r, &model))
+        {
+            return;
+        }
+        // The runtime's own size: well under a tenth of a gibibyte (Ollama idles at ~14 MiB).
+        const RUNTIME_ONLY: u64 = 128 << 20;
+        if memory > RUNTIME_ONLY {
+            return;
+        }
+        let message = format!(
+            "{pod} is Ready with {model} on disk but not resident (/api/ps: {}; memory {:.0} MiB, \
+             the runtime alone): the first request will pay the load",
+            if resident.is_empty() {
+                "nothing".to_string()
+            } else {
+                resident.join(", ")
+            },
+            memory as f64 / (1u64 << 20) as f64
+        );
+        let v = ContractVerdict::new(
+            ts,
+            pod,
+            ContractKind::ModelNotResident,
+            message,
+            json!({"model": model, "resident": resident, "memory_bytes": memory,
+                   "readiness": probe_json(p.spec.as_ref(), "readiness")}),
+        );
+        self.push(v);
+    }
+
+    fn liveness_check(&mut self, ts: Timestamp, pod: &str) {
+        let Some(p) = self.pods.get_mut(pod) else {
+            return;
+        };
+        let Some((restart_at, loading)) = p.restart.clone() else {
+            return;
+        };
+        let failures: Vec<(Timestamp, String, String)> = p
+            .probe_failures
+            .iter()
+            .filter(|(at, _, _)| secs(*at, restart_at).abs() <= KILL_WINDOW_S)
+            .cloned()
+            .collect();
+        if failures.is_empty() {
+            return;
+        }
+        let Some(loading) = loading else {
+            // A probe kill, but nothing was loading: not this verdict.
+            p.restart = None;
+            return;
+        };
+        p.restart = None;
+        p.probe_failures.clear();
+        let spec = p.spec.clone();
+        let startup = failures
+            .iter()
+            .any(|(_, _, m)| m.to_lowercase().contains("startup"));
+        let which = if startup { "startup" } else { "liveness" };
+        let probe = spec.as_ref().and_then(|s| {
+            if startup {
+                s.startup.clone()
+            } else {
+                s.liveness.clone()
+            }
+        });
+        let first = failures.first().map(|f| f.2.clone()).unwrap_or_default();
+        let message = format!(
+            "{pod}: container restarted at {} after a failed {which} probe{} while {loading} was loading ({first})",
+            clock(restart_at),
+            probe
+                .as_ref()
+                .map(|p| format!(
+                    " ({}, every {} s, {} s timeout, {} failures)",
+                    p.label(),
+                    p.period_seconds,
+                    p.timeout_seconds,
+                    p.failure_threshold
+                ))
+                .unwrap_or_default(),
+        );
+        let events: Vec<Value> = failures
+            .iter()
+            .map(|(at, reason, msg)| {
+                json!({"at": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                       "reason": reason, "message": msg})
+            })
+            .collect();
+        let v = ContractVerdict::new(
+            ts,
+            pod,
+            ContractKind::LivenessKilledDuringLoad,
+            message,
+            json!({"probe": which, "loading": loading, "events": events,
+                   "restart_at": restart_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                   "liveness": probe_json(spec.as_ref(), "liveness"),
+                   "startup": probe_json(spec.as_ref(), "startup")}),
+        );
+        self.push(v);
+    }
+
+    fn stall_check(&mut self, ts: Timestamp) {
+        let stalled: Vec<(String, Timestamp, String)> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| p.pending && !p.reported.contains(&ContractKind::RolloutStalled))
+            .filter_map(|(name, p)| {
+                let (_, msg) = p.failed_scheduling.clone()?;
+                let since = p.created?;
+                (secs(since, ts) >= ROLLOUT_STALL_AFTER_S).then(|| (name.clone(), since, msg))
+            })
+            .collect();
+        for (pod, since, msg) in stalled {
+            let pending = secs(since, ts);
+            let message = format!(
+                "{pod} Pending for {pending:.1} s: FailedScheduling \"{msg}\"; the rollout cannot proceed"
+            );
+            let mut v = ContractVerdict::new(
+                ts,
+                &pod,
+                ContractKind::RolloutStalled,
+                message,
+                json!({"pending_since": since.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                       "pending_seconds": pending, "failed_scheduling": msg,
+                       "threshold_seconds": ROLLOUT_STALL_AFTER_S}),
+            );
+            v.seconds = Some(pending);
+            self.push(v);
+        }
+    }
+
+    /// A trial finished: its readiness verdict (`shallow_readiness` or
+    /// `readiness_covers_inference`) and whether it ran warm. Returns the trial's condition:
+    /// `Some("cold")` when its cold step made Cached fall, `Some("warm")` when flagged
+    /// `warm_node_bias`, else `None` (no evidence either way).
+    pub fn trial_finished(&mut self, ts: Timestamp, t: &TrialFacts) -> Option<&'static str> {
+        let pod = t.pod.clone().unwrap_or_default();
+        if t.ok
+            && let (Some(ready), Some(t4)) = (t.endpoint_ready.or(t.t1), t.t4)
+        {
+            let p = self.pods.get(&pod);
+            let spec = p.and_then(|p| p.spec.as_ref());
+            let logged_before = p
+                .and_then(|p| p.logged_ok_inference)
+                .is_some_and(|l| l <= ready);
+            let resident_at_ready = t
+                .model_resident
+                .is_some_and(|r| secs(ready, r) <= RESIDENT_SLACK_S);
+            let no_load = t.load_ns.is_some_and(|n| (n as f64) / 1e9 < NO_LOAD_S);
+            let window = secs(ready, t4);
+            let probe = readiness_label(spec);
+            let evidence = json!({
+                "endpoint_ready": ready.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                "first_inference_done": t4.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                "model_resident": t.model_resident.map(|r| r.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)),
+                "load_seconds": t.load_ns.map(|n| n as f64 / 1e9),
+                "readiness": probe_json(spec, "readiness"),
+            });
+            let v = if t4 <= ready || logged_before || resident_at_ready || no_load {
+                let how = if t4 <= ready {
+                    "an inference completed before Ready"
+                } else if logged_before {
+                    "the runtime logged a completed inference before Ready"
+                } else if resident_at_ready {
+                    "the model was resident when the endpoint turned ready"
+                } else {
+                    "the first inference after Ready did not load the model"
+                };
+                Some(ContractVerdict::new(
+                    ts,
+                    &pod,
+                    ContractKind::ReadinessCoversInference,
+                    format!("{pod} ready only after a completed inference ({how}; {probe})"),
+                    evidence,
+                ))
+            } else if window >= SHALLOW_MIN_S {
+                let mut v = ContractVerdict::new(
+                    ts,
+                    &pod,
+                    ContractKind::ShallowReadiness,
+                    format!(
+                        "{pod} ready and serving {window:.3} s before the first successful inference \
+                         ({probe}; the model loaded after Ready)"
+                    ),
+                    evidence,
+                );
+                v.seconds = Some(window);
+                Some(v)
+            } else {
+                None
+            };
+            if let Some(mut v) = v {
+                v.trial = Some(t.index);
+                self.push(v);
+            }
+        }
+        let dropped = t
+            .cold
+            .as_ref()
+            .is_some_and(|c| c.dropped && c.error.is_none());
+        if dropped {
+            return Some("cold");
+        }
+        let node = self.pods.get(&pod).and_then(|p| p.node.clone())?;
+        let t0 = t.t0?;
+        let (seen, on_pod) = self.warm_nodes.get(&node).cloned()?;
+        if seen > t0 {
+            return None;
+        }
+        let model = t
+            .model
+            .clone()
+            .or(self.model.clone())
+            .unwrap_or_else(|| "the model".into());
+        let step = match &t.cold {
+            None => "no cold step ran".to_string(),
+            Some(c) => match (&c.error, c.cached_kb_before, c.cached_kb_after) {
+                (Some(e), _, _) => format!("the cold step failed ({e})"),
+                (None, Some(b), Some(a)) => format!(
+                    "Cached did not fall ({:.1} → {:.1})",
+                    Gib(b * 1024),
+                    Gib(a * 1024)
+                ),
+                _ => "Cached did not fall".to_string(),
+            },
+        };
+        let message = format!(
+            "trial {} on {node}, where {model} was loaded at {} (pod {on_pod}): its files were in the \
+             page cache and {step}; counted as warm",
+            t.index,
+            clock(seen)
+        );
+        let mut v = ContractVerdict::new(
+            ts,
+            &pod,
+            ContractKind::WarmNodeBias,
+            message,
+            json!({"node": node, "model": model, "loaded_at": seen.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                   "loaded_on_pod": on_pod, "cold_step": t.cold.as_ref().map(|c| json!({
+                       "dropped": c.dropped, "cached_kb_before": c.cached_kb_before,
+                       "cached_kb_after": c.cached_kb_after, "error": c.error}))}),
+        );
+        v.trial = Some(t.index);
+        self.push(v);
+        Some("warm")
+    }
+}

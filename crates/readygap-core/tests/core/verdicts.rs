@@ -1,0 +1,529 @@
+//! The readiness-contract verdicts, one rule per test, through the reducer: each with the
+//! events that must produce it and a near miss that must not.
+
+use readygap_core::event::*;
+use readygap_core::fixtures::*;
+use readygap_core::state::State;
+use readygap_core::verdict::{ContractKind, ContractVerdict};
+
+fn kinds(s: &State) -> Vec<ContractKind> {
+    s.contract.verdicts.iter().map(|v| v.kind).collect()
+}
+
+fn one(s: &State, kind: ContractKind) -> &ContractVerdict {
+    let found: Vec<_> = s
+        .contract
+        .verdicts
+        .iter()
+        .filter(|v| v.kind == kind)
+        .collect();
+    assert_eq!(found.len(), 1, "one {kind:?} in {:#?}", s.contract.verdicts);
+    found[0]
+}
+
+fn probe_facts(kind: &str, target: &str, inference: bool) -> ProbeFacts {
+    ProbeFacts {
+        kind: kind.into(),
+        target: target.into(),
+        inference,
+        initial_delay_seconds: 0,
+        period_seconds: 5,
+        timeout_seconds: 10,
+        failure_threshold: 1,
+    }
+}
+
+fn with_spec(mut p: PodView, readiness: Option<ProbeFacts>, volume: &str) -> PodView {
+    p.containers[0].spec = Some(PodSpecFacts {
+        readiness,
+        liveness: None,
+        startup: None,
+        models_volume: Some(volume.into()),
+        models_mount: Some("/root/.ollama".into()),
+    });
+    p
+}
+
+/// A readygap trial replacing ollama-a by ollama-b whose pods carry a spec (fixtures'
+/// `full_trial`: Ready at 1.7 s, T4 at 8 s, a 4 s load).
+fn trial_with_spec(readiness: Option<ProbeFacts>) -> Vec<Event> {
+    let mut events = vec![applied(
+        -10_000,
+        pod("ollama-a", "uid-a", Stage::Ready, -10_000),
+    )];
+    for e in full_trial(0, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b")) {
+        events.push(match e.kind {
+            EventKind::PodApplied(p) if p.name == "ollama-b" => Event::new(
+                e.ts,
+                e.source,
+                EventKind::PodApplied(with_spec(
+                    p,
+                    readiness.clone(),
+                    "persistentVolumeClaim ollama-models",
+                )),
+            ),
+            _ => e,
+        });
+    }
+    events
+}
+
+fn residency(ms: i64, pod: &str, models: &[&str]) -> Event {
+    Event::new(
+        at(ms),
+        Source::Runtime,
+        EventKind::Residency {
+            pod: pod.into(),
+            models: models
+                .iter()
+                .map(|m| ResidentModel {
+                    name: (*m).into(),
+                    size: 3 << 30,
+                    ..Default::default()
+                })
+                .collect(),
+        },
+    )
+}
+
+fn on_disk(ms: i64, pod: &str, models: &[&str]) -> Event {
+    Event::new(
+        at(ms),
+        Source::Runtime,
+        EventKind::ModelsOnDisk {
+            pod: pod.into(),
+            models: models
+                .iter()
+                .map(|m| DiskModel {
+                    name: (*m).into(),
+                    size: 2 << 30,
+                })
+                .collect(),
+        },
+    )
+}
+
+fn kube_event(ms: i64, pod: &str, reason: &str, message: &str) -> Event {
+    Event::new(
+        at(ms),
+        Source::Kube,
+        EventKind::KubeEvent(KubeEventView {
+            object: format!("pod/{pod}"),
+            reason: reason.into(),
+            message: message.into(),
+            type_: "Warning".into(),
+            time: Some(at(ms)),
+        }),
+    )
+}
+
+fn session_model(model: &str) -> Event {
+    Event::new(
+        at(-20_000),
+        Source::Session,
+        EventKind::Session(SessionInfo {
+            model: Some(model.into()),
+            ..Default::default()
+        }),
+    )
+}
+
+fn slice(ms: i64, endpoints: &[(&str, bool, bool, bool)]) -> Event {
+    Event::new(
+        at(ms),
+        Source::Kube,
+        EventKind::EndpointSliceApplied(EndpointSliceView {
+            name: "ollama-x".into(),
+            service: Some("ollama".into()),
+            endpoints: endpoints
+                .iter()
+                .map(|(pod, ready, serving, terminating)| EndpointView {
+                    addresses: vec![format!("10.0.0.{}", pod.len())],
+                    pod: Some((*pod).into()),
+                    ready: *ready,
+                    serving: *serving,
+                    terminating: *terminating,
+                })
+                .collect(),
+        }),
+    )
+}
+
+#[test]
+fn shallow_readiness_measures_the_ready_window_and_names_the_probe() {
+    let s = State::from_events(&trial_with_spec(Some(probe_facts(
+        "httpGet",
+        "/api/tags :11434",
+        false,
+    ))));
+    let v = one(&s, ContractKind::ShallowReadiness);
+    // Ready (T1, no EndpointSlice seen) at 1.7 s, first answer at 8 s.
+    assert_eq!(v.seconds, Some(6.3));
+    assert!(
+        v.message
+            .contains("readinessProbe httpGet /api/tags :11434"),
+        "{}",
+        v.message
+    );
+    assert!(v.advice.contains("manifests/base/probe"), "{}", v.advice);
+    assert_eq!(v.trial, Some(1));
+    assert_eq!(s.timeline.trials[0].verdicts, vec!["shallow_readiness"]);
+    assert!(!kinds(&s).contains(&ContractKind::ReadinessCoversInference));
+    // On screen: the footer's message log carries it.
+    assert!(s.messages.iter().any(|m| {
+        m.text
+            .starts_with("shallow_readiness: ollama-b ready and serving 6.300 s")
+    }));
+}
+
+#[test]
+fn readiness_covers_inference_when_the_model_was_resident_at_ready() {
+    let mut events = trial_with_spec(Some(probe_facts(
+        "exec",
+        "bash /etc/readygap/ready-inference.sh",
+        true,
+    )));
+    // The probe's inference loaded the model before the pod turned Ready (1.7 s).
+    events.insert(7, residency(1_600, "ollama-b", &["llama3.2:3b"]));
+    let s = State::from_events(&events);
+    let v = one(&s, ContractKind::ReadinessCoversInference);
+    assert!(v.message.contains("model was resident"), "{}", v.message);
+    assert!(v.message.contains("ready-inference.sh"), "{}", v.message);
+    assert!(!kinds(&s).contains(&ContractKind::ShallowReadiness));
+    // Seen resident only 3 s after Ready: that was the trial's own load, shallow.
+    let mut late = trial_with_spec(None);
+    late.push(residency(4_700, "ollama-b", &["llama3.2:3b"]));
+    late.sort_by_key(|e| e.ts);
+    let s = State::from_events(&late);
+    let v = one(&s, ContractKind::ShallowReadiness);
+    assert!(
+        v.message
+            .contains("no readinessProbe: Ready when the container starts"),
+        "{}",
+        v.message
+    );
+}
+
+#[test]
+fn model_missing_after_replacement_names_the_volume() {
+    let new = with_spec(
+        pod("ollama-b", "uid-b", Stage::Ready, 1_000),
+        None,
+        "emptyDir",
+    );
+    let base = vec![session_model("llama3.2:3b"), applied(1_000, new)];
+    // The runtime answers, /api/tags lists nothing.
+    let mut events = base.clone();
+    events.extend([
+        probe(1_200, "ollama-b", true),
+        on_disk(1_300, "ollama-b", &[]),
+    ]);
+    let s = State::from_events(&events);
+    let v = one(&s, ContractKind::ModelMissingAfterReplacement);
+    assert!(
+        v.message.contains("llama3.2:3b is not on disk"),
+        "{}",
+        v.message
+    );
+    assert!(
+        v.message.contains("/root/.ollama on emptyDir"),
+        "{}",
+        v.message
+    );
+    assert_eq!(v.evidence["models_volume"], "emptyDir");
+    assert_eq!(v.ts, at(1_300));
+    // A generate that answers 404 says the same.
+    let mut events = base.clone();
+    events.push(infer_start(1_500, 7, "ollama-b"));
+    events.push(Event::new(
+        at(1_510),
+        Source::Runtime,
+        EventKind::InferenceDone(InferenceResult {
+            request_id: 7,
+            ok: false,
+            http_status: Some(404),
+            error: Some("model 'llama3.2:3b' not found".into()),
+            ..Default::default()
+        }),
+    ));
+    let s = State::from_events(&events);
+    let v = one(&s, ContractKind::ModelMissingAfterReplacement);
+    assert!(v.message.contains("generate answered 404"), "{}", v.message);
+    // The model on disk (an untagged name is `:latest`): no verdict.
+    let mut events = vec![session_model("llama3.2"), base[1].clone()];
+    events.extend([
+        probe(1_200, "ollama-b", true),
+        on_disk(1_300, "ollama-b", &["llama3.2:latest"]),
+    ]);
+    assert!(kinds(&State::from_events(&events)).is_empty());
+}
+
+#[test]
+fn model_not_resident_needs_ready_on_disk_and_the_runtimes_own_memory() {
+    let ready = pod("ollama-b", "uid-b", Stage::Ready, 1_000);
+    let events = vec![
+        session_model("llama3.2:3b"),
+        applied(1_000, ready.clone()),
+        on_disk(1_100, "ollama-b", &["llama3.2:3b"]),
+        residency(1_200, "ollama-b", &[]),
+        memory(1_300, "ollama-b", 14 << 20),
+    ];
+    let s = State::from_events(&events);
+    let v = one(&s, ContractKind::ModelNotResident);
+    assert!(v.message.contains("14 MiB"), "{}", v.message);
+    assert!(v.message.contains("first request will pay the load"));
+    assert_eq!(v.ts, at(1_300));
+    // The model resident (memory high): none.
+    let mut other = events.clone();
+    other[3] = residency(1_200, "ollama-b", &["llama3.2:3b"]);
+    other[4] = memory(1_300, "ollama-b", 3 << 30);
+    assert!(kinds(&State::from_events(&other)).is_empty());
+    // Not Ready yet: none.
+    let mut other = events.clone();
+    other[1] = applied(1_000, pod("ollama-b", "uid-b", Stage::Started, 1_000));
+    assert!(kinds(&State::from_events(&other)).is_empty());
+}
+
+#[test]
+fn liveness_killed_during_load_needs_probe_events_a_restart_and_a_load() {
+    let started = pod("ollama-b", "uid-b", Stage::Ready, 1_000);
+    let mut restarted = started.clone();
+    restarted.containers[0].restart_count = 1;
+    restarted.containers[0].last_state = Some(ContainerState::Terminated {
+        reason: "Error".into(),
+        exit_code: 137,
+        finished_at: Some(at(9_000)),
+    });
+    let unhealthy = kube_event(
+        8_000,
+        "ollama-b",
+        "Unhealthy",
+        "Liveness probe failed: command timed out",
+    );
+    let killing = kube_event(
+        8_010,
+        "ollama-b",
+        "Killing",
+        "Container ollama failed liveness probe, will be restarted",
+    );
+    let base = vec![
+        session_model("llama3.2:3b"),
+        applied(1_000, started.clone()),
+        residency(1_500, "ollama-b", &[]),
+        infer_start(2_000, 5, "ollama-b"),
+    ];
+    // Events first, then the restart.
+    let mut events = base.clone();
+    events.extend([
+        unhealthy.clone(),
+        killing.clone(),
+        applied(9_100, restarted.clone()),
+    ]);
+    let s = State::from_events(&events);
+    let v = one(&s, ContractKind::LivenessKilledDuringLoad);
+    assert!(v.message.contains("failed liveness probe"), "{}", v.message);
+    assert!(
+        v.message
+            .contains("llama3.2:3b (an inference waiting since"),
+        "{}",
+        v.message
+    );
+    assert_eq!(v.evidence["events"].as_array().map(Vec::len), Some(2));
+    // The restart first, the Events after (watches do not agree on order).
+    let mut events = base.clone();
+    events.extend([applied(9_100, restarted.clone()), unhealthy.clone()]);
+    let s = State::from_events(&events);
+    assert_eq!(
+        one(&s, ContractKind::LivenessKilledDuringLoad).ts,
+        at(8_000)
+    );
+    // … and the Killing Event after both joins the verdict's evidence.
+    events.push(killing.clone());
+    let s = State::from_events(&events);
+    let v = one(&s, ContractKind::LivenessKilledDuringLoad);
+    assert_eq!(
+        v.evidence["events"].as_array().map(Vec::len),
+        Some(2),
+        "{v:#?}"
+    );
+    // As the lab at speed 1 shows it: the model turned resident just before the kill, the
+    // waiting inference broke first, then the restart. Still killed during the load.
+    let mut events = base.clone();
+    events.extend([
+        unhealthy.clone(),
+        residency(8_500, "ollama-b", &["llama3.2:3b"]),
+        killing.clone(),
+        infer_done(8_990, 5, false),
+        applied(9_100, restarted.clone()),
+    ]);
+    let s = State::from_events(&events);
+    let v = one(&s, ContractKind::LivenessKilledDuringLoad);
+    assert!(v.message.contains("resident at"), "{}", v.message);
+    // A restart without probe Events (an OOM, a crash): none.
+    let mut events = base.clone();
+    events.push(applied(9_100, restarted.clone()));
+    assert!(kinds(&State::from_events(&events)).is_empty());
+    // A liveness kill with the model resident and nothing waiting: not during a load.
+    let events = vec![
+        session_model("llama3.2:3b"),
+        applied(1_000, started),
+        residency(1_500, "ollama-b", &["llama3.2:3b"]),
+        unhealthy,
+        applied(9_100, restarted),
+    ];
+    assert!(kinds(&State::from_events(&events)).is_empty());
+}
+
+#[test]
+fn rollout_stalled_after_the_threshold_with_a_scheduling_failure() {
+    let mut pending = pod("ollama-c", "uid-c", Stage::Pending, 0);
+    pending.created = Some(at(0));
+    pending.conditions = vec![PodCondition {
+        type_: "PodScheduled".into(),
+        status: false,
+        reason: Some("Unschedulable".into()),
+        last_transition: Some(at(50)),
+    }];
+    let failed = kube_event(
+        60,
+        "ollama-c",
+        "FailedScheduling",
+        "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.",
+    );
+    let mut events = vec![
+        applied(0, pending.clone()),
+        failed,
+        memory(10_000, "ollama-a", 1),
+    ];
+    assert!(
+        kinds(&State::from_events(&events)).is_empty(),
+        "10 s: not yet"
+    );
+    events.push(memory(15_500, "ollama-a", 1));
+    let s = State::from_events(&events);
+    let v = one(&s, ContractKind::RolloutStalled);
+    assert_eq!(v.seconds, Some(15.5));
+    assert!(
+        v.message.contains("Insufficient nvidia.com/gpu"),
+        "{}",
+        v.message
+    );
+    assert!(v.advice.contains("maxSurge: 0, maxUnavailable: 1"));
+    events.push(memory(20_000, "ollama-a", 1));
+    assert_eq!(
+        State::from_events(&events).contract.verdicts.len(),
+        1,
+        "once"
+    );
+    // Pending as long without a FailedScheduling Event (an image pull): none.
+    let events = vec![applied(0, pending), memory(20_000, "ollama-a", 1)];
+    assert!(kinds(&State::from_events(&events)).is_empty());
+}
+
+#[test]
+fn warm_node_bias_flags_repeated_trials_without_a_cold_drop() {
+    let mut events = vec![applied(
+        -10_000,
+        pod("ollama-a", "uid-a", Stage::Ready, -10_000),
+    )];
+    events.extend(full_trial(
+        0,
+        1,
+        ("ollama-a", "uid-a"),
+        ("ollama-b", "uid-b"),
+    ));
+    events.extend(full_trial(
+        20_000,
+        2,
+        ("ollama-b", "uid-b"),
+        ("ollama-c", "uid-c"),
+    ));
+    let s = State::from_events(&events);
+    let t = &s.timeline.trials;
+    assert_eq!(t.len(), 2);
+    // Trial 1: nothing known of the node before it. Trial 2: same node, model loaded there
+    // by trial 1, no cold step.
+    assert_eq!(t[0].condition, None);
+    assert_eq!(t[1].condition.as_deref(), Some("warm"));
+    let v = one(&s, ContractKind::WarmNodeBias);
+    assert_eq!(v.trial, Some(2));
+    assert!(v.message.contains("no cold step ran"), "{}", v.message);
+    assert!(t[1].verdicts.contains(&"warm_node_bias".to_string()));
+
+    // A cold step that made Cached fall: cold, no verdict; one that did not: warm.
+    for (dropped, expect) in [(true, "cold"), (false, "warm")] {
+        let mut events = events.clone();
+        let at_begin = events
+            .iter()
+            .position(|e| e.ts == at(20_000))
+            .expect("trial 2");
+        events.insert(
+            at_begin,
+            Event::new(
+                at(19_000),
+                Source::Runner,
+                EventKind::TrialBegin { cold: true },
+            ),
+        );
+        events.insert(
+            at_begin + 1,
+            Event::new(
+                at(19_500),
+                Source::Action,
+                EventKind::CachesDropped(CacheDrop {
+                    node: "lab-node-1".into(),
+                    cached_kb_before: Some(3_000_000),
+                    cached_kb_after: Some(if dropped { 100_000 } else { 2_990_000 }),
+                    dropped,
+                    error: None,
+                }),
+            ),
+        );
+        let s = State::from_events(&events);
+        assert_eq!(
+            s.timeline.trials[1].condition.as_deref(),
+            Some(expect),
+            "dropped {dropped}: {:?}",
+            s.timeline.trials[1].cold
+        );
+        let warm = kinds(&s).contains(&ContractKind::WarmNodeBias);
+        assert_eq!(warm, !dropped);
+        if !dropped {
+            let v = one(&s, ContractKind::WarmNodeBias);
+            assert!(v.message.contains("Cached did not fall"), "{}", v.message);
+        }
+    }
+}
+
+#[test]
+fn traffic_gap_has_its_exact_length_and_says_what_covered_it() {
+    // maxSurge 0: the old endpoint goes not-ready (terminating, still serving for 0.4 s),
+    // then only the new one, not ready, then ready.
+    let events = vec![
+        slice(0, &[("ollama-a", true, true, false)]),
+        slice(1_000, &[("ollama-a", false, true, true)]),
+        slice(1_400, &[("ollama-a", false, false, true)]),
+        slice(2_000, &[("ollama-b", false, false, false)]),
+        slice(3_250, &[("ollama-b", true, true, false)]),
+    ];
+    let s = State::from_events(&events);
+    let v = one(&s, ContractKind::TrafficGap);
+    assert_eq!(v.seconds, Some(2.25));
+    assert_eq!(v.evidence["covered_by_serving_terminating_seconds"], 0.4);
+    assert!(v.message.contains("covered 0.400 s of it"), "{}", v.message);
+    assert_eq!(v.ts, at(3_250));
+    // Nothing was ever ready: the first pod coming up is no gap.
+    let s = State::from_events(&events[3..]);
+    assert!(kinds(&s).is_empty());
+    // A gap with nothing serving.
+    let s = State::from_events(&[
+        slice(0, &[("ollama-a", true, true, false)]),
+        slice(500, &[]),
+        slice(1_500, &[("ollama-b", true, true, false)]),
+    ]);
+    assert!(
+        one(&s, ContractKind::TrafficGap)
+            .message
+            .contains("no serving-terminating endpoint covered it")
+    );
+}
