@@ -732,6 +732,17 @@ impl Timeline {
         }
         if newly_deleting {
             let covered = self.open().is_some_and(|t| t.replaces(&pod.uid, &pod.name));
+            // The deletion readygap asked for, seen after its trial already ended (aborted
+            // by Ctrl-C or a timeout between the request and the watch event): an echo of
+            // readygap's own request, not an external trial.
+            let echo = !covered
+                && self
+                    .trials
+                    .last()
+                    .is_some_and(|t| !t.external && t.replaces(&pod.uid, &pod.name));
+            if echo {
+                return;
+            }
             if covered {
                 if let Some(t) = self.open_mut() {
                     t.marks.deletion_seen.get_or_insert(ts);

@@ -328,6 +328,41 @@ fn runner_abort_and_cold_step_are_kept() {
     );
 }
 
+/// Ctrl-C right after readygap's delete was accepted: the deletion's watch event comes after
+/// the trial was aborted. It is the echo of readygap's own request, not an external trial
+/// (a recording of such a run used to replay as two trials).
+#[test]
+fn the_deletion_of_an_aborted_trials_pod_is_no_external_trial() {
+    let mut events = with_initial_pod(delete_pod(0, 1, "ollama-a").to_vec(), "ollama-a", "uid-a");
+    events.push(ev(
+        5,
+        Source::Runner,
+        EventKind::TrialAbort {
+            reason: "interrupted".into(),
+        },
+    ));
+    events.push(deleting(
+        12,
+        pod("ollama-a", "uid-a", Stage::Ready, -10_000),
+    ));
+    let s = state_of(&events);
+    assert_eq!(s.timeline.trials.len(), 1, "{:#?}", s.timeline.trials);
+    assert_eq!(s.timeline.trials[0].reason(), Some("interrupted"));
+    // A later deletion of another pod is still an external trial.
+    let mut more = events.clone();
+    more.insert(
+        0,
+        applied(-9_000, pod("ollama-b", "uid-b", Stage::Ready, -9_000)),
+    );
+    more.push(deleting(
+        20_000,
+        pod("ollama-b", "uid-b", Stage::Ready, -9_000),
+    ));
+    let s = state_of(&more);
+    assert_eq!(s.timeline.trials.len(), 2);
+    assert!(s.timeline.trials[1].external);
+}
+
 #[test]
 fn rollout_restart_replaces_every_pod_present() {
     let mut events = vec![
