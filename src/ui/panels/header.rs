@@ -83,9 +83,12 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         ),
     ]);
     if let Some(rt) = &s.runtime {
+        // The name only: how it was chosen ("(image …)", "(answers …)") is in the Residency
+        // panel, and the header keeps room for the hint.
+        let name = rt.split(" (").next().unwrap_or(rt);
         spans.push(sep());
         spans.push(Span::styled("runtime ", theme.muted()));
-        spans.push(Span::styled(rt.clone(), theme.text()));
+        spans.push(Span::styled(name.to_string(), theme.text()));
     }
     if !view.title.is_empty() {
         spans.push(sep());
