@@ -14,7 +14,7 @@
 //!   `stop: true` and `timings` (float milliseconds). `model` is sent for router mode.
 //! - unload: router mode `POST /models/unload {"model"}`; a one-model server cannot unload.
 
-use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json, probe_get, read_sse};
+use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json, post_sse, probe_get};
 use futures::future::BoxFuture;
 use readygap_core::event::{DiskModel, InferenceResult, ResidentModel, RuntimeProbe};
 use serde_json::Value;
@@ -146,35 +146,16 @@ impl RuntimeAdapter for LlamaCpp {
         request_id: u64,
         first_token: Box<dyn FnOnce() + Send + 'a>,
     ) -> BoxFuture<'a, InferenceResult> {
-        Box::pin(async move {
-            let body = completion_body(model, prompt, self.n_predict);
-            let fut = async {
-                match self
-                    .access
-                    .send(pod, http::Method::POST, "/completion", Some(body))
-                    .await
-                {
-                    Ok(resp) => read_sse(resp, request_id, first_token).await,
-                    Err(e) => InferenceResult {
-                        request_id,
-                        ok: false,
-                        error: Some(e),
-                        ..InferenceResult::default()
-                    },
-                }
-            };
-            tokio::time::timeout(self.generate_timeout, fut)
-                .await
-                .unwrap_or_else(|_| InferenceResult {
-                    request_id,
-                    ok: false,
-                    error: Some(format!(
-                        "timeout: no last chunk within {:?}",
-                        self.generate_timeout
-                    )),
-                    ..InferenceResult::default()
-                })
-        })
+        Box::pin(post_sse(
+            &self.access,
+            pod,
+            "/completion",
+            completion_body(model, prompt, self.n_predict),
+            request_id,
+            first_token,
+            self.generate_timeout,
+            "last chunk",
+        ))
     }
 
     fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> BoxFuture<'a, Result<(), String>> {

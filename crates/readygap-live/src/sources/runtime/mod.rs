@@ -534,6 +534,41 @@ pub(crate) async fn get_json(
         .map_err(|_| format!("{path}: no answer within 5 s"))?
 }
 
+/// POST `body` to `path` and fold its SSE answer (llama-server's `/completion`, the OpenAI
+/// `/v1/completions`), within `timeout`; `ends` names what a complete answer ends with, for
+/// the timeout's message.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn post_sse(
+    access: &RuntimeAccess,
+    pod: &PodRef,
+    path: &str,
+    body: Vec<u8>,
+    request_id: u64,
+    first_token: Box<dyn FnOnce() + Send + '_>,
+    timeout: Duration,
+    ends: &str,
+) -> InferenceResult {
+    let fut = async {
+        match access.send(pod, http::Method::POST, path, Some(body)).await {
+            Ok(resp) => read_sse(resp, request_id, first_token).await,
+            Err(e) => InferenceResult {
+                request_id,
+                ok: false,
+                error: Some(e),
+                ..InferenceResult::default()
+            },
+        }
+    };
+    tokio::time::timeout(timeout, fut)
+        .await
+        .unwrap_or_else(|_| InferenceResult {
+            request_id,
+            ok: false,
+            error: Some(format!("timeout: no {ends} within {timeout:?}")),
+            ..InferenceResult::default()
+        })
+}
+
 /// Read a streamed generation of server-sent events to its end ([`sse::Completion`]):
 /// the first token calls `first_token`, `data: [DONE]` (or the last chunk with a finish)
 /// ends it. Shared by the llama.cpp and OpenAI adapters.

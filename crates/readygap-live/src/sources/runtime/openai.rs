@@ -14,7 +14,7 @@
 //!   `usage` the token counts (vLLM has no timings; llama-server adds `timings`).
 //! - unload: the API has none.
 
-use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json, probe_get, read_sse};
+use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json, post_sse, probe_get};
 use futures::future::BoxFuture;
 use readygap_core::event::{DiskModel, InferenceResult, ResidentModel, RuntimeProbe};
 use serde_json::Value;
@@ -100,35 +100,16 @@ impl RuntimeAdapter for OpenAi {
         request_id: u64,
         first_token: Box<dyn FnOnce() + Send + 'a>,
     ) -> BoxFuture<'a, InferenceResult> {
-        Box::pin(async move {
-            let body = completions_body(model, prompt, self.max_tokens);
-            let fut = async {
-                match self
-                    .access
-                    .send(pod, http::Method::POST, "/v1/completions", Some(body))
-                    .await
-                {
-                    Ok(resp) => read_sse(resp, request_id, first_token).await,
-                    Err(e) => InferenceResult {
-                        request_id,
-                        ok: false,
-                        error: Some(e),
-                        ..InferenceResult::default()
-                    },
-                }
-            };
-            tokio::time::timeout(self.generate_timeout, fut)
-                .await
-                .unwrap_or_else(|_| InferenceResult {
-                    request_id,
-                    ok: false,
-                    error: Some(format!(
-                        "timeout: no data: [DONE] within {:?}",
-                        self.generate_timeout
-                    )),
-                    ..InferenceResult::default()
-                })
-        })
+        Box::pin(post_sse(
+            &self.access,
+            pod,
+            "/v1/completions",
+            completions_body(model, prompt, self.max_tokens),
+            request_id,
+            first_token,
+            self.generate_timeout,
+            "data: [DONE]",
+        ))
     }
 
     fn unload<'a>(&'a self, _pod: &'a PodRef, model: &'a str) -> BoxFuture<'a, Result<(), String>> {
