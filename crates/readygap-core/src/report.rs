@@ -396,35 +396,7 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
                         "metric", "unit", "n", "mean", "median", "p95", "min", "max"
                     )?;
                 }
-                for (name, s) in ordered(&f.metrics) {
-                    let c = |v: f64| cell(name, v);
-                    if md {
-                        writeln!(
-                            out,
-                            "| {name} | {} | {} | {} | {} | {} | {} | {} |",
-                            unit(name),
-                            s.n,
-                            c(s.mean),
-                            c(s.median),
-                            c(s.p95),
-                            c(s.min),
-                            c(s.max)
-                        )?;
-                    } else {
-                        writeln!(
-                            out,
-                            "  {:<34} {:>5} {:>4} {:>12} {:>12} {:>12} {:>12} {:>12}",
-                            name,
-                            unit(name),
-                            s.n,
-                            c(s.mean),
-                            c(s.median),
-                            c(s.p95),
-                            c(s.min),
-                            c(s.max)
-                        )?;
-                    }
-                }
+                write_rows(&mut out, &f.metrics, md, "  ")?;
                 if f.metrics.is_empty() {
                     writeln!(out, "  (no completed trial)")?;
                 }
@@ -456,6 +428,47 @@ pub fn markdown_figure(svg_name: &str) -> String {
     )
 }
 
+/// The statistics rows of `metrics` (a Markdown table's or the text table's, whose metric
+/// column ends at the same place whatever the indent).
+fn write_rows(
+    out: &mut String,
+    metrics: &BTreeMap<String, Summary>,
+    md: bool,
+    indent: &str,
+) -> Result<()> {
+    for (name, s) in ordered(metrics) {
+        let c = |v: f64| cell(name, v);
+        if md {
+            writeln!(
+                out,
+                "| {name} | {} | {} | {} | {} | {} | {} | {} |",
+                unit(name),
+                s.n,
+                c(s.mean),
+                c(s.median),
+                c(s.p95),
+                c(s.min),
+                c(s.max)
+            )?;
+        } else {
+            writeln!(
+                out,
+                "{indent}{:<w$} {:>5} {:>4} {:>12} {:>12} {:>12} {:>12} {:>12}",
+                name,
+                unit(name),
+                s.n,
+                c(s.mean),
+                c(s.median),
+                c(s.p95),
+                c(s.min),
+                c(s.max),
+                w = 36 - indent.len()
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// The conditions of a file (table and Markdown): what its columns tell, then the
 /// statistics of each condition's trials apart, so warm and cold are never mixed silently.
 fn render_conditions(out: &mut String, f: &FileReport, md: bool) -> Result<()> {
@@ -482,35 +495,7 @@ fn render_conditions(out: &mut String, f: &FileReport, md: bool) -> Result<()> {
         } else {
             writeln!(out, "  {c}: {}, {} failed", trials_text(r.trials), r.failed)?;
         }
-        for (name, s) in ordered(&r.metrics) {
-            let c = |v: f64| cell(name, v);
-            if md {
-                writeln!(
-                    out,
-                    "| {name} | {} | {} | {} | {} | {} | {} | {} |",
-                    unit(name),
-                    s.n,
-                    c(s.mean),
-                    c(s.median),
-                    c(s.p95),
-                    c(s.min),
-                    c(s.max)
-                )?;
-            } else {
-                writeln!(
-                    out,
-                    "    {:<32} {:>5} {:>4} {:>12} {:>12} {:>12} {:>12} {:>12}",
-                    name,
-                    unit(name),
-                    s.n,
-                    c(s.mean),
-                    c(s.median),
-                    c(s.p95),
-                    c(s.min),
-                    c(s.max)
-                )?;
-            }
-        }
+        write_rows(out, &r.metrics, md, "    ")?;
     }
     Ok(())
 }
