@@ -37,6 +37,8 @@ pub enum Transition {
     OomKilled,
     /// The kubelet killed the container after failed liveness probes.
     LivenessKilled,
+    /// The kubelet killed the container after failed startup probes.
+    StartupKilled,
     /// A resident model was unloaded to make room for another (Ollama ≥ 0.13).
     ModelEvicted,
     /// The pod object was removed.

@@ -257,11 +257,6 @@ impl OllamaEngine {
             }
         };
         let pid = child.id().unwrap_or(0);
-        let probe_command = c["readinessProbe"]["exec"]["command"].as_array().map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(str::to_string))
-                .collect::<Vec<_>>()
-        });
         let container = Arc::new(RealContainer {
             pod_name: spec.pod_name.to_string(),
             ip: spec.ip,
@@ -279,7 +274,6 @@ impl OllamaEngine {
             log: Arc::new(Mutex::new(VecDeque::new())),
             lines: Arc::new(crate::runtime::request_log::ContainerLog::new()),
             running_execs: Arc::new(AtomicUsize::new(0)),
-            probe_command,
             cancel: CancellationToken::new(),
             done: tokio::sync::Notify::new(),
             exit_code: Mutex::new(None),
@@ -549,7 +543,6 @@ pub struct RealContainer {
     /// The same output, line by line with the instant each was read: what `pods/log` serves.
     lines: Arc<crate::runtime::request_log::ContainerLog>,
     running_execs: Arc<AtomicUsize>,
-    probe_command: Option<Vec<String>>,
     /// Ends the watchers.
     cancel: CancellationToken,
     done: tokio::sync::Notify,
@@ -720,13 +713,6 @@ impl RealContainer {
         stream
     }
 
-    /// The pod's exec readiness probe, run for real (`None`: the probe is not an exec one).
-    pub async fn probe_exec(&self, timeout: Duration) -> Option<bool> {
-        let argv = self.probe_command.clone()?;
-        let out = tokio::time::timeout(timeout, self.exec(argv).collect()).await;
-        Some(matches!(out, Ok(o) if o.code == Some(0)))
-    }
-
     /// SIGTERM, SIGKILL at `kill_at` (default: 30 s from now), then kill what is left in the
     /// cgroup and remove it.
     pub async fn stop(&self, kill_at: Option<Instant>) {
@@ -791,9 +777,6 @@ impl RealProcess for RealContainer {
     }
     fn oom_killed(&self) -> bool {
         RealContainer::oom_killed(self)
-    }
-    fn probe_exec(&self, timeout: Duration) -> futures::future::BoxFuture<'_, Option<bool>> {
-        Box::pin(RealContainer::probe_exec(self, timeout))
     }
     fn as_any(&self) -> &dyn std::any::Any {
         self

@@ -51,10 +51,14 @@ pub enum ProbeAction {
     Inference,
 }
 
-/// A container's readiness probe, with Kubernetes' defaults for missing fields.
+/// A container's probe (readiness, liveness or startup), with Kubernetes' defaults for
+/// missing fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadinessSpec {
     pub action: ProbeAction,
+    /// This probe's own `exec.command` (what the real engine runs in the container), `None`
+    /// for another kind of probe.
+    pub command: Option<Vec<String>>,
     pub period_seconds: u64,
     pub initial_delay_seconds: u64,
     pub timeout_seconds: u64,
@@ -73,6 +77,10 @@ pub struct ContainerPlan {
     /// The liveness probe, when the container has one (the same checks as readiness; a
     /// failure past its threshold restarts the container).
     pub liveness: Option<ReadinessSpec>,
+    /// The startup probe, when the container has one: until it succeeds the container is
+    /// not `started`, and neither readiness nor liveness is probed (a failure past its
+    /// threshold restarts the container).
+    pub startup: Option<ReadinessSpec>,
     /// The served model, from `OLLAMA_MODEL`/`READYGAP_MODEL` in `env` or an `envFrom`
     /// ConfigMap (`None`: the profile's).
     pub model: Option<String>,
@@ -195,8 +203,14 @@ fn probe_spec(p: &serde_json::Value, c: &serde_json::Value, port: u16) -> Readin
     } else {
         ProbeAction::None
     };
+    let command = p["exec"]["command"].as_array().map(|a| {
+        a.iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    });
     ReadinessSpec {
         action,
+        command,
         period_seconds: seconds(&p["periodSeconds"], 10).max(1),
         initial_delay_seconds: seconds(&p["initialDelaySeconds"], 0),
         timeout_seconds: seconds(&p["timeoutSeconds"], 1).max(1),
@@ -243,6 +257,10 @@ impl ContainerPlan {
             readiness: probe_spec(&c["readinessProbe"], c, port),
             liveness: c
                 .get("livenessProbe")
+                .filter(|p| p.is_object())
+                .map(|p| probe_spec(p, c, port)),
+            startup: c
+                .get("startupProbe")
                 .filter(|p| p.is_object())
                 .map(|p| probe_spec(p, c, port)),
             model: served_model(c, config_map),
@@ -429,7 +447,11 @@ impl PodRun {
         });
         let now = Utc::now();
         let container_id = format!("containerd://{}", self.cluster.hex(64));
-        let baseline = self.plan.readiness.action == ProbeAction::None;
+        // Without a startupProbe the container counts as started at once; with one, only
+        // when it succeeded (pkg/kubelet/prober/prober_manager.go UpdatePodStatus: started =
+        // the startup result, else "no startup worker"; ready only once started).
+        let started = self.plan.startup.is_none();
+        let baseline = started && self.plan.readiness.action == ProbeAction::None;
         let ip = self.ip;
         let cid = container_id.clone();
         let gt = self.cluster.settings.ground_truth.clone();
@@ -449,7 +471,7 @@ impl PodRun {
             set_condition(p, "PodReadyToStartContainers", true, None, None, now);
             let cs = container_status(p);
             cs.state = Some(ContainerState { running: Some(ContainerStateRunning { started_at: Some(k8s_time(now)) }), ..Default::default() });
-            cs.started = Some(true);
+            cs.started = Some(started);
             cs.restart_count = restart_count;
             cs.container_id = Some(cid.clone());
             cs.image_id = "docker.io/ollama/ollama@sha256:5d9a3e3a1b0b2ba6a0d2b0c3f1e0f2e6a4e2c4d1b7f5a8f0e4c1d2b3a4f5e6d7".into();
@@ -546,12 +568,15 @@ impl PodRun {
                 .max(floor)
         };
         if spec.action == ProbeAction::Inference
+            && let Some(argv) = spec.command.clone()
             && let Some(real) = self.cluster.runtime_of(&self.ns, &self.name)
             && let Some(real) = real.as_real_process()
         {
-            // The real engine runs the pod's exec probe itself (inside the container's cgroup).
+            // The real engine runs this probe's own exec command (inside the container's
+            // cgroup): exit 0 within the timeout passes (pkg/probe/exec/exec.go).
             let t = timeout(Duration::from_secs(1));
-            return real.probe_exec(t).await.unwrap_or(false);
+            let out = tokio::time::timeout(t, real.exec(argv).collect()).await;
+            return matches!(out, Ok(o) if o.code == Some(0));
         }
         match &spec.action {
             ProbeAction::None => true,
@@ -798,21 +823,30 @@ pub async fn run_pod(
     let initial_delay = cluster.scaled(Duration::from_secs(readiness.initial_delay_seconds));
     let mut failures = 0u32;
     let mut next_probe = later(Instant::now(), initial_delay);
+    let scaled = |p: &Option<ReadinessSpec>, f: fn(&ReadinessSpec) -> u64| {
+        p.as_ref()
+            .map(|p| cluster.scaled(Duration::from_secs(f(p))))
+            .unwrap_or_default()
+    };
     let liveness = run.plan.liveness.clone();
-    let live_period = liveness
-        .as_ref()
-        .map(|l| cluster.scaled(Duration::from_secs(l.period_seconds)))
-        .unwrap_or_default();
-    let live_delay = liveness
-        .as_ref()
-        .map(|l| cluster.scaled(Duration::from_secs(l.initial_delay_seconds)))
-        .unwrap_or_default();
+    let live_period = scaled(&liveness, |l| l.period_seconds);
+    let live_delay = scaled(&liveness, |l| l.initial_delay_seconds);
     let mut live_failures = 0u32;
     let mut next_live = later(Instant::now(), live_delay);
-    // One liveness probe in flight at a time, kept across the loop's other wake-ups (the
-    // readiness probe and runtime events must not cancel it, or it could never time out).
-    let live_once = |due: Instant| {
-        let spec = liveness.clone();
+    // The startup probe: until it succeeds the container is not started, and the prober
+    // runs neither readiness nor liveness (pkg/kubelet/prober/worker.go doProbe: "Disable
+    // other probes until container has started"); a failure past its threshold restarts
+    // the container like a liveness failure.
+    let startup = run.plan.startup.clone();
+    let start_period = scaled(&startup, |s| s.period_seconds);
+    let start_delay = scaled(&startup, |s| s.initial_delay_seconds);
+    let mut started = startup.is_none();
+    let mut start_failures = 0u32;
+    let mut next_start = later(Instant::now(), start_delay);
+    // One liveness (startup) probe in flight at a time, kept across the loop's other
+    // wake-ups (the readiness probe and runtime events must not cancel it, or it could
+    // never time out).
+    let probe_once = |spec: Option<ReadinessSpec>, due: Instant| {
         let run = &run;
         async move {
             tokio::time::sleep_until(due.into()).await;
@@ -822,22 +856,29 @@ pub async fn run_pod(
             }
         }
     };
-    let mut live_fut = Box::pin(live_once(next_live));
-    let live_command = pod_json["spec"]["containers"][0]["livenessProbe"]["exec"]["command"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str())
-                .collect::<Vec<_>>()
-                .join(" ")
-        });
+    let mut live_fut = Box::pin(probe_once(liveness.clone(), next_live));
+    let mut start_fut = Box::pin(probe_once(startup.clone(), next_start));
+    // A new container: every probe starts over (initial delays count from its start).
+    macro_rules! probes_start_over {
+        () => {
+            failures = 0;
+            next_probe = later(Instant::now(), initial_delay);
+            live_failures = 0;
+            next_live = later(Instant::now(), live_delay);
+            live_fut.set(probe_once(liveness.clone(), next_live));
+            started = startup.is_none();
+            start_failures = 0;
+            next_start = later(Instant::now(), start_delay);
+            start_fut.set(probe_once(startup.clone(), next_start));
+        };
+    }
     // activeDeadlineSeconds counts from the pod's startTime (set when it was bound), in real
     // seconds: it is an API contract, not a calibrated stage.
     let active_deadline = pod_json["spec"]["activeDeadlineSeconds"]
         .as_u64()
         .map(|secs| later(scheduled_at, Duration::from_secs(secs)));
     loop {
-        let probe_due = readiness.action != ProbeAction::None;
+        let probe_due = readiness.action != ProbeAction::None && started;
         let wait = next_probe.saturating_duration_since(Instant::now());
         let mut events = container.events.take();
         let ev = async {
@@ -872,58 +913,83 @@ pub async fn run_pod(
                         if deleting.is_cancelled() {
                             return finish(&run, Some(container), &deleting).await;
                         }
-                        failures = 0;
-                        next_probe = later(Instant::now(), initial_delay);
-                        live_failures = 0;
-                        next_live = later(Instant::now(), live_delay);
-                        live_fut.set(live_once(next_live));
+                        probes_start_over!();
                     }
                     Some(RuntimeEvent::Exited { exit_code }) => {
                         container = oom_restart(&run, container, &deleting, None, exit_code).await;
                         if deleting.is_cancelled() {
                             return finish(&run, Some(container), &deleting).await;
                         }
-                        failures = 0;
-                        next_probe = later(Instant::now(), initial_delay);
-                        live_failures = 0;
-                        next_live = later(Instant::now(), live_delay);
-                        live_fut.set(live_once(next_live));
+                        probes_start_over!();
                     }
                     Some(_) => {}
                     None => container.events = None,
                 }
             }
-            alive = &mut live_fut, if liveness.is_some() => {
+            ok = &mut start_fut, if !started && startup.is_some() => {
+                container.events = events;
+                next_start = later(next_start, start_period);
+                start_fut.set(probe_once(startup.clone(), next_start));
+                let Some(spec) = startup.as_ref() else { continue };
+                if ok {
+                    started = true;
+                    // The other probes begin now (or at their initial delay, counted from the
+                    // container's start); without a readiness probe the pod is Ready now.
+                    next_probe = next_probe.max(Instant::now());
+                    next_live = next_live.max(Instant::now());
+                    live_fut.set(probe_once(liveness.clone(), next_live));
+                    let ready_now = readiness.action == ProbeAction::None;
+                    let now = Utc::now();
+                    run.update(|p| {
+                        container_status(p).started = Some(true);
+                        if ready_now {
+                            run.log(now, Transition::PodReady, json!({"probe": "None"}));
+                            set_ready(p, true, now);
+                        }
+                    });
+                    container.ready |= ready_now;
+                    continue;
+                }
+                start_failures += 1;
+                if let Some(pod) = cluster.store.get(PODS, &run.ns, &run.name) {
+                    let output = failure_output(spec, run.ip);
+                    run.event(&pod, "Warning", "Unhealthy", &format!("Startup probe failed: {output}"));
+                }
+                if start_failures < spec.failure_threshold {
+                    continue;
+                }
+                if let Some(pod) = cluster.store.get(PODS, &run.ns, &run.name) {
+                    let cname = &run.plan.name;
+                    run.event(&pod, "Normal", "Killing", &format!("Container {cname} failed startup probe, will be restarted"));
+                }
+                run.log(Utc::now(), Transition::StartupKilled, json!({"failures": start_failures}));
+                container = oom_restart(&run, container, &deleting, None, 0).await;
+                if deleting.is_cancelled() {
+                    return finish(&run, Some(container), &deleting).await;
+                }
+                probes_start_over!();
+            }
+            alive = &mut live_fut, if liveness.is_some() && started => {
                 container.events = events;
                 // The prober's ticker runs from each probe's start (prober/worker.go), not
                 // from its end: a probe that timed out is followed by the next at once.
                 next_live = later(next_live, live_period);
-                live_fut.set(live_once(next_live));
+                live_fut.set(probe_once(liveness.clone(), next_live));
                 if alive {
                     live_failures = 0;
                     continue;
                 }
                 live_failures += 1;
                 // kubelet pkg/kubelet/prober/prober.go: an Unhealthy event per failed probe
-                // ("Liveness probe failed: <output>"; an exec probe past its timeout outputs
-                // `command "…" timed out`, pkg/probe/exec/exec.go); at the threshold
-                // kuberuntime kills the container with "Container NAME failed liveness
-                // probe, will be restarted" (reason Killing) and restarts it.
-                let output = match (&liveness, &live_command) {
-                    (Some(l), Some(cmd)) if l.action == ProbeAction::Inference => {
-                        format!("command \"{cmd}\" timed out")
-                    }
-                    (Some(ReadinessSpec { action: ProbeAction::Http { path, port }, .. }), _) => format!(
-                        "Get \"http://{}:{port}{path}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
-                        run.ip.map(|i| i.to_string()).unwrap_or_default()
-                    ),
-                    _ => "probe failed".to_string(),
-                };
+                // ("Liveness probe failed: <output>"); at the threshold kuberuntime kills the
+                // container with "Container NAME failed liveness probe, will be restarted"
+                // (reason Killing) and restarts it.
+                let Some(spec) = liveness.as_ref() else { continue };
                 if let Some(pod) = cluster.store.get(PODS, &run.ns, &run.name) {
+                    let output = failure_output(spec, run.ip);
                     run.event(&pod, "Warning", "Unhealthy", &format!("Liveness probe failed: {output}"));
                 }
-                let threshold = liveness.as_ref().map_or(3, |l| l.failure_threshold);
-                if live_failures < threshold {
+                if live_failures < spec.failure_threshold {
                     continue;
                 }
                 if let Some(pod) = cluster.store.get(PODS, &run.ns, &run.name) {
@@ -936,11 +1002,7 @@ pub async fn run_pod(
                 if deleting.is_cancelled() {
                     return finish(&run, Some(container), &deleting).await;
                 }
-                failures = 0;
-                live_failures = 0;
-                next_probe = later(Instant::now(), initial_delay);
-                next_live = later(Instant::now(), live_delay);
-                live_fut.set(live_once(next_live));
+                probes_start_over!();
             }
             ok = async {
                 tokio::time::sleep(wait).await;
@@ -970,6 +1032,20 @@ pub async fn run_pod(
                 }
             }
         }
+    }
+}
+
+/// What the Unhealthy event of a failed liveness or startup probe says after "… probe
+/// failed: " (pkg/kubelet/prober/prober.go): an exec probe past its timeout outputs `command
+/// "…" timed out` (pkg/probe/exec/exec.go), an httpGet one the Go client's deadline error.
+fn failure_output(spec: &ReadinessSpec, ip: Option<Ipv4Addr>) -> String {
+    match (&spec.action, &spec.command) {
+        (ProbeAction::Inference, Some(cmd)) => format!("command \"{}\" timed out", cmd.join(" ")),
+        (ProbeAction::Http { path, port }, _) => format!(
+            "Get \"http://{}:{port}{path}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+            ip.map(|i| i.to_string()).unwrap_or_default()
+        ),
+        _ => "probe failed".to_string(),
     }
 }
 

@@ -298,8 +298,6 @@ pub trait RealProcess: Send + Sync + 'static {
     fn resident(&self) -> Vec<(String, u64)>;
     fn running_execs(&self) -> usize;
     fn oom_killed(&self) -> bool;
-    /// The pod's exec readiness probe, run for real (`None`: not an exec probe).
-    fn probe_exec(&self, timeout: Duration) -> futures::future::BoxFuture<'_, Option<bool>>;
     /// For the engine's own view of its container.
     fn as_any(&self) -> &dyn std::any::Any;
 }

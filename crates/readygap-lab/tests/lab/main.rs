@@ -5,6 +5,7 @@ mod apply_manifests;
 mod client_pod_curl;
 mod kube_api;
 mod kube_kubectl;
+mod kube_probes;
 mod kube_watch;
 mod runtime_exec;
 mod runtime_faults;
