@@ -197,6 +197,9 @@ pub struct SessionInfo {
     /// chosen (`--runtime`, the container image, the runtime's answers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
+    /// The verdict thresholds the session judged with (`None`: the defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdicts: Option<super::verdict::VerdictThresholds>,
 }
 
 /// The compact view of a Pod that the reducer needs.

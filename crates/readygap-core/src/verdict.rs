@@ -16,7 +16,7 @@
 //! - `liveness_killed_during_load`: a container restart whose Events show a failed liveness
 //!   (or startup) probe while a model was loading (an inference waiting for a model that was
 //!   not resident);
-//! - `rollout_stalled`: a replacement Pending for longer than [`ROLLOUT_STALL_AFTER_S`] with
+//! - `rollout_stalled`: a replacement Pending for longer than a threshold (15 s) with
 //!   a scheduling failure (`FailedScheduling`: Insufficient nvidia.com/gpu, memory, taints);
 //! - `warm_node_bias`: a trial on a node where the model had already been loaded (its files in
 //!   the page cache) without a cold step, or whose cold step did not make Cached fall: its
@@ -25,7 +25,9 @@
 //!   how much of it serving-terminating endpoints covered (kube-proxy sends them traffic,
 //!   KEP-1669).
 //!
-//! Time is the events' own: the detector never reads a clock.
+//! Time is the events' own: the detector never reads a clock. The thresholds a user may
+//! judge differently ([`VerdictThresholds`]: `[verdicts]` in the config file, `--verdict-*`
+//! flags) come with the session's `session` event, so a replay judges as the session did.
 
 use super::event::{CacheDrop, Event, EventKind, PodSpecFacts, PodView, Timestamp};
 use crate::units::Gib;
@@ -33,17 +35,62 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A replacement Pending this long with a scheduling failure is a stalled rollout (seconds).
-pub const ROLLOUT_STALL_AFTER_S: f64 = 15.0;
-/// A model counts as resident at Ready when `/api/ps` showed it no later than this after the
-/// endpoint turned ready (residency is polled; 0.25 s by default).
-const RESIDENT_SLACK_S: f64 = 0.3;
-/// A first inference whose load took less than this did not load the model (seconds).
-const NO_LOAD_S: f64 = 0.25;
-/// A Ready window shorter than this before the first answer is no shallow-readiness verdict.
-const SHALLOW_MIN_S: f64 = 0.5;
-/// Probe failures and a restart this far apart (seconds) are not the same kill.
-const KILL_WINDOW_S: f64 = 120.0;
+/// The thresholds of the verdicts a user may want to set (seconds, bytes). The defaults are
+/// in [`Default`]; README "Readiness-contract verdicts" lists them with their flags.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct VerdictThresholds {
+    /// A replacement Pending this long with a scheduling failure is a stalled rollout
+    /// (default 15 s: a real scheduler retries within seconds, a GPU never appears).
+    pub rollout_stall_after_s: f64,
+    /// A Ready window shorter than this before the first answer is no shallow-readiness
+    /// verdict (default 0.5 s).
+    pub shallow_min_s: f64,
+    /// Probe failures and a restart this far apart are not the same kill (default 120 s).
+    pub kill_window_s: f64,
+    /// A container at or under this much memory holds the runtime alone, no model
+    /// (`model_not_resident`; default 128 MiB: Ollama idles at ~14 MiB).
+    pub runtime_only_bytes: u64,
+    /// A model counts as resident at Ready when `/api/ps` showed it no later than this after
+    /// the endpoint turned ready (residency is polled, every 0.25 s by default; default
+    /// 0.3 s — raise it with a slower `--residency-interval`).
+    pub resident_slack_s: f64,
+    /// A first inference whose load took less than this did not load the model (default
+    /// 0.25 s).
+    pub no_load_s: f64,
+}
+
+impl Default for VerdictThresholds {
+    fn default() -> Self {
+        Self {
+            rollout_stall_after_s: 15.0,
+            shallow_min_s: 0.5,
+            kill_window_s: 120.0,
+            runtime_only_bytes: 128 << 20,
+            resident_slack_s: 0.3,
+            no_load_s: 0.25,
+        }
+    }
+}
+
+impl VerdictThresholds {
+    /// Every threshold finite and not negative (a config or flag value that is not is an
+    /// error naming it).
+    pub fn check(&self) -> Result<(), String> {
+        for (name, v) in [
+            ("rollout_stall_after", self.rollout_stall_after_s),
+            ("shallow_min", self.shallow_min_s),
+            ("kill_window", self.kill_window_s),
+            ("resident_slack", self.resident_slack_s),
+            ("no_load", self.no_load_s),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("verdict threshold {name} = {v}: not a duration"));
+            }
+        }
+        Ok(())
+    }
+}
 
 /// The verdicts on the readiness contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -248,6 +295,9 @@ pub struct ContractDetector {
     /// The open trial, for attribution.
     open_trial: Option<u32>,
     pub verdicts: Vec<ContractVerdict>,
+    /// The thresholds in force (the session event's, else the defaults).
+    #[serde(default)]
+    pub thresholds: VerdictThresholds,
 }
 
 /// `llama3.2` and `llama3.2:latest` are the same Ollama model.
@@ -331,8 +381,13 @@ impl ContractDetector {
     pub fn apply(&mut self, ev: &Event, prev: Option<&PodView>) {
         let ts = ev.ts;
         match &ev.kind {
-            EventKind::Session(info) if info.model.is_some() => {
-                self.model = info.model.clone();
+            EventKind::Session(info) => {
+                if info.model.is_some() {
+                    self.model = info.model.clone();
+                }
+                if let Some(t) = &info.verdicts {
+                    self.thresholds = t.clone();
+                }
             }
             EventKind::PodApplied(pod) => self.pod_applied(ts, pod, prev),
             EventKind::PodDeleted(pod) => {
@@ -343,6 +398,7 @@ impl ContractDetector {
                     return;
                 };
                 let at = e.time.unwrap_or(ts);
+                let kill_window = self.thresholds.kill_window_s;
                 let msg = e.message.to_lowercase();
                 let probe_kill = (e.reason == "Unhealthy"
                     && (msg.starts_with("liveness probe failed")
@@ -357,7 +413,7 @@ impl ContractDetector {
                     && let Some(v) = self.verdicts.iter_mut().rev().find(|v| {
                         v.pod == name
                             && v.kind == ContractKind::LivenessKilledDuringLoad
-                            && secs(v.ts, at).abs() <= KILL_WINDOW_S
+                            && secs(v.ts, at).abs() <= kill_window
                     })
                     && let Some(events) = v.evidence["events"].as_array_mut()
                     && !events.iter().any(|x| x["reason"] == "Killing")
@@ -697,9 +753,8 @@ impl ContractDetector {
         {
             return;
         }
-        // The runtime's own size: well under a tenth of a gibibyte (Ollama idles at ~14 MiB).
-        const RUNTIME_ONLY: u64 = 128 << 20;
-        if memory > RUNTIME_ONLY {
+        // The runtime's own size (Ollama idles at ~14 MiB).
+        if memory > self.thresholds.runtime_only_bytes {
             return;
         }
         let message = format!(
@@ -733,7 +788,7 @@ impl ContractDetector {
         let failures: Vec<(Timestamp, String, String)> = p
             .probe_failures
             .iter()
-            .filter(|(at, _, _)| secs(*at, restart_at).abs() <= KILL_WINDOW_S)
+            .filter(|(at, _, _)| secs(*at, restart_at).abs() <= self.thresholds.kill_window_s)
             .cloned()
             .collect();
         if failures.is_empty() {
@@ -794,6 +849,7 @@ impl ContractDetector {
     }
 
     fn stall_check(&mut self, ts: Timestamp) {
+        let after = self.thresholds.rollout_stall_after_s;
         let stalled: Vec<(String, Timestamp, String)> = self
             .pods
             .iter()
@@ -801,7 +857,7 @@ impl ContractDetector {
             .filter_map(|(name, p)| {
                 let (_, msg) = p.failed_scheduling.clone()?;
                 let since = p.created?;
-                (secs(since, ts) >= ROLLOUT_STALL_AFTER_S).then(|| (name.clone(), since, msg))
+                (secs(since, ts) >= after).then(|| (name.clone(), since, msg))
             })
             .collect();
         for (pod, since, msg) in stalled {
@@ -816,7 +872,7 @@ impl ContractDetector {
                 message,
                 json!({"pending_since": since.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                        "pending_seconds": pending, "failed_scheduling": msg,
-                       "threshold_seconds": ROLLOUT_STALL_AFTER_S}),
+                       "threshold_seconds": after}),
             );
             v.seconds = Some(pending);
             self.push(v);
@@ -839,8 +895,10 @@ impl ContractDetector {
                 .is_some_and(|l| l <= ready);
             let resident_at_ready = t
                 .model_resident
-                .is_some_and(|r| secs(ready, r) <= RESIDENT_SLACK_S);
-            let no_load = t.load_ns.is_some_and(|n| (n as f64) / 1e9 < NO_LOAD_S);
+                .is_some_and(|r| secs(ready, r) <= self.thresholds.resident_slack_s);
+            let no_load = t
+                .load_ns
+                .is_some_and(|n| (n as f64) / 1e9 < self.thresholds.no_load_s);
             let window = secs(ready, t4);
             let probe = readiness_label(spec);
             let evidence = json!({
@@ -867,7 +925,7 @@ impl ContractDetector {
                     format!("{pod} ready only after a completed inference ({how}; {probe})"),
                     evidence,
                 ))
-            } else if window >= SHALLOW_MIN_S {
+            } else if window >= self.thresholds.shallow_min_s {
                 let mut v = ContractVerdict::new(
                     ts,
                     &pod,

@@ -4,7 +4,7 @@
 use readygap_core::event::*;
 use readygap_core::fixtures::*;
 use readygap_core::state::State;
-use readygap_core::verdict::{ContractKind, ContractVerdict};
+use readygap_core::verdict::{ContractKind, ContractVerdict, VerdictThresholds};
 
 fn kinds(s: &State) -> Vec<ContractKind> {
     s.contract.verdicts.iter().map(|v| v.kind).collect()
@@ -418,6 +418,71 @@ fn rollout_stalled_after_the_threshold_with_a_scheduling_failure() {
     // Pending as long without a FailedScheduling Event (an image pull): none.
     let events = vec![applied(0, pending), memory(20_000, "ollama-a", 1)];
     assert!(kinds(&State::from_events(&events)).is_empty());
+}
+
+/// The session event carries the user's thresholds (`[verdicts]`, `--verdict-*`): the
+/// reducer judges with them, so a recording replays with the thresholds it was made with.
+fn session_with(t: VerdictThresholds) -> Event {
+    Event::new(
+        at(-20_000),
+        Source::Session,
+        EventKind::Session(SessionInfo {
+            model: Some("llama3.2:3b".into()),
+            verdicts: Some(t),
+            ..Default::default()
+        }),
+    )
+}
+
+#[test]
+fn the_session_s_thresholds_move_the_rollout_stall_and_the_runtime_only_memory() {
+    let mut pending = pod("ollama-c", "uid-c", Stage::Pending, 0);
+    pending.created = Some(at(0));
+    let failed = kube_event(
+        60,
+        "ollama-c",
+        "FailedScheduling",
+        "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.",
+    );
+    let stall = |t: Option<VerdictThresholds>, until_ms: i64| {
+        let mut events: Vec<Event> = t.into_iter().map(session_with).collect();
+        events.extend([
+            applied(0, pending.clone()),
+            failed.clone(),
+            memory(until_ms, "ollama-a", 1),
+        ]);
+        State::from_events(&events)
+    };
+    let thirty = VerdictThresholds {
+        rollout_stall_after_s: 30.0,
+        ..VerdictThresholds::default()
+    };
+    // 20 s Pending: stalled by the default 15 s, not by a 30 s threshold.
+    assert_eq!(kinds(&stall(None, 20_000)), [ContractKind::RolloutStalled]);
+    assert!(kinds(&stall(Some(thirty.clone()), 20_000)).is_empty());
+    let s = stall(Some(thirty), 31_000);
+    let v = one(&s, ContractKind::RolloutStalled);
+    assert_eq!(v.evidence["threshold_seconds"], 30.0);
+
+    // 200 MiB of memory: over the default 128 MiB (a model may be in it), under 256 MiB.
+    let events = |t: Option<VerdictThresholds>| {
+        let mut e: Vec<Event> = t.into_iter().map(session_with).collect();
+        e.extend([
+            session_model("llama3.2:3b"),
+            applied(1_000, pod("ollama-b", "uid-b", Stage::Ready, 1_000)),
+            on_disk(1_100, "ollama-b", &["llama3.2:3b"]),
+            residency(1_200, "ollama-b", &[]),
+            memory(1_300, "ollama-b", 200 << 20),
+        ]);
+        e
+    };
+    assert!(kinds(&State::from_events(&events(None))).is_empty());
+    let bigger = VerdictThresholds {
+        runtime_only_bytes: 256 << 20,
+        ..VerdictThresholds::default()
+    };
+    let s = State::from_events(&events(Some(bigger)));
+    assert_eq!(kinds(&s), [ContractKind::ModelNotResident]);
 }
 
 #[test]
