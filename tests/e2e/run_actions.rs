@@ -64,14 +64,30 @@ struct ServedRunner {
 
 /// Start the kube source and a runner serving commands; `named_service` watches the `ollama`
 /// Service and pods prefixed `ollama-` (else every pod of the selector).
+///
+/// Returns once the runner has applied the end of its first pod list (`resync_done` for
+/// pods): a replacement the test starts before that is one readygap never saw begin (the
+/// list shows the old pod already terminating, which the reducer rightly takes as history),
+/// so no trial would open and the test would wait for nothing.
 async fn serve_runner(
     lab: &LabHandle,
     client: &kube::Client,
     named_service: bool,
-    sink: Box<dyn FnMut(&Event) + Send>,
+    mut sink: Box<dyn FnMut(&Event) + Send>,
     tune: impl FnOnce(&mut readygap_live::trial::TrialConfig, &mut Executor),
 ) -> ServedRunner {
     use readygap_live::trial::{Runner, TrialConfig};
+    let listed = Arc::new(tokio::sync::Notify::new());
+    let sink: Box<dyn FnMut(&Event) + Send> = {
+        let listed = listed.clone();
+        Box::new(move |e: &Event| {
+            sink(e);
+            if matches!(&e.kind, EventKind::ResyncDone { resource } if resource == "pods") {
+                // A stored permit: the wait below sees it even if it comes first.
+                listed.notify_one();
+            }
+        })
+    };
     let (tx, rx) = mpsc::channel(8192);
     let kc = kube::config::Kubeconfig::read_from(&lab.kubeconfig).unwrap();
     let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
@@ -130,6 +146,9 @@ async fn serve_runner(
         runner.serve(cmd_rx, &mut on_trial).await;
         runner
     });
+    tokio::time::timeout(Duration::from_secs(30), listed.notified())
+        .await
+        .expect("the runner applied its first list of the pods within 30 s");
     ServedRunner {
         commands,
         trials,
@@ -611,6 +630,9 @@ async fn an_external_replacement_is_observed_and_gets_no_inference_from_readygap
         true,
         Box::new(move |e: &Event| e2.lock().unwrap().push(e.clone())),
         |c, _| {
+            // Every stage of the observed trial is bounded well inside the test's own wait
+            // (the pre-T1 one is `ready_timeout`, 300 s by default).
+            c.ready_timeout = Duration::from_secs(30);
             c.runtime_timeout = Duration::from_secs(5);
             c.inference_timeout = Duration::from_secs(5);
         },
@@ -804,30 +826,18 @@ async fn an_external_surge_rollout_with_kubectl_is_one_trial_with_t0_before_t1()
         r#"{"spec":{"strategy":{"type":"RollingUpdate","rollingUpdate":{"maxSurge":1,"maxUnavailable":0}}}}"#,
     ])
     .await;
-    let listed = Arc::new(tokio::sync::Notify::new());
+    // serve_runner returns once readygap has listed the pods: the rollout starts after.
     let ServedRunner {
         commands: cmd_tx,
         trials: mut done_rx,
         runner: served,
         feeds,
-    } = {
-        let listed = listed.clone();
-        let sink = Box::new(move |e: &Event| {
-            if matches!(&e.kind, EventKind::ResyncDone { resource } if resource == "pods") {
-                listed.notify_one();
-            }
-        });
-        serve_runner(&lab, &client, true, sink, |c, _| {
-            c.runtime_timeout = Duration::from_secs(3);
-            c.inference_timeout = Duration::from_secs(3);
-        })
-        .await
-    };
+    } = serve_runner(&lab, &client, true, Box::new(|_: &Event| {}), |c, _| {
+        c.runtime_timeout = Duration::from_secs(3);
+        c.inference_timeout = Duration::from_secs(3);
+    })
+    .await;
     let old = ready_pod(&client, &ns).await;
-    // readygap has listed the pods before the rollout starts.
-    tokio::time::timeout(Duration::from_secs(30), listed.notified())
-        .await
-        .expect("the pods are listed");
     k.ok(&["-n", &ns, "rollout", "restart", "deployment/ollama"])
         .await;
     k.ok(&[
