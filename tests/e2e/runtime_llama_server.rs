@@ -63,31 +63,54 @@ impl Drop for Server {
 }
 
 impl Server {
+    /// What the server printed (its log lines go to stderr, llama.cpp common/log.cpp).
     fn log_text(&self) -> String {
+        let err = self.log.with_file_name("server.err");
         std::fs::read_to_string(&self.log).unwrap_or_default()
+            + &std::fs::read_to_string(err).unwrap_or_default()
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// The TCP port process `pid` listens on, from its socket fds and the kernel's table of its
+/// network namespace (`/proc/PID/net/tcp`, state `0A` = LISTEN), `None` before it binds.
+fn listening_port(pid: u32) -> Option<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()?
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).ok()?;
+    table.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (local, state, inode) = (f.get(1)?, f.get(3)?, f.get(9)?);
+        if *state != "0A" || !inodes.iter().any(|i| i == inode) {
+            return None;
+        }
+        u16::from_str_radix(local.rsplit_once(':')?.1, 16).ok()
+    })
 }
 
+/// Start llama-server on `--port 0` and learn the port it bound. (A port picked by binding
+/// one and closing it can be taken by another socket of this busy machine before the server
+/// binds it: under load the server then exits "couldn't bind" and the test waits its whole
+/// limit on a port nothing of its own answers.) The server binds before it loads the model
+/// (tools/server/server.cpp starts the HTTP server first), so the 503 phase is still seen;
+/// its "listening on" line comes only after the load, hence the port from `/proc`.
 fn start(args: &[&str]) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("server.log");
-    let port = free_port();
+    let err = dir.path().join("server.err");
     let p = peer();
-    let child = Command::new(&p.bin)
+    let mut child = Command::new(&p.bin)
         .args(args)
         .args([
             "--host",
             "127.0.0.1",
             "--port",
-            &port.to_string(),
+            "0",
             "-t",
             "1",
             "-c",
@@ -95,9 +118,29 @@ fn start(args: &[&str]) -> Server {
         ])
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(dir.path().join("server.err")).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
         .expect("llama-server starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let port = loop {
+        if let Some(port) = listening_port(child.id()) {
+            break port;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "llama-server exited ({status}) before it listened:\n{}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "llama-server did not listen within 60 s:\n{}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     Server {
         child,
         port,
