@@ -164,6 +164,38 @@ pub struct SessionArgs {
     /// Only GET requests, anywhere (the dashboard's `--read-only`).
     #[arg(skip)]
     pub read_only: bool,
+    #[command(flatten)]
+    pub verdicts: VerdictArgs,
+}
+
+/// Thresholds of the readiness-contract verdicts; each flag wins over `[verdicts]` of the
+/// config file, which wins over the default.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct VerdictArgs {
+    /// `rollout_stalled` after a replacement is Pending this long with a scheduling failure
+    /// [default: 15s].
+    #[arg(long, value_name = "DURATION", value_parser = units::parse_duration_or_zero)]
+    pub verdict_rollout_stall_after: Option<Duration>,
+    /// No `shallow_readiness` for a Ready window shorter than this before the first answer
+    /// [default: 500ms].
+    #[arg(long, value_name = "DURATION", value_parser = units::parse_duration_or_zero)]
+    pub verdict_shallow_min: Option<Duration>,
+    /// Probe failures and a container restart this far apart are not the same kill
+    /// (`liveness_killed_during_load`) [default: 120s].
+    #[arg(long, value_name = "DURATION", value_parser = units::parse_duration_or_zero)]
+    pub verdict_kill_window: Option<Duration>,
+    /// A container at or under this much memory holds the runtime alone, no model
+    /// (`model_not_resident`) [default: 128Mi].
+    #[arg(long, value_name = "SIZE", value_parser = memory_size)]
+    pub verdict_runtime_memory: Option<u64>,
+    /// A model is resident at Ready when `/api/ps` showed it within this of Ready (raise it
+    /// with a slower `--residency-interval`) [default: 300ms].
+    #[arg(long, value_name = "DURATION", value_parser = units::parse_duration_or_zero)]
+    pub verdict_resident_slack: Option<Duration>,
+    /// A first inference whose load took less than this did not load the model
+    /// [default: 250ms].
+    #[arg(long, value_name = "DURATION", value_parser = units::parse_duration_or_zero)]
+    pub verdict_no_load: Option<Duration>,
 }
 
 /// Arguments of `readygap run`: a session, plus what only headless trials use (how many,
@@ -233,6 +265,15 @@ impl ClusterArgs {
 }
 
 impl SessionArgs {
+    /// The verdict thresholds in force: the flags over `[verdicts]` of the config file
+    /// (`--config`, else the default file) over the defaults.
+    pub fn verdict_thresholds(
+        &self,
+    ) -> color_eyre::Result<readygap_core::verdict::VerdictThresholds> {
+        let (file, path) = crate::config::load(self.node_config.as_deref())?;
+        crate::config::verdicts(&file, path.as_deref(), &self.verdicts)
+    }
+
     /// The live session's configuration. `lab`: the session runs against the built-in lab
     /// (its nodes are reached through debug pods unless `--node-access` or an explicit
     /// config file says otherwise).
@@ -265,6 +306,7 @@ impl SessionArgs {
             think: self.think,
             probe_external: self.probe_external,
             read_only: self.read_only,
+            verdicts: Default::default(),
         }
     }
 

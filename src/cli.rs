@@ -111,7 +111,8 @@ pub struct RunCommand {
     #[command(flatten)]
     pub run: crate::args::RunArgs,
     /// Config file whose `[nodes."PATTERN"]` tables give node access (default
-    /// ~/.config/readygap/config.toml; with `--lab` only when given).
+    /// ~/.config/readygap/config.toml; with `--lab` only when given) and whose `[verdicts]`
+    /// set the verdict thresholds (default file too, also with `--lab`).
     #[arg(long)]
     pub config: Option<PathBuf>,
 }

@@ -79,7 +79,9 @@ pub async fn live(
 ) -> Result<i32> {
     // The `[nodes]` tables of the dashboard's --config apply.
     session.node_config = screen.config.clone();
-    dashboard(session.to_config(false), screen, "live", hint).await
+    let mut config = session.to_config(false);
+    config.verdicts = session.verdict_thresholds()?;
+    dashboard(config, screen, "live", hint).await
 }
 
 /// The dashboard on the cluster named by `session`.

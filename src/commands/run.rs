@@ -29,6 +29,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
 /// `readygap run` with a given cancel token (tests cancel it as Ctrl-C would).
 pub async fn run_with(args: RunArgs, cancel: CancellationToken) -> Result<RunOutput> {
     let mut config = args.to_config();
+    config.session.verdicts = args.session.verdict_thresholds()?;
     let mut lab = None;
     if let Some(profile) = &args.lab {
         let p = readygap_lab::engine::profiles::resolve(

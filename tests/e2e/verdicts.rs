@@ -283,6 +283,42 @@ fn gpu_surge_on_a_one_gpu_node_is_rollout_stalled() {
     assert!(p.condition("PodScheduled").is_some_and(|c| !c.status));
 }
 
+/// `--verdict-rollout-stall-after` moves the stall threshold (15 s by default): a surge pod
+/// Pending 3 s with its scheduling failure is stalled, the evidence names the threshold,
+/// and the replayed recording judges the same (the session event carries it).
+#[test]
+fn the_rollout_stall_threshold_is_the_users() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rec = dir.path().join("r.jsonl");
+    let r = run(
+        &lab_args(
+            "local-3b",
+            "gpu-surge",
+            &[
+                "--trials",
+                "1",
+                "--replace",
+                "restart",
+                "--ready-timeout",
+                "8s",
+                "--verdict-rollout-stall-after",
+                "3s",
+            ],
+        ),
+        &rec,
+    );
+    assert_eq!(agree(&r, ContractKind::RolloutStalled), 1, "{}", r.stderr);
+    let v = verdicts(&r, "rollout_stalled")[0];
+    assert_eq!(v["evidence"]["threshold_seconds"], 3.0, "{v:#}");
+    assert!(
+        v["seconds"]
+            .as_f64()
+            .is_some_and(|s| (3.0..8.0).contains(&s)),
+        "{v:#}"
+    );
+    assert_eq!(r.state.contract.thresholds.rollout_stall_after_s, 3.0);
+}
+
 #[test]
 fn repeated_trials_on_the_same_node_are_warm_and_cold_ones_are_apart() {
     let dir = tempfile::tempdir().expect("tempdir");

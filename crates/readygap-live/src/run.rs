@@ -19,6 +19,7 @@ use readygap_core::event::{Event, EventKind, SessionInfo, Source, Timestamp};
 use readygap_core::record::{jsonl, labcsv};
 use readygap_core::report::{self, FileReport, Format, Report};
 use readygap_core::timeline::{Metric, Trial};
+use readygap_core::verdict::VerdictThresholds;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -93,6 +94,8 @@ pub struct SessionConfig {
     pub probe_external: bool,
     /// Only GET requests, anywhere (the dashboard's `--read-only`).
     pub read_only: bool,
+    /// The verdicts' thresholds (`[verdicts]` of the config file, `--verdict-*` flags).
+    pub verdicts: VerdictThresholds,
 }
 
 /// Arguments of `readygap run`: a session, plus what only headless trials use (how many,
@@ -163,6 +166,7 @@ impl Default for SessionConfig {
             think: None,
             probe_external: false,
             read_only: false,
+            verdicts: VerdictThresholds::default(),
         }
     }
 }
@@ -353,6 +357,7 @@ pub async fn build(
         "infer_after": args.session.infer_after, "replace": args.session.replace,
         "think": args.session.think, "probe_external": args.session.probe_external,
         "read_only": args.session.read_only, "mode": mode,
+        "verdicts": args.session.verdicts,
     });
     if let Some(o) = settings.as_object_mut() {
         o.extend(args.extra_settings.clone());
@@ -483,6 +488,8 @@ pub async fn build(
             model: Some(model.clone()),
             mode: mode.into(),
             runtime: Some(chosen.label()),
+            verdicts: (args.session.verdicts != VerdictThresholds::default())
+                .then(|| args.session.verdicts.clone()),
         }),
     );
     tx.send(session_ev).await.ok();
