@@ -78,12 +78,16 @@ impl Cast {
     }
 }
 
-/// The labels of each mark of a trial, for markers.
-fn marks_of(t: &Trial) -> [(Option<Timestamp>, &'static str); 5] {
+/// The labels of each mark of a trial, for markers. T2 "HTTP answers" has its own marker
+/// where the runtime tells it apart from "model ready" (llama-server's 503 "Loading model"
+/// before `/health` 200); where they are one instant (Ollama, vLLM) T2 is one marker.
+fn marks_of(t: &Trial) -> [(Option<Timestamp>, &'static str); 6] {
     let m = &t.marks;
+    let http_apart = m.t2_http.filter(|h| m.t2.is_none_or(|t2| *h < t2));
     [
         (m.t0, "T0 replacement requested"),
         (m.t1, "T1 Ready"),
+        (http_apart, "T2 HTTP answers"),
         (m.t2, "T2 runtime answers"),
         (m.t3, "T3 inference sent"),
         (m.t4, "T4 inference done"),
@@ -288,6 +292,51 @@ mod tests {
         assert_eq!(c.map(11.5), 3.5);
         assert_eq!(c.map(10.0), 2.0);
         assert_eq!(c.map(0.0), 0.0);
+    }
+
+    fn markers(events: &[Event]) -> Vec<String> {
+        let cast = export(events, &CastOptions::default(), |_, _, _| {});
+        cast.events
+            .into_iter()
+            .filter(|e| e.1 == "m")
+            .map(|e| e.2)
+            .collect()
+    }
+
+    #[test]
+    fn t2_http_has_its_marker_where_the_runtime_tells_it_apart() {
+        use readygap_core::fixtures::{Stage, applied, full_trial, pod};
+        let mut trial = vec![applied(0, pod("ollama-a", "uid-a", Stage::Ready, 0))];
+        trial.extend(full_trial(10_000, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b")));
+        // Ollama: HTTP answers and model ready are one instant, one T2 marker.
+        let one = markers(&trial);
+        assert!(!one.iter().any(|m| m.contains("HTTP")), "{one:?}");
+        assert_eq!(one.len(), 5, "{one:?}");
+        // llama-server: its 503 "Loading model" answered 0.4 s before the model was ready.
+        let split: Vec<Event> = trial
+            .into_iter()
+            .map(|mut e| {
+                if let EventKind::RuntimeProbe(p) = &mut e.kind
+                    && !p.ok
+                {
+                    p.http_answered = true;
+                    p.status = Some(503);
+                }
+                e
+            })
+            .collect();
+        let m = markers(&split);
+        assert_eq!(
+            m,
+            [
+                "trial 1 T0 replacement requested",
+                "trial 1 T1 Ready",
+                "trial 1 T2 HTTP answers",
+                "trial 1 T2 runtime answers",
+                "trial 1 T3 inference sent",
+                "trial 1 T4 inference done",
+            ]
+        );
     }
 
     #[test]

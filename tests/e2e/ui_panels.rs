@@ -193,6 +193,68 @@ fn timeline_segments_use_their_role_colours() {
     }
 }
 
+/// A trial whose runtime answered (503 "Loading model") 0.4 s before its model was ready
+/// (llama-server): a full trial with the failing probe turned into an answered 503.
+fn split_t2_state() -> State {
+    let mut events = vec![applied(0, pod("ollama-a", "uid-a", Stage::Ready, 0))];
+    events.extend(full_trial(10_000, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b")));
+    let events: Vec<_> = events
+        .into_iter()
+        .map(|mut e| {
+            if let readygap_core::event::EventKind::RuntimeProbe(p) = &mut e.kind
+                && !p.ok
+            {
+                p.http_answered = true;
+                p.status = Some(503);
+            }
+            e
+        })
+        .collect();
+    State::from_events(&events)
+}
+
+#[test]
+fn the_t2_http_mark_is_ticked_on_the_bar_with_its_lead() {
+    let state = split_t2_state();
+    assert_eq!(state.timeline.trials.len(), 1);
+    let trial = state.timeline.current().expect("a trial");
+    let (h, t2) = (trial.marks.t2_http.unwrap(), trial.marks.t2.unwrap());
+    assert!(h < t2, "the fixture splits T2");
+    let t0 = trial.marks.t0.unwrap();
+    let end = trial.marks.t4.unwrap();
+    for theme in themes() {
+        let area = Rect::new(0, 0, 62, 12);
+        let mut buf = Buffer::empty(area);
+        timeline::render(&state, &ViewState::default(), &theme, area, &mut buf);
+        let frac = (h - t0).num_milliseconds() as f64 / (end - t0).num_milliseconds() as f64;
+        let x = 1 + (frac * 60.0).round() as u16;
+        assert_eq!(
+            buf[(x, 2)].symbol(),
+            timeline::HTTP_TICK,
+            "theme {}",
+            theme.name
+        );
+        assert_eq!(
+            (1..61)
+                .filter(|x| buf[(*x, 2)].symbol() == timeline::HTTP_TICK)
+                .count(),
+            1
+        );
+        assert!(text(&buf).contains("(HTTP 0.40s before)"), "{}", text(&buf));
+    }
+    // One instant (Ollama): no tick, no lead.
+    let state = state_at(AFTER_T4);
+    let mut buf = Buffer::empty(Rect::new(0, 0, 62, 12));
+    timeline::render(
+        &state,
+        &ViewState::default(),
+        &Theme::default_theme(),
+        buf.area,
+        &mut buf,
+    );
+    assert!(!text(&buf).contains(timeline::HTTP_TICK) && !text(&buf).contains("(HTTP"));
+}
+
 #[test]
 fn running_trial_grows_with_state_now() {
     let early = state_at(T0 + 3_000);

@@ -1,5 +1,7 @@
 //! The Timeline panel: the current trial as a horizontal bar T0→T1→T2→T3→T4, each segment in
 //! its theme role's colour with its seconds labelled (a running trial grows with `state.now`),
+//! T2 "HTTP answers" ticked on the bar where the runtime answers before its model is ready
+//! (llama-server's 503 "Loading model"), with its lead over "model ready" labelled,
 //! the statistics of the finished trials (mean/median/p95 from `TrialStats`), and the last
 //! trials as rows with ✓/✗ and the failure reason.
 
@@ -18,6 +20,15 @@ use readygap_core::timeline::{Metric, Trial};
 /// The bar's glyph for reached segments and for the growing segment of a running trial.
 pub const BAR: &str = "█";
 pub const GROWING: &str = "▒";
+/// The tick of T2 "HTTP answers" on the bar.
+pub const HTTP_TICK: &str = "┃";
+
+/// T2 "HTTP answers" where it is apart from T2 "model ready" (before it, or T2 not reached
+/// yet); `None` where the runtime does not tell them apart (one instant).
+pub fn http_apart(trial: &Trial) -> Option<Timestamp> {
+    let m = &trial.marks;
+    m.t2_http.filter(|h| m.t2.is_none_or(|t2| *h < t2))
+}
 
 /// The metrics shown in the statistics table.
 pub const SHOWN: [Metric; 6] = [
@@ -238,6 +249,12 @@ fn draw_bar(
             }
         }
     }
+    if let Some(h) = http_apart(trial).filter(|h| *h >= t0 && *h <= end) {
+        let x = col(h).min(area.width.saturating_sub(1));
+        if let Some(cell) = buf.cell_mut((area.x + x, area.y + y)) {
+            cell.set_symbol(HTTP_TICK).set_style(theme.text());
+        }
+    }
 }
 
 fn segment_labels(trial: &Trial, now: Option<Timestamp>, theme: &Theme) -> Line<'static> {
@@ -250,6 +267,16 @@ fn segment_labels(trial: &Trial, now: Option<Timestamp>, theme: &Theme) -> Line<
             format!("T{}→T{} {} ", k - 1, k, fmt_secs(secs(s.from, s.to)))
         };
         spans.push(Span::styled(text, Style::new().fg(theme.segment(k))));
+        // The lead of "HTTP answers" over "model ready", after the segment that reached T2.
+        if k == 2
+            && let Some(h) = http_apart(trial)
+        {
+            let lead = match (trial.marks.t2, s.growing) {
+                (Some(t2), false) => format!("(HTTP {} before) ", fmt_secs(secs(h, t2))),
+                _ => "(HTTP answers) ".to_string(),
+            };
+            spans.push(Span::styled(lead, theme.muted()));
+        }
     }
     if spans.is_empty() {
         spans.push(Span::styled("T0", theme.muted()));
