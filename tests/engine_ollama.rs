@@ -979,3 +979,52 @@ async fn run_lab_engine_llamacpp_with_the_openai_adapter() {
         t.durations
     );
 }
+
+/// With the real engine an exec probe runs its own command in the container (pkg/probe/
+/// exec/exec.go: exit 0 passes): a liveness command that exits 3 fails and the kubelet
+/// restarts the container, though the readiness command beside it (`true`) passes. (The
+/// engine used to run the readiness command for every exec probe, so this liveness passed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Ollama peers (scripts/peers.sh) and root for cgroups"]
+async fn an_exec_liveness_probe_runs_its_own_command_in_the_real_container() {
+    use k8s_openapi::api::core::v1::Pod;
+    use readygap_lab::ground_truth::Transition;
+    let _one = ONE_LAB.lock().await;
+    let lab = real_lab("smollm2:135m").await;
+    let pods: kube::Api<Pod> =
+        kube::Api::namespaced(readygap_lab::testkit::client(&lab).await, &lab.namespace);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "own-liveness", "labels": {"app": "probe-test"}},
+        "spec": {"containers": [{
+            "name": "ollama", "image": "ollama/ollama:0.12.6",
+            "ports": [{"containerPort": 11434}],
+            "readinessProbe": {"exec": {"command": ["sh", "-c", "true"]}, "periodSeconds": 1},
+            "livenessProbe": {"exec": {"command": ["sh", "-c", "exit 3"]},
+                              "periodSeconds": 1, "timeoutSeconds": 5, "failureThreshold": 2}
+        }]}
+    }))
+    .unwrap();
+    pods.create(&Default::default(), &pod).await.unwrap();
+    let gt = lab.ground_truth();
+    let at = |t: Transition| {
+        gt.entries()
+            .iter()
+            .find(|e| e.pod == "own-liveness" && e.transition == t)
+            .map(|e| e.ts)
+    };
+    let ready = wait_for(
+        "the readiness command passes",
+        Duration::from_secs(60),
+        || at(Transition::PodReady),
+    )
+    .await;
+    let killed = wait_for("the liveness kill", Duration::from_secs(60), || {
+        at(Transition::LivenessKilled)
+    })
+    .await;
+    eprintln!(
+        "Ready at {ready}, killed by its own liveness command {} ms later",
+        (killed - ready).num_milliseconds()
+    );
+    lab.shutdown().await;
+}
