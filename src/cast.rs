@@ -307,7 +307,12 @@ mod tests {
     fn t2_http_has_its_marker_where_the_runtime_tells_it_apart() {
         use readygap_core::fixtures::{Stage, applied, full_trial, pod};
         let mut trial = vec![applied(0, pod("ollama-a", "uid-a", Stage::Ready, 0))];
-        trial.extend(full_trial(10_000, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b")));
+        trial.extend(full_trial(
+            10_000,
+            1,
+            ("ollama-a", "uid-a"),
+            ("ollama-b", "uid-b"),
+        ));
         // Ollama: HTTP answers and model ready are one instant, one T2 marker.
         let one = markers(&trial);
         assert!(!one.iter().any(|m| m.contains("HTTP")), "{one:?}");

@@ -197,7 +197,12 @@ fn timeline_segments_use_their_role_colours() {
 /// (llama-server): a full trial with the failing probe turned into an answered 503.
 fn split_t2_state() -> State {
     let mut events = vec![applied(0, pod("ollama-a", "uid-a", Stage::Ready, 0))];
-    events.extend(full_trial(10_000, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b")));
+    events.extend(full_trial(
+        10_000,
+        1,
+        ("ollama-a", "uid-a"),
+        ("ollama-b", "uid-b"),
+    ));
     let events: Vec<_> = events
         .into_iter()
         .map(|mut e| {
