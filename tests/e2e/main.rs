@@ -5,6 +5,7 @@
 mod cast;
 mod cluster_access;
 mod config_nodes;
+mod fault_suite;
 mod first_run_details;
 mod lab_data;
 mod lab_kube_cli;
