@@ -108,7 +108,11 @@ fn nth(gt: &[GroundTruthEntry], which: Transition, n: usize) -> Option<GroundTru
 }
 
 /// The first entry of `which` for a pod other than those in `not`.
-fn first_new(gt: &[GroundTruthEntry], which: Transition, not: &[String]) -> Option<GroundTruthEntry> {
+fn first_new(
+    gt: &[GroundTruthEntry],
+    which: Transition,
+    not: &[String],
+) -> Option<GroundTruthEntry> {
     gt.iter()
         .find(|e| e.transition == which && !not.contains(&e.pod))
         .cloned()
@@ -205,8 +209,11 @@ impl PodLedger {
                 }
                 EventKind::ResyncDone { resource } if resource == "pods" => {
                     if let Some(seen) = resync.take() {
-                        let vanished: Vec<String> =
-                            live.keys().filter(|p| !seen.contains(*p)).cloned().collect();
+                        let vanished: Vec<String> = live
+                            .keys()
+                            .filter(|p| !seen.contains(*p))
+                            .cloned()
+                            .collect();
                         for p in vanished {
                             live.remove(&p);
                             *l.gone.entry(p).or_default() += 1;
@@ -219,8 +226,10 @@ impl PodLedger {
                     }
                     let fresh = versions.insert((p.name.clone(), p.resource_version.clone()));
                     if !fresh && resync.is_none() {
-                        l.duplicates
-                            .push(format!("{} at {} applied twice", p.name, p.resource_version));
+                        l.duplicates.push(format!(
+                            "{} at {} applied twice",
+                            p.name, p.resource_version
+                        ));
                     }
                     let was = live.insert(p.name.clone(), p.is_ready());
                     if was.is_none() {
@@ -241,7 +250,9 @@ impl PodLedger {
                 EventKind::ActionRequested { id, .. } if !actions.insert(*id) => {
                     l.duplicates.push(format!("action {id} requested twice"));
                 }
-                EventKind::InferenceStarted { request_id, .. } if !inferences.insert(*request_id) => {
+                EventKind::InferenceStarted { request_id, .. }
+                    if !inferences.insert(*request_id) =>
+                {
                     l.duplicates
                         .push(format!("inference {request_id} started twice"));
                 }
@@ -315,7 +326,10 @@ async fn api_server_restart_mid_trial() {
     let (out, watches) = tokio::join!(run(a), async {
         let mut watches = Vec::new();
         for n in 0..2 {
-            truth(&lab, "a trial's delete", |gt| nth(gt, Transition::DeleteAccepted, n)).await;
+            truth(&lab, "a trial's delete", |gt| {
+                nth(gt, Transition::DeleteAccepted, n)
+            })
+            .await;
             watches.push(lab.watches_opened());
             lab.restart_api_server();
         }
@@ -355,7 +369,10 @@ async fn watch_connections_dropped_mid_trial() {
     let a = args(&lab, &rec, &["--trials", "1", "--no-memory"]);
     let before = lab.watches_opened();
     let (out, ()) = tokio::join!(run(a), async {
-        truth(&lab, "the delete", |gt| nth(gt, Transition::DeleteAccepted, 0)).await;
+        truth(&lab, "the delete", |gt| {
+            nth(gt, Transition::DeleteAccepted, 0)
+        })
+        .await;
         lab.drop_watches();
         truth(&lab, "the replacement", |gt| {
             first_new(gt, Transition::PodCreated, &old)
@@ -390,7 +407,10 @@ async fn gone_410_relists_mid_trial() {
     let rec = dir.path().join("gone.jsonl");
     let a = args(&lab, &rec, &["--trials", "1", "--no-memory"]);
     let (out, ()) = tokio::join!(run(a), async {
-        truth(&lab, "the delete", |gt| nth(gt, Transition::DeleteAccepted, 0)).await;
+        truth(&lab, "the delete", |gt| {
+            nth(gt, Transition::DeleteAccepted, 0)
+        })
+        .await;
         lab.expire_resource_versions();
         lab.drop_watches();
     });
@@ -444,7 +464,11 @@ async fn runtime_hang_ends_the_trial_with_a_reason() {
     assert_eq!(out.trials.len(), 2, "{:?}", out.trials);
     let reason = out.trials[0].reason().expect("trial 1 failed").to_string();
     assert!(!reason.is_empty());
-    assert!(out.trials[0].marks.t4.is_none(), "{:?}", out.trials[0].marks);
+    assert!(
+        out.trials[0].marks.t4.is_none(),
+        "{:?}",
+        out.trials[0].marks
+    );
     assert_marks(&out.trials[1], &gt, 500);
     assert_no_loss(&rec, &gt);
     lab.shutdown().await;
@@ -478,14 +502,18 @@ async fn runtime_crash_mid_inference() {
     let gt = lab.ground_truth().entries();
     let exited = nth(&gt, Transition::ContainerExited, 0).expect("the runtime crashed");
     assert_eq!(exited.detail["exit_code"], 2);
-    assert!(nth(&gt, Transition::ContainerExited, 1).is_none(), "one crash");
+    assert!(
+        nth(&gt, Transition::ContainerExited, 1).is_none(),
+        "one crash"
+    );
     let own: Vec<&Trial> = out.trials.iter().filter(|t| !t.external).collect();
     assert_eq!(own.len(), 2, "{:?}", out.trials);
     let first = own[0];
     assert_eq!(first.new_pod.as_deref(), Some(exited.pod.as_str()));
     let reason = first.reason().expect("trial 1 failed");
     assert!(
-        reason.contains("inference_error") || reason.contains("container restarted (Error, exit 2)"),
+        reason.contains("inference_error")
+            || reason.contains("container restarted (Error, exit 2)"),
         "{reason}"
     );
     assert!(first.marks.t3.is_some() && first.marks.t4.is_none());
@@ -578,7 +606,14 @@ async fn ssh_hang_fails_the_cold_step_with_a_reason() {
     let a = args(
         &lab,
         &rec,
-        &["--trials", "1", "--cold", "--no-memory", "--node-access", &url],
+        &[
+            "--trials",
+            "1",
+            "--cold",
+            "--no-memory",
+            "--node-access",
+            &url,
+        ],
     );
     let started = Instant::now();
     let out = run(a).await;
@@ -586,7 +621,10 @@ async fn ssh_hang_fails_the_cold_step_with_a_reason() {
     let t = &out.trials[0];
     let cold = t.cold.clone().expect("the cold step is recorded");
     assert!(!cold.dropped, "{cold:?}");
-    let error = cold.error.clone().expect("the cold step says why it failed");
+    let error = cold
+        .error
+        .clone()
+        .expect("the cold step says why it failed");
     assert!(
         error.contains("timed out") || error.contains("timeout"),
         "{error}"
@@ -644,8 +682,7 @@ async fn disk_full_stops_the_recording_and_the_run_goes_on() {
     );
     let back = jsonl::read(&rec).expect("what was written reads back");
     assert!(
-        back.warnings.len() <= 1
-            && back.warnings.iter().all(|w| w.contains("torn last line")),
+        back.warnings.len() <= 1 && back.warnings.iter().all(|w| w.contains("torn last line")),
         "{:?}",
         back.warnings
     );
@@ -697,7 +734,10 @@ fn wait_recorded(path: &Path, what: &str, f: impl Fn(&EventKind) -> bool) {
         {
             return;
         }
-        assert!(Instant::now() < deadline, "the recording never showed {what}");
+        assert!(
+            Instant::now() < deadline,
+            "the recording never showed {what}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -739,8 +779,18 @@ fn run_ends_cleanly_on_sigterm_sighup_sigint() {
         let mut stdout = String::new();
         let mut stderr = String::new();
         use std::io::Read;
-        child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
-        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut stdout)
+            .unwrap();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
         assert!(
             status.code().is_some(),
             "SIG{sig}: exited by itself, not killed by the signal: {status:?}\n{stderr}"
@@ -751,7 +801,11 @@ fn run_ends_cleanly_on_sigterm_sighup_sigint() {
         );
         assert!(!stdout.is_empty(), "SIG{sig}: statistics printed");
         let bytes = std::fs::read(&rec).unwrap();
-        assert_eq!(bytes.last(), Some(&b'\n'), "SIG{sig}: the last line is whole");
+        assert_eq!(
+            bytes.last(),
+            Some(&b'\n'),
+            "SIG{sig}: the last line is whole"
+        );
         let back = jsonl::read(&rec).unwrap();
         assert!(back.warnings.is_empty(), "{:?}", back.warnings);
         let state = State::from_events(&back.events);
@@ -849,7 +903,11 @@ fn dashboard_quits_cleanly_on_sigterm_sighup_sigint() {
         let left: Vec<_> = debug_pods().into_iter().filter(|(_, live)| *live).collect();
         assert!(left.is_empty(), "SIG{sig}: debug pods left: {left:?}");
         let bytes = std::fs::read(&rec).unwrap();
-        assert_eq!(bytes.last(), Some(&b'\n'), "SIG{sig}: the last line is whole");
+        assert_eq!(
+            bytes.last(),
+            Some(&b'\n'),
+            "SIG{sig}: the last line is whole"
+        );
         let back = jsonl::read(&rec).unwrap();
         assert!(back.warnings.is_empty(), "{:?}", back.warnings);
         assert!(
