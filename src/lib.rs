@@ -11,4 +11,5 @@ pub mod cast;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod signals;
 pub mod ui;

@@ -1,6 +1,6 @@
 //! `readygap run`: headless recovery trials on the cluster, or on the built-in lab started
-//! in-process (`--lab`). Ctrl-C ends the current trial cleanly and still prints and records
-//! what was measured.
+//! in-process (`--lab`). Ctrl-C (SIGINT), SIGTERM and SIGHUP end the current trial cleanly
+//! and still print and record what was measured.
 
 use crate::args::RunArgs;
 use color_eyre::eyre::{Result, eyre};
@@ -15,10 +15,9 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     {
         let c = cancel.clone();
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("interrupted: ending the current trial");
-                c.cancel();
-            }
+            let signal = crate::signals::quit().await;
+            eprintln!("interrupted ({signal}): ending the current trial");
+            c.cancel();
         });
     }
     let out = run_with(args, cancel).await?;

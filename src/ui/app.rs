@@ -144,7 +144,9 @@ impl Default for DashboardOptions {
     }
 }
 
-/// Run the dashboard in the real terminal until `q`/Ctrl-C.
+/// Run the dashboard in the real terminal until `q`/Ctrl-C, or until SIGINT, SIGTERM or
+/// SIGHUP (see [`crate::signals`]): each ends it as `q` does, so the terminal is restored and
+/// the caller closes the session down (recording, feeds, debug pods).
 pub async fn run_dashboard<F: FeedSource>(
     opts: DashboardOptions,
     feed: F,
@@ -152,15 +154,18 @@ pub async fn run_dashboard<F: FeedSource>(
 ) -> Result<()> {
     let mut terminal = super::terminal::setup()?;
     let input = crossterm::event::EventStream::new();
-    let result = run_loop_with(
-        &mut terminal,
-        input,
-        opts,
-        feed,
-        actions,
-        Some(super::terminal::panic_release()),
-    )
-    .await;
+    // The loop only stops at an await: never in the middle of a frame.
+    let result = tokio::select! {
+        r = run_loop_with(
+            &mut terminal,
+            input,
+            opts,
+            feed,
+            actions,
+            Some(super::terminal::panic_release()),
+        ) => r,
+        _ = crate::signals::quit() => Ok(()),
+    };
     super::terminal::restore()?;
     result
 }

@@ -6,6 +6,7 @@ mod cast;
 mod cluster_access;
 mod config_nodes;
 mod config_verdicts;
+mod fault_suite;
 mod first_run_details;
 mod lab_data;
 mod lab_kube_cli;

@@ -803,7 +803,12 @@ impl Timeline {
                 matches!(&t.replacement, Replacement::Restart { uid, .. } if uid == &pod.uid)
                     && t.marks.t1.is_none()
             });
-            if !already {
+            // The pod the open trial is replacing (its delete sent, the deletion not yet
+            // seen): its container restarting is not another replacement. A runtime that
+            // crashed mid-inference fails its trial at once, and the next trial's delete can
+            // precede the kubelet's report of the restart.
+            let being_replaced = self.open().is_some_and(|t| t.replaces(&pod.uid, &pod.name));
+            if !already && !being_replaced {
                 let why = if pod.oom_killed() {
                     "OOMKilled".to_string()
                 } else {

@@ -35,6 +35,8 @@ pub enum Transition {
     InferenceDone,
     /// The container was killed by the OOM killer.
     OomKilled,
+    /// The container's main process exited by itself (a crash; `detail.exit_code`).
+    ContainerExited,
     /// The kubelet killed the container after failed liveness probes.
     LivenessKilled,
     /// The kubelet killed the container after failed startup probes.

@@ -252,6 +252,9 @@ pub struct RunOutput {
     pub stdout: String,
     pub trials: Vec<Trial>,
     pub code: i32,
+    /// What went wrong beside the trials (a recording that stopped: disk full), also
+    /// printed on stderr as `warning: …`.
+    pub warnings: Vec<String>,
 }
 
 /// A connected session ready to run: the trial runner (which owns the event stream) and what
@@ -298,6 +301,16 @@ async fn session(args: &RunConfig, cancel: CancellationToken) -> Result<RunOutpu
         }
         eprintln!("{}", progress_line(t, Some((own, n))));
     };
+    // A recording that fails (the disk is full) says so when it happens; the run goes on.
+    let (st_tx, mut st_rx) = mpsc::unbounded_channel();
+    runner.report_recording(st_tx);
+    tokio::spawn(async move {
+        while let Some(st) = st_rx.recv().await {
+            if matches!(st, RecordStatus::Failed(_)) {
+                eprintln!("{}", st.text());
+            }
+        }
+    });
     runner.run_trials(n, &mut on_trial).await;
     feeds.cancel();
     // The node feed stops its sampler (and deletes a debug pod it created) first.
@@ -546,13 +559,17 @@ fn finish(
     if let Some(e) = runner.record_error() {
         warnings.push(format!("recording: {e}"));
     }
+    // The table and CSV on stdout have no place for them: stderr, as `report --warnings`.
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
     let label = args
         .session
         .record
         .as_ref()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| format!("run {}/{}", target.namespace, target.label()));
-    let mut fr = FileReport::from_trials(&label, trials.clone(), warnings);
+    let mut fr = FileReport::from_trials(&label, trials.clone(), warnings.clone());
     // The verdicts of the run (OOM and readiness contract) with their counts.
     let state = &runner.state;
     fr.verdicts = state
@@ -595,6 +612,7 @@ fn finish(
         stdout,
         trials,
         code,
+        warnings,
     })
 }
 

@@ -122,6 +122,34 @@ fn oom_restart_fails_the_open_trial_and_starts_an_external_one() {
     assert!(s.pods["ollama-b"].oom_killed());
 }
 
+/// The runtime of the pod a trial is deleting crashes and its container restarts before the
+/// deletion is seen (the previous trial failed at once on the crash, the next one's delete
+/// went out before the kubelet's report): the restart is not another replacement, the trial
+/// goes on and finds its replacement.
+#[test]
+fn restart_of_the_pod_being_replaced_does_not_supersede_the_trial() {
+    let trial = full_trial(0, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b"));
+    let n_delete = delete_pod(0, 1, "ollama-a").len();
+    let mut events = with_initial_pod(trial[..n_delete].to_vec(), "ollama-a", "uid-a");
+    let mut crashed = pod("ollama-a", "uid-a", Stage::Started, -10_000);
+    crashed.conditions[1].status = false;
+    crashed.containers[0].restart_count = 1;
+    crashed.containers[0].ready = false;
+    crashed.containers[0].last_state = Some(ContainerState::Terminated {
+        reason: "Error".into(),
+        exit_code: 2,
+        finished_at: Some(at(5)),
+    });
+    events.push(applied(10, crashed));
+    events.extend(trial[n_delete..].iter().cloned());
+    let s = state_of(&events);
+    assert_eq!(s.timeline.trials.len(), 1, "{:?}", s.timeline.trials);
+    let t = &s.timeline.trials[0];
+    assert_eq!(t.status, TrialStatus::Ok, "{:?}", t.status);
+    assert_eq!(t.new_pod.as_deref(), Some("ollama-b"));
+    assert_eq!(t.marks.t4, Some(at(8000)));
+}
+
 #[test]
 fn failed_inference_fails_the_trial_with_its_reason() {
     let mut events = with_initial_pod(

@@ -8,7 +8,8 @@
 //!
 //! - `POST /lab/faults` with any of `{"drop_watches": true, "expire_resource_versions": true,
 //!   "drop_connections": true, "restart_api_server": true, "exec_delay_ms": 500,
-//!   "runtime": {"hang": true, "http_500": false, "slow_exec_ms": 200}}` → `{"applied": [...]}`.
+//!   "runtime": {"hang": true, "http_500": false, "slow_exec_ms": 200,
+//!   "crash_mid_inference": true}}` → `{"applied": [...]}`.
 //! - `POST /lab/nodes/{node}/drop-caches` → `{"node", "cached_kb_before", "cached_kb_after"}`.
 //! - `GET /lab/ground-truth` → the ground-truth entries so far.
 //!

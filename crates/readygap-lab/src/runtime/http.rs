@@ -2,7 +2,8 @@
 //! official Python client `ollama` 0.6.3, `_types.py`): `/`, `/api/version`, `/api/tags`,
 //! `/api/ps`, `/api/show`, `/api/generate` and `/api/chat` (streamed NDJSON or one JSON),
 //! `/api/pull`.
-//! Errors are `{"error": "..."}` like Ollama's. Faults (hang, HTTP 500) apply to every route.
+//! Errors are `{"error": "..."}` like Ollama's. Faults (hang, HTTP 500) apply to every route;
+//! a crash mid-inference ends the process after the first streamed token.
 //!
 //! Connections are accepted through [`KillableListener`]: when the container dies every open
 //! connection fails at once (reset when OOM-killed), like a process that is gone.
@@ -696,9 +697,13 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
             let _ = tx.unbounded_send(Line::Chunk(api.thinking_line(&name, tok)));
             rt.sleep_alive(step).await?;
         }
-        for tok in &toks {
+        for (i, tok) in toks.iter().enumerate() {
             let chunk = api.line(&name, tok, json!({ "done": false }));
             let _ = tx.unbounded_send(Line::Chunk(chunk));
+            if i == 0 && rt.spec.faults.take_crash_mid_inference() {
+                // Lab fault: the process dies mid-stream (see `RuntimeFaults`).
+                rt.crash(2);
+            }
             rt.sleep_alive(step).await?;
         }
         rt.sleep_alive(step).await?;

@@ -116,6 +116,7 @@ pub struct RuntimeFaults {
     hang: AtomicBool,
     http_500: AtomicBool,
     slow_exec_ms: AtomicU64,
+    crash_mid_inference: AtomicBool,
 }
 
 impl RuntimeFaults {
@@ -143,6 +144,19 @@ impl RuntimeFaults {
     }
     pub fn slow_exec_ms(&self) -> u64 {
         self.slow_exec_ms.load(Ordering::SeqCst)
+    }
+    /// The next generation that has streamed its first token crashes the runtime's process
+    /// (exit status 2, as a Go runtime panic exits): its connections are reset mid-stream and
+    /// the kubelet restarts the container. One crash per setting.
+    pub fn set_crash_mid_inference(&self, on: bool) {
+        self.crash_mid_inference.store(on, Ordering::SeqCst);
+    }
+    pub fn crash_mid_inference(&self) -> bool {
+        self.crash_mid_inference.load(Ordering::SeqCst)
+    }
+    /// Take the armed crash (the switch turns off).
+    pub(crate) fn take_crash_mid_inference(&self) -> bool {
+        self.crash_mid_inference.swap(false, Ordering::SeqCst)
     }
 }
 
@@ -1052,6 +1066,30 @@ impl Runtime {
                 Err(if self.killed.load(Ordering::SeqCst) { RunError::Killed } else { RunError::Stopped })
             }
         }
+    }
+
+    /// The runtime's process exits by itself with `exit_code` (a crash): its connections are
+    /// reset, and the kubelet restarts the container (reason Error), as for a real engine
+    /// whose process ended ([`RuntimeEvent::Exited`]).
+    pub(crate) fn crash(&self, exit_code: i32) {
+        {
+            let mut state = self.lock();
+            if !matches!(state.phase, Phase::Booting | Phase::Listening) {
+                return;
+            }
+            state.phase = Phase::Stopped;
+            state.loading = None;
+            state.resident.clear();
+        }
+        self.killed.store(true, Ordering::SeqCst);
+        self.listening.store(false, Ordering::SeqCst);
+        self.shutdown.cancel();
+        self.spec.ground_truth.log(
+            &self.spec.pod_name,
+            Transition::ContainerExited,
+            serde_json::json!({ "exit_code": exit_code }),
+        );
+        let _ = self.events.send(RuntimeEvent::Exited { exit_code });
     }
 
     /// The kernel's OOM killer takes the container (at the instant of the load in progress).

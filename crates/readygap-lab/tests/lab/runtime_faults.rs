@@ -1,5 +1,5 @@
 //! Runtime faults: a hung runtime accepts and never answers; HTTP 500 on every route; slow
-//! exec. Each is switched on and off on a live runtime.
+//! exec; a crash mid-inference. Each is switched on and off on a live runtime.
 
 use readygap_lab::testkit::runtime::*;
 use serde_json::Value;
@@ -101,5 +101,64 @@ async fn slow_exec_delays_every_command() {
         start.elapsed()
     );
     lab.spec.faults.set_slow_exec_ms(0);
+    lab.handle.stop().await;
+}
+
+/// `crash_mid_inference`: the next streamed generation gets its first token, then the
+/// runtime's process exits (status 2): the stream breaks (no `done` line), the runtime
+/// reports `Exited` for the kubelet, the ground truth logs it, and the switch is spent.
+#[tokio::test]
+async fn crash_mid_inference_breaks_the_stream_and_exits() {
+    use futures::StreamExt;
+    use readygap_lab::runtime::RuntimeEvent;
+    let mut lab = start_listening(profile("azure-1b"), Options::default()).await;
+    lab.spec.faults.set_crash_mid_inference(true);
+    let r = client()
+        .post(lab.url("/api/generate"))
+        .body("{\"model\":\"llama3.2:1b\",\"prompt\":\"hi\"}")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), 200, "the stream starts");
+    let mut body = r.bytes_stream();
+    let mut got = Vec::new();
+    let mut broke = false;
+    while let Some(chunk) = tokio::time::timeout(DEADLINE, body.next())
+        .await
+        .expect("the stream ended")
+    {
+        match chunk {
+            Ok(b) => got.extend_from_slice(&b),
+            Err(_) => {
+                broke = true;
+                break;
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        !text.contains("\"done\":true"),
+        "a crashed runtime finished the answer: {text}"
+    );
+    assert!(
+        broke || text.contains("\"error\""),
+        "the stream broke: {text}"
+    );
+    let ev = lab
+        .wait_event(|e| matches!(e, RuntimeEvent::Exited { .. }))
+        .await;
+    assert_eq!(ev, RuntimeEvent::Exited { exit_code: 2 });
+    assert!(
+        !lab.spec.faults.crash_mid_inference(),
+        "one crash per setting"
+    );
+    let logged = lab
+        .spec
+        .ground_truth
+        .entries()
+        .into_iter()
+        .find(|e| e.transition == readygap_lab::ground_truth::Transition::ContainerExited)
+        .expect("the crash is in the ground truth");
+    assert_eq!(logged.detail["exit_code"], 2);
     lab.handle.stop().await;
 }
