@@ -101,7 +101,10 @@ fn both_formats_say_the_same_numbers_and_only_openmetrics_ends_with_eof() {
     assert_eq!(samples(&om), samples(&text));
     assert!(om.ends_with("# EOF\n") && !text.contains("# EOF"));
     assert!(om.contains("# TYPE readygap_trials counter\n"), "{om}");
-    assert!(text.contains("# TYPE readygap_trials_total counter\n"), "{text}");
+    assert!(
+        text.contains("# TYPE readygap_trials_total counter\n"),
+        "{text}"
+    );
     assert!(om.contains("# UNIT readygap_ready_to_inference_seconds seconds\n"));
     assert!(!text.contains("# UNIT"));
 }
@@ -122,7 +125,10 @@ fn rings_and_series_stay_bounded_and_running_trials_wait() {
     let rings: Vec<(usize, u64)> = m.rings().map(|(_, r)| (r.len(), r.seen)).collect();
     assert_eq!(rings, vec![(3, n); 3], "each ring keeps its last 3");
     assert_eq!(m.series().count(), 2, "at most two series");
-    assert_eq!(m.dropped, n, "the third series' trials are counted as dropped");
+    assert_eq!(
+        m.dropped, n,
+        "the third series' trials are counted as dropped"
+    );
     let mut running = ended[0].clone();
     running.status = readygap_core::timeline::TrialStatus::Running;
     assert!(!m.observe(&key("a"), &running));
@@ -143,7 +149,11 @@ fn verdict_labels_come_from_the_closed_lists_only() {
     m.observe(&key("chat"), &t);
     m.observe(&key("chat"), &t);
     let s = samples(&encode(&m, Format::Text));
-    let v = |name: &str| s.get(&format!("readygap_verdicts_total{{{L},verdict=\"{name}\"}}"));
+    let v = |name: &str| {
+        s.get(&format!(
+            "readygap_verdicts_total{{{L},verdict=\"{name}\"}}"
+        ))
+    };
     assert_eq!(v("shallow_readiness"), Some(&2.0));
     assert_eq!(v("traffic_gap"), Some(&2.0));
     assert!(!s.keys().any(|k| k.contains("made_up")), "{s:?}");
@@ -163,6 +173,8 @@ fn label_values_are_escaped_in_the_exposition() {
     assert!(
         text.contains(r#"model="we\"ird\\model\n""#),
         "{}",
-        text.lines().find(|l| l.contains("trials_total")).unwrap_or("")
+        text.lines()
+            .find(|l| l.contains("trials_total"))
+            .unwrap_or("")
     );
 }
