@@ -164,7 +164,7 @@ pub fn owner<'a>(
     if let Some(hash) = labels.get("pod-template-hash") {
         for d in &candidates {
             let rs = format!("{}-{hash}", d.key.1);
-            if owner_names.iter().any(|o| *o == rs) {
+            if owner_names.contains(&rs) {
                 return Some(d.key.clone());
             }
         }
@@ -220,12 +220,12 @@ struct Routes {
     pods_listed: bool,
 }
 
-/// One item of the four watches.
+/// One item of the four watches (boxed: the objects are large and of different sizes).
 enum Seen {
-    Deployment(Result<watcher::Event<Deployment>, watcher::Error>),
-    Pod(Result<watcher::Event<Pod>, watcher::Error>),
-    KubeEvent(Result<watcher::Event<CoreEvent>, watcher::Error>),
-    Slice(Result<watcher::Event<EndpointSlice>, watcher::Error>),
+    Deployment(Box<Result<watcher::Event<Deployment>, watcher::Error>>),
+    Pod(Box<Result<watcher::Event<Pod>, watcher::Error>>),
+    KubeEvent(Box<Result<watcher::Event<CoreEvent>, watcher::Error>>),
+    Slice(Box<Result<watcher::Event<EndpointSlice>, watcher::Error>>),
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -281,25 +281,25 @@ pub async fn run(cfg: WatchConfig, shared: Arc<Shared>, cancel: CancellationToke
         stream(
             api::<Deployment>(&client, scope),
             watcher::Config::default().labels(&cfg.selector),
-            Seen::Deployment,
+            |r| Seen::Deployment(Box::new(r)),
         )
         .boxed(),
         stream(
             api::<Pod>(&client, scope),
             watcher::Config::default().labels(&pod_selector),
-            Seen::Pod,
+            |r| Seen::Pod(Box::new(r)),
         )
         .boxed(),
         stream(
             api::<CoreEvent>(&client, scope),
             watcher::Config::default().fields("involvedObject.kind=Pod"),
-            Seen::KubeEvent,
+            |r| Seen::KubeEvent(Box::new(r)),
         )
         .boxed(),
         stream(
             api::<EndpointSlice>(&client, scope),
             watcher::Config::default(),
-            Seen::Slice,
+            |r| Seen::Slice(Box::new(r)),
         )
         .boxed(),
     ]);
@@ -355,18 +355,21 @@ impl Routes {
     ) {
         match seen {
             Seen::Deployment(r) => {
+                let r = *r;
                 said(errors, "deployments", &r);
                 if let Ok(ev) = r {
                     self.deployment(ctx, cancel, ev).await;
                 }
             }
             Seen::Pod(r) => {
+                let r = *r;
                 said(errors, Pod::RESOURCE, &r);
                 if let Ok(ev) = r {
                     self.pod(ev).await;
                 }
             }
             Seen::KubeEvent(r) => {
+                let r = *r;
                 said(errors, CoreEvent::RESOURCE, &r);
                 if let Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) = r {
                     let o = &e.involved_object;
@@ -382,6 +385,7 @@ impl Routes {
                 }
             }
             Seen::Slice(r) => {
+                let r = *r;
                 said(errors, EndpointSlice::RESOURCE, &r);
                 if let Ok(ev) = r {
                     self.slice(ev).await;
