@@ -288,3 +288,37 @@ pub async fn watch(args: WatchArgs) -> Result<i32> {
     w.task.await.wrap_err("the watcher stopped")??;
     Ok(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: WatchArgs,
+    }
+
+    #[test]
+    fn the_defaults_in_help_are_the_watchers_defaults() {
+        let args = Wrap::try_parse_from(["readygap"]).unwrap().args;
+        let mut want = WatchConfig::default();
+        // $KUBECONFIG, when the environment has one.
+        want.cluster.kubeconfig = args.kubeconfig.clone();
+        assert_eq!(args.to_config(), want);
+        assert_eq!(args.metrics_addr, "0.0.0.0:9464".parse().unwrap());
+    }
+
+    #[test]
+    fn one_namespace_or_all() {
+        assert!(Wrap::try_parse_from(["readygap", "-n", "a", "-A"]).is_err());
+        let a = Wrap::try_parse_from(["readygap", "-A", "-l", "team=llm"])
+            .unwrap()
+            .args;
+        let c = a.to_config();
+        assert!(c.all_namespaces);
+        assert_eq!(c.selector, "team=llm");
+        assert!(Wrap::try_parse_from(["readygap", "--record-max-size", "0"]).is_err());
+    }
+}
