@@ -24,6 +24,7 @@ cleanup() {
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 "$bin" lab serve --profile local-1b --speed "$speed" --seed 42 >"$work/lab.json" 2>"$work/lab.log" &
 pids+=($!)
@@ -127,7 +128,10 @@ for p in json.load(sys.stdin)["items"]:
 
 start=$(date +%s)
 deadline=$((start + minutes * 60))
-for w in $(seq 0 $((workers - 1))); do user "$w" "$deadline" & pids+=($!); done
+users=()
+echo 0 >"$work/count-none"
+for w in $(seq 0 $((workers - 1))); do user "$w" "$deadline" & users+=($!); done
+pids+=("${users[@]}")
 echo "t=0s rss_kib=$(rss) cpu_s=$(cpu)"
 for mark in 60 300 600; do
   [ "$mark" -gt $((minutes * 60)) ] && break
@@ -135,7 +139,7 @@ for mark in 60 300 600; do
   echo "t=${mark}s rss_kib=$(rss) cpu_s=$(cpu) replacements=$(cat "$work"/count-* 2>/dev/null | awk "{s+=\$1} END {print s+0}")"
 done
 while [ "$(date +%s)" -lt "$deadline" ]; do sleep 1; done
-wait "${pids[@]:2}" 2>/dev/null || true
+[ ${#users[@]} -gt 0 ] && { wait "${users[@]}" 2>/dev/null || true; }
 sleep 5
 replacements=$(cat "$work"/count-* 2>/dev/null | awk "{s+=\$1} END {print s+0}")
 counted=$(curl -sf "http://127.0.0.1:$port/metrics" | awk '/^readygap_trials_total\{/ {s+=$2} END {print s+0}')
@@ -146,4 +150,4 @@ v=json.load(sys.stdin); v=v.get("entries", v) if isinstance(v, dict) else v
 print(sum(1 for e in v if e["transition"]=="delete_accepted" and e["pod"][:1]=="m"))')
 cpu_total=$(cpu)
 echo "end rss_kib=$(rss) cpu_s=$cpu_total replacements=$replacements counted=$counted failed=$failed ground_truth_deletes=$truth"
-python3 -c 'import sys; c,r=float(sys.argv[1]),int(sys.argv[2]); print(f"cpu_per_replacement_ms={1000*c/max(r,1):.1f}")' "$cpu_total" "$replacements"
+python3 -c 'import sys; c,r=float(sys.argv[1]),int(sys.argv[2]); print(f"cpu_per_replacement_ms={1000*c/r:.1f}" if r else "cpu_per_replacement_ms=n/a (no replacement; idle CPU only)")' "$cpu_total" "$replacements"
