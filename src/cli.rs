@@ -96,6 +96,10 @@ pub enum Command {
         #[arg(long, default_value_t = 2.0)]
         idle_limit: f64,
     },
+    /// Watch every model Deployment matching a label selector, measure each replacement as
+    /// an external trial (GETs only, T3/T4 from the runtime's request log) and serve the
+    /// trials as OpenMetrics on --metrics-addr (/metrics, /healthz, /readyz, /trials).
+    Watch(Box<crate::commands::watch::WatchArgs>),
     /// Write the trials of a recording (or CSV) in the study's CSV column order.
     Export {
         file: PathBuf,
@@ -175,6 +179,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             speed,
             idle_limit,
         } => commands::cast::cast(&file, &output, size, &theme, speed, idle_limit),
+        Command::Watch(args) => runtime()?.block_on(commands::watch::watch(*args)),
         Command::Export { file, csv } => commands::export::export(&file, &csv),
     }
 }

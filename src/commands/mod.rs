@@ -8,3 +8,4 @@ pub mod lab;
 pub mod replay;
 pub mod report;
 pub mod run;
+pub mod watch;

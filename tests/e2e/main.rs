@@ -48,3 +48,4 @@ mod ui_support;
 mod ui_theme;
 mod ui_tmux;
 mod verdicts;
+mod watch_fleet;

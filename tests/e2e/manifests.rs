@@ -99,6 +99,30 @@ enum Object {
     ClusterRole(ClusterRole),
     ClusterRoleBinding(ClusterRoleBinding),
     ConfigMap(ConfigMap),
+    /// The Prometheus Operator's kind (no k8s-openapi type): checked by [`service_monitor`].
+    ServiceMonitor,
+}
+
+/// A `monitoring.coreos.com/v1` ServiceMonitor: a selector and endpoints naming a port.
+fn service_monitor(doc: &Value, origin: &str) -> Value {
+    assert_eq!(
+        doc["apiVersion"], "monitoring.coreos.com/v1",
+        "{origin}: apiVersion of ServiceMonitor"
+    );
+    let spec = &doc["spec"];
+    assert!(
+        spec["selector"]["matchLabels"].is_object(),
+        "{origin}: a ServiceMonitor selects its Service by matchLabels"
+    );
+    let endpoints = spec["endpoints"].as_array().expect("endpoints");
+    assert!(!endpoints.is_empty(), "{origin}: no endpoints");
+    for e in endpoints {
+        assert!(
+            e["port"].is_string(),
+            "{origin}: an endpoint names its port: {e}"
+        );
+    }
+    doc.clone()
 }
 
 fn object(doc: &Value, origin: &str) -> Object {
@@ -114,6 +138,10 @@ fn object(doc: &Value, origin: &str) -> Object {
         Some("ClusterRole") => Object::ClusterRole(typed(doc, origin)),
         Some("ClusterRoleBinding") => Object::ClusterRoleBinding(typed(doc, origin)),
         Some("ConfigMap") => Object::ConfigMap(typed(doc, origin)),
+        Some("ServiceMonitor") => {
+            service_monitor(doc, origin);
+            Object::ServiceMonitor
+        }
         other => panic!("{origin}: unexpected kind {other:?}"),
     }
 }
@@ -258,6 +286,7 @@ fn every_manifest_document_parses_as_its_kind() {
         "RoleBinding",
         "ClusterRole",
         "ClusterRoleBinding",
+        "ServiceMonitor",
     ]
     .into();
     let found: BTreeSet<&str> = kinds.keys().map(String::as_str).collect();
@@ -1173,4 +1202,113 @@ async fn probe_refuses_a_model_name_that_could_break_the_request() {
         requests.lock().expect("lock").is_empty(),
         "no request may be sent"
     );
+}
+
+/// `manifests/watch/`: the watcher's ClusterRole is read-only (list/watch, pods/proxy and
+/// pods/log get, no exec), the Deployment runs `readygap watch` with its probes on the
+/// metrics port, the Service and the ServiceMonitor reach that port by name, and the
+/// Grafana dashboard parses and plots the four histograms.
+#[test]
+fn the_watcher_is_read_only_and_its_metrics_port_is_scraped() {
+    let dir = manifests_dir().join("watch");
+    let load = |f: &str| {
+        let text = std::fs::read_to_string(dir.join(f)).expect("read");
+        documents(&text, f).remove(0)
+    };
+    let role: ClusterRole = typed(&load("clusterrole.yaml"), "watch/clusterrole.yaml");
+    let mut granted = BTreeSet::new();
+    for r in role.rules.iter().flatten() {
+        for g in r.api_groups.iter().flatten() {
+            for res in r.resources.iter().flatten() {
+                for v in &r.verbs {
+                    granted.insert((g.clone(), res.clone(), v.clone()));
+                }
+            }
+        }
+    }
+    let want: BTreeSet<(String, String, String)> = [
+        ("apps", "deployments", "list"),
+        ("apps", "deployments", "watch"),
+        ("", "pods", "list"),
+        ("", "pods", "watch"),
+        ("", "events", "list"),
+        ("", "events", "watch"),
+        ("discovery.k8s.io", "endpointslices", "list"),
+        ("discovery.k8s.io", "endpointslices", "watch"),
+        ("", "pods/proxy", "get"),
+        ("", "pods/log", "get"),
+    ]
+    .iter()
+    .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(granted, want, "exactly the watcher's reads");
+
+    let dep: Deployment = typed(&load("deployment.yaml"), "watch/deployment.yaml");
+    let pod = dep.spec.unwrap().template.spec.unwrap();
+    assert_eq!(pod.service_account_name.as_deref(), Some("readygap-watch"));
+    let c = &pod.containers[0];
+    assert_pinned(c, "watch/deployment.yaml");
+    let args = c.args.clone().unwrap_or_default();
+    assert_eq!(args.first().map(String::as_str), Some("watch"), "{args:?}");
+    let addr = args
+        .iter()
+        .position(|a| a == "--metrics-addr")
+        .and_then(|i| args.get(i + 1))
+        .expect("--metrics-addr");
+    let port = c
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref() == Some("metrics"))
+        .expect("a metrics port");
+    assert!(
+        addr.ends_with(&format!(":{}", port.container_port)),
+        "{addr}"
+    );
+    // The arguments parse as `readygap watch` takes them.
+    use clap::Parser;
+    let cli =
+        readygap::cli::Cli::try_parse_from(std::iter::once("readygap".to_string()).chain(args))
+            .expect("the Deployment's arguments parse");
+    assert!(matches!(
+        cli.command,
+        Some(readygap::cli::Command::Watch(_))
+    ));
+    let probe_path = |p: &Option<Probe>| {
+        let g = p
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .expect("httpGet");
+        assert_eq!(g.port, IntOrString::String("metrics".into()));
+        g.path.clone().unwrap_or_default()
+    };
+    assert_eq!(probe_path(&c.liveness_probe), "/healthz");
+    assert_eq!(probe_path(&c.readiness_probe), "/readyz");
+
+    let svc: Service = typed(&load("service.yaml"), "watch/service.yaml");
+    let sp = &svc.spec.unwrap().ports.unwrap()[0];
+    assert_eq!(sp.name.as_deref(), Some("metrics"));
+    let sm = service_monitor(&load("servicemonitor.yaml"), "watch/servicemonitor.yaml");
+    assert_eq!(sm["spec"]["endpoints"][0]["port"], "metrics");
+    assert_eq!(sm["spec"]["endpoints"][0]["path"], "/metrics");
+    assert_eq!(
+        sm["spec"]["selector"]["matchLabels"],
+        serde_json::to_value(svc.metadata.labels.unwrap()).unwrap()
+    );
+
+    let text = std::fs::read_to_string(dir.join("grafana-dashboard.json")).expect("dashboard");
+    let dash: Value = serde_json::from_str(&text).expect("the Grafana dashboard parses");
+    let exprs: Vec<String> = dash["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .flat_map(|p| p["targets"].as_array().into_iter().flatten())
+        .filter_map(|t| t["expr"].as_str().map(str::to_string))
+        .collect();
+    for (_, name, _) in readygap_core::fleet::HISTOGRAMS {
+        assert!(
+            exprs.iter().any(|e| e.contains(&format!("{name}_bucket"))),
+            "no panel plots {name}: {exprs:#?}"
+        );
+    }
 }

@@ -4,6 +4,7 @@
 pub mod event;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
+pub mod fleet;
 pub mod focus;
 pub mod record;
 pub mod replay;

@@ -46,6 +46,16 @@ pub enum VerdictKind {
 }
 
 impl VerdictKind {
+    /// Every kind (the fleet watcher's closed list of verdict label values).
+    pub const ALL: [VerdictKind; 6] = [
+        VerdictKind::OverlappingResidencyOom,
+        VerdictKind::SingleModelOom,
+        VerdictKind::RunnerOom,
+        VerdictKind::OomRisk,
+        VerdictKind::EvictedForMemory,
+        VerdictKind::InsufficientMemory,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             VerdictKind::OverlappingResidencyOom => "overlapping_residency_oom",

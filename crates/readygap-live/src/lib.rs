@@ -8,6 +8,7 @@
 
 pub mod actions;
 pub mod cluster;
+pub mod fleet;
 pub mod host;
 pub mod kubeconfig;
 pub mod node;

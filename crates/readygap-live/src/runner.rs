@@ -303,6 +303,11 @@ impl Machine {
         self.phase == Phase::Stopped
     }
 
+    /// Between trials: no trial driven, none being started, no cooldown.
+    pub fn is_idle(&self) -> bool {
+        self.phase == Phase::Idle
+    }
+
     /// The next deadline: the driver sends [`Input::Tick`] then.
     pub fn wake(&self, s: &State) -> Option<Timestamp> {
         match &self.phase {

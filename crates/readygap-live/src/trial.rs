@@ -60,6 +60,8 @@ pub struct Runner {
     recording: Recording,
     record_status: Option<mpsc::UnboundedSender<RecordStatus>>,
     record_error: Option<String>,
+    /// Compact the store once this many trials ended (`readygap watch`); `None`: never.
+    compact_after: Option<usize>,
 }
 
 /// What the runner is built from: the event channel (every source sends to `tx`; the
@@ -100,7 +102,33 @@ impl Runner {
             recording: p.recording,
             record_status: None,
             record_error: None,
+            compact_after: None,
         }
+    }
+
+    /// Keep the store bounded for a session that runs for weeks (`readygap watch`): between
+    /// trials, once `trials` trials ended, the state is rebuilt from its own snapshot (the
+    /// pods, slices, nodes, runtimes and latest samples a new recording starts with), which
+    /// drops the ended trials, their actions and verdicts and the series' history. Whoever
+    /// needs the trials keeps them from `on_trial` (the watcher's ring). The recording is not
+    /// touched: it still holds every event.
+    pub fn compact_after(&mut self, trials: usize) {
+        self.compact_after = Some(trials.max(1));
+    }
+
+    fn compact(&mut self) {
+        let Some(n) = self.compact_after else { return };
+        let s = &self.state;
+        if !self.machine.is_idle()
+            || s.timeline.open().is_some()
+            || s.timeline.trials.len() < n
+            || s.pods.values().any(|p| p.deletion_timestamp.is_some())
+        {
+            return;
+        }
+        let ts = s.now.unwrap_or_else(Utc::now);
+        let snapshot = s.snapshot_events(ts);
+        self.state = State::from_events(&snapshot);
     }
 
     /// Tell `status` when the recording starts, stops or fails (the dashboard's header).
@@ -316,6 +344,7 @@ impl Runner {
                 _ = tokio::time::sleep(wait) => Input::Tick,
             };
             go_on = self.step(input, on_trial);
+            self.compact();
         }
         // Debug pods the cold steps created go now (left alone they end by their deadline).
         for e in self.exec.delete_debug_pods().await {

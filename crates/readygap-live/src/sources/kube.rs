@@ -325,10 +325,10 @@ pub fn watch_error_message(e: &watcher::Error, resource: &str) -> String {
         _ => None,
     };
     if let Some(k) = api_err {
-        let group = if resource == "endpointslices" {
-            "discovery.k8s.io"
-        } else {
-            ""
+        let group = match resource {
+            "endpointslices" => "discovery.k8s.io",
+            "deployments" => "apps",
+            _ => "",
         };
         if let Some(why) = crate::rbac::explain_kube_error(
             k,

@@ -1,0 +1,938 @@
+//! `readygap watch`'s session: every Deployment matching a label selector, in one namespace
+//! or all, each replacement of each one an external trial measured passively, each finished
+//! trial handed to the fleet's registry ([`readygap_core::fleet::FleetMetrics`]).
+//!
+//! One watch per resource kind, never one per Deployment: Deployments and Pods with the
+//! label selector, Events about pods (field selector) and EndpointSlices of the namespace
+//! (their labels are the Service's, not the pods'). A demultiplexer routes every object to
+//! the Deployment that owns it ([`owner`]: the pod's ReplicaSet `<deployment>-<hash>`, else
+//! the Deployment's `matchLabels`), and each Deployment has its own session: an event
+//! channel, a store, the trial runner of the dashboard in serve mode with `read_only` (no
+//! inference, no action: T0 first evidence, T1 Ready, T2 GET probes, T3/T4 from the
+//! runtime's request log), its runtime adapter guessed from its pods
+//! ([`crate::sources::runtime::choice`]) and optionally its recording, rotated by size at
+//! trial ends. The store is compacted between trials ([`Runner::compact_after`]) and the
+//! registry keeps a ring of the last trials per Deployment: nothing grows with time.
+//!
+//! A trial interrupted by the watcher itself (the Deployment was deleted, the watcher is
+//! stopping) is not counted: it measured nothing about the Deployment.
+
+use crate::actions::Executor;
+use crate::cluster::{self, ClusterConfig};
+use crate::session::{RecordStatus, Recording};
+use crate::sources::kube::{Watched, convert, watch_error_message};
+use crate::sources::runtime::choice::{self, Ask};
+use crate::sources::runtime::{AccessMode, PollConfig, RuntimeKind};
+use crate::trial::{Command, Runner, RunnerParts, TrialConfig};
+use chrono::Utc;
+use color_eyre::eyre::{Result, WrapErr, eyre};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use readygap_core::event::{Event, EventKind, SessionInfo, Source};
+use readygap_core::fleet::{FleetMetrics, SeriesKey};
+use readygap_core::record::jsonl;
+use readygap_core::timeline::Trial;
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// What `readygap watch` watches and how it measures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchConfig {
+    /// Kubeconfig, context and namespace (`deployment`, `selector`, `service` unused).
+    pub cluster: ClusterConfig,
+    /// Every namespace instead of one.
+    pub all_namespaces: bool,
+    /// Label selector of the Deployments.
+    pub selector: String,
+    /// Label selector of their pods (default: `selector`, which the pod template then
+    /// carries too).
+    pub pod_selector: Option<String>,
+    pub access: AccessMode,
+    pub direct_url: String,
+    /// The runtime of every Deployment; `None`: guessed per Deployment.
+    pub runtime: Option<RuntimeKind>,
+    pub runtime_port: u16,
+    pub probe_path: String,
+    pub probe_interval: Duration,
+    pub ready_timeout: Duration,
+    pub runtime_timeout: Duration,
+    pub inference_timeout: Duration,
+    pub residency_interval: Duration,
+    pub tags_interval: Duration,
+    /// Follow each pod's memory (exec into the container: needs `pods/exec`).
+    pub memory: bool,
+    pub memory_interval: Duration,
+    pub container: Option<String>,
+    /// Trials kept per Deployment (the ring).
+    pub ring: usize,
+    /// At most this many series in the registry.
+    pub max_series: usize,
+    /// Compact each Deployment's store once this many trials ended.
+    pub compact_after: usize,
+    /// Record each Deployment to `DIR/<namespace>/<deployment>/…jsonl`.
+    pub record_dir: Option<PathBuf>,
+    /// Start a new file at the end of a trial once the current one is this large.
+    pub record_max_bytes: u64,
+    /// Keep this many files per Deployment (older ones are deleted).
+    pub record_keep: usize,
+    pub record_redact: bool,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        Self {
+            cluster: ClusterConfig::default(),
+            all_namespaces: false,
+            selector: "readygap.io/watch=true".into(),
+            pod_selector: None,
+            access: AccessMode::Proxy,
+            direct_url: "http://{pod_ip}:{port}".into(),
+            runtime: None,
+            runtime_port: 11434,
+            probe_path: "/api/tags".into(),
+            probe_interval: Duration::from_millis(200),
+            ready_timeout: Duration::from_secs(900),
+            runtime_timeout: Duration::from_secs(900),
+            inference_timeout: Duration::from_secs(900),
+            residency_interval: Duration::from_secs(1),
+            tags_interval: Duration::from_secs(30),
+            memory: false,
+            memory_interval: Duration::from_secs(1),
+            container: None,
+            ring: 50,
+            max_series: 2000,
+            compact_after: 5,
+            record_dir: None,
+            record_max_bytes: 16 << 20,
+            record_keep: 5,
+            record_redact: false,
+        }
+    }
+}
+
+/// What the watcher shares with its HTTP endpoints.
+pub struct Shared {
+    pub metrics: Mutex<FleetMetrics>,
+    /// Deployments and pods listed once (`/readyz`).
+    pub ready: AtomicBool,
+    /// The runtime of each watched Deployment and how it was chosen (`/trials`).
+    pub runtimes: Mutex<BTreeMap<(String, String), String>>,
+}
+
+impl Shared {
+    pub fn new(cfg: &WatchConfig) -> Self {
+        Self {
+            metrics: Mutex::new(FleetMetrics::new(cfg.max_series, cfg.ring)),
+            ready: AtomicBool::new(false),
+            runtimes: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+/// A Deployment: (namespace, name).
+pub type DeploymentKey = (String, String);
+
+/// A watched Deployment's selector (`matchLabels`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Owner {
+    pub key: DeploymentKey,
+    pub match_labels: BTreeMap<String, String>,
+}
+
+/// The Deployment owning a pod: the one whose ReplicaSet (`<deployment>-<pod-template-hash>`)
+/// controls it, else the one whose `matchLabels` the pod's labels satisfy (same namespace).
+pub fn owner<'a>(
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+    owner_names: &[String],
+    deployments: impl IntoIterator<Item = &'a Owner>,
+) -> Option<DeploymentKey> {
+    let candidates: Vec<&Owner> = deployments
+        .into_iter()
+        .filter(|d| d.key.0 == namespace)
+        .collect();
+    if let Some(hash) = labels.get("pod-template-hash") {
+        for d in &candidates {
+            let rs = format!("{}-{hash}", d.key.1);
+            if owner_names.contains(&rs) {
+                return Some(d.key.clone());
+            }
+        }
+    }
+    candidates
+        .iter()
+        .find(|d| {
+            !d.match_labels.is_empty()
+                && d.match_labels
+                    .iter()
+                    .all(|(k, v)| labels.get(k).is_some_and(|l| l == v))
+        })
+        .map(|d| d.key.clone())
+}
+
+/// A label selector string of `matchLabels`.
+fn selector_string(labels: &BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The connected cluster and settings every Deployment's session shares.
+#[derive(Clone)]
+struct Ctx {
+    client: Client,
+    runtime_client: Client,
+    context: String,
+    cfg: Arc<WatchConfig>,
+    shared: Arc<Shared>,
+}
+
+/// A watched Deployment's session, seen from the demultiplexer.
+struct Member {
+    owner: Owner,
+    tx: mpsc::Sender<Event>,
+    cancel: CancellationToken,
+}
+
+/// Which Deployment each pod and slice went to, and the pods no Deployment owns yet.
+#[derive(Default)]
+struct Routes {
+    members: BTreeMap<DeploymentKey, Member>,
+    pods: BTreeMap<(String, String), DeploymentKey>,
+    /// Pods seen before their Deployment (the latest version of each).
+    orphans: BTreeMap<(String, String), Pod>,
+    slices: BTreeMap<(String, String), BTreeSet<DeploymentKey>>,
+    /// Deployments seen during an ongoing re-list of Deployments.
+    relisting: Option<BTreeSet<DeploymentKey>>,
+    deployments_listed: bool,
+    pods_listed: bool,
+}
+
+/// One item of the four watches (boxed: the objects are large and of different sizes).
+enum Seen {
+    Deployment(Box<Result<watcher::Event<Deployment>, watcher::Error>>),
+    Pod(Box<Result<watcher::Event<Pod>, watcher::Error>>),
+    KubeEvent(Box<Result<watcher::Event<CoreEvent>, watcher::Error>>),
+    Slice(Box<Result<watcher::Event<EndpointSlice>, watcher::Error>>),
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <K as Resource>::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+fn stream<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    wrap: fn(Result<watcher::Event<K>, watcher::Error>) -> Seen,
+) -> impl Stream<Item = Seen> + Send
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    <K as Resource>::DynamicType: Default + Eq + std::hash::Hash + Clone + Send,
+{
+    watcher(api, cfg).default_backoff().map(wrap)
+}
+
+/// Watch until `cancel`. Fails only when the cluster cannot be reached at the start.
+pub async fn run(cfg: WatchConfig, shared: Arc<Shared>, cancel: CancellationToken) -> Result<()> {
+    let (kcfg, context) = cluster::config(&cfg.cluster).await?;
+    let namespace = kcfg.default_namespace.clone();
+    let api_url = kcfg.cluster_url.to_string();
+    let mut no_retry = kcfg.clone();
+    no_retry.default_retry = false;
+    let client = Client::try_from(kcfg).wrap_err("building the Kubernetes client")?;
+    let runtime_client = Client::try_from(no_retry).wrap_err("building the Kubernetes client")?;
+    match tokio::time::timeout(cluster::CONNECT_TIMEOUT, client.apiserver_version()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            return Err(eyre!(
+                "the Kubernetes API server at {api_url} is unreachable: {}",
+                crate::sources::runtime::error_chain(&e)
+            ));
+        }
+        Err(_) => {
+            return Err(eyre!(
+                "the Kubernetes API server at {api_url} did not answer within {:?}",
+                cluster::CONNECT_TIMEOUT
+            ));
+        }
+    }
+    let scope = (!cfg.all_namespaces).then_some(namespace.as_str());
+    let pod_selector = cfg.pod_selector.clone().unwrap_or(cfg.selector.clone());
+    let watches = futures::stream::select_all([
+        stream(
+            api::<Deployment>(&client, scope),
+            watcher::Config::default().labels(&cfg.selector),
+            |r| Seen::Deployment(Box::new(r)),
+        )
+        .boxed(),
+        stream(
+            api::<Pod>(&client, scope),
+            watcher::Config::default().labels(&pod_selector),
+            |r| Seen::Pod(Box::new(r)),
+        )
+        .boxed(),
+        stream(
+            api::<CoreEvent>(&client, scope),
+            watcher::Config::default().fields("involvedObject.kind=Pod"),
+            |r| Seen::KubeEvent(Box::new(r)),
+        )
+        .boxed(),
+        stream(
+            api::<EndpointSlice>(&client, scope),
+            watcher::Config::default(),
+            |r| Seen::Slice(Box::new(r)),
+        )
+        .boxed(),
+    ]);
+    let ctx = Ctx {
+        client,
+        runtime_client,
+        context,
+        cfg: Arc::new(cfg),
+        shared,
+    };
+    let mut routes = Routes::default();
+    let mut watches = std::pin::pin!(watches);
+    let mut errors: BTreeSet<&'static str> = BTreeSet::new();
+    loop {
+        let seen = tokio::select! {
+            _ = cancel.cancelled() => break,
+            s = watches.next() => s,
+        };
+        let Some(seen) = seen else { break };
+        routes.take(&ctx, &cancel, seen, &mut errors).await;
+    }
+    for m in routes.members.values() {
+        m.cancel.cancel();
+    }
+    Ok(())
+}
+
+/// A watch error, said once per resource until the watch works again.
+fn said<K>(
+    errors: &mut BTreeSet<&'static str>,
+    resource: &'static str,
+    r: &Result<watcher::Event<K>, watcher::Error>,
+) {
+    match r {
+        Ok(_) => {
+            errors.remove(resource);
+        }
+        Err(e) => {
+            if errors.insert(resource) {
+                tracing::warn!("{}", watch_error_message(e, resource));
+            }
+        }
+    }
+}
+
+impl Routes {
+    async fn take(
+        &mut self,
+        ctx: &Ctx,
+        cancel: &CancellationToken,
+        seen: Seen,
+        errors: &mut BTreeSet<&'static str>,
+    ) {
+        match seen {
+            Seen::Deployment(r) => {
+                let r = *r;
+                said(errors, "deployments", &r);
+                if let Ok(ev) = r {
+                    self.deployment(ctx, cancel, ev).await;
+                }
+            }
+            Seen::Pod(r) => {
+                let r = *r;
+                said(errors, Pod::RESOURCE, &r);
+                if let Ok(ev) = r {
+                    self.pod(ev).await;
+                }
+            }
+            Seen::KubeEvent(r) => {
+                let r = *r;
+                said(errors, CoreEvent::RESOURCE, &r);
+                if let Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) = r {
+                    let o = &e.involved_object;
+                    let key = (
+                        o.namespace.clone().unwrap_or_default(),
+                        o.name.clone().unwrap_or_default(),
+                    );
+                    if let Some(dep) = self.pods.get(&key).cloned() {
+                        for kind in convert(watcher::Event::Apply(e)) {
+                            self.send(&dep, kind).await;
+                        }
+                    }
+                }
+            }
+            Seen::Slice(r) => {
+                let r = *r;
+                said(errors, EndpointSlice::RESOURCE, &r);
+                if let Ok(ev) = r {
+                    self.slice(ev).await;
+                }
+            }
+        }
+        let ready = self.deployments_listed && self.pods_listed;
+        ctx.shared.ready.store(ready, Ordering::Relaxed);
+        if let Ok(mut m) = ctx.shared.metrics.lock() {
+            m.watched = self.members.len() as u64;
+        }
+    }
+
+    async fn send(&self, dep: &DeploymentKey, kind: EventKind) {
+        if let Some(m) = self.members.get(dep) {
+            let _ = m.tx.send(Event::new(Utc::now(), Source::Kube, kind)).await;
+        }
+    }
+
+    async fn deployment(
+        &mut self,
+        ctx: &Ctx,
+        cancel: &CancellationToken,
+        ev: watcher::Event<Deployment>,
+    ) {
+        match ev {
+            watcher::Event::Init => self.relisting = Some(BTreeSet::new()),
+            watcher::Event::InitDone => {
+                if let Some(seen) = self.relisting.take() {
+                    let gone: Vec<DeploymentKey> = self
+                        .members
+                        .keys()
+                        .filter(|k| !seen.contains(*k))
+                        .cloned()
+                        .collect();
+                    for k in gone {
+                        self.remove(ctx, &k);
+                    }
+                }
+                self.deployments_listed = true;
+            }
+            watcher::Event::InitApply(d) | watcher::Event::Apply(d) => {
+                let key = (d.namespace().unwrap_or_default(), d.name_any());
+                if let Some(seen) = &mut self.relisting {
+                    seen.insert(key.clone());
+                }
+                let Some(match_labels) = d
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.selector.match_labels.clone())
+                    .filter(|l| !l.is_empty())
+                else {
+                    tracing::warn!(
+                        "deployment {}/{} has no matchLabels selector: not watched",
+                        key.0,
+                        key.1
+                    );
+                    return;
+                };
+                if let Some(m) = self.members.get_mut(&key) {
+                    m.owner.match_labels = match_labels;
+                    return;
+                }
+                let owner = Owner {
+                    key: key.clone(),
+                    match_labels,
+                };
+                let member = spawn_member(ctx, cancel, &owner);
+                self.members.insert(key.clone(), member);
+                // Its pods seen before it, in the order of their names.
+                let orphans: Vec<Pod> = self
+                    .orphans
+                    .iter()
+                    .filter(|((ns, _), _)| *ns == key.0)
+                    .map(|(_, p)| p.clone())
+                    .collect();
+                for p in orphans {
+                    self.pod(watcher::Event::Apply(p)).await;
+                }
+            }
+            watcher::Event::Delete(d) => {
+                let key = (d.namespace().unwrap_or_default(), d.name_any());
+                self.remove(ctx, &key);
+            }
+        }
+    }
+
+    fn remove(&mut self, ctx: &Ctx, key: &DeploymentKey) {
+        if let Some(m) = self.members.remove(key) {
+            m.cancel.cancel();
+        }
+        self.pods.retain(|_, d| d != key);
+        for owners in self.slices.values_mut() {
+            owners.remove(key);
+        }
+        if let Ok(mut m) = ctx.shared.metrics.lock() {
+            m.forget(&key.0, &key.1);
+        }
+        if let Ok(mut r) = ctx.shared.runtimes.lock() {
+            r.remove(key);
+        }
+    }
+
+    async fn pod(&mut self, ev: watcher::Event<Pod>) {
+        match ev {
+            watcher::Event::Init => {
+                for k in self.members.keys().cloned().collect::<Vec<_>>() {
+                    for kind in convert::<Pod>(watcher::Event::Init) {
+                        self.send(&k, kind).await;
+                    }
+                }
+            }
+            watcher::Event::InitDone => {
+                for k in self.members.keys().cloned().collect::<Vec<_>>() {
+                    for kind in convert::<Pod>(watcher::Event::InitDone) {
+                        self.send(&k, kind).await;
+                    }
+                }
+                self.pods_listed = true;
+            }
+            watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
+                let key = (p.namespace().unwrap_or_default(), p.name_any());
+                let dep = self.pods.get(&key).cloned().or_else(|| {
+                    let owners: Vec<String> = p
+                        .owner_references()
+                        .iter()
+                        .map(|o| o.name.clone())
+                        .collect();
+                    owner(
+                        &key.0,
+                        p.labels(),
+                        &owners,
+                        self.members.values().map(|m| &m.owner),
+                    )
+                });
+                match dep {
+                    Some(dep) => {
+                        self.orphans.remove(&key);
+                        self.pods.insert(key, dep.clone());
+                        for kind in convert(watcher::Event::Apply(p)) {
+                            self.send(&dep, kind).await;
+                        }
+                    }
+                    None => {
+                        self.orphans.insert(key, p);
+                    }
+                }
+            }
+            watcher::Event::Delete(p) => {
+                let key = (p.namespace().unwrap_or_default(), p.name_any());
+                self.orphans.remove(&key);
+                if let Some(dep) = self.pods.remove(&key) {
+                    for kind in convert(watcher::Event::Delete(p)) {
+                        self.send(&dep, kind).await;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn slice(&mut self, ev: watcher::Event<EndpointSlice>) {
+        match ev {
+            watcher::Event::InitApply(s) | watcher::Event::Apply(s) => {
+                let ns = s.namespace().unwrap_or_default();
+                let key = (ns.clone(), s.name_any());
+                let now: BTreeSet<DeploymentKey> = s
+                    .endpoints
+                    .iter()
+                    .filter_map(|e| e.target_ref.as_ref()?.name.clone())
+                    .filter_map(|pod| self.pods.get(&(ns.clone(), pod)).cloned())
+                    .collect();
+                let owners = self.slices.entry(key.clone()).or_default();
+                owners.extend(now);
+                let owners = owners.clone();
+                if owners.is_empty() {
+                    self.slices.remove(&key);
+                    return;
+                }
+                for dep in owners {
+                    for kind in convert(watcher::Event::Apply(s.clone())) {
+                        self.send(&dep, kind).await;
+                    }
+                }
+            }
+            watcher::Event::Delete(s) => {
+                let key = (s.namespace().unwrap_or_default(), s.name_any());
+                for dep in self.slices.remove(&key).unwrap_or_default() {
+                    for kind in convert(watcher::Event::Delete(s.clone())) {
+                        self.send(&dep, kind).await;
+                    }
+                }
+            }
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        }
+    }
+}
+
+fn spawn_member(ctx: &Ctx, cancel: &CancellationToken, owner: &Owner) -> Member {
+    let (tx, rx) = mpsc::channel(8192);
+    let token = cancel.child_token();
+    tokio::spawn(member(
+        ctx.clone(),
+        owner.clone(),
+        tx.clone(),
+        rx,
+        token.clone(),
+    ));
+    Member {
+        owner: owner.clone(),
+        tx,
+        cancel: token,
+    }
+}
+
+/// The files of a Deployment's recording: `DIR/<namespace>/<deployment>/readygap-watch-
+/// <namespace>-<deployment>-<NNNNNN>.jsonl`, numbered on from the files already there.
+pub struct RecordFiles {
+    dir: PathBuf,
+    stem: String,
+    next: u64,
+    pub max_bytes: u64,
+    pub keep: usize,
+    pub current: Option<PathBuf>,
+}
+
+impl RecordFiles {
+    pub fn new(root: &Path, key: &DeploymentKey, max_bytes: u64, keep: usize) -> Self {
+        let dir = root.join(&key.0).join(&key.1);
+        let stem = format!("readygap-watch-{}-{}-", key.0, key.1);
+        let next = Self::numbered(&dir, &stem)
+            .last()
+            .map(|(n, _)| n + 1)
+            .unwrap_or(1);
+        Self {
+            dir,
+            stem,
+            next,
+            max_bytes,
+            keep: keep.max(1),
+            current: None,
+        }
+    }
+
+    /// The numbered files in `dir`, oldest first.
+    fn numbered(dir: &Path, stem: &str) -> Vec<(u64, PathBuf)> {
+        let mut v: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().to_string();
+                let n = name
+                    .strip_prefix(stem)?
+                    .strip_suffix(".jsonl")?
+                    .parse::<u64>()
+                    .ok()?;
+                Some((n, e.path()))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The next file (its directory created), and the oldest files beyond `keep` (counting
+    /// the new one) deleted.
+    pub fn next_file(&mut self) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(&self.dir)?;
+        let path = self
+            .dir
+            .join(format!("{}{:06}.jsonl", self.stem, self.next));
+        self.next += 1;
+        let old = Self::numbered(&self.dir, &self.stem);
+        let too_many = (old.len() + 1).saturating_sub(self.keep);
+        for (_, p) in old.into_iter().take(too_many) {
+            let _ = std::fs::remove_file(p);
+        }
+        self.current = Some(path.clone());
+        Ok(path)
+    }
+
+    /// Whether the current file has grown past `max_bytes`.
+    pub fn full(&self) -> bool {
+        self.current
+            .as_ref()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .is_some_and(|m| m.len() >= self.max_bytes)
+    }
+}
+
+/// The model a Deployment serves, from what its runtime polls already say (no request of
+/// its own): the latest resident model, else the first model on disk.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ServedModel {
+    resident: Option<String>,
+    on_disk: Option<String>,
+}
+
+impl ServedModel {
+    /// Learn from one applied event.
+    pub fn learn(&mut self, ev: &Event) {
+        match &ev.kind {
+            EventKind::Residency { models, .. } => {
+                if let Some(m) = models.first() {
+                    self.resident = Some(m.name.clone());
+                }
+            }
+            EventKind::ModelsOnDisk { models, .. } => {
+                if let Some(m) = models.first() {
+                    self.on_disk = Some(m.name.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The label value (`unknown` before any answer).
+    pub fn label(&self) -> String {
+        self.resident
+            .clone()
+            .or_else(|| self.on_disk.clone())
+            .unwrap_or_else(|| "unknown".into())
+    }
+}
+
+/// One Deployment's session until `cancel`.
+async fn member(
+    ctx: Ctx,
+    owner: Owner,
+    tx: mpsc::Sender<Event>,
+    rx: mpsc::Receiver<Event>,
+    cancel: CancellationToken,
+) {
+    let cfg = ctx.cfg.clone();
+    let (namespace, name) = owner.key.clone();
+    let selector = selector_string(&owner.match_labels);
+    let chosen = choice::choose(Ask {
+        given: cfg.runtime,
+        client: &ctx.runtime_client,
+        namespace: &namespace,
+        selector: &selector,
+        port: cfg.runtime_port,
+        probe_path: &cfg.probe_path,
+        access: cfg.access,
+        direct_url: &cfg.direct_url,
+    })
+    .await;
+    if let Ok(mut r) = ctx.shared.runtimes.lock() {
+        r.insert(owner.key.clone(), chosen.label());
+    }
+    let access = crate::sources::runtime::RuntimeAccess::new(
+        cfg.access,
+        ctx.runtime_client.clone(),
+        &namespace,
+        chosen.port,
+        &cfg.direct_url,
+    );
+    let runtime = choice::adapter(&chosen, access, cfg.inference_timeout, None);
+    let model = Arc::new(Mutex::new(ServedModel::default()));
+    let learns = model.clone();
+    let mut exec = Executor::new(
+        ctx.client.clone(),
+        &namespace,
+        runtime.clone(),
+        "",
+        tx.clone(),
+    );
+    exec.read_only = true;
+    let tcfg = TrialConfig {
+        deployment: Some(name.clone()),
+        namespace: namespace.clone(),
+        probe_interval: cfg.probe_interval,
+        ready_timeout: cfg.ready_timeout,
+        runtime_timeout: cfg.runtime_timeout,
+        inference_timeout: cfg.inference_timeout,
+        memory: cfg.memory,
+        memory_interval: cfg.memory_interval,
+        container: cfg.container.clone(),
+        runtime_port: chosen.port,
+        probe_external: false,
+        read_only: true,
+        poll: PollConfig {
+            residency: cfg.residency_interval,
+            tags: cfg.tags_interval,
+            probe: None,
+        },
+        ..TrialConfig::default()
+    };
+    let target = format!("deployment/{name}");
+    let mut header = jsonl::Header::new(Utc::now(), &ctx.context, &namespace, &target);
+    header.settings = json!({
+        "mode": "watch", "selector": cfg.selector, "runtime": chosen.kind.name(),
+        "runtime_chosen_by": chosen.how, "runtime_port": chosen.port,
+        "probe_path": chosen.probe_path, "access": cfg.access, "read_only": true,
+        "probe_interval_ms": cfg.probe_interval.as_millis() as u64,
+    });
+    let mut recording = Recording::new(header, cfg.record_redact);
+    let mut files = cfg
+        .record_dir
+        .as_ref()
+        .map(|d| RecordFiles::new(d, &owner.key, cfg.record_max_bytes, cfg.record_keep));
+    if let Some(f) = &mut files {
+        match f.next_file() {
+            Ok(path) => {
+                if let Some(RecordStatus::Failed(e)) = recording
+                    .start(&readygap_core::state::State::new(), &path, Utc::now())
+                    .pop()
+                {
+                    tracing::warn!("{e}");
+                }
+            }
+            Err(e) => tracing::warn!("recording {namespace}/{name}: {e}"),
+        }
+    }
+    let mut runner = Runner::new(RunnerParts {
+        rx,
+        tx: tx.clone(),
+        exec,
+        runtime,
+        client: ctx.client.clone(),
+        cfg: tcfg,
+        sink: Box::new(move |ev: &Event| {
+            if let Ok(mut m) = learns.lock() {
+                m.learn(ev);
+            }
+        }),
+        recording,
+        cancel: cancel.clone(),
+    });
+    runner.compact_after(cfg.compact_after);
+    let session = Event::new(
+        Utc::now(),
+        Source::Session,
+        EventKind::Session(SessionInfo {
+            context: ctx.context.clone(),
+            namespace: namespace.clone(),
+            target,
+            model: None,
+            mode: "watch".into(),
+            runtime: Some(chosen.label()),
+        }),
+    );
+    let _ = tx.send(session).await;
+    let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(4);
+    let shared = ctx.shared.clone();
+    let runtime_name = chosen.kind.name().to_string();
+    let mut on_trial = move |t: &Trial| {
+        if t.reason() == Some("interrupted") {
+            return;
+        }
+        let key = SeriesKey {
+            namespace: namespace.clone(),
+            deployment: name.clone(),
+            model: model
+                .lock()
+                .map(|m| m.label())
+                .unwrap_or_else(|_| "unknown".into()),
+            runtime: runtime_name.clone(),
+        };
+        if let Ok(mut m) = shared.metrics.lock() {
+            m.observe(&key, t);
+        }
+        // A new file at a trial's end once this one is full: each file replays on its own.
+        if let Some(f) = &mut files
+            && f.full()
+        {
+            match f.next_file() {
+                Ok(path) => {
+                    let _ = cmd_tx.try_send(Command::Record(Some(path)));
+                }
+                Err(e) => tracing::warn!("rotating the recording of {namespace}/{name}: {e}"),
+            }
+        }
+    };
+    runner.serve(cmd_rx, &mut on_trial).await;
+    runner.stop();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(v: &[(&str, &str)]) -> BTreeMap<String, String> {
+        v.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_pod_belongs_to_its_replicasets_deployment_before_any_selector() {
+        let deps = [
+            Owner {
+                key: ("ns".into(), "chat".into()),
+                match_labels: labels(&[("tier", "llm")]),
+            },
+            Owner {
+                key: ("ns".into(), "chat-big".into()),
+                match_labels: labels(&[("app", "chat-big")]),
+            },
+        ];
+        // Both selectors match; the ReplicaSet names the owner.
+        let pod = labels(&[
+            ("tier", "llm"),
+            ("app", "chat-big"),
+            ("pod-template-hash", "5d8f"),
+        ]);
+        let rs = vec!["chat-big-5d8f".to_string()];
+        assert_eq!(
+            owner("ns", &pod, &rs, &deps),
+            Some(("ns".into(), "chat-big".into()))
+        );
+        // No ReplicaSet: the first selector the labels satisfy.
+        assert_eq!(
+            owner("ns", &labels(&[("tier", "llm")]), &[], &deps),
+            Some(("ns".into(), "chat".into()))
+        );
+        // Another namespace, or labels that satisfy no selector: nobody's.
+        assert_eq!(owner("other", &pod, &rs, &deps), None);
+        assert_eq!(owner("ns", &labels(&[("app", "x")]), &[], &deps), None);
+    }
+
+    #[test]
+    fn recordings_rotate_and_keep_the_newest_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = ("lab".to_string(), "chat".to_string());
+        let mut f = RecordFiles::new(dir.path(), &key, 10, 2);
+        let a = f.next_file().unwrap();
+        std::fs::write(&a, "x").unwrap();
+        assert!(!f.full());
+        std::fs::write(&a, "0123456789ab").unwrap();
+        assert!(f.full());
+        let b = f.next_file().unwrap();
+        std::fs::write(&b, "x").unwrap();
+        let c = f.next_file().unwrap();
+        std::fs::write(&c, "x").unwrap();
+        assert!(!a.exists() && b.exists(), "only the newest two stay");
+        assert!(
+            c.to_string_lossy()
+                .ends_with("readygap-watch-lab-chat-000003.jsonl")
+        );
+        // A restarted watcher numbers on.
+        let mut again = RecordFiles::new(dir.path(), &key, 10, 2);
+        assert!(
+            again
+                .next_file()
+                .unwrap()
+                .to_string_lossy()
+                .ends_with("000004.jsonl")
+        );
+    }
+}
