@@ -825,6 +825,8 @@ async fn member(
             model: None,
             mode: "watch".into(),
             runtime: Some(chosen.label()),
+            // The watcher judges with the default verdict thresholds.
+            verdicts: None,
         }),
     );
     let _ = tx.send(session).await;
