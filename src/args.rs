@@ -58,6 +58,29 @@ pub struct ClusterArgs {
     pub service: Option<String>,
 }
 
+/// Which runtime the pods serve and how readygap reaches it: shared by the sessions
+/// (`readygap`, `readygap run`) and `readygap watch`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RuntimeArgs {
+    /// How to reach each pod's runtime.
+    #[arg(long, default_value = "proxy", value_parser = one_of(&AccessMode::NAMES))]
+    pub access: AccessMode,
+    /// URL template for `--access direct` ({pod_ip}, {pod}, {namespace}, {port}).
+    #[arg(long, default_value = "http://{pod_ip}:{port}")]
+    pub direct_url: String,
+    /// The LLM runtime of the pods (default: guessed from the container image, else from
+    /// the runtime's answers, else ollama).
+    #[arg(long, value_parser = one_of(&RuntimeKind::NAMES))]
+    pub runtime: Option<RuntimeKind>,
+    /// The runtime's port in the pod (with another runtime than ollama, the default is that
+    /// runtime's: llamacpp 8080, openai 8000, or the container's declared port).
+    #[arg(long, default_value_t = 11434)]
+    pub runtime_port: u16,
+    /// Path probed for T2 (with another runtime than ollama, the default is `/health`).
+    #[arg(long, default_value = "/api/tags")]
+    pub probe_path: String,
+}
+
 /// What a live session needs, shared by `readygap run` and the dashboard (`readygap`): the
 /// cluster and target, the inference, the recording, how pods, runtimes and nodes are
 /// reached, and the limits and intervals of the feeds.
@@ -87,23 +110,8 @@ pub struct SessionArgs {
     /// overlapping-residency OOM kill).
     #[arg(long)]
     pub preload_model: Option<String>,
-    /// How to reach each pod's runtime.
-    #[arg(long, default_value = "proxy", value_parser = one_of(&AccessMode::NAMES))]
-    pub access: AccessMode,
-    /// URL template for `--access direct` ({pod_ip}, {pod}, {namespace}, {port}).
-    #[arg(long, default_value = "http://{pod_ip}:{port}")]
-    pub direct_url: String,
-    /// The LLM runtime of the pods (default: guessed from the container image, else from
-    /// the runtime's answers, else ollama).
-    #[arg(long, value_parser = one_of(&RuntimeKind::NAMES))]
-    pub runtime: Option<RuntimeKind>,
-    /// The runtime's port in the pod (with another runtime than ollama, the default is that
-    /// runtime's: llamacpp 8080, openai 8000, or the container's declared port).
-    #[arg(long, default_value_t = 11434)]
-    pub runtime_port: u16,
-    /// Path probed for T2 (with another runtime than ollama, the default is `/health`).
-    #[arg(long, default_value = "/api/tags")]
-    pub probe_path: String,
+    #[command(flatten)]
+    pub reach: RuntimeArgs,
     /// Interval of the T2 probes.
     #[arg(long, default_value = "50ms", value_parser = units::parse_duration)]
     pub probe_interval: Duration,
@@ -285,11 +293,11 @@ impl SessionArgs {
             record: self.record.clone(),
             record_redact: self.record_redact,
             preload_model: self.preload_model.clone(),
-            access: self.access,
-            direct_url: self.direct_url.clone(),
-            runtime: self.runtime,
-            runtime_port: self.runtime_port,
-            probe_path: self.probe_path.clone(),
+            access: self.reach.access,
+            direct_url: self.reach.direct_url.clone(),
+            runtime: self.reach.runtime,
+            runtime_port: self.reach.runtime_port,
+            probe_path: self.reach.probe_path.clone(),
             probe_interval: self.probe_interval,
             infer_after: self.infer_after,
             replace: self.replace,

@@ -59,22 +59,8 @@ pub struct WatchArgs {
     /// Where the metrics are served.
     #[arg(long, default_value = "0.0.0.0:9464")]
     pub metrics_addr: SocketAddr,
-    /// How to reach each pod's runtime.
-    #[arg(long, default_value = "proxy", value_parser = one_of(&AccessMode::NAMES))]
-    pub access: AccessMode,
-    /// URL template for `--access direct` ({pod_ip}, {pod}, {namespace}, {port}).
-    #[arg(long, default_value = "http://{pod_ip}:{port}")]
-    pub direct_url: String,
-    /// The runtime of every Deployment (default: guessed per Deployment from its image,
-    /// else its answers, else ollama).
-    #[arg(long, value_parser = one_of(&RuntimeKind::NAMES))]
-    pub runtime: Option<RuntimeKind>,
-    /// The runtime's port (another runtime than ollama takes its own or the container's).
-    #[arg(long, default_value_t = 11434)]
-    pub runtime_port: u16,
-    /// Path probed for T2 (another runtime than ollama takes `/health`).
-    #[arg(long, default_value = "/api/tags")]
-    pub probe_path: String,
+    #[command(flatten)]
+    pub reach: crate::args::RuntimeArgs,
     /// Interval of the T2 probes of a replacement.
     #[arg(long, default_value = "200ms", value_parser = units::parse_duration)]
     pub probe_interval: Duration,
@@ -136,11 +122,11 @@ impl WatchArgs {
             all_namespaces: self.all_namespaces,
             selector: self.selector.clone(),
             pod_selector: self.pod_selector.clone(),
-            access: self.access,
-            direct_url: self.direct_url.clone(),
-            runtime: self.runtime,
-            runtime_port: self.runtime_port,
-            probe_path: self.probe_path.clone(),
+            access: self.reach.access,
+            direct_url: self.reach.direct_url.clone(),
+            runtime: self.reach.runtime,
+            runtime_port: self.reach.runtime_port,
+            probe_path: self.reach.probe_path.clone(),
             probe_interval: self.probe_interval,
             ready_timeout: self.ready_timeout,
             runtime_timeout: self.runtime_timeout,

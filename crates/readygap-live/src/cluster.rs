@@ -123,35 +123,34 @@ pub async fn config(args: &ClusterConfig) -> Result<(Config, String)> {
     Ok((cfg, context))
 }
 
+/// The two clients of a session — kube's default one, and one without its retry-on-503
+/// layer for the runtime through the pod proxy (see `Target::runtime_client`) — once the API
+/// server has answered (bounded by the connect timeout and a second).
+pub async fn clients(cfg: Config) -> Result<(Client, Client)> {
+    let api_url = cfg.cluster_url.to_string();
+    let mut no_retry = cfg.clone();
+    no_retry.default_retry = false;
+    let client = Client::try_from(cfg).wrap_err("building the Kubernetes client")?;
+    let runtime_client = Client::try_from(no_retry).wrap_err("building the Kubernetes client")?;
+    let limit = CONNECT_TIMEOUT + Duration::from_secs(1);
+    match tokio::time::timeout(limit, client.apiserver_version()).await {
+        Ok(Ok(_)) => Ok((client, runtime_client)),
+        Ok(Err(e)) => Err(eyre!(
+            "the Kubernetes API server at {api_url} is unreachable: {}",
+            crate::sources::runtime::error_chain(&e)
+        )),
+        Err(_) => Err(eyre!(
+            "the Kubernetes API server at {api_url} did not answer within {limit:?}"
+        )),
+    }
+}
+
 /// Connect, check the API server answers (bounded), and resolve the target.
 pub async fn connect(args: &ClusterConfig) -> Result<Target> {
     let (cfg, context) = config(args).await?;
     let api_url = cfg.cluster_url.to_string();
     let namespace = cfg.default_namespace.clone();
-    let mut no_retry = cfg.clone();
-    no_retry.default_retry = false;
-    let client = Client::try_from(cfg).wrap_err("building the Kubernetes client")?;
-    let runtime_client = Client::try_from(no_retry).wrap_err("building the Kubernetes client")?;
-    match tokio::time::timeout(
-        CONNECT_TIMEOUT + Duration::from_secs(1),
-        client.apiserver_version(),
-    )
-    .await
-    {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => {
-            return Err(eyre!(
-                "the Kubernetes API server at {api_url} is unreachable: {}",
-                crate::sources::runtime::error_chain(&e)
-            ));
-        }
-        Err(_) => {
-            return Err(eyre!(
-                "the Kubernetes API server at {api_url} did not answer within {:?}",
-                CONNECT_TIMEOUT + Duration::from_secs(1)
-            ));
-        }
-    }
+    let (client, runtime_client) = clients(cfg).await?;
     let (deployment, selector) = match &args.selector {
         Some(sel) => (None, sel.clone()),
         None => {

@@ -255,26 +255,7 @@ where
 pub async fn run(cfg: WatchConfig, shared: Arc<Shared>, cancel: CancellationToken) -> Result<()> {
     let (kcfg, context) = cluster::config(&cfg.cluster).await?;
     let namespace = kcfg.default_namespace.clone();
-    let api_url = kcfg.cluster_url.to_string();
-    let mut no_retry = kcfg.clone();
-    no_retry.default_retry = false;
-    let client = Client::try_from(kcfg).wrap_err("building the Kubernetes client")?;
-    let runtime_client = Client::try_from(no_retry).wrap_err("building the Kubernetes client")?;
-    match tokio::time::timeout(cluster::CONNECT_TIMEOUT, client.apiserver_version()).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => {
-            return Err(eyre!(
-                "the Kubernetes API server at {api_url} is unreachable: {}",
-                crate::sources::runtime::error_chain(&e)
-            ));
-        }
-        Err(_) => {
-            return Err(eyre!(
-                "the Kubernetes API server at {api_url} did not answer within {:?}",
-                cluster::CONNECT_TIMEOUT
-            ));
-        }
-    }
+    let (client, runtime_client) = cluster::clients(kcfg).await?;
     let scope = (!cfg.all_namespaces).then_some(namespace.as_str());
     let pod_selector = cfg.pod_selector.clone().unwrap_or(cfg.selector.clone());
     let watches = futures::stream::select_all([
