@@ -6,6 +6,7 @@ mod cast;
 mod cluster_access;
 mod config_nodes;
 mod first_run_details;
+mod lab_bench;
 mod lab_data;
 mod lab_kube_cli;
 mod lab_node_scripts;

@@ -2,6 +2,7 @@
 //! replay index and trial timelines (one module per subject).
 
 mod bad_input;
+mod bench;
 mod record_roundtrip;
 mod recordings;
 mod replay_index;
