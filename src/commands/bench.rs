@@ -290,12 +290,7 @@ fn read_ground_truth(path: &Path) -> Result<Vec<GroundTruthEntry>> {
 }
 
 /// The ground truth's first instant of `t` for `pod` at or after `after`.
-fn first(
-    gt: &[GroundTruthEntry],
-    pod: &str,
-    t: Transition,
-    after: Timestamp,
-) -> Option<Timestamp> {
+fn first(gt: &[GroundTruthEntry], pod: &str, t: Transition, after: Timestamp) -> Option<Timestamp> {
     gt.iter()
         .filter(|e| e.pod == pod && e.transition == t && e.ts >= after)
         .map(|e| e.ts)
@@ -421,8 +416,20 @@ fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Re
         .map_or("simulated", |(n, _)| n);
     let lab_log = std::fs::File::create(dir.join("lab.log")).wrap_err("creating lab.log")?;
     let mut lab = Command::new(&exe)
-        .args(["lab", "serve", "--profile", &args.profile, "--engine", engine])
-        .args(["--speed", &args.speed.to_string(), "--seed", &args.seed.to_string()])
+        .args([
+            "lab",
+            "serve",
+            "--profile",
+            &args.profile,
+            "--engine",
+            engine,
+        ])
+        .args([
+            "--speed",
+            &args.speed.to_string(),
+            "--seed",
+            &args.seed.to_string(),
+        ])
         .args(["--port", "0"])
         .arg("--kubeconfig-out")
         .arg(&kc)
@@ -480,8 +487,9 @@ fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Re
         .wrap_err("starting `readygap run`")?;
     let (code, rg_cost) = wait_with_cost(child, timeout, "`readygap run`")?;
     let rg_to = chrono::Utc::now();
-    let recording = readygap_core::record::jsonl::read(&rec)
-        .map_err(|e| eyre!("readygap's recording (run exited {code}; see readygap-run.log): {e}"))?;
+    let recording = readygap_core::record::jsonl::read(&rec).map_err(|e| {
+        eyre!("readygap's recording (run exited {code}; see readygap-run.log): {e}")
+    })?;
     let state = State::from_events(&recording.events);
     let rg_trials: Vec<Measured> = state
         .timeline
@@ -594,8 +602,8 @@ fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Re
             .parse::<i64>()
             .map_err(|e| eyre!("endpoint-samples.txt:{}: {e}", i + 1))
             .and_then(ts_of_ms)?;
-        let eps = parse_endpoint_sample(eps)
-            .map_err(|e| eyre!("endpoint-samples.txt:{}: {e}", i + 1))?;
+        let eps =
+            parse_endpoint_sample(eps).map_err(|e| eyre!("endpoint-samples.txt:{}: {e}", i + 1))?;
         base_states.push((ts, eps));
     }
     let base_seen = endpoint_instants(&base_states);
@@ -603,7 +611,13 @@ fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Re
 
     let gt = read_ground_truth(&gt_path)?;
     let first_t0 = |t: &[Measured]| t.iter().map(|m| m.t0).min().unwrap_or(rg_from);
-    let readygap = method_result(&rg_trials, &rg_seen, &gt, (first_t0(&rg_trials), rg_to), rg_cost);
+    let readygap = method_result(
+        &rg_trials,
+        &rg_seen,
+        &gt,
+        (first_t0(&rg_trials), rg_to),
+        rg_cost,
+    );
     let baseline = method_result(
         &base_trials,
         &base_seen,

@@ -72,7 +72,10 @@ fn lab_bench_measures_readygap_and_the_studys_loop_against_the_ground_truth() {
     // readygap measures closer to the truth than the loop (the direction, not a figure).
     for what in ["t1", "t2", "t4"] {
         let e = &j["error_ms"][what];
-        let (r, b) = (e["readygap"]["median"].as_f64(), e["baseline"]["median"].as_f64());
+        let (r, b) = (
+            e["readygap"]["median"].as_f64(),
+            e["baseline"]["median"].as_f64(),
+        );
         let (r, b) = (
             r.unwrap_or_else(|| panic!("{what}: no readygap error: {e}")),
             b.unwrap_or_else(|| panic!("{what}: no baseline error: {e}")),
@@ -84,8 +87,14 @@ fn lab_bench_measures_readygap_and_the_studys_loop_against_the_ground_truth() {
 
     // Missed transitions, checked against the lab's own log and the loop's own samples.
     let missed = &j["missed_transitions"];
-    assert_eq!(missed["readygap"]["missed"], 0, "a watch sees every change: {missed}");
-    assert!(missed["readygap"]["of"].as_u64().unwrap_or(0) >= 4, "{missed}");
+    assert_eq!(
+        missed["readygap"]["missed"], 0,
+        "a watch sees every change: {missed}"
+    );
+    assert!(
+        missed["readygap"]["of"].as_u64().unwrap_or(0) >= 4,
+        "{missed}"
+    );
     let gt = std::fs::read_to_string(keep.join("ground-truth.jsonl")).expect("ground truth");
     let mut by_pod: BTreeMap<String, Vec<(f64, String)>> = BTreeMap::new();
     for l in gt.lines() {
@@ -106,7 +115,10 @@ fn lab_bench_measures_readygap_and_the_studys_loop_against_the_ground_truth() {
     assert!(stamps.len() > 4, "the sampler ran: {samples}");
     let max_gap = stamps.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
     let list = missed["baseline"]["list"].as_array().expect("a list");
-    assert_eq!(missed["baseline"]["missed"].as_u64(), Some(list.len() as u64));
+    assert_eq!(
+        missed["baseline"]["missed"].as_u64(),
+        Some(list.len() as u64)
+    );
     for m in list {
         let pod = m["pod"].as_str().expect("pod");
         let what = m["transition"].as_str().expect("transition");
@@ -115,7 +127,11 @@ fn lab_bench_measures_readygap_and_the_studys_loop_against_the_ground_truth() {
             .iter()
             .find(|(_, t)| t == what)
             .unwrap_or_else(|| panic!("{m}: not in the ground truth"));
-        let next = entries.iter().map(|(ts, _)| *ts).filter(|ts| ts > at).fold(f64::MAX, f64::min);
+        let next = entries
+            .iter()
+            .map(|(ts, _)| *ts)
+            .filter(|ts| ts > at)
+            .fold(f64::MAX, f64::min);
         let lasted = next - at;
         assert!(
             (m["lasted_ms"].as_f64().unwrap_or(f64::MAX) - lasted).abs() < 1.0,

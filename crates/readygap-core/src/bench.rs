@@ -255,9 +255,10 @@ pub struct Matched {
 }
 
 fn ms_between(a: Timestamp, b: Timestamp) -> f64 {
-    (b - a)
-        .num_microseconds()
-        .map_or_else(|| (b - a).num_milliseconds() as f64, |us| us as f64 / 1000.0)
+    (b - a).num_microseconds().map_or_else(
+        || (b - a).num_milliseconds() as f64,
+        |us| us as f64 / 1000.0,
+    )
 }
 
 /// Pair each ground-truth instant with the method's instant of the same pod and transition
@@ -454,9 +455,7 @@ impl BenchReport {
         );
         let c = |m: &MethodResult| m.cost;
         let (rc, bc) = (c(&self.readygap), c(&self.baseline));
-        let per = |m: &MethodResult, c: Option<Cost>| {
-            c.map(|c| c.cpu_s / m.trials.max(1) as f64)
-        };
+        let per = |m: &MethodResult, c: Option<Cost>| c.map(|c| c.cpu_s / m.trials.max(1) as f64);
         let (rcpu, bcpu) = (per(&self.readygap, rc), per(&self.baseline, bc));
         let _ = writeln!(
             s,

@@ -38,4 +38,3 @@ pub fn find_kubectl() -> Option<PathBuf> {
     let p = PathBuf::from("kubectl");
     works(&p).then_some(p)
 }
-

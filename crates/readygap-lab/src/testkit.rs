@@ -7,7 +7,6 @@ use crate::profile::Profile;
 use crate::scenario::Scenario;
 use crate::serve::{LabHandle, LabOptions, serve};
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 /// Start a lab in-process (kubeconfig in a temp dir that lives as long as the returned guard).

@@ -40,12 +40,21 @@ fn a_rollover_is_not_ready_terminating_added_ready_removed() {
     let after = eps(&[("b", true, true, false)]);
     assert_eq!(
         names(diff_endpoints(&deleting, &after)),
-        vec![("b".into(), "endpoint_ready"), ("a".into(), "endpoint_removed")]
+        vec![
+            ("b".into(), "endpoint_ready"),
+            ("a".into(), "endpoint_removed")
+        ]
     );
     // Seen first already ready: added and ready at that instant.
     assert_eq!(
-        names(diff_endpoints(&old, &eps(&[("a", true, true, false), ("c", true, true, false)]))),
-        vec![("c".into(), "endpoint_added"), ("c".into(), "endpoint_ready")]
+        names(diff_endpoints(
+            &old,
+            &eps(&[("a", true, true, false), ("c", true, true, false)])
+        )),
+        vec![
+            ("c".into(), "endpoint_added"),
+            ("c".into(), "endpoint_ready")
+        ]
     );
     assert!(diff_endpoints(&old, &old).is_empty());
 }
@@ -132,7 +141,10 @@ fn the_json_has_the_issues_shape_and_ratios_of_medians() {
     assert!(t1["readygap"]["p95"].as_f64().unwrap() > 2.0);
     for k in ["t2", "t4", "endpoint_ready", "endpoint_removed"] {
         assert!(j["error_ms"][k]["readygap"].is_object(), "{k}: {j}");
-        assert!(j["error_ms"][k]["ratio"].is_null(), "no values, no ratio: {k}");
+        assert!(
+            j["error_ms"][k]["ratio"].is_null(),
+            "no values, no ratio: {k}"
+        );
     }
     assert_eq!(j["cpu_s_per_trial"]["readygap"], 0.1);
     assert_eq!(j["cpu_s_per_trial"]["ratio"], 40.0);
