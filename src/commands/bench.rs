@@ -127,15 +127,26 @@ touch "$STOP"
 wait "$SAMPLER"
 "#;
 
-/// A child process that is killed if the bench ends early.
+/// The lab's process: stopped when the bench ends (early or not) as Ctrl-C stops it, so a
+/// real engine's servers are shut down by the lab; killed if it does not end in 15 s.
 struct Guard(Option<Child>);
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
+        let Some(c) = self.0.as_mut() else {
+            return;
+        };
+        // SAFETY: kill(2) on our own child, not yet reaped.
+        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGINT) };
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = c.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
+        let _ = c.kill();
+        let _ = c.wait();
     }
 }
 
