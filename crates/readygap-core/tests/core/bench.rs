@@ -152,3 +152,40 @@ fn the_json_has_the_issues_shape_and_ratios_of_medians() {
     assert_eq!(j["missed_transitions"]["baseline"]["missed"], 0);
     assert!(r.to_table().contains("t1"));
 }
+
+#[test]
+fn slices_are_one_service_and_a_deleted_slice_removes_its_endpoints() {
+    use readygap_core::bench::SliceUnion;
+    use readygap_core::event::{EndpointSliceView, EndpointView};
+    let slice = |name: &str, pod: &str, ready: bool| EndpointSliceView {
+        name: name.into(),
+        service: Some("ollama".into()),
+        endpoints: vec![
+            EndpointView {
+                pod: Some(pod.into()),
+                ready,
+                serving: ready,
+                terminating: false,
+                ..Default::default()
+            },
+            // An endpoint without a pod has nothing to compare with.
+            EndpointView::default(),
+        ],
+    };
+    let mut u = SliceUnion::default();
+    let a = u.apply(&slice("s1", "a", true));
+    let ab = u.apply(&slice("s2", "b", false));
+    assert_eq!(a.len(), 1);
+    assert_eq!(ab.len(), 2);
+    let b = u.delete("s1");
+    assert_eq!(b.keys().collect::<Vec<_>>(), vec!["b"]);
+    let got = endpoint_instants(&[(at(0), a), (at(10), ab), (at(20), b)]);
+    let names: Vec<(&str, &str)> = got
+        .iter()
+        .map(|i| (i.pod.as_str(), i.what.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        vec![("b", "endpoint_added"), ("a", "endpoint_removed")]
+    );
+}
