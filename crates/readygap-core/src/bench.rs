@@ -167,7 +167,7 @@ impl SliceUnion {
 }
 
 /// Parse one sample of the study's sampler: `POD READY SERVING TERMINATING;` repeated (a
-/// `kubectl get endpointslice -o jsonpath` over `.items[*].endpoints[*]`). `None` names the
+/// `kubectl get endpointslice -o jsonpath` over `.items[*].endpoints[*]`). The error names the
 /// malformed piece.
 pub fn parse_endpoint_sample(text: &str) -> Result<Endpoints, String> {
     let mut out = Endpoints::new();
