@@ -3,7 +3,10 @@
 //! rendered into a buffer and drawn through a `TestBackend` terminal (with its diff).
 //! Then an idle-CPU measurement: the real event loop with no events and no keys for
 //! `READYGAP_IDLE_SECS` seconds (default 5), and with 4 Hz memory events, CPU time from
-//! /proc/self/stat (target idle < 2 % of one core).
+//! /proc/self/stat (target idle < 2 % of one core). Last, event → frame: a pod's Ready
+//! event handed to the real loop's feed, and the wall time until a flushed frame shows
+//! `True` on that pod's row (a `TestBackend` that checks each flushed frame; target: within
+//! one frame, 33 ms, plus the frame's own drawing).
 
 use criterion::{Criterion, criterion_group};
 use ratatui::Terminal;
@@ -166,6 +169,154 @@ fn loop_cpu(secs: u64, hz: u64) -> Option<f64> {
     })
 }
 
+/// The pod row the flush watcher looks for, and when a flushed frame first showed it Ready.
+#[derive(Default)]
+struct Probe {
+    pod: String,
+    want: &'static str,
+    shown: Option<Instant>,
+}
+
+/// A `TestBackend` that, at each flush, checks whether the probe's pod row shows its word.
+struct Watching {
+    inner: TestBackend,
+    probe: std::sync::Arc<std::sync::Mutex<Probe>>,
+}
+
+impl ratatui::backend::Backend for Watching {
+    type Error = <TestBackend as ratatui::backend::Backend>::Error;
+    fn draw<'a, I>(&mut self, content: I) -> Result<(), Self::Error>
+    where
+        I: Iterator<Item = (u16, u16, &'a ratatui::buffer::Cell)>,
+    {
+        self.inner.draw(content)
+    }
+    fn hide_cursor(&mut self) -> Result<(), Self::Error> {
+        self.inner.hide_cursor()
+    }
+    fn show_cursor(&mut self) -> Result<(), Self::Error> {
+        self.inner.show_cursor()
+    }
+    fn get_cursor_position(&mut self) -> Result<ratatui::layout::Position, Self::Error> {
+        self.inner.get_cursor_position()
+    }
+    fn set_cursor_position<P: Into<ratatui::layout::Position>>(
+        &mut self,
+        position: P,
+    ) -> Result<(), Self::Error> {
+        self.inner.set_cursor_position(position)
+    }
+    fn clear(&mut self) -> Result<(), Self::Error> {
+        self.inner.clear()
+    }
+    fn clear_region(&mut self, t: ratatui::backend::ClearType) -> Result<(), Self::Error> {
+        self.inner.clear_region(t)
+    }
+    fn size(&self) -> Result<ratatui::layout::Size, Self::Error> {
+        self.inner.size()
+    }
+    fn window_size(&mut self) -> Result<ratatui::backend::WindowSize, Self::Error> {
+        self.inner.window_size()
+    }
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        self.inner.flush()?;
+        let mut p = self.probe.lock().expect("probe");
+        if p.shown.is_none() && !p.pod.is_empty() {
+            let buf = self.inner.buffer();
+            let area = buf.area;
+            let shows = (area.top()..area.bottom()).any(|y| {
+                let row: String = (area.left()..area.right())
+                    .map(|x| buf[(x, y)].symbol())
+                    .collect();
+                row.contains(p.pod.as_str()) && row.contains(p.want)
+            });
+            if shows {
+                p.shown = Some(Instant::now());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Ready event → the first flushed frame showing it, `n` times (ms each), with an hour of
+/// session in the state.
+fn event_to_frame(n: usize) -> Option<Vec<f64>> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .ok()?;
+    rt.block_on(async move {
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        let probe = std::sync::Arc::new(std::sync::Mutex::new(Probe::default()));
+        let backend = Watching {
+            inner: TestBackend::new(200, 60),
+            probe: probe.clone(),
+        };
+        let mut term = Terminal::new(backend).ok()?;
+        let input = futures::stream::pending::<std::io::Result<crossterm::event::Event>>();
+        let ui = tokio::spawn(async move {
+            let _ = run_loop(&mut term, input, DashboardOptions::default(), rx, None).await;
+        });
+        for e in &hour() {
+            tx.send(e.clone()).await.ok()?;
+        }
+        let wait = |want: &'static str, pod: String| {
+            let probe = probe.clone();
+            async move {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                loop {
+                    if let Some(t) = probe.lock().ok()?.shown {
+                        return Some(t);
+                    }
+                    if Instant::now() > deadline {
+                        eprintln!("{pod}: never showed {want}");
+                        return None;
+                    }
+                    tokio::time::sleep(Duration::from_micros(200)).await;
+                }
+            }
+        };
+        let mut out = Vec::new();
+        for k in 0..n {
+            let name = format!("bench-ready-{k:03}");
+            let uid = format!("uid-bench-{k}");
+            let ms = 3_700_000 + k as i64 * 1000;
+            *probe.lock().ok()? = Probe {
+                pod: name.clone(),
+                want: "False",
+                shown: None,
+            };
+            tx.send(applied(ms, pod(&name, &uid, Stage::Started, ms)))
+                .await
+                .ok()?;
+            wait("False", name.clone()).await?;
+            // A random phase against the frame clock, as a watch event has.
+            tokio::time::sleep(Duration::from_micros(1000 + (k as u64 * 7919) % 40_000)).await;
+            *probe.lock().ok()? = Probe {
+                pod: name.clone(),
+                want: "True",
+                shown: None,
+            };
+            let sent = Instant::now();
+            tx.send(applied(ms + 500, pod(&name, &uid, Stage::Ready, ms + 500)))
+                .await
+                .ok()?;
+            let shown = wait("True", name.clone()).await?;
+            out.push((shown - sent).as_secs_f64() * 1000.0);
+            tx.send(ev(
+                ms + 900,
+                Source::Kube,
+                EventKind::PodDeleted(pod(&name, &uid, Stage::Ready, ms + 900)),
+            ))
+            .await
+            .ok()?;
+        }
+        ui.abort();
+        Some(out)
+    })
+}
+
 fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
@@ -182,5 +333,20 @@ fn main() {
             "dashboard loop with 4 Hz memory events, 200x60: {p:.2}% of one core over {secs} s"
         ),
         None => println!("dashboard loop 4 Hz: could not measure"),
+    }
+    match event_to_frame(100) {
+        Some(mut v) => {
+            v.sort_by(f64::total_cmp);
+            let at = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+            println!(
+                "Ready event -> first frame showing it, 200x60, {} events: median {:.1} ms, p95 {:.1} ms, max {:.1} ms (one frame: {} ms)",
+                v.len(),
+                at(0.5),
+                at(0.95),
+                at(1.0),
+                readygap::ui::app::FRAME.as_millis()
+            );
+        }
+        None => println!("Ready event -> frame: could not measure"),
     }
 }

@@ -127,6 +127,9 @@ pub enum LabCommand {
     /// Serve the lab until Ctrl-C; prints one JSON line with the API URL, kubeconfig path and
     /// namespace.
     Serve(commands::lab::LabArgs),
+    /// readygap's measuring error and cost against the published study's kubectl-and-curl
+    /// loops: N trials each on one lab, compared with the lab's ground truth.
+    Bench(commands::bench::BenchArgs),
 }
 
 /// Run a parsed command line; returns the process exit code.
@@ -154,6 +157,9 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Lab {
             command: LabCommand::Serve(args),
         } => runtime()?.block_on(commands::lab::lab_serve(args)),
+        Command::Lab {
+            command: LabCommand::Bench(args),
+        } => commands::bench::bench(args),
         Command::Replay {
             file,
             speed,

@@ -1,5 +1,6 @@
 //! One module per command of the command line (see [`crate::cli`]).
 
+pub mod bench;
 pub mod cast;
 pub mod dashboard;
 pub mod drop_caches;

@@ -8,6 +8,7 @@ mod config_nodes;
 mod config_verdicts;
 mod fault_suite;
 mod first_run_details;
+mod lab_bench;
 mod lab_data;
 mod lab_kube_cli;
 mod lab_node_scripts;

@@ -1,6 +1,7 @@
 //! The pure core: events, the reducer, trials and their timelines, time series and
 //! statistics. Nothing here does I/O or reads a clock.
 
+pub mod bench;
 pub mod event;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;

@@ -47,6 +47,31 @@ pub enum Transition {
     PodGone,
     /// The node's page cache was dropped.
     CachesDropped,
+    /// The pod's address appeared in its Service's EndpointSlice (`pod` is the pod).
+    EndpointAdded,
+    /// The pod's endpoint turned `ready` (or appeared ready).
+    EndpointReady,
+    /// The pod's endpoint turned not `ready`.
+    EndpointNotReady,
+    /// The pod's endpoint turned `terminating` (or appeared terminating).
+    EndpointTerminating,
+    /// The pod's address left the EndpointSlice.
+    EndpointRemoved,
+}
+
+impl Transition {
+    /// The ground-truth line of an endpoint change (one rule: the core's
+    /// [`readygap_core::bench::diff_endpoints`]).
+    pub fn of_endpoint(change: readygap_core::bench::EndpointChange) -> Self {
+        use readygap_core::bench::EndpointChange as C;
+        match change {
+            C::Added => Transition::EndpointAdded,
+            C::Ready => Transition::EndpointReady,
+            C::NotReady => Transition::EndpointNotReady,
+            C::Terminating => Transition::EndpointTerminating,
+            C::Removed => Transition::EndpointRemoved,
+        }
+    }
 }
 
 /// One line of the ground-truth log.

@@ -9,12 +9,14 @@
 //! - `ground_truth`: the JSON-lines log of when each transition really happened.
 //! - `runtime`: the Ollama-compatible runtime of one pod (HTTP API, memory, exec commands).
 //! - `engine`: what runs a pod's container: that runtime, or a real `ollama serve` per pod.
+//! - `peers`: finding the real kubectl (tests, `readygap lab bench`).
 //! - the Kubernetes side (API server, store with resourceVersions and watches, controllers).
 
 pub mod engine;
 pub mod ground_truth;
 pub mod kube;
 pub mod ollama_version;
+pub mod peers;
 pub mod profile;
 pub mod runtime;
 pub mod scenario;

