@@ -8,7 +8,6 @@
 //! - `GET /trials`: the ring of the last trials of each Deployment, as JSON (the trials'
 //!   marks and metrics, as `run --format json` prints them).
 
-use crate::args::one_of;
 use axum::Router;
 use axum::extract::State as AxState;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -19,7 +18,6 @@ use readygap_core::fleet::exposition::{self, negotiate};
 use readygap_core::units;
 use readygap_live::cluster::ClusterConfig;
 use readygap_live::fleet::{Shared, WatchConfig};
-use readygap_live::sources::runtime::{AccessMode, RuntimeKind};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -25,7 +25,7 @@ use crate::sources::runtime::choice::{self, Ask};
 use crate::sources::runtime::{AccessMode, PollConfig, RuntimeKind};
 use crate::trial::{Command, Runner, RunnerParts, TrialConfig};
 use chrono::Utc;
-use color_eyre::eyre::{Result, WrapErr, eyre};
+use color_eyre::eyre::Result;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};

@@ -2,8 +2,8 @@
 //! replay index and trial timelines (one module per subject).
 
 mod bad_input;
-mod fleet;
 mod bench;
+mod fleet;
 mod record_roundtrip;
 mod recordings;
 mod replay_index;
