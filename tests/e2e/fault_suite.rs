@@ -478,7 +478,8 @@ async fn runtime_hang_ends_the_trial_with_a_reason() {
 /// `crash_mid_inference`): the stream is reset, the kubelet restarts the container. Trial 1
 /// ends with the cause (the inference error, or the container restart when the kubelet's
 /// report came first); the restart itself is measured as an external trial (with
-/// `--probe-external`) when it came before readygap's next delete, and is not another
+/// `--probe-external`) when it came before readygap's next delete — or superseded by that
+/// delete when the restarted container was not Ready yet —, and is not another
 /// replacement when it came after; trial 2 completes with correct marks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_crash_mid_inference() {
@@ -519,6 +520,13 @@ async fn runtime_crash_mid_inference() {
     assert!(first.marks.t3.is_some() && first.marks.t4.is_none());
     for t in out.trials.iter().filter(|t| t.external) {
         assert!(t.trigger.contains("container restart"), "{}", t.trigger);
+        // With no cooldown, trial 2's delete of the restarting pod may come before the
+        // restarted container is Ready: the external trial is then superseded by that
+        // delete (seen under load), which must name the pod that crashed.
+        if let Some(r) = t.reason().filter(|r| r.contains("superseded by a new replacement")) {
+            assert!(r.contains(exited.pod.as_str()), "{r}");
+            continue;
+        }
         assert_eq!(t.new_pod.as_deref(), Some(exited.pod.as_str()));
         // T1: the restarted container's Ready, the pod's second in the ground truth.
         assert_marks(t, &gt, 500);
