@@ -17,7 +17,6 @@
 use crate::ui::app::DashboardOptions;
 use crate::ui::keymap::Keymap;
 use color_eyre::eyre::{Result, WrapErr, eyre};
-use readygap_core::verdict::VerdictThresholds;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -53,7 +52,7 @@ pub struct ConfigFile {
 }
 
 /// `[verdicts]` as written: durations (`15s`, `500ms`, `2m`) and a memory size (`128Mi`);
-/// each missing one keeps its default ([`VerdictThresholds::default`]).
+/// each missing one keeps its default ([`readygap_core::verdict::VerdictThresholds::default`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VerdictsFile {
@@ -63,77 +62,6 @@ pub struct VerdictsFile {
     pub runtime_memory: Option<String>,
     pub resident_slack: Option<String>,
     pub no_load: Option<String>,
-}
-
-/// The verdict thresholds in force: a `--verdict-*` flag over the file's `[verdicts]` over
-/// the default; `path` names the file in errors.
-pub fn verdicts(
-    file: &ConfigFile,
-    path: Option<&Path>,
-    flags: &crate::args::VerdictArgs,
-) -> Result<VerdictThresholds> {
-    let name = path.map_or_else(|| "config".into(), |p| p.display().to_string());
-    let v = file.verdicts.clone().unwrap_or_default();
-    let mut t = VerdictThresholds::default();
-    let secs =
-        |flag: Option<std::time::Duration>, text: &Option<String>, key: &str, into: &mut f64| {
-            let d = match (flag, text) {
-                (Some(d), _) => Some(d),
-                (None, Some(text)) => Some(
-                    readygap_core::units::parse_duration_or_zero(text)
-                        .map_err(|e| eyre!("config {name}: [verdicts] {key}: {e}"))?,
-                ),
-                (None, None) => None,
-            };
-            if let Some(d) = d {
-                *into = d.as_secs_f64();
-            }
-            Ok::<(), color_eyre::Report>(())
-        };
-    secs(
-        flags.verdict_rollout_stall_after,
-        &v.rollout_stall_after,
-        "rollout_stall_after",
-        &mut t.rollout_stall_after_s,
-    )?;
-    secs(
-        flags.verdict_shallow_min,
-        &v.shallow_min,
-        "shallow_min",
-        &mut t.shallow_min_s,
-    )?;
-    secs(
-        flags.verdict_kill_window,
-        &v.kill_window,
-        "kill_window",
-        &mut t.kill_window_s,
-    )?;
-    secs(
-        flags.verdict_resident_slack,
-        &v.resident_slack,
-        "resident_slack",
-        &mut t.resident_slack_s,
-    )?;
-    secs(
-        flags.verdict_no_load,
-        &v.no_load,
-        "no_load",
-        &mut t.no_load_s,
-    )?;
-    match (flags.verdict_runtime_memory, &v.runtime_memory) {
-        (Some(b), _) => t.runtime_only_bytes = b,
-        (None, Some(text)) => {
-            t.runtime_only_bytes = readygap_core::units::parse_memory(text).ok_or_else(|| {
-                eyre!(
-                    "config {name}: [verdicts] runtime_memory: not a memory size: {text:?} \
-                     (e.g. 128Mi, 1Gi or a number of bytes)"
-                )
-            })?
-        }
-        (None, None) => {}
-    }
-    t.check().map_err(|e| eyre!("config {name}: {e}"))?;
-    Ok(t)
 }
 
 /// Settings in force.

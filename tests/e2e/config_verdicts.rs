@@ -18,7 +18,9 @@ runtime_memory = "256Mi"
 "#;
     let file = readygap::config::parse(text, "cfg.toml").unwrap();
     let path = Path::new("cfg.toml");
-    let t = readygap::config::verdicts(&file, Some(path), &VerdictArgs::default()).unwrap();
+    let t = VerdictArgs::default()
+        .thresholds(&file, Some(path))
+        .unwrap();
     assert_eq!(
         t,
         VerdictThresholds {
@@ -33,13 +35,13 @@ runtime_memory = "256Mi"
         verdict_kill_window: Some(Duration::from_secs(600)),
         ..VerdictArgs::default()
     };
-    let t = readygap::config::verdicts(&file, Some(path), &flags).unwrap();
+    let t = flags.thresholds(&file, Some(path)).unwrap();
     assert_eq!(t.rollout_stall_after_s, 45.0, "the flag wins");
     assert_eq!(t.kill_window_s, 600.0);
     assert_eq!(t.shallow_min_s, 2.0, "the file's where no flag");
     // No file, no flags: the documented defaults.
     let none = readygap::config::ConfigFile::default();
-    let t = readygap::config::verdicts(&none, None, &VerdictArgs::default()).unwrap();
+    let t = VerdictArgs::default().thresholds(&none, None).unwrap();
     assert_eq!(t, VerdictThresholds::default());
     assert_eq!(t.rollout_stall_after_s, 15.0);
     assert_eq!(t.runtime_only_bytes, 128 << 20);
@@ -48,16 +50,17 @@ runtime_memory = "256Mi"
 #[test]
 fn bad_thresholds_name_the_file_and_the_key() {
     let bad = readygap::config::parse("[verdicts]\nkill_window = \"soon\"\n", "bad.toml").unwrap();
-    let err =
-        readygap::config::verdicts(&bad, Some(Path::new("bad.toml")), &VerdictArgs::default())
-            .unwrap_err()
-            .to_string();
+    let err = VerdictArgs::default()
+        .thresholds(&bad, Some(Path::new("bad.toml")))
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("bad.toml") && err.contains("[verdicts] kill_window"),
         "{err}"
     );
     let bad = readygap::config::parse("[verdicts]\nruntime_memory = \"lots\"\n", "m.toml").unwrap();
-    let err = readygap::config::verdicts(&bad, Some(Path::new("m.toml")), &VerdictArgs::default())
+    let err = VerdictArgs::default()
+        .thresholds(&bad, Some(Path::new("m.toml")))
         .unwrap_err()
         .to_string();
     assert!(

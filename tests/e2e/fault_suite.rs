@@ -523,7 +523,10 @@ async fn runtime_crash_mid_inference() {
         // With no cooldown, trial 2's delete of the restarting pod may come before the
         // restarted container is Ready: the external trial is then superseded by that
         // delete (seen under load), which must name the pod that crashed.
-        if let Some(r) = t.reason().filter(|r| r.contains("superseded by a new replacement")) {
+        if let Some(r) = t
+            .reason()
+            .filter(|r| r.contains("superseded by a new replacement"))
+        {
             assert!(r.contains(exited.pod.as_str()), "{r}");
             continue;
         }

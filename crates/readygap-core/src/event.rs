@@ -199,7 +199,7 @@ pub struct SessionInfo {
     pub runtime: Option<String>,
     /// The verdict thresholds the session judged with (`None`: the defaults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verdicts: Option<super::verdict::VerdictThresholds>,
+    pub verdicts: Option<super::thresholds::VerdictThresholds>,
 }
 
 /// The compact view of a Pod that the reducer needs.

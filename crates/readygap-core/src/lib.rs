@@ -14,6 +14,7 @@ pub mod residency;
 pub mod series;
 pub mod state;
 pub mod stats;
+pub mod thresholds;
 pub mod timeline;
 pub mod units;
 pub mod verdict;
