@@ -63,11 +63,7 @@ fn is_collection(path: &str) -> bool {
         Some(&"apis") => &segs[segs.len().min(3)..],
         _ => return false,
     };
-    match rest {
-        [_res] => true,
-        ["namespaces", _ns, _res] => true,
-        _ => false,
-    }
+    matches!(rest, [_] | ["namespaces", _, _])
 }
 
 /// `path` with the name of a pod (`…/pods/NAME…`) written `{pod}`: one row for the same
@@ -175,8 +171,11 @@ impl ScaleReport {
     }
 }
 
-/// The lab's tally of requests served, keyed by (user agent, method, path, query).
-fn tally(k: &Kubectl) -> Result<BTreeMap<(String, String, String, String), (u64, u64)>> {
+/// (user agent, method, path, query) → (requests, bytes).
+type Tally = BTreeMap<(String, String, String, String), (u64, u64)>;
+
+/// The lab's tally of requests served.
+fn tally(k: &Kubectl) -> Result<Tally> {
     let text = k.get(&["get", "--raw", "/lab/requests"])?;
     let rows: Vec<Value> = serde_json::from_str(&text)
         .wrap_err_with(|| format!("the lab's /lab/requests: {text:.200}"))?;
@@ -368,7 +367,7 @@ pub fn scale_in(
             bytes,
         })
         .collect();
-    served.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+    served.sort_by_key(|s| std::cmp::Reverse(s.bytes));
     let mut settings = BTreeMap::new();
     settings.insert("profile".to_string(), json!(args.profile));
     settings.insert("speed".to_string(), json!(args.speed));
