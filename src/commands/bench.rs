@@ -73,6 +73,13 @@ pub struct BenchArgs {
     /// recording `readygap.jsonl`, the loop's `baseline.csv` and `endpoint-samples.txt`).
     #[arg(long)]
     pub keep: Option<PathBuf>,
+    /// Instead of the accuracy bench, the scale bench: readygap watching the one `ollama`
+    /// Deployment in a namespace with this many other pods (Deployments of 10 replicas).
+    #[arg(long, value_name = "PODS")]
+    pub scale: Option<usize>,
+    /// How long the scale bench runs readygap.
+    #[arg(long, default_value = "60s", value_parser = readygap_core::units::parse_duration)]
+    pub duration: Duration,
 }
 
 /// The study's loop (SOURCE.md), with its EndpointSlice sampler in the background.
@@ -129,7 +136,7 @@ wait "$SAMPLER"
 
 /// The lab's process: stopped when the bench ends (early or not) as Ctrl-C stops it, so a
 /// real engine's servers are shut down by the lab; killed if it does not end in 15 s.
-struct Guard(Option<Child>);
+pub(super) struct Guard(Option<Child>);
 
 impl Drop for Guard {
     fn drop(&mut self) {
@@ -207,15 +214,15 @@ fn wait_with_cost(child: Child, timeout: Duration, what: &str) -> Result<(i32, C
 }
 
 /// The real kubectl with the lab's kubeconfig and a HOME of its own.
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-    home: PathBuf,
-    namespace: String,
+pub(super) struct Kubectl {
+    pub(super) bin: PathBuf,
+    pub(super) kubeconfig: PathBuf,
+    pub(super) home: PathBuf,
+    pub(super) namespace: String,
 }
 
 impl Kubectl {
-    fn command(&self) -> Command {
+    pub(super) fn command(&self) -> Command {
         let mut c = Command::new(&self.bin);
         c.arg("--kubeconfig")
             .arg(&self.kubeconfig)
@@ -227,7 +234,7 @@ impl Kubectl {
         c
     }
 
-    fn get(&self, args: &[&str]) -> Result<String> {
+    pub(super) fn get(&self, args: &[&str]) -> Result<String> {
         let out = self
             .command()
             .args(args)
@@ -243,7 +250,7 @@ impl Kubectl {
     }
 
     /// Poll (0.2 s) until `f` holds, at most `timeout`.
-    fn wait_until(
+    pub(super) fn wait_until(
         &self,
         what: &str,
         timeout: Duration,
@@ -260,7 +267,7 @@ impl Kubectl {
     }
 
     /// One Ready `ollama` pod, and the Service's endpoints exactly that pod, ready.
-    fn wait_steady(&self, timeout: Duration) -> Result<()> {
+    pub(super) fn wait_steady(&self, timeout: Duration) -> Result<()> {
         self.wait_until("one Ready ollama pod and its endpoint", timeout, |k| {
             let eps = k
                 .get(&[
@@ -404,6 +411,18 @@ pub fn bench(args: BenchArgs) -> Result<i32> {
     };
     std::fs::create_dir_all(dir.join("home"))
         .wrap_err_with(|| format!("creating {}", dir.display()))?;
+    if let Some(pods) = args.scale {
+        let result = super::bench_scale::scale_in(&args, pods, &profile.model, &kubectl_bin, &dir);
+        if !keep {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        let report = result?;
+        match args.format {
+            BenchFormat::Json => println!("{}", serde_json::to_string_pretty(&report.to_json())?),
+            BenchFormat::Table => print!("{}", report.to_table()),
+        }
+        return Ok(0);
+    }
     let result = bench_in(&args, &profile.model, &kubectl_bin, &dir);
     if !keep {
         let _ = std::fs::remove_dir_all(&dir);
@@ -416,17 +435,28 @@ pub fn bench(args: BenchArgs) -> Result<i32> {
     Ok(0)
 }
 
-fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Result<BenchReport> {
-    let exe = std::env::current_exe().wrap_err("finding the readygap binary")?;
+/// The name of `engine` on the command line.
+pub(super) fn engine_name(engine: EngineKind) -> &'static str {
+    EngineKind::NAMES
+        .iter()
+        .find(|(_, e)| *e == engine)
+        .map_or("simulated", |(n, _)| n)
+}
+
+/// Start the lab (`readygap lab serve`) with the bench's settings, its kubeconfig
+/// `DIR/kubeconfig` and ground truth `DIR/ground-truth.jsonl`: the lab's process, and the
+/// real kubectl pointed at its namespace.
+pub(super) fn start_lab(
+    args: &BenchArgs,
+    exe: &Path,
+    dir: &Path,
+    kubectl_bin: &Path,
+) -> Result<(Guard, Kubectl)> {
     let home = dir.join("home");
     let (kc, gt_path) = (dir.join("kubeconfig"), dir.join("ground-truth.jsonl"));
-    let _ = std::fs::remove_file(&gt_path);
-    let engine = EngineKind::NAMES
-        .iter()
-        .find(|(_, e)| *e == args.engine)
-        .map_or("simulated", |(n, _)| n);
+    let engine = engine_name(args.engine);
     let lab_log = std::fs::File::create(dir.join("lab.log")).wrap_err("creating lab.log")?;
-    let mut lab = Command::new(&exe)
+    let mut lab = Command::new(exe)
         .args([
             "lab",
             "serve",
@@ -471,6 +501,17 @@ fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Re
         home: home.clone(),
         namespace: namespace.clone(),
     };
+    Ok((lab, k))
+}
+
+fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Result<BenchReport> {
+    let exe = std::env::current_exe().wrap_err("finding the readygap binary")?;
+    let home = dir.join("home");
+    let (kc, gt_path) = (dir.join("kubeconfig"), dir.join("ground-truth.jsonl"));
+    let _ = std::fs::remove_file(&gt_path);
+    let (lab, k) = start_lab(args, &exe, dir, kubectl_bin)?;
+    let engine = engine_name(args.engine);
+    let namespace = k.namespace.clone();
     let steady = Duration::from_secs(120);
     k.wait_steady(steady)?;
     let per_trial = Duration::from_secs(600) + args.cooldown;

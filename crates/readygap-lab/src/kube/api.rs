@@ -12,6 +12,8 @@
 //!   "crash_mid_inference": true}}` → `{"applied": [...]}`.
 //! - `POST /lab/nodes/{node}/drop-caches` → `{"node", "cached_kb_before", "cached_kb_after"}`.
 //! - `GET /lab/ground-truth` → the ground-truth entries so far.
+//! - `GET /lab/requests` → `[{"user_agent", "method", "path", "query", "requests",
+//!   "bytes"}]`, every API request served so far ([`super::accounting`]).
 //!
 //! Not served: protobuf bodies (415, so clients retry as JSON where they can), server-side
 //! apply, the OpenAPI schemas (only the v3 index and per-group PATCH operations kubectl
@@ -64,7 +66,27 @@ fn store_error(e: StoreError) -> Response {
 
 /// The router of the API server.
 pub fn router(api: Arc<Api>) -> Router {
-    Router::new().fallback(dispatch).with_state(api)
+    Router::new().fallback(counted).with_state(api)
+}
+
+/// Every request of the API (not the lab's admin endpoints) counted with its response bytes.
+async fn counted(State(api): State<Arc<Api>>, req: Request) -> Response {
+    if req.uri().path().starts_with("/lab/") {
+        return dispatch(State(api), req).await;
+    }
+    let key = super::accounting::RequestKey {
+        user_agent: req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string(),
+        method: req.method().to_string(),
+        path: req.uri().path().to_string(),
+        query: req.uri().query().unwrap_or("").to_string(),
+    };
+    let resp = dispatch(State(api.clone()), req).await;
+    api.served.count(key, resp)
 }
 
 fn query_pairs(uri: &axum::http::Uri) -> Vec<(String, String)> {
@@ -1195,6 +1217,7 @@ async fn admin(api: Arc<Api>, req: Request) -> Response {
     };
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match (method, segs.as_slice()) {
+        (Method::GET, ["lab", "requests"]) => json_response(StatusCode::OK, &api.served.to_json()),
         (Method::POST, ["lab", "faults"]) => {
             let f: FaultRequest = match serde_json::from_slice(&body) {
                 Ok(f) => f,

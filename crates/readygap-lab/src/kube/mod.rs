@@ -20,7 +20,9 @@
 //! - `timing`: stratified draws of the kubelet's stage timings.
 //! - `kubeconfig`: the kubeconfig the lab writes.
 //! - `faults`: the fault switches of the admin endpoint.
+//! - `accounting`: requests and response bytes served, per client and request.
 
+pub mod accounting;
 pub mod api;
 pub mod authz;
 pub mod cluster;

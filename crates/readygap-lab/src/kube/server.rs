@@ -28,6 +28,8 @@ pub struct Api {
     pub watches_opened: AtomicU64,
     /// The ServiceAccount tokens the lab issued (TokenRequest).
     pub tokens: authz::Tokens,
+    /// Requests and bytes served, per client and request (`GET /lab/requests`).
+    pub served: super::accounting::Served,
 }
 
 impl Api {
@@ -43,6 +45,7 @@ impl Api {
             port: AtomicU64::new(0),
             watches_opened: AtomicU64::new(0),
             tokens: authz::Tokens::default(),
+            served: Default::default(),
         }
     }
 
