@@ -297,6 +297,53 @@ fn runner_oom_of_a_model_already_listed_while_loading() {
     assert_eq!(names, ["gemma3:270m", "smollm2:135m"], "{}", last.message);
 }
 
+/// The cgroup is sampled, the runtime's error is not: against real Ollama 0.12.6 the 500 came
+/// at 18.869 s and the sample showing the counter's rise at 18.947 s. The rise one sample
+/// after the failure is still that failure's runner OOM, with the models of the failure.
+#[test]
+fn runner_oom_counted_one_sample_after_the_failed_inference() {
+    let p = pod("ollama-b", "uid-b", Stage::Ready, 0);
+    let events = vec![
+        applied(0, p),
+        resident(100, "ollama-b", &[("smollm2:135m", 298_153_728)]),
+        mem(200, "ollama-b", 353_000_000, 0),
+        infer(300, 2, "ollama-b", "gemma3:270m"),
+        resident(
+            400,
+            "ollama-b",
+            &[("gemma3:270m", 470_458_880), ("smollm2:135m", 298_153_728)],
+        ),
+        infer_done(500, 2, false),
+        // The runner is gone: /api/ps lists the survivor only, before the counter is read.
+        resident(520, "ollama-b", &[("smollm2:135m", 298_153_728)]),
+        mem(580, "ollama-b", 300_000_000, 1),
+    ];
+    let s = State::from_events(&events);
+    let last = s.oom.verdicts.last().expect("a verdict");
+    assert_eq!(last.kind, VerdictKind::RunnerOom, "{:#?}", s.oom.verdicts);
+    let mut names: Vec<&str> = last.models.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["gemma3:270m", "smollm2:135m"], "{}", last.message);
+    assert_eq!(last.ts, at(500), "stamped at the failure");
+    // A rise long after a failure is not that failure's cause.
+    let late = vec![
+        applied(0, pod("ollama-b", "uid-b", Stage::Ready, 0)),
+        mem(200, "ollama-b", 353_000_000, 0),
+        infer(300, 2, "ollama-b", "gemma3:270m"),
+        infer_done(500, 2, false),
+        mem(9_000, "ollama-b", 300_000_000, 1),
+    ];
+    let s = State::from_events(&late);
+    assert!(
+        !s.oom
+            .verdicts
+            .iter()
+            .any(|v| v.kind == VerdictKind::RunnerOom),
+        "{:#?}",
+        s.oom.verdicts
+    );
+}
+
 #[test]
 fn a_kill_right_after_a_runner_verdict_replaces_it() {
     let p = pod("ollama-b", "uid-b", Stage::Ready, 0);

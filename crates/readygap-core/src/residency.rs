@@ -228,6 +228,11 @@ struct PodMemory {
     counter_rose: Option<Timestamp>,
     /// Models (with sizes) at the moment the counter rose.
     counter_models: Vec<(String, u64)>,
+    /// An inference that failed while the counter had not risen (yet): the cgroup is sampled
+    /// every few hundred ms, so the kernel's kill can show one sample after the runtime's
+    /// error (seen against real Ollama 0.12.6: the 500 at 18.869 s, the counter at 18.947 s).
+    #[serde(default)]
+    failed_inference: Option<FailedInference>,
     /// Models that left `/api/ps` while a load was waiting (Ollama ≥ 0.13 making room), with
     /// their sizes; a verdict once the waiting model shows up resident.
     #[serde(default)]
@@ -237,6 +242,19 @@ struct PodMemory {
     #[serde(default)]
     host_share: Option<f64>,
 }
+
+/// A failed inference waiting for the cgroup evidence that would make it a runner OOM.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct FailedInference {
+    ts: Timestamp,
+    /// Models resident or loading when it failed.
+    models: Vec<(String, u64)>,
+    error: Option<String>,
+}
+
+/// How long after a failed inference a rise of the oom_kill counter is still that failure's
+/// cause (a few memory samples; the kernel kills before the runtime reports).
+const KILL_AFTER_FAILURE_LIMIT: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 
 /// The detector's state.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -460,13 +478,21 @@ impl OomDetector {
                 let models = self.models_now(&s.pod);
                 let p = self.pods.entry(s.pod.clone()).or_default();
                 p.limit = s.limit.or(p.limit);
-                if let (Some(before), Some(now)) = (p.oom_kill, s.oom_kill)
-                    && now > before
-                {
-                    p.counter_rose = Some(ts);
-                    p.counter_models = models;
-                }
+                let rose =
+                    matches!((p.oom_kill, s.oom_kill), (Some(before), Some(now)) if now > before);
                 p.oom_kill = s.oom_kill.or(p.oom_kill);
+                if !rose {
+                    return None;
+                }
+                // The inference failed a moment ago: this rise was its cause.
+                if let Some(f) = p.failed_inference.take()
+                    && ts - f.ts <= KILL_AFTER_FAILURE_LIMIT
+                {
+                    let pod = s.pod.clone();
+                    return Some(self.runner_oom(f.ts, ts, &pod, f.models, f.error));
+                }
+                p.counter_rose = Some(ts);
+                p.counter_models = models;
                 None
             }
             EventKind::InferenceStarted {
@@ -558,6 +584,7 @@ impl OomDetector {
                     p.in_flight.clear();
                     p.requests.clear();
                     p.failed_loads.clear();
+                    p.failed_inference = None;
                 }
                 Some(v)
             }
@@ -583,6 +610,7 @@ impl OomDetector {
         let model = p.in_flight.remove(&r.request_id);
         if r.ok {
             p.failed_loads.clear();
+            p.failed_inference = None;
             // A model evicted for this load, which finished before `/api/ps` showed it.
             let waited = model
                 .as_ref()
@@ -625,24 +653,45 @@ impl OomDetector {
         }
         // The counter rose and the inference failed, and no container kill was seen:
         // the runner process was killed inside a living container.
-        let rose = p.counter_rose.take()?;
+        let Some(rose) = p.counter_rose.take() else {
+            // No rise yet: the next memory sample may still show it.
+            p.failed_inference = Some(FailedInference {
+                ts,
+                models,
+                error: r.error.clone(),
+            });
+            return None;
+        };
         let mut models_then = std::mem::take(&mut p.counter_models);
         if models_then.is_empty() {
             models_then = models;
         }
-        let limit = p.limit;
-        let why = r.error.clone().unwrap_or_else(|| "inference failed".into());
+        Some(self.runner_oom(ts, rose, &pod, models_then, r.error.clone()))
+    }
+
+    /// The runner-OOM verdict: an inference failed at `ts` and the cgroup's oom_kill counter
+    /// rose at `rose` (before or just after), with these models resident or loading.
+    fn runner_oom(
+        &mut self,
+        ts: Timestamp,
+        rose: Timestamp,
+        pod: &str,
+        models: Vec<(String, u64)>,
+        error: Option<String>,
+    ) -> Verdict {
+        let limit = self.pods.get(pod).and_then(|p| p.limit);
+        let why = error.unwrap_or_else(|| "inference failed".into());
         let message = format!(
             "{}: runner OOM-killed at {}, container kept running ({why})",
-            self.describe(&models_then, limit),
+            self.describe(&models, limit),
             rose.format("%H:%M:%S%.3f")
         );
-        let mut v = Verdict::new(ts, &pod, VerdictKind::RunnerOom, message);
-        v.estimated = self.estimated_of(&models_then);
-        v.models = models_then;
+        let mut v = Verdict::new(ts, pod, VerdictKind::RunnerOom, message);
+        v.estimated = self.estimated_of(&models);
+        v.models = models;
         v.limit = limit;
         self.verdicts.push(v.clone());
-        Some(v)
+        v
     }
 
     /// Kill verdicts and warnings so far, by kind name.

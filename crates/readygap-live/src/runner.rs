@@ -568,8 +568,20 @@ impl Machine {
                     }
                 }
                 Phase::Replace { id, before, until } => {
-                    if s.timeline.trials.len() > before {
-                        self.drive(s.timeline.trials.len() - 1, true, s, now);
+                    // The trial this request opened: not an external one that opened while
+                    // it was out (a container restart seen before the delete's T0 is
+                    // superseded by it; taking it for ours ended a run with its last trial
+                    // still running).
+                    let ours = s
+                        .timeline
+                        .trials
+                        .iter()
+                        .enumerate()
+                        .skip(before)
+                        .find(|(_, t)| !t.external)
+                        .map(|(i, _)| i);
+                    if let Some(i) = ours {
+                        self.drive(i, true, s, now);
                     } else if finished(s, id) {
                         // The request failed before it was sent (refused, --read-only).
                         let why = match s.actions.get(&id).and_then(|a| a.finished.as_ref()) {
@@ -1113,6 +1125,64 @@ mod tests {
         // Idle again.
         let dos = sim.input(Input::Command(Command::Trial { cold: false }));
         assert_eq!(acts(&dos).len(), 1);
+    }
+
+    /// A container restarts while readygap's delete is out (the fault suite's crash mid
+    /// inference, with no cooldown): the restart opens an external trial before the delete's
+    /// T0 supersedes it. The run drives the trial its delete opened, not the external one.
+    #[test]
+    fn an_external_trial_opened_while_the_delete_is_out_is_not_ours() {
+        let mut sim = Sim::new(TrialConfig {
+            infer_after: InferAfter::Ready,
+            ..cfg()
+        });
+        sim.m.run_trials(1);
+        let dos = sim.input(Input::Changed);
+        assert_eq!(acts(&dos), vec![(1, delete("b"))]);
+        // `b`'s container restarts before the delete is seen.
+        let mut restarted = fx::pod("b", "uid-b", PodStage::Ready, 0);
+        restarted.created = Some(fx::at(10));
+        restarted.containers[0].restart_count += 1;
+        restarted.containers[0].ready = false;
+        restarted.containers[0].last_state =
+            Some(readygap_core::event::ContainerState::Terminated {
+                reason: "Error".into(),
+                exit_code: 2,
+                finished_at: Some(fx::at(140)),
+            });
+        if let Some(c) = restarted.conditions.iter_mut().find(|c| c.type_ == "Ready") {
+            c.status = false;
+        }
+        sim.events([fx::applied(150, restarted)]);
+        assert!(
+            sim.s.timeline.trials.first().is_some_and(|t| t.external),
+            "{:?}",
+            sim.s.timeline.trials
+        );
+        // The delete's T0 supersedes the external trial and opens readygap's.
+        sim.events(started(200, 1, &delete("b")));
+        let ours = sim.s.timeline.trials.last().unwrap();
+        assert!(
+            !ours.external && ours.is_running(),
+            "{:?}",
+            sim.s.timeline.trials
+        );
+        assert!(!sim.m.is_stopped(), "the run waits for its own trial");
+        // It goes on to T4 and ends that trial, then the run settles.
+        let dos = sim.events([fx::applied(
+            1900,
+            fx::pod("c", "uid-c", PodStage::Ready, 1900),
+        )]);
+        assert!(matches!(dos[..], [Do::ListModels(_)]), "{dos:?}");
+        let dos = sim.input(Input::Finished(Task::Models));
+        let (id, infer) = acts(&dos)[0].clone();
+        let mut evs = started(2000, id, &infer).to_vec();
+        evs.push(fx::infer_start(2000, id, "c"));
+        evs.push(fx::infer_done(3000, id, true));
+        let dos = sim.events(evs);
+        let last = sim.s.timeline.trials.len() - 1;
+        assert_eq!(dos, vec![Do::Ended(last), Do::Finish], "ends after its own trial");
+        assert!(sim.s.timeline.trials[last].is_ok());
     }
 
     #[test]
