@@ -288,6 +288,14 @@ async fn run_lab_engine_ollama_completes_every_mark_with_real_load_and_memory() 
         // The memory sample after T4 is the real cgroup's: more than an idle server.
         let after = t.memory_after.expect("memory after T4");
         assert!(after > 60 << 20, "memory after T4 {after}");
+        // The lab's Deployment has an HTTP readiness probe: the real server's endpoint was
+        // traffic-eligible while the real model still loaded.
+        assert!(
+            t.verdicts.iter().any(|v| v == "shallow_readiness"),
+            "trial {}: {:?}",
+            t.index,
+            t.verdicts
+        );
     }
 }
 

@@ -63,6 +63,10 @@ pub struct ReadinessSpec {
     pub initial_delay_seconds: u64,
     pub timeout_seconds: u64,
     pub failure_threshold: u32,
+    /// Consecutive successes before a failing (or not yet passed) probe counts as passed;
+    /// Kubernetes requires 1 for liveness and startup probes (validation), so only readiness
+    /// reads it here.
+    pub success_threshold: u32,
 }
 
 /// What the kubelet runs for a pod, read from its first container (as applied).
@@ -216,6 +220,9 @@ fn probe_spec(p: &serde_json::Value, c: &serde_json::Value, port: u16) -> Readin
         timeout_seconds: seconds(&p["timeoutSeconds"], 1).max(1),
         failure_threshold: u32::try_from(seconds(&p["failureThreshold"], 3))
             .unwrap_or(3)
+            .max(1),
+        success_threshold: u32::try_from(seconds(&p["successThreshold"], 1))
+            .unwrap_or(1)
             .max(1),
     }
 }
@@ -822,6 +829,10 @@ pub async fn run_pod(
     let period = cluster.scaled(Duration::from_secs(readiness.period_seconds));
     let initial_delay = cluster.scaled(Duration::from_secs(readiness.initial_delay_seconds));
     let mut failures = 0u32;
+    // Consecutive readiness successes: Ready only once they reach successThreshold
+    // (pkg/kubelet/prober/worker.go doProbe: a result below its threshold "leave[s] the
+    // probe state unchanged"; the initial state is Failure).
+    let mut successes = 0u32;
     let mut next_probe = later(Instant::now(), initial_delay);
     let scaled = |p: &Option<ReadinessSpec>, f: fn(&ReadinessSpec) -> u64| {
         p.as_ref()
@@ -862,6 +873,7 @@ pub async fn run_pod(
     macro_rules! probes_start_over {
         () => {
             failures = 0;
+            successes = 0;
             next_probe = later(Instant::now(), initial_delay);
             live_failures = 0;
             next_live = later(Instant::now(), live_delay);
@@ -1012,7 +1024,8 @@ pub async fn run_pod(
                 next_probe = later(Instant::now(), period);
                 if ok {
                     failures = 0;
-                    if !container.ready {
+                    successes = successes.saturating_add(1);
+                    if !container.ready && successes >= readiness.success_threshold {
                         container.ready = true;
                         let now = Utc::now();
                         run.update(|p| {
@@ -1021,6 +1034,7 @@ pub async fn run_pod(
                         });
                     }
                 } else {
+                    successes = 0;
                     failures += 1;
                     if container.ready && failures >= readiness.failure_threshold {
                         container.ready = false;
@@ -1452,7 +1466,8 @@ mod tests {
             "envFrom": [{"configMapRef": {"name": "cfg"}}],
             "resources": {"limits": {"memory": "16Gi"}},
             "readinessProbe": {"httpGet": {"path": "/api/tags", "port": "web"},
-                               "periodSeconds": 2, "initialDelaySeconds": 7, "failureThreshold": 5}
+                               "periodSeconds": 2, "initialDelaySeconds": 7, "failureThreshold": 5,
+                               "successThreshold": 2}
         });
         let cms =
             |n: &str| (n == "cfg").then(|| json!({"data": {"READYGAP_MODEL": "llama3.1:8b"}}));
@@ -1472,9 +1487,10 @@ mod tests {
             (
                 p.readiness.period_seconds,
                 p.readiness.initial_delay_seconds,
-                p.readiness.failure_threshold
+                p.readiness.failure_threshold,
+                p.readiness.success_threshold
             ),
-            (2, 7, 5)
+            (2, 7, 5, 2)
         );
     }
 
@@ -1497,9 +1513,10 @@ mod tests {
             (
                 exec.readiness.period_seconds,
                 exec.readiness.timeout_seconds,
-                exec.readiness.failure_threshold
+                exec.readiness.failure_threshold,
+                exec.readiness.success_threshold
             ),
-            (10, 1, 3)
+            (10, 1, 3, 1)
         );
         let tcp = ContainerPlan::of_pod(
             &pod(json!({"name": "o", "readinessProbe": {"tcpSocket": {"port": 11434}}})),

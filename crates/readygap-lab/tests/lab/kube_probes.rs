@@ -221,3 +221,60 @@ async fn a_failing_startup_probe_restarts_the_container_and_liveness_never_runs(
     assert_eq!(started(&p), Some(false));
     lab.shutdown().await;
 }
+
+/// successThreshold, as the real prober counts it (pkg/kubelet/prober/worker.go doProbe:
+/// `result == Success && resultRun < SuccessThreshold` leaves the state unchanged, and the
+/// readiness state starts as Failure): the pod turns Ready only after 4 consecutive passing
+/// probes, read from the runtime's own request log (each probe is a `GET "/api/tags"` line
+/// answered 200 before the Ready transition). With the threshold ignored, Ready came at the
+/// first pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_waits_for_success_threshold_consecutive_passes() {
+    use kube::api::LogParams;
+    let (lab, _dir) = start_lab("local-1b", Scenario::Baseline, 10.0, 97).await;
+    lab.wait_ready(Duration::from_secs(60)).await.unwrap();
+    let pods = create(
+        &lab,
+        "four-passes",
+        json!({"readinessProbe": {"httpGet": {"path": "/api/tags", "port": "http"},
+                                  "periodSeconds": 1, "successThreshold": 4}}),
+    )
+    .await;
+    let gt = lab.ground_truth();
+    let ready = wait_for(Duration::from_secs(30), "Ready", || {
+        let gt = gt.clone();
+        async move {
+            gt.entries()
+                .iter()
+                .find(|e| e.pod == "four-passes" && e.transition == Transition::PodReady)
+                .map(|e| e.ts)
+        }
+    })
+    .await;
+    let log = pods
+        .logs(
+            "four-passes",
+            &LogParams {
+                timestamps: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let passes_before: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("GET") && l.contains("\"/api/tags\"") && l.contains("| 200 |"))
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .is_some_and(|t| t <= ready)
+        })
+        .collect();
+    assert!(
+        passes_before.len() >= 4,
+        "Ready at {ready} after {} passing probes: {passes_before:#?}\n{log}",
+        passes_before.len()
+    );
+    lab.shutdown().await;
+}
