@@ -48,6 +48,11 @@ pub struct LabArgs {
     /// The server the simulated runtime imitates (ollama, llamacpp, vllm).
     #[arg(long, default_value = "ollama", value_parser = one_of(&readygap_lab::kube::shapes::Shape::NAMES))]
     pub server: readygap_lab::kube::shapes::Shape,
+    /// Serve the API over TLS (a CA made at start, in the kubeconfig) and answer 401 to a
+    /// request without the kubeconfig's token. Always on with a real `--engine`, whose exec
+    /// runs commands on this machine.
+    #[arg(long)]
+    pub tls: bool,
 }
 
 impl LabArgs {
@@ -80,6 +85,7 @@ impl LabArgs {
         o.builtin_workload = !self.no_workload;
         o.engine = self.engine;
         o.shape = self.server;
+        o.tls = self.tls;
         o.seed = self.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

@@ -45,6 +45,9 @@ pub struct LabOptions {
     /// Which server the built-in workload runs (`--lab-server`; `--engine llamacpp` is
     /// llama-server's shape whatever this says).
     pub shape: crate::kube::shapes::Shape,
+    /// Serve the API over TLS and refuse requests without the kubeconfig's credentials (401).
+    /// Always on with a real engine, whose exec runs commands on this machine.
+    pub tls: bool,
 }
 
 impl LabOptions {
@@ -63,6 +66,7 @@ impl LabOptions {
             builtin_workload: true,
             engine: crate::engine::EngineKind::Simulated,
             shape: crate::kube::shapes::Shape::Ollama,
+            tls: false,
         }
     }
 }
@@ -200,7 +204,13 @@ async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(1024)
 }
 
-async fn server_loop(api: Arc<Api>, first: TcpListener, addr: SocketAddr, stop: CancellationToken) {
+async fn server_loop(
+    api: Arc<Api>,
+    first: TcpListener,
+    addr: SocketAddr,
+    tls: Option<crate::kube::tls::LabTls>,
+    stop: CancellationToken,
+) {
     let mut listener = Some(first);
     loop {
         let l = match listener.take() {
@@ -225,9 +235,21 @@ async fn server_loop(api: Arc<Api>, first: TcpListener, addr: SocketAddr, stop: 
         };
         let graceful = CancellationToken::new();
         let g = graceful.clone();
-        let serve = axum::serve(l, api::router(api.clone()))
-            .with_graceful_shutdown(async move { g.cancelled().await });
-        let mut serve = std::pin::pin!(serve.into_future());
+        let router = api::router(api.clone());
+        let shutdown = async move { g.cancelled().await };
+        let mut serve: std::pin::Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>> =
+            match &tls {
+                Some(t) => Box::pin(
+                    axum::serve(t.listener(l), router)
+                        .with_graceful_shutdown(shutdown)
+                        .into_future(),
+                ),
+                None => Box::pin(
+                    axum::serve(l, router)
+                        .with_graceful_shutdown(shutdown)
+                        .into_future(),
+                ),
+            };
         tokio::select! {
             _ = &mut serve => return,
             _ = api.restart.notified() => {
@@ -254,14 +276,23 @@ pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
     let addr = listener
         .local_addr()
         .wrap_err("reading the lab's listen address")?;
-    let api_url = format!("http://{addr}");
+    let tls = if opts.tls || opts.engine != crate::engine::EngineKind::Simulated {
+        Some(crate::kube::tls::LabTls::new().map_err(|e| eyre!(e))?)
+    } else {
+        None
+    };
+    let api_url = match tls {
+        Some(_) => format!("https://{addr}"),
+        None => format!("http://{addr}"),
+    };
     let namespace = NAMESPACE.to_string();
     let kubeconfig_path = opts.kubeconfig_out.clone().unwrap_or_else(|| {
         std::env::temp_dir()
             .join(format!("readygap-lab-{}", addr.port()))
             .join("kubeconfig")
     });
-    kubeconfig::write(&kubeconfig_path, &api_url, &namespace)
+    let ca_pem = tls.as_ref().map(|t| t.ca_pem.as_str());
+    kubeconfig::write(&kubeconfig_path, &api_url, &namespace, ca_pem)
         .wrap_err_with(|| format!("writing the lab kubeconfig {}", kubeconfig_path.display()))?;
 
     let store = Arc::new(Store::default());
@@ -329,8 +360,10 @@ pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
 
     let api = Arc::new(Api::new(cluster.clone(), opts.bookmark_interval));
     api.port.store(u64::from(addr.port()), Ordering::Relaxed);
+    api.require_credentials
+        .store(tls.is_some(), Ordering::Relaxed);
     let stop = CancellationToken::new();
-    let server = tokio::spawn(server_loop(api.clone(), listener, addr, stop.clone()));
+    let server = tokio::spawn(server_loop(api.clone(), listener, addr, tls, stop.clone()));
     let controllers = tokio::spawn(cluster::run_controllers(cluster.clone()));
     Ok(LabHandle {
         api_url,

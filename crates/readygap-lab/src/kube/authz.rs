@@ -150,10 +150,12 @@ fn impersonated(headers: &HeaderMap) -> Option<Result<User, Response>> {
 /// The user of a request, or the 401 answer for a token the lab does not know (expired,
 /// revoked with its ServiceAccount, or never issued).
 ///
-/// The lab's listener is plain HTTP, and kubectl sends no credentials over plain HTTP
-/// (client-go `tools/clientcmd/client_config.go`: "only try to read the auth information
-/// if we are secure"), while it does send `Impersonate-User` (`--as`). So a request
-/// without credentials is the lab's admin, who may impersonate a ServiceAccount:
+/// Over plain HTTP kubectl sends no credentials (client-go `tools/clientcmd/client_config.go`:
+/// "only try to read the auth information if we are secure"), while it does send
+/// `Impersonate-User` (`--as`). So on the plain-HTTP lab a request without credentials is
+/// the lab's admin, who may impersonate a ServiceAccount; on the TLS lab
+/// (`require_credentials`, a real engine: [`super::tls`]) it is 401, as on an API server
+/// without anonymous auth. As the admin,
 /// `kubectl --as system:serviceaccount:NS:SA auth can-i …` is checked as that account.
 /// kube-rs (readygap) sends its bearer token over HTTP too, so a ServiceAccount
 /// kubeconfig from `kubectl create token` is authorised as that account.
@@ -162,6 +164,7 @@ pub fn authenticate(
     store: &Store,
     headers: &HeaderMap,
     now: DateTime<Utc>,
+    require_credentials: bool,
 ) -> Result<User, Response> {
     let authorization = headers
         .get(header::AUTHORIZATION)
@@ -169,6 +172,9 @@ pub fn authenticate(
         .map(str::trim)
         .filter(|v| !v.is_empty());
     let Some(authorization) = authorization else {
+        if require_credentials {
+            return Err(unauthorized());
+        }
         return impersonated(headers).unwrap_or(Ok(User::Admin));
     };
     let token = authorization

@@ -44,4 +44,5 @@ pub mod store;
 pub mod tables;
 pub mod termination;
 pub mod timing;
+pub mod tls;
 pub mod watch;

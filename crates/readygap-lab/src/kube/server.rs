@@ -30,6 +30,9 @@ pub struct Api {
     pub tokens: authz::Tokens,
     /// Requests and bytes served, per client and request (`GET /lab/requests`).
     pub served: super::accounting::Served,
+    /// The lab serves TLS: a request without credentials is 401, and the lab's own
+    /// endpoints (`/lab/…`) are the admin's (see [`super::tls`]).
+    pub require_credentials: std::sync::atomic::AtomicBool,
 }
 
 impl Api {
@@ -46,6 +49,7 @@ impl Api {
             watches_opened: AtomicU64::new(0),
             tokens: authz::Tokens::default(),
             served: Default::default(),
+            require_credentials: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
