@@ -1,6 +1,7 @@
 //! Any bytes as a runtime's answer: the streamed generate folder (cut into chunks anywhere),
-//! `/api/ps` and `/api/tags` bodies, the runtime's request-log lines, a 403 message. No panic;
-//! the folder's state only moves forward (first token, done) and its buffer stays bounded.
+//! `/api/ps` and `/api/tags` bodies, the runtime's request-log lines, a `/metrics` text (its
+//! figures finite), a 403 message. No panic; the folder's state only moves forward (first
+//! token, done) and its buffer stays bounded.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use readygap_live::sources::runtime::ollama::{GenerateStream, parse_ps, parse_tags};
@@ -33,4 +34,9 @@ fuzz_target!(|data: &[u8]| {
         let _ = readygap_live::sources::logs::parse_line("pod", line);
     }
     let _ = readygap_live::rbac::parse_forbidden(&text);
+    if let Some(m) = readygap_live::sources::runtime::metrics::parse(&text) {
+        for v in [m.running, m.waiting, m.kv_cache, m.tokens_generated].into_iter().flatten() {
+            assert!(v.is_finite(), "a figure from /metrics is finite");
+        }
+    }
 });

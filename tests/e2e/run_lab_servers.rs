@@ -3,7 +3,7 @@
 //! tells the two apart (llama-server: 503 "Loading model" first, so "HTTP answers" strictly
 //! before "model ready") and not where it does not (vLLM refuses connections until its
 //! model is loaded: "HTTP answers" = "model ready"), and the streamed completion ends with
-//! the server's timings (llama.cpp) or its usage (vLLM).
+//! the server's timings (llama.cpp) or its usage (vLLM); vLLM's `/metrics` are recorded.
 
 use clap::Parser;
 use readygap::args::RunArgs;
@@ -93,8 +93,27 @@ async fn vllm_imitation_refuses_until_loaded_so_http_is_model_ready() {
     let (lab, model) = lab(Shape::Vllm).await;
     // The openai adapter over the pod proxy: the API server's 503 for a refused connection
     // is not the runtime's answer.
-    let out = one_trial(&lab, &model, &["--runtime", "openai"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("vllm.jsonl");
+    let rec_arg = rec.display().to_string();
+    let out = one_trial(&lab, &model, &["--runtime", "openai", "--record", &rec_arg]).await;
     assert_eq!(out.trials.len(), 1, "{}", out.stdout);
+    // vLLM's /metrics, read through the pod proxy (GET), are on record.
+    let metrics: Vec<_> = readygap_core::record::jsonl::read(&rec)
+        .unwrap()
+        .events
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            readygap_core::event::EventKind::RuntimeMetrics { metrics, .. } => Some(metrics),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        metrics
+            .iter()
+            .any(|m| m.running.is_some() && m.waiting == Some(0.0) && m.kv_cache.is_some()),
+        "{metrics:?}"
+    );
     let t = &out.trials[0];
     assert!(t.is_ok(), "{t:?}");
     assert_eq!(

@@ -367,3 +367,42 @@ async fn openai_adapter_on_llama_servers_v1_routes() {
     );
     assert!(r.durations.eval_ns.is_some(), "{:?}", r.durations);
 }
+
+/// The real llama-server's `/metrics`: with `--metrics` the adapter reads its figures (tokens
+/// generated grow by the completion's tokens; no request in flight once it ended), without
+/// it the route answers 501 and the adapter says there are none (no error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real llama-server peer (scripts/peers.sh)"]
+async fn llamacpp_metrics_from_the_real_server() {
+    let _one = ONE.lock().await;
+    let p = peer();
+    let model = p.models.join("smollm2.gguf");
+    let m = model.to_str().unwrap();
+    let server = start(&["-m", m, "--alias", "smollm2:135m", "--metrics"]);
+    let a = LlamaCpp::new(access(server.port));
+    probe_until_ready(&a, Duration::from_secs(120)).await;
+    let before = a
+        .metrics(&pod())
+        .await
+        .expect("metrics")
+        .expect("figures with --metrics");
+    let r = a
+        .generate(&pod(), "smollm2:135m", "Say hello.", 1, Box::new(|| {}))
+        .await;
+    assert!(r.ok, "{r:?}");
+    let n = r.durations.eval_tokens.expect("tokens generated") as f64;
+    let after = a.metrics(&pod()).await.unwrap().unwrap();
+    assert_eq!(after.running, Some(0.0), "{after:?}");
+    assert_eq!(after.waiting, Some(0.0), "{after:?}");
+    let grew = after.tokens_generated.unwrap() - before.tokens_generated.unwrap();
+    assert!(
+        (grew - n).abs() <= 1.0,
+        "tokens_predicted_total grew by {grew}, the completion had {n} tokens"
+    );
+    drop(server);
+
+    let plain = start(&["-m", m, "--alias", "smollm2:135m"]);
+    let a = LlamaCpp::new(access(plain.port));
+    probe_until_ready(&a, Duration::from_secs(120)).await;
+    assert_eq!(a.metrics(&pod()).await, Ok(None), "501 without --metrics");
+}

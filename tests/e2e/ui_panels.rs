@@ -561,3 +561,52 @@ fn host_panel_shows_each_nodes_access_and_its_feeds_error() {
     host::render(&state, &ViewState::default(), &theme, buf.area, &mut buf);
     assert!(find(&buf, "forbidden").is_none(), "{}", text(&buf));
 }
+
+/// The runtime's own `/metrics` figures follow its pod's line; a runtime that exports none
+/// (Ollama) gets no such line.
+#[test]
+fn residency_shows_the_runtimes_metrics_line() {
+    use readygap_core::event::{EventKind, RuntimeMetrics, Source};
+    let mut events = until(AFTER_T4);
+    let render = |events: &[readygap_core::event::Event]| {
+        let state = State::from_events(events);
+        let mut buf = Buffer::empty(Rect::new(0, 0, 90, 10));
+        residency::render(
+            &state,
+            &ViewState::default(),
+            &Theme::default_theme(),
+            buf.area,
+            &mut buf,
+        );
+        text(&buf)
+    };
+    assert!(!render(&events).contains("/metrics:"));
+    events.push(ev(
+        AFTER_T4 + 1,
+        Source::Runtime,
+        EventKind::RuntimeMetrics {
+            pod: "ollama-1".into(),
+            metrics: RuntimeMetrics {
+                running: Some(1.0),
+                waiting: Some(2.0),
+                kv_cache: Some(0.25),
+                tokens_generated: Some(1234.0),
+            },
+        },
+    ));
+    let t = render(&events);
+    assert!(
+        t.contains("/metrics: running 1 · waiting 2 · KV cache 25% · 1234 tokens generated"),
+        "{t}"
+    );
+    // It replays: the recording's snapshot keeps the last figures.
+    let state = State::from_events(&events);
+    let again = State::from_events(&state.snapshot_events(at(AFTER_T4 + 2)));
+    assert_eq!(
+        again.runtimes["ollama-1"]
+            .metrics
+            .as_ref()
+            .map(|(_, m)| m.running),
+        Some(Some(1.0))
+    );
+}

@@ -143,6 +143,12 @@ pub enum EventKind {
     },
     /// Models on disk of a pod's runtime (Ollama `/api/tags`).
     ModelsOnDisk { pod: String, models: Vec<DiskModel> },
+    /// What a pod's runtime says of its own load on `/metrics` (llama-server with
+    /// `--metrics`, vLLM); emitted when it changes.
+    RuntimeMetrics {
+        pod: String,
+        metrics: RuntimeMetrics,
+    },
     /// One memory sample of the serving container.
     MemorySample(MemorySample),
     /// One sample of a host's CPU and memory.
@@ -445,6 +451,26 @@ pub struct RuntimeProbe {
     /// T2 "model ready". Absent in recordings made before the split.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub http_answered: bool,
+}
+
+/// A runtime's own figures from its Prometheus `/metrics` (each summed over its label sets,
+/// `None` when the runtime does not export it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeMetrics {
+    /// Requests being generated: `llamacpp:requests_processing`, `vllm:num_requests_running`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<f64>,
+    /// Requests waiting for a slot: `llamacpp:requests_deferred`, `vllm:num_requests_waiting`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<f64>,
+    /// KV cache in use, 0–1: `vllm:kv_cache_usage_perc` (a fraction despite its name; before
+    /// v0.10 `vllm:gpu_cache_usage_perc`), `llamacpp:kv_cache_usage_ratio` (older servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache: Option<f64>,
+    /// Tokens generated since the server started: `llamacpp:tokens_predicted_total`,
+    /// `vllm:generation_tokens_total`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_generated: Option<f64>,
 }
 
 /// A model resident in the runtime (`/api/ps`).

@@ -52,6 +52,9 @@ pub struct RuntimeView {
     pub resident: Vec<ResidentModel>,
     pub resident_ts: Option<Timestamp>,
     pub on_disk: Vec<super::event::DiskModel>,
+    /// The runtime's last `/metrics` figures (llama-server, vLLM), with when they were read.
+    #[serde(default)]
+    pub metrics: Option<(Timestamp, super::event::RuntimeMetrics)>,
 }
 
 /// One memory point of a container.
@@ -280,6 +283,9 @@ impl State {
             }
             EventKind::ModelsOnDisk { pod, models } => {
                 self.runtimes.entry(pod.clone()).or_default().on_disk = models.clone();
+            }
+            EventKind::RuntimeMetrics { pod, metrics } => {
+                self.runtimes.entry(pod.clone()).or_default().metrics = Some((ts, metrics.clone()));
             }
             EventKind::MemorySample(s) => {
                 let m = self.memory.entry(s.pod.clone()).or_default();
@@ -632,6 +638,16 @@ impl State {
                     models: r.resident.clone(),
                 },
             ));
+            if let Some((_, m)) = &r.metrics {
+                out.push(Event::new(
+                    ts,
+                    Source::Runtime,
+                    EventKind::RuntimeMetrics {
+                        pod: pod.clone(),
+                        metrics: m.clone(),
+                    },
+                ));
+            }
         }
         for (pod, m) in &self.memory {
             if let Some(p) = m.series.last_value() {

@@ -3,7 +3,8 @@
 //! warning when the resident host memory (size − size_vram: VRAM is charged to no cgroup)
 //! adds up to 85 % or more of the container's memory limit. The first line names the
 //! runtime and what its API can and cannot tell ([`can_tell`]); a model the runtime is
-//! still loading (llama-server's router) says so.
+//! still loading (llama-server's router) says so; the runtime's own load figures from
+//! `/metrics` (llama-server with `--metrics`, vLLM) follow the pod's line ([`metrics_line`]).
 
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
@@ -24,13 +25,32 @@ pub fn can_tell(runtime: &str) -> &'static str {
     match runtime.split_whitespace().next().unwrap_or("") {
         "ollama" => "/api/ps: resident models, size, VRAM, expiry",
         "llamacpp" => {
-            "/health: loading vs ready; router /models: loading/loaded per model; one-model server: no VRAM, no expiry"
+            "/health: loading vs ready; router /models: loading/loaded per model; /metrics with --metrics; one-model server: no VRAM, no expiry"
         }
         "openai" => {
-            "/v1/models: served models only; memory is preallocated (resident = up), no loading state"
+            "/v1/models: served models only; memory is preallocated (resident = up), no loading state; vLLM /metrics: running, waiting, KV cache"
         }
         _ => "",
     }
+}
+
+/// The runtime's `/metrics` figures in one line: requests running and waiting, KV cache in
+/// use, tokens generated; `None` when it exported none.
+pub fn metrics_line(m: &readygap_core::event::RuntimeMetrics) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(r) = m.running {
+        parts.push(format!("running {r:.0}"));
+    }
+    if let Some(w) = m.waiting {
+        parts.push(format!("waiting {w:.0}"));
+    }
+    if let Some(k) = m.kv_cache {
+        parts.push(format!("KV cache {:.0}%", 100.0 * k));
+    }
+    if let Some(t) = m.tokens_generated {
+        parts.push(format!("{t:.0} tokens generated"));
+    }
+    (!parts.is_empty()).then(|| format!("  /metrics: {}", parts.join(" · ")))
 }
 
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
@@ -79,6 +99,9 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             Span::styled(pod.clone(), theme.accent().add_modifier(Modifier::BOLD)),
             probe,
         ]));
+        if let Some(text) = rt.metrics.as_ref().and_then(|(_, m)| metrics_line(m)) {
+            lines.push(Line::styled(text, theme.muted()));
+        }
         let total: u64 = rt.resident.iter().map(|m| m.host_bytes()).sum();
         let limit = state.memory.get(pod).and_then(|m| m.limit);
         if let Some(limit) = limit.filter(|l| *l > 0)

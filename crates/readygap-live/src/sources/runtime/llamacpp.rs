@@ -158,6 +158,13 @@ impl RuntimeAdapter for LlamaCpp {
         ))
     }
 
+    fn metrics<'a>(
+        &'a self,
+        pod: &'a PodRef,
+    ) -> BoxFuture<'a, Result<Option<readygap_core::event::RuntimeMetrics>, String>> {
+        Box::pin(super::get_metrics(&self.access, pod))
+    }
+
     fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             let v = get_json(&self.access, pod, "/models").await?;

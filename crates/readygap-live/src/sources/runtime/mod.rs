@@ -10,6 +10,7 @@
 
 pub mod choice;
 pub mod llamacpp;
+pub mod metrics;
 pub mod ollama;
 pub mod openai;
 pub mod sse;
@@ -267,6 +268,42 @@ pub trait RuntimeAdapter: Send + Sync {
     ) -> BoxFuture<'a, InferenceResult>;
     /// Unload a model from memory.
     fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> BoxFuture<'a, Result<(), String>>;
+    /// The runtime's own load figures from `/metrics`; `Ok(None)` when it exports none
+    /// (Ollama has no `/metrics`; llama-server only with `--metrics`).
+    fn metrics<'a>(
+        &'a self,
+        _pod: &'a PodRef,
+    ) -> BoxFuture<'a, Result<Option<readygap_core::event::RuntimeMetrics>, String>> {
+        Box::pin(async { Ok(None) })
+    }
+}
+
+/// `GET /metrics` and its figures: `Ok(None)` when the route is absent or refused (404,
+/// llama-server's 501 without `--metrics`, 503 while loading), bounded by 5 s and 1 MiB.
+pub(crate) async fn get_metrics(
+    access: &RuntimeAccess,
+    pod: &PodRef,
+) -> Result<Option<readygap_core::event::RuntimeMetrics>, String> {
+    const LIMIT: usize = 1 << 20;
+    let fut = async {
+        let mut r = access
+            .send(pod, http::Method::GET, "/metrics", None)
+            .await?;
+        if r.status != 200 {
+            return Ok(None);
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = r.body.next().await {
+            body.extend_from_slice(&chunk?);
+            if body.len() > LIMIT {
+                return Err(format!("/metrics: more than {LIMIT} bytes"));
+            }
+        }
+        Ok(metrics::parse(&String::from_utf8_lossy(&body)))
+    };
+    tokio::time::timeout(Duration::from_secs(5), fut)
+        .await
+        .map_err(|_| "/metrics: no answer within 5 s".to_string())?
 }
 
 /// Polling intervals of the runtime feeds.
@@ -308,8 +345,12 @@ pub async fn poll_pod(
     tag_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut probe_tick = tokio::time::interval(cfg.probe.unwrap_or(Duration::from_secs(3600)));
     probe_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The runtime's /metrics, read as often as the models on disk but at least every second.
+    let mut metrics_tick = tokio::time::interval(cfg.tags.min(Duration::from_secs(1)));
+    metrics_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_res: Option<Vec<ResidentModel>> = None;
     let mut last_tags: Option<Vec<DiskModel>> = None;
+    let mut last_metrics: Option<readygap_core::event::RuntimeMetrics> = None;
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -327,6 +368,14 @@ pub async fn poll_pod(
                 {
                     last_tags = Some(models.clone());
                     if !emit(&tx, EventKind::ModelsOnDisk { pod: pod.name.clone(), models }).await { return; }
+                }
+            }
+            _ = metrics_tick.tick() => {
+                if let Ok(Ok(Some(metrics))) = tokio::time::timeout(Duration::from_secs(6), adapter.metrics(&pod)).await
+                    && last_metrics.as_ref() != Some(&metrics)
+                {
+                    last_metrics = Some(metrics.clone());
+                    if !emit(&tx, EventKind::RuntimeMetrics { pod: pod.name.clone(), metrics }).await { return; }
                 }
             }
             _ = probe_tick.tick(), if cfg.probe.is_some() => {
