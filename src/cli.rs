@@ -159,7 +159,10 @@ pub fn run(cli: Cli) -> Result<i32> {
         } => runtime()?.block_on(commands::lab::lab_serve(args)),
         Command::Lab {
             command: LabCommand::Bench(args),
-        } => commands::bench::bench(args),
+        } => match args.scale {
+            Some(pods) => commands::bench_scale::scale(args, pods),
+            None => commands::bench::bench(args),
+        },
         Command::Replay {
             file,
             speed,

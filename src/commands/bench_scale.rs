@@ -13,7 +13,7 @@
 //! that still takes the whole namespace's objects of that kind, such as
 //! `involvedObject.kind=Pod` for Events), or `none` (no selector at all).
 
-use super::bench::{BenchArgs, Kubectl, start_lab};
+use super::bench::{Bench, BenchArgs, Kubectl, start_lab};
 use color_eyre::eyre::{Result, WrapErr, eyre};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -255,6 +255,14 @@ fn proc_cost(pid: u32) -> Result<(f64, f64)> {
 }
 
 /// The scale bench in `dir`.
+/// `readygap lab bench --scale PODS`.
+pub fn scale(args: BenchArgs, pods: usize) -> Result<i32> {
+    let b = Bench::prepare(&args)?;
+    let report =
+        scale_in(&args, pods, &b.model, &b.kubectl, &b.dir).map(|r| (r.to_json(), r.to_table()));
+    b.finish(args.format, report)
+}
+
 pub fn scale_in(
     args: &BenchArgs,
     pods: usize,
