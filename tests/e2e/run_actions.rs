@@ -112,7 +112,6 @@ async fn serve_runner(
             namespace: lab.namespace.clone(),
             selector: "app=ollama".into(),
             service: named_service.then(|| "ollama".into()),
-            pod_prefix: named_service.then(|| "ollama-".into()),
         },
         tx.clone(),
         feeds.clone(),
@@ -894,5 +893,90 @@ async fn an_external_surge_rollout_with_kubectl_is_one_trial_with_t0_before_t1()
         runner.state.timeline.trials
     );
     feeds.cancel();
+    lab.shutdown().await;
+}
+
+/// The kube source takes the Events of the target's pods only, each pod's through its own
+/// watch: the study's client pod `ollama-client` (created first, so its Events exist before
+/// the replacement) is not the target's though its name starts like the Deployment's pods,
+/// and none of its Events reach readygap; the replacement pod's come as the lab makes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_events_come_for_the_target_pods_only() {
+    use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
+    let _one = ONE_LAB.lock().await;
+    let lab = lab(31).await;
+    let (_exec, _rx, client) = setup(&lab).await;
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), &lab.namespace);
+    let old = serving_pod(&lab, &client).await.name;
+    let client_pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "ollama-client", "labels": {"run": "ollama-client"}},
+        "spec": {"containers": [{"name": "ollama-client", "image": "curlimages/curl",
+                                 "command": ["sleep", "infinity"]}]}
+    }))
+    .unwrap();
+    pods.create(&Default::default(), &client_pod).await.unwrap();
+    let events: kube::Api<CoreEvent> = kube::Api::namespaced(client.clone(), &lab.namespace);
+    let of_client = kube::api::ListParams::default().fields("involvedObject.name=ollama-client");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while events.list(&of_client).await.unwrap().items.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the lab made no Event for ollama-client"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let (tx, mut rx) = mpsc::channel(8192);
+    let feeds = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(readygap_live::sources::kube::run(
+        client.clone(),
+        readygap_live::sources::kube::KubeConfig {
+            namespace: lab.namespace.clone(),
+            selector: "app=ollama".into(),
+            service: None,
+        },
+        tx,
+        feeds.clone(),
+    ));
+    // The first pod list applied: `old` is known, so its Event watch is under way.
+    let mut seen: Vec<String> = Vec::new();
+    let listed = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(e) = rx.recv().await {
+            match &e.kind {
+                EventKind::ResyncDone { resource } if resource == "pods" => return true,
+                EventKind::KubeEvent(k) => seen.push(format!("{} {}", k.object, k.reason)),
+                _ => {}
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(listed, Ok(true), "the pods were not listed");
+    pods.delete(&old, &Default::default()).await.unwrap();
+    // Until a pod other than `old` has Started (the replacement's container ran).
+    let started = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(e) = rx.recv().await {
+            if let EventKind::KubeEvent(k) = &e.kind {
+                seen.push(format!("{} {}", k.object, k.reason));
+                if k.reason == "Started" && k.object != format!("pod/{old}") {
+                    return true;
+                }
+            }
+        }
+        false
+    })
+    .await;
+    feeds.cancel();
+    assert_eq!(started, Ok(true), "no Started of the replacement: {seen:?}");
+    assert!(
+        seen.iter()
+            .all(|s| s.starts_with("pod/ollama-") && !s.starts_with("pod/ollama-client ")),
+        "an Event about a pod not of the target: {seen:?}"
+    );
+    assert!(
+        seen.iter().any(|s| s == &format!("pod/{old} Killing")),
+        "the deleted pod's Killing: {seen:?}"
+    );
     lab.shutdown().await;
 }

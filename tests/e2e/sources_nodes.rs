@@ -102,7 +102,6 @@ async fn a_refused_node_watch_is_said_once_and_not_retried() {
             namespace: "llm-recovery-lab".into(),
             selector: "app=ollama".into(),
             service: None,
-            pod_prefix: None,
         },
         tx.clone(),
         cancel.clone(),

@@ -404,7 +404,6 @@ pub async fn build(
             namespace: target.namespace.clone(),
             selector: target.selector.clone(),
             service: Some(target.service.clone()),
-            pod_prefix: target.deployment.as_ref().map(|d| format!("{d}-")),
         },
         tx.clone(),
         feeds.clone(),

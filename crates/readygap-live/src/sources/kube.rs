@@ -1,7 +1,8 @@
-//! Kubernetes feeds: watches of the target's Pods, its EndpointSlices, Events about pods and
-//! Nodes, through `kube::runtime::watcher` with its default backoff. Raw watcher events map
-//! one to one: `Init` → `resync_started`, `InitApply`/`Apply` → applied, `InitDone` →
-//! `resync_done`, `Delete` → deleted, so re-lists and deletions are explicit to the reducer.
+//! Kubernetes feeds: watches of the target's Pods, its EndpointSlices and the Events about
+//! its pods (`super::pod_events`), through `kube::runtime::watcher` with its default
+//! backoff. Raw watcher events map one to one: `Init` → `resync_started`,
+//! `InitApply`/`Apply` → applied, `InitDone` → `resync_done`, `Delete` → deleted, so
+//! re-lists and deletions are explicit to the reducer.
 //!
 //! Conversions from API objects to the compact views ([`pod_view`], [`endpoint_slice_view`],
 //! [`kube_event_view`], [`node_view`]) are pure; [`adapt`] turns any watcher `Stream` into
@@ -354,8 +355,6 @@ pub struct KubeConfig {
     pub selector: String,
     /// The Service whose EndpointSlices are watched.
     pub service: Option<String>,
-    /// Keep only Events about pods whose name starts with this (the deployment's pods).
-    pub pod_prefix: Option<String>,
 }
 
 /// Run all Kubernetes feeds until cancelled.
@@ -365,9 +364,16 @@ pub async fn run(
     tx: mpsc::Sender<Event>,
     cancel: CancellationToken,
 ) {
+    // The pod watch also tells the Event watches which pods there are (`pod_events`).
+    let (seen_tx, seen_rx) = mpsc::unbounded_channel();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
-    let pod_stream =
-        watcher(pods, watcher::Config::default().labels(&cfg.selector)).default_backoff();
+    let pod_stream = watcher(pods, watcher::Config::default().labels(&cfg.selector))
+        .default_backoff()
+        .inspect(move |item| {
+            if let Ok(ev) = item {
+                let _ = seen_tx.send(super::pod_events::PodSeen::of(ev));
+            }
+        });
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(adapt(
         pod_stream,
@@ -391,21 +397,9 @@ pub async fn run(
             cancel.clone(),
         ));
     }
-    let events: Api<CoreEvent> = Api::namespaced(client.clone(), &cfg.namespace);
-    let e = watcher(
-        events,
-        watcher::Config::default().fields("involvedObject.kind=Pod"),
-    )
-    .default_backoff();
-    let prefix = cfg.pod_prefix.clone();
-    tasks.spawn(adapt(
-        e,
-        "events",
-        move |ev: &CoreEvent| match (&prefix, &ev.involved_object.name) {
-            (Some(p), Some(n)) => n.starts_with(p.as_str()),
-            (None, _) => true,
-            (Some(_), None) => false,
-        },
+    tasks.spawn(super::pod_events::run(
+        Api::namespaced(client.clone(), &cfg.namespace),
+        seen_rx,
         tx.clone(),
         cancel.clone(),
     ));
