@@ -242,7 +242,8 @@ enum Phase {
     Cooldown {
         until: Timestamp,
     },
-    /// After the last trial: a late OOM reason and the memory after T4 (bounded).
+    /// After the last trial: a late OOM reason, a restart's Killing Event and the memory
+    /// after T4 (bounded).
     Settle {
         until: Timestamp,
     },
@@ -643,7 +644,22 @@ impl Machine {
                         .is_some_and(|r| r.starts_with("inference_error"));
                     let memory_pending =
                         self.cfg.memory && t.is_some_and(|t| t.is_ok() && t.memory_after.is_none());
-                    if (oom_pending || memory_pending) && now < until {
+                    // The kubelet posts a restart's Killing Event (which names the probe
+                    // that killed) apart from the pod's status: it may come after it, and
+                    // the verdicts take it in when it does.
+                    // (The restart may have opened an external trial after the run's own.)
+                    let own = s.timeline.trials.iter().rev().find(|t| !t.external);
+                    let killing_pending = own.is_some_and(|t| {
+                        t.reason()
+                            .is_some_and(|r| r.starts_with("container restarted"))
+                            && !t.new_pod.iter().chain(t.observed.keys()).any(|p| {
+                                let object = format!("pod/{p}");
+                                s.kube_events
+                                    .iter()
+                                    .any(|(_, e)| e.reason == "Killing" && e.object == object)
+                            })
+                    });
+                    if (oom_pending || memory_pending || killing_pending) && now < until {
                         return;
                     }
                     self.phase = Phase::Stopped;
@@ -1245,5 +1261,50 @@ mod tests {
         );
         let dos = sim.at(10_000);
         assert_eq!(dos, vec![Do::Finish]);
+    }
+
+    /// A last trial lost to a container restart: the run waits (bounded) for the Killing
+    /// Event the kubelet posts apart from the pod's status, and finishes when it comes.
+    #[test]
+    fn a_run_lost_to_a_restart_waits_for_the_killing_event() {
+        let mut sim = Sim::new(TrialConfig {
+            infer_after: InferAfter::Ready,
+            ..cfg()
+        });
+        sim.m.run_trials(1);
+        let dos = sim.input(Input::Changed);
+        assert_eq!(acts(&dos), vec![(1, delete("b"))]);
+        sim.events(started(200, 1, &delete("b")));
+        let mut c = fx::pod("c", "uid-c", PodStage::Started, 1000);
+        sim.events([fx::applied(1000, c.clone())]);
+        c.containers[0].restart_count = 1;
+        c.containers[0].last_state = Some(readygap_core::event::ContainerState::Terminated {
+            reason: "Completed".into(),
+            exit_code: 0,
+            finished_at: Some(fx::at(1500)),
+        });
+        let dos = sim.events([fx::applied(1500, c)]);
+        assert_eq!(dos, vec![Do::Ended(0)], "{:?}", sim.s.timeline.trials);
+        assert!(
+            sim.s.timeline.trials[0]
+                .reason()
+                .is_some_and(|r| r.starts_with("container restarted")),
+            "{:?}",
+            sim.s.timeline.trials[0]
+        );
+        assert!(sim.at(1_600).is_empty(), "no Killing Event yet");
+        assert!(!sim.m.is_stopped());
+        let killing = fx::ev(
+            1_700,
+            readygap_core::event::Source::Kube,
+            EventKind::KubeEvent(readygap_core::event::KubeEventView {
+                object: "pod/c".into(),
+                reason: "Killing".into(),
+                message: "Container ollama failed liveness probe, will be restarted".into(),
+                type_: "Normal".into(),
+                time: Some(fx::at(1_000)),
+            }),
+        );
+        assert_eq!(sim.events([killing]), vec![Do::Finish]);
     }
 }
