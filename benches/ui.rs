@@ -75,11 +75,11 @@ fn hour() -> Vec<Event> {
                 Source::Host,
                 EventKind::HostSample(HostSample {
                     node: None,
-                    cpu_percent: (k % 100) as f32,
+                    cpu_percent: Some((k % 100) as f32),
                     mem_total: 16 << 30,
-                    mem_available: 8 << 30,
-                    cached: 3 << 30,
-                    cache_approx: false,
+                    mem_available: Some(8 << 30),
+                    cached: Some(3 << 30),
+                    ..HostSample::default()
                 }),
             ));
         }

@@ -154,23 +154,11 @@ pub async fn dashboard(
     };
 
     // The machine readygap runs on, every 2 s.
-    {
-        let (host_tx, mut host_rx) = mpsc::channel(4);
-        let cancel = feeds.clone();
-        tokio::spawn(readygap_live::host::run_local_sampler(
-            std::time::Duration::from_secs(2),
-            host_tx,
-            cancel,
-        ));
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            while let Some(h) = host_rx.recv().await {
-                if tx.send(h.event(None)).await.is_err() {
-                    break;
-                }
-            }
-        });
-    }
+    tokio::spawn(readygap_live::host::run_local_sampler(
+        std::time::Duration::from_secs(2),
+        tx.clone(),
+        feeds.clone(),
+    ));
 
     // Runner sink → dashboard (the runner records).
     {

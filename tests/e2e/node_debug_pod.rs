@@ -234,14 +234,15 @@ async fn a_drop_through_the_debug_pod_makes_the_next_load_cold_and_sampling_uses
             .expect("the sampler runs");
         samples.push(s.expect("a sample, not an error"));
     }
-    assert_eq!(samples[0].cpu_percent, None);
+    assert_eq!(samples[0].1.cpu_percent, None);
     let cpu = samples[2]
+        .1
         .cpu_percent
         .expect("cpu share from the second on");
     assert!((0.0..=100.0).contains(&cpu), "{cpu}");
-    for s in &samples {
-        assert_eq!(s.mem_total_bytes, cache.mem_total_kb() * 1024);
-        assert_eq!(s.cached_bytes, Some(cache.cached_kb() * 1024));
+    for (_, s) in &samples {
+        assert_eq!(s.mem_total, cache.mem_total_kb() * 1024);
+        assert_eq!(s.cached, Some(cache.cached_kb() * 1024));
     }
     assert_eq!(
         execs_in(&lab, "readygap-node-lab-node-1"),

@@ -600,16 +600,18 @@ async fn remote_sampler_streams_samples_over_one_session() {
     sampler.stop().await;
     close_master(&ssh).await;
 
-    for s in &samples {
-        assert!(s.mem_total_bytes > 0);
-        assert!(s.cached_bytes.is_some() && s.mem_available_bytes.is_some());
+    for (_, s) in &samples {
+        assert!(s.mem_total > 0);
+        assert!(s.cached.is_some() && s.mem_available.is_some());
+        assert_eq!(s.connection.as_deref(), Some(conn.as_str()));
     }
-    assert_eq!(samples[0].cpu_percent, None);
+    assert_eq!(samples[0].1.cpu_percent, None);
     let cpu = samples[2]
+        .1
         .cpu_percent
         .expect("cpu share from the second sample on");
     assert!((0.0..=100.0).contains(&cpu), "{cpu}");
-    assert!(samples[0].at < samples[2].at);
+    assert!(samples[0].0 < samples[2].0);
     // sshd saw one login and one session for the sampler's connection.
     let client_port = conn
         .split_whitespace()
@@ -706,7 +708,7 @@ async fn the_remote_sampling_task_streams_and_stops_on_cancel() {
     let mut sampler = Sampler::start(ssh, Duration::from_secs(1));
     for _ in 0..2 {
         let sample = sampler.next("a sample").await.expect("no error");
-        assert!(sample.mem_total_bytes > 0);
+        assert!(sample.1.mem_total > 0);
     }
     sampler.stop().await;
 }

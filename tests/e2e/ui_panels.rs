@@ -470,11 +470,12 @@ fn host_panel_shows_each_nodes_access_and_its_feeds_error() {
             Source::Host,
             EventKind::HostSample(HostSample {
                 node: node.map(str::to_owned),
-                cpu_percent: 25.0,
+                cpu_percent: Some(25.0),
                 mem_total: 32 << 30,
-                mem_available: 24 << 30,
-                cached: 3 << 30,
+                mem_available: Some(24 << 30),
+                cached: Some(3 << 30),
                 cache_approx: approx,
+                ..HostSample::default()
             }),
         )
     };
@@ -560,6 +561,75 @@ fn host_panel_shows_each_nodes_access_and_its_feeds_error() {
     let mut buf = Buffer::empty(Rect::new(0, 0, 40, 28));
     host::render(&state, &ViewState::default(), &theme, buf.area, &mut buf);
     assert!(find(&buf, "forbidden").is_none(), "{}", text(&buf));
+}
+
+/// A sample without a CPU share (a sampler's first), `MemAvailable:` or `Cached:` shows
+/// `—` for each, with no bar, never 0 %; the next sample's figures replace it.
+#[test]
+fn host_panel_shows_an_unknown_figure_as_a_dash_without_a_bar() {
+    use readygap_core::event::{EventKind, HostSample, Source};
+    let first = HostSample {
+        mem_total: 32 << 30,
+        ..HostSample::default()
+    };
+    let mut events = vec![ev(0, Source::Host, EventKind::HostSample(first.clone()))];
+    let render = |events: &[readygap_core::event::Event]| {
+        let mut buf = Buffer::empty(Rect::new(0, 0, 40, 8));
+        let state = State::from_events(events);
+        host::render(
+            &state,
+            &ViewState::default(),
+            &Theme::default_theme(),
+            buf.area,
+            &mut buf,
+        );
+        text(&buf)
+    };
+    let screen = render(&events);
+    let lines: Vec<&str> = screen.lines().collect();
+    let line = |label: &str| {
+        lines
+            .iter()
+            .find(|l| l.contains(label))
+            .unwrap_or_else(|| panic!("no {label:?} line in\n{screen}"))
+            .to_string()
+    };
+    for label in [" cpu ", " mem "] {
+        let l = line(label);
+        assert!(l.contains(&format!("{label}—")), "{l}");
+        assert!(
+            !l.contains('%') && !l.contains('█') && !l.contains('░'),
+            "{l}"
+        );
+    }
+    assert!(line(" used ").contains("— / 32.0"), "{screen}");
+    let avail = line(" avail ");
+    assert!(
+        avail.contains("avail —") && avail.contains("cache —"),
+        "{avail}"
+    );
+    assert!(
+        !screen.contains("0%") && !screen.contains(" 0.0"),
+        "{screen}"
+    );
+
+    // The second sample knows them: bars and figures, 0 % included when measured.
+    events.push(ev(
+        2_000,
+        Source::Host,
+        EventKind::HostSample(HostSample {
+            cpu_percent: Some(0.0),
+            mem_available: Some(24 << 30),
+            cached: Some(3 << 30),
+            ..first
+        }),
+    ));
+    let screen = render(&events);
+    assert!(!screen.contains('—'), "{screen}");
+    assert!(
+        screen.contains("░ 0%") && screen.contains("░ 25%"),
+        "{screen}"
+    );
 }
 
 /// The runtime's own `/metrics` figures follow its pod's line; a runtime that exports none

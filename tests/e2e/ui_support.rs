@@ -70,11 +70,11 @@ fn host(ms: i64, node: Option<&str>, cpu: f32, avail_gib: f64, cached_gib: f64) 
         Source::Host,
         EventKind::HostSample(HostSample {
             node: node.map(str::to_string),
-            cpu_percent: cpu,
+            cpu_percent: Some(cpu),
             mem_total: 16 * GIB,
-            mem_available: (avail_gib * GIB as f64) as u64,
-            cached: (cached_gib * GIB as f64) as u64,
-            cache_approx: false,
+            mem_available: Some((avail_gib * GIB as f64) as u64),
+            cached: Some((cached_gib * GIB as f64) as u64),
+            ..HostSample::default()
         }),
     )
 }

@@ -545,21 +545,44 @@ pub fn host_feed(node: &str) -> String {
     format!("host {node}")
 }
 
-/// One sample of a host's CPU and memory.
+/// One sample of a host's CPU and memory, stamped (the event's `ts`) when its sampler
+/// observed it. Byte counts of a node's or this machine's `/proc/meminfo` are kB × 1024. A
+/// figure the sampler could not know is `None` (a gap, shown as `—`), never 0; `None`
+/// figures are left out of recordings, and old recordings' plain numbers still read.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostSample {
     /// `None` for the machine readygap runs on, else the node name.
     #[serde(default)]
     pub node: Option<String>,
-    pub cpu_percent: f32,
+    /// CPU busy share over all CPUs since the previous sample, 0–100; `None` for a
+    /// sampler's first sample and when the source has no CPU figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_percent: Option<f32>,
     pub mem_total: u64,
-    pub mem_available: u64,
-    /// Page cache (`Cached:` of /proc/meminfo) in bytes.
-    pub cached: u64,
+    /// `MemAvailable` (the kernel's estimate of memory usable without swapping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_available: Option<u64>,
+    /// Page cache (`Cached:` of /proc/meminfo, including shared memory and tmpfs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached: Option<u64>,
     /// `cached` is an estimate, not `Cached:` of /proc/meminfo: from the kubelet Summary
     /// API as usage − working set (the inactive file pages, a lower bound of the cache).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cache_approx: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_free: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffers: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shmem: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap_total: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap_free: Option<u64>,
+    /// For a node sampled over ssh: the remote `$SSH_CONNECTION` (`client_ip client_port
+    /// server_ip server_port`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<String>,
 }
 
 /// How readygap reaches a node, as shown under the node in the Host panel.

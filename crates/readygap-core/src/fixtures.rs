@@ -247,11 +247,11 @@ pub fn session(n: usize) -> Vec<Event> {
                     Source::Host,
                     EventKind::HostSample(HostSample {
                         node: None,
-                        cpu_percent: 12.5,
+                        cpu_percent: Some(12.5),
                         mem_total: 24 << 30,
-                        mem_available: 20 << 30,
-                        cached: 3 << 30,
-                        cache_approx: false,
+                        mem_available: Some(20 << 30),
+                        cached: Some(3 << 30),
+                        ..HostSample::default()
                     }),
                 ));
             }

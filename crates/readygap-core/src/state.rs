@@ -707,11 +707,11 @@ mod tests {
             Source::Host,
             EventKind::HostSample(HostSample {
                 node: Some(node.into()),
-                cpu_percent: 10.0,
+                cpu_percent: Some(10.0),
                 mem_total: 100,
-                mem_available: 60,
-                cached: 30,
-                cache_approx: false,
+                mem_available: Some(60),
+                cached: Some(30),
+                ..HostSample::default()
             }),
         )
     }
@@ -770,7 +770,9 @@ mod tests {
         assert!(s.feeds["host n1"].connected);
         assert_eq!(s.hosts[&Some("n1".into())].len(), 3);
         assert_eq!(
-            s.hosts[&Some("n1".into())].last_value().map(|h| h.cached),
+            s.hosts[&Some("n1".into())]
+                .last_value()
+                .and_then(|h| h.cached),
             Some(30)
         );
     }
@@ -783,12 +785,58 @@ mod tests {
         assert!(!line.contains("sampled_via"), "None is left out: {line}");
         let back: Event = serde_json::from_str(&line).expect("read");
         assert_eq!(back, ev);
-        // A host sample of an old recording (no cache_approx) still reads.
+    }
+
+    #[test]
+    fn an_old_recordings_host_sample_reads_as_known_figures() {
+        // Plain numbers, no cache_approx (recordings/*.jsonl have this shape).
         let old = r#"{"ts":"2027-01-15T08:00:00.000000Z","source":"host","kind":{"host_sample":{"node":"n1","cpu_percent":1.0,"mem_total":10,"mem_available":5,"cached":2}}}"#;
         let e: Event = serde_json::from_str(old).expect("old sample");
         let EventKind::HostSample(h) = e.kind else {
             panic!("host sample expected");
         };
+        assert_eq!(h.cpu_percent, Some(1.0));
+        assert_eq!(
+            (h.mem_total, h.mem_available, h.cached),
+            (10, Some(5), Some(2))
+        );
         assert!(!h.cache_approx);
+        assert_eq!(h.swap_total, None);
+    }
+
+    #[test]
+    fn unknown_host_figures_are_left_out_of_a_recording_and_read_back_as_gaps() {
+        let unknown = HostSample {
+            node: Some("n1".into()),
+            mem_total: 100,
+            ..HostSample::default()
+        };
+        let ev = Event::new(at(0), Source::Host, EventKind::HostSample(unknown.clone()));
+        let line = serde_json::to_string(&ev).expect("json");
+        for field in [
+            "cpu_percent",
+            "mem_available",
+            "cached",
+            "swap_",
+            "connection",
+        ] {
+            assert!(!line.contains(field), "{field} is unknown, not 0: {line}");
+        }
+        let back: Event = serde_json::from_str(&line).expect("read");
+        let EventKind::HostSample(h) = &back.kind else {
+            panic!("host sample expected");
+        };
+        assert_eq!(
+            (h.cpu_percent, h.mem_available, h.cached),
+            (None, None, None)
+        );
+        assert_eq!(h, &unknown);
+        // A measured 0 % is a figure, kept as such.
+        let idle = HostSample {
+            cpu_percent: Some(0.0),
+            ..unknown
+        };
+        let line = serde_json::to_string(&idle).expect("json");
+        assert!(line.contains(r#""cpu_percent":0.0"#), "{line}");
     }
 }

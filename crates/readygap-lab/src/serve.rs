@@ -305,6 +305,7 @@ pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
         seed: opts.seed,
         ground_truth: opts.ground_truth.clone(),
         engine: crate::engine::Engine::new(opts.engine).map_err(|e| eyre!(e))?,
+        kubelet: crate::kube::kubelet::start,
     };
     let cluster = Arc::new(Cluster::new(store.clone(), settings));
     let now = chrono::Utc::now();

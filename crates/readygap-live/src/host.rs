@@ -5,41 +5,22 @@
 //! reached through a debug pod ([`DebugPodHostSampler`]: the same loop in one long-lived
 //! exec). [`run_node_sampler`] picks the right one for a [`NodeAccess`].
 //!
+//! Every sampler produces the core [`HostSample`] (the one host-sample type, recorded as
+//! it is), stamped with the time it was observed; a figure the machine did not give (the
+//! first sample's CPU share, a missing `MemAvailable:` or `Cached:` line) stays `None`.
+//!
 //! Parsing is done by pure functions ([`parse_meminfo`], [`parse_cpu_line`],
 //! [`cpu_percent`], [`SampleStreamParser`]) that tests call on fixtures and real files.
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::Utc;
+use readygap_core::event::{Event, EventKind, HostSample, Source, Timestamp};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout};
 
 use crate::node::exec::{classify_failure, spawn_streaming};
 use crate::node::{DebugPodSession, NodeAccess, NodeError, RemoteScript, Transport};
-
-/// One sample of a machine's memory and CPU. Byte counts come from `/proc/meminfo` (kB × 1024).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HostSample {
-    /// When the sample was taken (local wall clock when received).
-    pub at: DateTime<Utc>,
-    /// CPU busy share over all CPUs since the previous sample, 0–100; `None` for the first.
-    pub cpu_percent: Option<f64>,
-    pub mem_total_bytes: u64,
-    /// `MemAvailable` (the kernel's estimate of memory usable without swapping).
-    pub mem_available_bytes: Option<u64>,
-    pub mem_free_bytes: Option<u64>,
-    /// `Cached` (page cache, including shared memory and tmpfs).
-    pub cached_bytes: Option<u64>,
-    pub buffers_bytes: Option<u64>,
-    pub shmem_bytes: Option<u64>,
-    pub swap_total_bytes: Option<u64>,
-    pub swap_free_bytes: Option<u64>,
-    /// For a node's sample: the remote `$SSH_CONNECTION` it came over (`client_ip
-    /// client_port server_ip server_port`), when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection: Option<String>,
-}
 
 /// The `/proc/meminfo` fields readygap uses, in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -132,31 +113,31 @@ pub fn cpu_percent(prev: CpuTimes, cur: CpuTimes) -> Option<f64> {
     Some(100.0 * busy as f64 / total as f64)
 }
 
-impl HostSample {
-    /// A sample from parsed counters; `prev_cpu` gives the CPU share.
-    pub fn from_counters(
-        at: DateTime<Utc>,
-        meminfo: &Meminfo,
-        cpu: Option<CpuTimes>,
-        prev_cpu: Option<CpuTimes>,
-    ) -> Self {
-        let cpu_percent = match (prev_cpu, cpu) {
-            (Some(p), Some(c)) => cpu_percent(p, c),
-            _ => None,
-        };
-        Self {
-            at,
-            cpu_percent,
-            mem_total_bytes: meminfo.total.unwrap_or(0),
-            mem_available_bytes: meminfo.available,
-            mem_free_bytes: meminfo.free,
-            cached_bytes: meminfo.cached,
-            buffers_bytes: meminfo.buffers,
-            shmem_bytes: meminfo.shmem,
-            swap_total_bytes: meminfo.swap_total,
-            swap_free_bytes: meminfo.swap_free,
-            connection: None,
-        }
+/// The memory figures of `meminfo`, with no CPU share and no node.
+fn from_meminfo(m: &Meminfo) -> HostSample {
+    HostSample {
+        mem_total: m.total.unwrap_or(0),
+        mem_available: m.available,
+        cached: m.cached,
+        mem_free: m.free,
+        buffers: m.buffers,
+        shmem: m.shmem,
+        swap_total: m.swap_total,
+        swap_free: m.swap_free,
+        ..HostSample::default()
+    }
+}
+
+/// A sample from parsed counters; `prev_cpu` gives the CPU share (`None` without it).
+pub fn from_counters(
+    meminfo: &Meminfo,
+    cpu: Option<CpuTimes>,
+    prev_cpu: Option<CpuTimes>,
+) -> HostSample {
+    let cpu_percent = prev_cpu.zip(cpu).and_then(|(p, c)| cpu_percent(p, c));
+    HostSample {
+        cpu_percent: cpu_percent.map(|c| c as f32),
+        ..from_meminfo(meminfo)
     }
 }
 
@@ -177,33 +158,24 @@ impl LocalHostSampler {
         })
     }
 
-    /// Takes one sample now.
-    pub fn sample(&mut self) -> HostSample {
+    /// Takes one sample now: the event of this machine's figures (`node` `None`).
+    pub fn sample(&mut self) -> Event {
+        let at = Utc::now();
         self.system.refresh_cpu_usage();
         self.system.refresh_memory();
-        let cpu_percent = if self.primed {
-            Some(f64::from(self.system.global_cpu_usage()))
-        } else {
-            None
-        };
+        let cpu_percent = self.primed.then(|| self.system.global_cpu_usage());
         self.primed = true;
         let meminfo = std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|t| parse_meminfo(&t).ok())
             .unwrap_or_default();
-        HostSample {
-            at: Utc::now(),
+        let sample = HostSample {
             cpu_percent,
-            mem_total_bytes: self.system.total_memory(),
-            mem_available_bytes: Some(self.system.available_memory()),
-            mem_free_bytes: meminfo.free,
-            cached_bytes: meminfo.cached,
-            buffers_bytes: meminfo.buffers,
-            shmem_bytes: meminfo.shmem,
-            swap_total_bytes: meminfo.swap_total,
-            swap_free_bytes: meminfo.swap_free,
-            connection: None,
-        }
+            mem_total: self.system.total_memory(),
+            mem_available: Some(self.system.available_memory()),
+            ..from_meminfo(&meminfo)
+        };
+        Event::new(at, Source::Host, EventKind::HostSample(sample))
     }
 }
 
@@ -277,7 +249,8 @@ pub struct RemoteHostSampler {
 }
 
 /// Reads the `@sample … @end` blocks of a sampling loop's output (ssh's stdout or a debug
-/// pod's exec stream), each within `sample_timeout`, into [`HostSample`]s.
+/// pod's exec stream), each within `sample_timeout`, into [`HostSample`]s stamped when
+/// their block ended.
 struct SampleReader<R> {
     lines: Lines<BufReader<R>>,
     parser: SampleStreamParser,
@@ -300,7 +273,7 @@ impl<R: tokio::io::AsyncRead + Unpin> SampleReader<R> {
     }
 
     /// The next sample; `Ok(None)` when the stream ended (the caller knows why).
-    async fn next(&mut self) -> Result<Option<HostSample>, NodeError> {
+    async fn next(&mut self) -> Result<Option<(Timestamp, HostSample)>, NodeError> {
         let deadline = tokio::time::Instant::now() + self.sample_timeout;
         loop {
             let line = match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
@@ -329,13 +302,14 @@ impl<R: tokio::io::AsyncRead + Unpin> SampleReader<R> {
                 Ok(None) => {}
                 Ok(Some(StreamItem::Connection(c))) => self.connection = Some(c),
                 Ok(Some(StreamItem::Sample { meminfo, cpu })) => {
-                    let mut sample =
-                        HostSample::from_counters(Utc::now(), &meminfo, cpu, self.prev_cpu);
-                    sample.connection = self.connection.clone();
+                    let sample = HostSample {
+                        connection: self.connection.clone().filter(|c| !c.is_empty()),
+                        ..from_counters(&meminfo, cpu, self.prev_cpu)
+                    };
                     if cpu.is_some() {
                         self.prev_cpu = cpu;
                     }
-                    return Ok(Some(sample));
+                    return Ok(Some((Utc::now(), sample)));
                 }
             }
         }
@@ -381,7 +355,7 @@ impl RemoteHostSampler {
 
     /// Waits for the next sample. After an error the sampler is finished: stop it and
     /// start a new one to continue.
-    pub async fn next_sample(&mut self) -> Result<HostSample, NodeError> {
+    pub async fn next_sample(&mut self) -> SampleResult {
         match self.reader.next().await {
             Ok(Some(sample)) => Ok(sample),
             Ok(None) => Err(self.ended().await),
@@ -415,8 +389,9 @@ impl RemoteHostSampler {
     }
 }
 
-/// What a sampling task sends: a sample, or an error after which it restarts.
-pub type SampleResult = Result<HostSample, NodeError>;
+/// What a sampling task sends: a sample (with no node name; the node feed names it) and
+/// when it was observed, or an error after which it restarts.
+pub type SampleResult = Result<(Timestamp, HostSample), NodeError>;
 
 /// Runs a [`RemoteHostSampler`] until `cancel` fires, sending every sample and every
 /// error to `tx`. After an error (connection lost, timeout) it waits `retry_after` and
@@ -501,7 +476,7 @@ impl DebugPodHostSampler {
     }
 
     /// Waits for the next sample. After an error the sampler is finished.
-    pub async fn next_sample(&mut self) -> Result<HostSample, NodeError> {
+    pub async fn next_sample(&mut self) -> SampleResult {
         match self.reader.next().await? {
             Some(sample) => Ok(sample),
             None => Err(NodeError::UnexpectedOutput {
@@ -623,29 +598,10 @@ pub async fn run_node_sampler(
     }
 }
 
-impl HostSample {
-    /// The event for this sample (`node` is `None` for the machine readygap runs on).
-    pub fn event(&self, node: Option<String>) -> readygap_core::event::Event {
-        use readygap_core::event::{Event, EventKind, HostSample as H, Source};
-        Event::new(
-            self.at,
-            Source::Host,
-            EventKind::HostSample(H {
-                node,
-                cpu_percent: self.cpu_percent.unwrap_or(0.0) as f32,
-                mem_total: self.mem_total_bytes,
-                mem_available: self.mem_available_bytes.unwrap_or(0),
-                cached: self.cached_bytes.unwrap_or(0),
-                cache_approx: false,
-            }),
-        )
-    }
-}
-
 /// Samples this machine every `interval` until `cancel` fires or the receiver is gone.
 pub async fn run_local_sampler(
     interval: Duration,
-    tx: tokio::sync::mpsc::Sender<HostSample>,
+    tx: tokio::sync::mpsc::Sender<Event>,
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<(), String> {
     let mut sampler = LocalHostSampler::new()?;
@@ -768,9 +724,12 @@ Hugepagesize:       2048 kB
         let StreamItem::Sample { cpu: first, .. } = &items[1] else {
             panic!("expected a sample");
         };
-        let s = HostSample::from_counters(Utc::now(), meminfo, *cpu, *first);
+        let s = from_counters(meminfo, *cpu, *first);
         assert_eq!(s.cpu_percent, Some(20.0));
-        assert_eq!(s.mem_total_bytes, 1000 * 1024);
+        assert_eq!(s.mem_total, 1000 * 1024);
+        // The second block has no MemAvailable line: a gap, not 0.
+        assert_eq!((s.mem_available, s.cached), (None, Some(100 * 1024)));
+        assert_eq!(from_counters(meminfo, *cpu, None).cpu_percent, None);
     }
 
     #[test]
@@ -786,18 +745,26 @@ Hugepagesize:       2048 kB
         assert!(p.push_line("@end").is_err());
     }
 
+    fn host_sample(e: Event) -> HostSample {
+        match e.kind {
+            EventKind::HostSample(h) => h,
+            other => panic!("host sample expected, got {other:?}"),
+        }
+    }
+
     #[test]
     fn local_sampler_reports_this_machine() {
         let mut s = LocalHostSampler::new().expect("sysinfo");
-        let first = s.sample();
+        let first = host_sample(s.sample());
+        assert_eq!(first.node, None);
         assert_eq!(first.cpu_percent, None);
-        assert!(first.mem_total_bytes > 0);
-        assert!(first.mem_available_bytes.expect("available") <= first.mem_total_bytes);
+        assert!(first.mem_total > 0);
+        assert!(first.mem_available.expect("available") <= first.mem_total);
         if std::path::Path::new("/proc/meminfo").exists() {
-            assert!(first.cached_bytes.is_some());
+            assert!(first.cached.is_some());
         }
         std::thread::sleep(sysinfo::MINIMUM_CPU_UPDATE_INTERVAL);
-        let second = s.sample();
+        let second = host_sample(s.sample());
         let cpu = second.cpu_percent.expect("cpu share on the second sample");
         assert!((0.0..=100.0).contains(&cpu), "{cpu}");
     }
@@ -819,8 +786,8 @@ Hugepagesize:       2048 kB
             .await
             .expect("in time");
         let (first, second) = (first.expect("sample"), second.expect("sample"));
-        assert!(first.at <= second.at);
-        assert!(second.cpu_percent.is_some());
+        assert!(first.ts <= second.ts);
+        assert!(host_sample(second).cpu_percent.is_some());
         cancel.cancel();
         let ended = tokio::time::timeout(deadline, task).await.expect("stops");
         assert_eq!(ended.expect("join"), Ok(()));

@@ -297,16 +297,17 @@ pub fn summary_sample(
         summary["node"]["cpu"]["usageNanoCores"].as_u64(),
         capacity.cpu_cores,
     ) {
-        (Some(nano), Some(cores)) => (nano as f64 / (cores * 1e9) * 100.0).clamp(0.0, 100.0),
-        _ => 0.0,
+        (Some(nano), Some(cores)) => Some((nano as f64 / (cores * 1e9) * 100.0).clamp(0.0, 100.0)),
+        _ => None,
     };
     Ok(HostSample {
         node: Some(node.to_owned()),
-        cpu_percent: cpu_percent as f32,
+        cpu_percent: cpu_percent.map(|c| c as f32),
         mem_total: total,
-        mem_available: available.unwrap_or_else(|| total.saturating_sub(ws)),
-        cached: usage.saturating_sub(ws),
+        mem_available: Some(available.unwrap_or_else(|| total.saturating_sub(ws))),
+        cached: Some(usage.saturating_sub(ws)),
         cache_approx: true,
+        ..HostSample::default()
     })
 }
 
@@ -422,16 +423,16 @@ async fn sample_remote(
     let mut healthy = false;
     while let Some(result) = srx.recv().await {
         let ok = match result {
-            Ok(sample) => {
+            Ok((at, sample)) => {
                 if !healthy {
                     let detail = match &sample.connection {
-                        Some(c) if !c.is_empty() => format!("{target} (connection {c})"),
-                        _ => target.clone(),
+                        Some(c) => format!("{target} (connection {c})"),
+                        None => target.clone(),
                     };
                     healthy = true;
                     send(
                         tx,
-                        sample.at,
+                        at,
                         EventKind::SourceConnected {
                             feed: feed.clone(),
                             detail,
@@ -439,7 +440,8 @@ async fn sample_remote(
                     )
                     .await;
                 }
-                tx.send(sample.event(Some(node.to_owned()))).await.is_ok()
+                let node = Some(node.to_owned());
+                send(tx, at, EventKind::HostSample(HostSample { node, ..sample })).await
             }
             Err(e) => {
                 healthy = false;
@@ -748,14 +750,15 @@ mod tests {
         let s = summary_sample(&v, "n1", cap).expect("sample");
         assert_eq!(s.node.as_deref(), Some("n1"));
         assert_eq!(s.mem_total, 32 << 30);
-        assert_eq!(s.mem_available, 20 << 30);
-        assert_eq!(s.cached, 2 << 30);
+        assert_eq!(s.mem_available, Some(20 << 30));
+        assert_eq!(s.cached, Some(2 << 30));
         assert!(s.cache_approx);
-        assert!((s.cpu_percent - 25.0).abs() < 1e-3, "{}", s.cpu_percent);
+        let cpu = s.cpu_percent.expect("usageNanoCores over the capacity");
+        assert!((cpu - 25.0).abs() < 1e-3, "{cpu}");
         // No capacity: total from available + working set.
         let s = summary_sample(&v, "n1", Capacity::default()).expect("sample");
         assert_eq!(s.mem_total, 32 << 30);
-        assert_eq!(s.cpu_percent, 0.0);
+        assert_eq!(s.cpu_percent, None, "no CPU capacity: unknown, not 0 %");
         let err = summary_sample(&serde_json::json!({"node": {}}), "n1", cap).expect_err("bad");
         assert!(err.contains("usageBytes"), "{err}");
     }

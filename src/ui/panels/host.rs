@@ -1,7 +1,9 @@
 //! The Host panel: CPU, memory used, available and page cache of the machine readygap runs on
 //! (`local`) and of the nodes, from the latest host samples; under each node, how it is
 //! reached (the latest `node_access` event: target, where the choice came from, whether it
-//! is sampled through it) and the latest error of its `host NODE` feed while it fails.
+//! is sampled through it) and the latest error of its `host NODE` feed while it fails. A
+//! figure the sample does not have (the first sample's CPU share, a missing
+//! `MemAvailable:` or `Cached:`) shows as `—`, without a bar, never as 0.
 
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
@@ -126,60 +128,58 @@ fn access_lines(
     }
 }
 
-/// CPU and memory bars and figures of one sample.
+/// An unknown figure.
+const UNKNOWN: &str = "—";
+
+/// CPU and memory bars and figures of one sample; an unknown share has no bar.
 fn sample_lines(
     h: &readygap_core::event::HostSample,
     theme: &Theme,
     bar_w: usize,
     lines: &mut Vec<Line<'static>>,
 ) {
-    let level = |f: f64| {
-        if f >= 0.9 {
-            theme.error()
-        } else if f >= 0.75 {
-            theme.warn()
-        } else {
-            theme.ok()
-        }
+    let share = |label: &'static str, fraction: Option<f64>| {
+        let mut spans = vec![Span::styled(label, theme.muted())];
+        let Some(f) = fraction else {
+            spans.push(Span::styled(UNKNOWN, theme.muted()));
+            return Line::from(spans);
+        };
+        let level = match f {
+            f if f >= 0.9 => theme.error(),
+            f if f >= 0.75 => theme.warn(),
+            _ => theme.ok(),
+        };
+        let (on, off) = bar(f, bar_w);
+        spans.push(Span::styled(on, level));
+        spans.push(Span::styled(off, theme.muted()));
+        spans.push(Span::styled(format!(" {:.0}%", f * 100.0), theme.text()));
+        Line::from(spans)
     };
-    let cpu = f64::from(h.cpu_percent) / 100.0;
-    let (on, off) = bar(cpu, bar_w);
-    lines.push(Line::from(vec![
-        Span::styled(" cpu ", theme.muted()),
-        Span::styled(on, level(cpu)),
-        Span::styled(off, theme.muted()),
-        Span::styled(format!(" {:.0}%", h.cpu_percent), theme.text()),
-    ]));
-    let used = h.mem_total.saturating_sub(h.mem_available);
-    let frac = if h.mem_total > 0 {
-        used as f64 / h.mem_total as f64
-    } else {
-        0.0
-    };
-    let (on, off) = bar(frac, bar_w);
-    lines.push(Line::from(vec![
-        Span::styled(" mem ", theme.muted()),
-        Span::styled(on, level(frac)),
-        Span::styled(off, theme.muted()),
-        Span::styled(format!(" {:.0}%", frac * 100.0), theme.text()),
-    ]));
+    lines.push(share(" cpu ", h.cpu_percent.map(|c| f64::from(c) / 100.0)));
+    let used = h.mem_available.map(|a| h.mem_total.saturating_sub(a));
+    let frac = used.filter(|_| h.mem_total > 0);
+    lines.push(share(" mem ", frac.map(|u| u as f64 / h.mem_total as f64)));
+    let gib = |b: Option<u64>| b.map_or(UNKNOWN.to_owned(), |b| Gib(b).to_string());
     lines.push(Line::from(vec![
         Span::styled(" used ", theme.muted()),
         Span::styled(
-            format!("{} / {}", Gib(used), Gib(h.mem_total)),
+            format!("{} / {}", gib(used), Gib(h.mem_total)),
             theme.text(),
         ),
     ]));
     // The Summary API has no page cache: usage − working set (inactive file) is shown as ≈.
-    let cache = if h.cache_approx {
-        format!("≈{}", Gib(h.cached))
+    let approx = if h.cache_approx && h.cached.is_some() {
+        "≈"
     } else {
-        Gib(h.cached).to_string()
+        ""
     };
     lines.push(Line::from(vec![
         Span::styled(" avail ", theme.muted()),
-        Span::styled(Gib(h.mem_available).to_string(), theme.text()),
+        Span::styled(gib(h.mem_available), theme.text()),
         Span::styled("  cache ", theme.muted()),
-        Span::styled(cache, Style::new().fg(theme.accent)),
+        Span::styled(
+            format!("{approx}{}", gib(h.cached)),
+            Style::new().fg(theme.accent),
+        ),
     ]));
 }

@@ -148,17 +148,27 @@ fn any_event() -> impl Strategy<Value = (i64, Event)> {
                 message: "lost".into()
             }
         )),
-        (0.0f32..100.0, any::<u32>(), any::<bool>()).prop_map(|(cpu, c, remote)| (
-            Source::Host,
-            EventKind::HostSample(HostSample {
-                node: remote.then(|| "node-a".into()),
-                cpu_percent: cpu,
-                mem_total: 24 << 30,
-                mem_available: 20 << 30,
-                cached: c as u64,
-                cache_approx: remote && c % 2 == 0,
-            })
-        )),
+        (
+            proptest::option::of(0.0f32..100.0),
+            proptest::option::of(any::<u32>()),
+            proptest::option::of(any::<u64>()),
+            any::<bool>()
+        )
+            .prop_map(|(cpu, c, swap, remote)| (
+                Source::Host,
+                EventKind::HostSample(HostSample {
+                    node: remote.then(|| "node-a".into()),
+                    cpu_percent: cpu,
+                    mem_total: 24 << 30,
+                    mem_available: c.map(|_| 20 << 30),
+                    cached: c.map(u64::from),
+                    cache_approx: remote && c.is_some_and(|c| c % 2 == 0),
+                    swap_total: swap,
+                    swap_free: swap.map(|s| s / 2),
+                    connection: remote.then(|| "10.0.0.1 5000 10.0.0.5 22".into()),
+                    ..HostSample::default()
+                })
+            )),
         ("[a-z]{1,8}", any::<bool>()).prop_map(|(node, sampling)| (
             Source::Host,
             EventKind::NodeAccess(NodeAccessInfo {

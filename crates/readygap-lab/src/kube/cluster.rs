@@ -1,9 +1,10 @@
 //! The lab cluster's shared state and its controllers: the Deployment controller (rolling
 //! updates honoring maxSurge/maxUnavailable, scaling), the ReplicaSet controller (replaces
 //! deleted pods at once), the EndpointSlice controller, and graceful pod deletion. The
-//! kubelet side of each pod lives in `kubelet`.
+//! kubelet side of each pod lives in `kubelet`, which uses this state; the cluster starts it
+//! through [`LabSettings::kubelet`] (given by whoever builds the lab), so this module does
+//! not depend on the kubelet, as a real controller knows nothing of the kubelets.
 
-use super::kubelet;
 use super::objects::{self, time};
 use super::resources::{
     CORE_EVENTS, DEPLOYMENTS, ENDPOINT_SLICES, EVENTS, PODS, REPLICASETS, SERVICES,
@@ -66,7 +67,13 @@ pub struct LabSettings {
     pub ground_truth: GroundTruth,
     /// What runs the serving containers (`--engine`).
     pub engine: crate::engine::Engine,
+    /// Starts the kubelet task of a pod just created (`kubelet::start`).
+    pub kubelet: StartKubelet,
 }
+
+/// Starts the kubelet task of a just created pod: the cluster, the pod's namespace, name
+/// and uid, the token cancelled when its deletion is accepted, and when it was created.
+pub type StartKubelet = fn(Arc<Cluster>, String, String, String, CancellationToken, Instant);
 
 /// What the lab knows about one pod beyond its object.
 pub struct PodEntry {
@@ -549,14 +556,7 @@ impl Cluster {
                 own_disk: None,
             },
         );
-        tokio::spawn(kubelet::run_pod(
-            self.clone(),
-            ns,
-            name,
-            uid,
-            deleting,
-            created,
-        ));
+        (self.settings.kubelet)(self.clone(), ns, name, uid, deleting, created);
     }
 
     /// Background cascading deletion: the ReplicaSets and pods owned by `owner_uid`.

@@ -643,11 +643,23 @@ async fn sleep_until_or(at: Instant, cancel: &CancellationToken) -> bool {
     }
 }
 
+/// Starts [`run_pod`] on its own task: the cluster's [`super::cluster::StartKubelet`].
+pub fn start(
+    cluster: Arc<Cluster>,
+    ns: String,
+    name: String,
+    uid: String,
+    deleting: CancellationToken,
+    created: Instant,
+) {
+    tokio::spawn(run_pod(cluster, ns, name, uid, deleting, created));
+}
+
 /// Drive one pod from creation to removal.
 ///
 /// Stage delays run from planned instants (creation, then the planned scheduling instant), so
 /// the lab's own processing time does not add up along the chain.
-pub async fn run_pod(
+async fn run_pod(
     cluster: Arc<Cluster>,
     ns: String,
     name: String,
