@@ -480,6 +480,7 @@ impl RunArgs {
             format: self.format,
             csv: self.csv.clone(),
             extra_settings: extra,
+            local_host: None,
         }
     }
 }

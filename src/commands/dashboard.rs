@@ -102,6 +102,8 @@ pub async fn dashboard(
     let mut args = RunConfig {
         session,
         cooldown: std::time::Duration::ZERO,
+        // The machine readygap runs on, every 2 s (the Host panel).
+        local_host: Some(std::time::Duration::from_secs(2)),
         ..RunConfig::default()
     };
     let record_to = args.session.record.clone();
@@ -152,13 +154,6 @@ pub async fn dashboard(
             return run_dashboard(opts, ui_rx, None).await.map(|_| 1);
         }
     };
-
-    // The machine readygap runs on, every 2 s.
-    tokio::spawn(readygap_live::host::run_local_sampler(
-        std::time::Duration::from_secs(2),
-        tx.clone(),
-        feeds.clone(),
-    ));
 
     // Runner sink → dashboard (the runner records).
     {

@@ -115,6 +115,8 @@ pub struct RunConfig {
     pub csv: Option<PathBuf>,
     /// More settings for the recording's header (the binary adds the lab it started).
     pub extra_settings: serde_json::Map<String, Value>,
+    /// Sample the machine readygap runs on this often (the dashboard's Host panel).
+    pub local_host: Option<Duration>,
 }
 
 /// Output formats of `run`.
@@ -182,6 +184,7 @@ impl Default for RunConfig {
             format: OutFormat::Table,
             csv: None,
             extra_settings: serde_json::Map::new(),
+            local_host: None,
         }
     }
 }
@@ -443,6 +446,13 @@ pub async fn build(
         }
         AccessPolicy::Unavailable(why) => CacheDropper::None(format!("no node access: {why}")),
     };
+    if let Some(every) = args.local_host {
+        tokio::spawn(crate::host::run_local_sampler(
+            every,
+            tx.clone(),
+            feeds.clone(),
+        ));
+    }
     // The selected node's host metrics, every 2 s, and how it is reached.
     let node_feed = tokio::spawn(crate::node_host::run(
         policy,
