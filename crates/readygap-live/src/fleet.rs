@@ -20,9 +20,9 @@
 use crate::actions::Executor;
 use crate::cluster::{self, ClusterConfig};
 use crate::session::{RecordStatus, Recording};
-use crate::sources::kube::{Watched, convert, watch_error_message};
 use crate::sources::runtime::choice::{self, Ask};
 use crate::sources::runtime::{AccessMode, PollConfig, RuntimeKind};
+use crate::sources::watch::{Watched, convert, watch_error_message};
 use crate::trial::{Command, Runner, RunnerParts, TrialConfig};
 use chrono::Utc;
 use color_eyre::eyre::Result;

@@ -1,25 +1,25 @@
 //! Kubernetes feeds: watches of the target's Pods, its EndpointSlices and the Events about
 //! its pods (`super::pod_events`), through `kube::runtime::watcher` with its default
-//! backoff. Raw watcher events map one to one: `Init` → `resync_started`,
-//! `InitApply`/`Apply` → applied, `InitDone` → `resync_done`, `Delete` → deleted, so
-//! re-lists and deletions are explicit to the reducer.
+//! backoff, turned into events by `super::watch` (re-lists and deletions explicit to the
+//! reducer).
 //!
 //! Conversions from API objects to the compact views ([`pod_view`], [`endpoint_slice_view`],
 //! [`kube_event_view`], [`node_view`]) are pure; [`adapt`] turns any watcher `Stream` into
 //! events, so tests feed it directly.
 
-use chrono::Utc;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use readygap_core::event::{
     ContainerState, ContainerView, EndpointSliceView, EndpointView, Event, EventKind,
-    KubeEventView, NodeView, PodCondition, PodView, Source, Timestamp,
+    KubeEventView, NodeView, PodCondition, PodView, Timestamp,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+pub use super::watch::{Watched, adapt, convert, watch_error_message};
 
 fn ts(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Timestamp {
     // k8s-openapi 0.29 wraps jiff::Timestamp.
@@ -190,14 +190,6 @@ pub fn node_view(n: &Node) -> NodeView {
     }
 }
 
-/// How a watched kind becomes events.
-pub trait Watched: Sized {
-    /// The resource name in `resync_*` events.
-    const RESOURCE: &'static str;
-    fn applied(&self) -> Option<EventKind>;
-    fn deleted(&self) -> Option<EventKind>;
-}
-
 impl Watched for Pod {
     const RESOURCE: &'static str = "pods";
     fn applied(&self) -> Option<EventKind> {
@@ -238,112 +230,6 @@ impl Watched for Node {
     fn deleted(&self) -> Option<EventKind> {
         None
     }
-}
-
-/// Turn one raw watcher event into event kinds.
-pub fn convert<K: Watched>(ev: watcher::Event<K>) -> Vec<EventKind> {
-    let resource = K::RESOURCE.to_string();
-    match ev {
-        watcher::Event::Init => vec![EventKind::ResyncStarted { resource }],
-        watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
-            o.applied().into_iter().collect()
-        }
-        watcher::Event::InitDone => vec![EventKind::ResyncDone { resource }],
-        watcher::Event::Delete(o) => o.deleted().into_iter().collect(),
-    }
-}
-
-/// Feed a watcher stream into the channel until it ends, the receiver is gone or `cancel`.
-/// Each event is stamped when it is received. Errors become one `source_error` (repeated
-/// errors are not repeated), and the first event after an error a `source_connected`.
-/// `keep` filters objects (e.g. Events about the target's pods only).
-pub async fn adapt<K, S>(
-    stream: S,
-    feed: &str,
-    keep: impl Fn(&K) -> bool,
-    tx: mpsc::Sender<Event>,
-    cancel: CancellationToken,
-) where
-    K: Watched,
-    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-{
-    let mut stream = std::pin::pin!(stream);
-    let mut connected = false;
-    let mut errored = false;
-    loop {
-        let item = tokio::select! {
-            _ = cancel.cancelled() => return,
-            item = stream.next() => item,
-        };
-        let Some(item) = item else { return };
-        let now = Utc::now();
-        let mut kinds = Vec::new();
-        match item {
-            Ok(ev) => {
-                if !connected {
-                    connected = true;
-                    errored = false;
-                    kinds.push(EventKind::SourceConnected {
-                        feed: feed.to_string(),
-                        detail: format!("watching {}", K::RESOURCE),
-                    });
-                }
-                let wanted = match &ev {
-                    watcher::Event::InitApply(o)
-                    | watcher::Event::Apply(o)
-                    | watcher::Event::Delete(o) => keep(o),
-                    _ => true,
-                };
-                if wanted {
-                    kinds.extend(convert(ev));
-                }
-            }
-            Err(e) => {
-                connected = false;
-                if !errored {
-                    errored = true;
-                    kinds.push(EventKind::SourceError {
-                        feed: feed.to_string(),
-                        message: watch_error_message(&e, K::RESOURCE),
-                    });
-                }
-            }
-        }
-        for kind in kinds {
-            if tx.send(Event::new(now, Source::Kube, kind)).await.is_err() {
-                return;
-            }
-        }
-    }
-}
-
-/// A readable message for a watch error, with an RBAC explanation for 403s.
-pub fn watch_error_message(e: &watcher::Error, resource: &str) -> String {
-    let api_err = match e {
-        watcher::Error::InitialListFailed(k)
-        | watcher::Error::WatchStartFailed(k)
-        | watcher::Error::WatchFailed(k) => Some(k),
-        _ => None,
-    };
-    if let Some(k) = api_err {
-        let group = match resource {
-            "endpointslices" => "discovery.k8s.io",
-            "deployments" => "apps",
-            _ => "",
-        };
-        if let Some(why) = crate::rbac::explain_kube_error(
-            k,
-            &crate::rbac::Request {
-                verb: "watch",
-                group,
-                resource,
-                namespace: None,
-            },
-        ) {
-            return why;
-        }
-    }
-    format!("watch of {resource}: {e}")
 }
 
 /// What the Kubernetes feeds watch (Nodes apart: `super::nodes::run`, retried when the

@@ -5,6 +5,7 @@
 //! - [`kube`]: watches of Pods, EndpointSlices, Events and Nodes.
 //! - [`runtime`]: the LLM runtime of each pod (probe, residency, models, inference).
 //! - [`logs`]: the runtime's request log (someone else's inference, seen, not sent).
+//! - [`watch`]: a watcher stream as events (the kube feeds' common part).
 //! - [`pod_events`]: the Events of the target's pods, one scoped watch per pod.
 //! - [`nodes`]: the Node watch, said once and paused when the cluster refuses it.
 //! - [`memory`]: the serving container's memory (cgroup stream over exec, Summary API).
@@ -19,3 +20,4 @@ pub mod nodes;
 pub mod pod_events;
 pub mod pod_spec;
 pub mod runtime;
+pub mod watch;

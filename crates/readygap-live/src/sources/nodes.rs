@@ -4,7 +4,7 @@
 //! with the RBAC explanation) and the feed stops asking until the user asks again: a new
 //! value on `retry` (the selected node changing, e.g. after `p`).
 
-use super::kube::{adapt, watch_error_message};
+use super::watch::{adapt, watch_error_message};
 use chrono::Utc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;

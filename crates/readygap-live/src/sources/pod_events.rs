@@ -16,7 +16,7 @@
 //!
 //! [`Scopes`] decides (pure, tested); [`run`] carries its orders out.
 
-use super::kube::adapt;
+use super::watch::adapt;
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
