@@ -129,7 +129,9 @@ fn kind_access_runs_the_script_through_docker_exec() {
     // The script is ONE argument (never split or re-quoted), and it is the fixed template.
     let script = argv[4..].join("\n");
     assert!(
-        script.starts_with("sync; grep ^Cached: /proc/meminfo;"),
+        script.starts_with(
+            "sync; grep -E \"^(Cached|Shmem|Mapped|Dirty|Writeback):\" /proc/meminfo;"
+        ),
         "{script}"
     );
     assert!(

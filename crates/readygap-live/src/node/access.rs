@@ -27,6 +27,10 @@ pub const DEFAULT_DEBUG_IMAGE: &str = "busybox:1.36";
 /// Exit status the drop-caches script uses when writing `drop_caches` failed.
 pub const DROP_REFUSED_STATUS: i32 = 97;
 
+/// The `/proc/meminfo` keys, besides `Cached`, that the drop script reads before and after:
+/// the parts of `Cached` no drop frees (`drop_caches::PageCache`).
+pub(crate) const PINNED_KEYS: [&str; 4] = ["Shmem", "Mapped", "Dirty", "Writeback"];
+
 /// What to do with a host key that is not in known_hosts yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -273,7 +277,8 @@ pub enum ProcRoot {
 /// each can be wrapped as `sh -c '<script>'` unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RemoteScript {
-    /// `sync`, `Cached:` before, `echo 3 > drop_caches`, `Cached:` after.
+    /// `sync`, `Cached:` and its pinned part before, `echo 3 > drop_caches`, the same after
+    /// (see `drop_caches`).
     DropCaches,
     /// A `while` loop printing memory and CPU counters every `interval_secs` seconds,
     /// framed by `@sample` / `@end` lines, after one `@conn $SSH_CONNECTION` line.
@@ -290,9 +295,12 @@ impl RemoteScript {
             ProcRoot::HostProc => "/host/proc",
         };
         match self {
-            Self::DropCaches => format!(
-                "sync; grep ^Cached: {p}/meminfo; echo 3 > {p}/sys/vm/drop_caches || exit {DROP_REFUSED_STATUS}; grep ^Cached: {p}/meminfo"
-            ),
+            Self::DropCaches => {
+                let keys = format!("Cached|{}", PINNED_KEYS.join("|"));
+                format!(
+                    "sync; grep -E \"^({keys}):\" {p}/meminfo; echo 3 > {p}/sys/vm/drop_caches || exit {DROP_REFUSED_STATUS}; grep -E \"^({keys}):\" {p}/meminfo"
+                )
+            }
             Self::SampleHost { interval_secs } => format!(
                 "echo \"@conn $SSH_CONNECTION\"; while :; do echo @sample; grep -E \"^(MemTotal|MemFree|MemAvailable|Buffers|Cached|Shmem|SwapTotal|SwapFree):\" {p}/meminfo; grep \"^cpu \" {p}/stat; echo @end; sleep {}; done",
                 interval_secs.clamp(1, 3600)
@@ -558,7 +566,7 @@ mod tests {
         assert_eq!(&args[n - 3..n - 1], ["--", "10.0.0.5"]);
         assert_eq!(
             args[n - 1],
-            "sh -c 'sync; grep ^Cached: /proc/meminfo; echo 3 > /proc/sys/vm/drop_caches || exit 97; grep ^Cached: /proc/meminfo'"
+            "sh -c 'sync; grep -E \"^(Cached|Shmem|Mapped|Dirty|Writeback):\" /proc/meminfo; echo 3 > /proc/sys/vm/drop_caches || exit 97; grep -E \"^(Cached|Shmem|Mapped|Dirty|Writeback):\" /proc/meminfo'"
         );
         let p = args.iter().position(|a| a == "-p").expect("-p");
         assert_eq!(args[p + 1], "2222");

@@ -1,17 +1,25 @@
 //! Dropping a node's page cache (`echo 3 > /proc/sys/vm/drop_caches`) and judging whether
-//! it worked from the `Cached:` figure of `/proc/meminfo` read just before and just after.
+//! it worked from the `/proc/meminfo` figures read just before and just after.
+//!
+//! Part of `Cached` is out of any drop's reach: the kernel's `invalidate_mapping_pages`
+//! (fs/drop_caches.c → mm/truncate.c) "will not invalidate pages which are dirty, locked,
+//! under writeback or mapped into pagetables", and shared memory and tmpfs (`Shmem`) are
+//! not page cache it can drop. A node whose runtimes have models mmapped keeps those pages.
+//! So the script prints `Shmem`, `Mapped`, `Dirty` and `Writeback` with each `Cached`, and
+//! their sum (at most `Cached`) is the **pinned** part; the rest is what a drop can free.
+//! (The four overlap a little, so the pinned sum can only overstate, never hide, that part.)
 //!
 //! The judgement ([`DropThreshold`]): the drop counts as done when, after it, `Cached` is
-//! below 64 MiB, or it fell by at least half of its value before (or, when
-//! `min_drop_kb` is set, by at least that many kB instead of half). `Cached` includes
-//! shared memory and tmpfs, which no drop can free, so a node with a large tmpfs may report
-//! `dropped: false` with the reason in `error`.
+//! below 64 MiB, or its droppable part is below 64 MiB, or the droppable part before fell
+//! by at least half (or, when `min_drop_kb` is set, `Cached` fell by at least that many kB
+//! instead). Otherwise `dropped: false` with the figures in `error`. Output with only the
+//! `Cached:` lines (an older script) is judged with nothing pinned.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::access::{NodeAccess, RemoteScript};
+use super::access::{NodeAccess, PINNED_KEYS, RemoteScript};
 use super::exec;
 
 /// The outcome for one node, serialised exactly as
@@ -61,19 +69,24 @@ impl Default for DropThreshold {
 
 impl DropThreshold {
     /// `None` when the drop counts as done, otherwise the reason it does not.
-    pub fn judge(&self, before_kb: u64, after_kb: u64) -> Option<String> {
-        if after_kb < self.below_kb {
+    pub fn judge(&self, before: PageCache, after: PageCache) -> Option<String> {
+        if after.cached_kb < self.below_kb || after.droppable_kb() < self.below_kb {
             return None;
         }
-        let fell = before_kb.saturating_sub(after_kb);
-        let (needed, how) = match self.min_drop_kb {
-            Some(kb) => (kb, format!("{kb} kB")),
+        let fell = before.cached_kb.saturating_sub(after.cached_kb);
+        let (fell, needed, how) = match self.min_drop_kb {
+            Some(kb) => (fell, kb, format!("{kb} kB")),
             None => {
+                let droppable = before.droppable_kb();
                 // Rounded up, so 0.5 of 3 kB needs 2 kB.
-                let need = (before_kb as f64 * self.min_fraction).ceil() as u64;
+                let need = (droppable as f64 * self.min_fraction).ceil() as u64;
                 (
+                    droppable.saturating_sub(after.droppable_kb()),
                     need,
-                    format!("{:.0}% of {before_kb} kB", self.min_fraction * 100.0),
+                    format!(
+                        "{:.0}% of the {droppable} kB a drop can free",
+                        self.min_fraction * 100.0
+                    ),
                 )
             }
         };
@@ -81,25 +94,56 @@ impl DropThreshold {
             None
         } else {
             Some(format!(
-                "Cached fell by only {fell} kB ({before_kb} → {after_kb} kB); needed {how} or a value below {} kB (shared memory and tmpfs cannot be dropped)",
-                self.below_kb
+                "Cached fell by only {fell} kB ({} → {} kB, of which {} kB mapped, shared or dirty, which no drop frees); needed {how} or a droppable part below {} kB",
+                before.cached_kb, after.cached_kb, after.pinned_kb, self.below_kb
             ))
         }
     }
 }
 
-/// Reads the two `Cached: N kB` lines the drop script prints. Returns (before, after);
-/// a missing second line gives `None` for after.
-pub fn parse_drop_output(stdout: &str) -> Result<(u64, Option<u64>), String> {
-    let mut values = Vec::new();
+/// The page cache as one `grep` of the drop script reads it: `Cached:` and the part of it
+/// no drop can free (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PageCache {
+    pub cached_kb: u64,
+    /// `Shmem + Mapped + Dirty + Writeback`, at most `cached_kb`.
+    pub pinned_kb: u64,
+}
+
+impl PageCache {
+    /// `Cached` less the pinned part.
+    pub fn droppable_kb(self) -> u64 {
+        self.cached_kb.saturating_sub(self.pinned_kb)
+    }
+}
+
+/// Reads the drop script's two readings of `/proc/meminfo`: each begins at its `Cached:`
+/// line (first of the keys in meminfo's order) and may hold the [`PINNED_KEYS`] after it.
+/// Returns (before, after); a missing second reading gives `None` for after.
+pub fn parse_drop_output(stdout: &str) -> Result<(PageCache, Option<PageCache>), String> {
+    let mut readings: Vec<(u64, u64)> = Vec::new();
     for line in stdout.lines() {
-        if let Some(rest) = line.trim().strip_prefix("Cached:") {
-            values.push(parse_kb(rest).ok_or_else(|| format!("cannot read {line:?}"))?);
+        let Some((key, rest)) = line.trim().split_once(':') else {
+            continue;
+        };
+        let pinned = PINNED_KEYS.contains(&key);
+        if key != "Cached" && !pinned {
+            continue;
+        }
+        let kb = parse_kb(rest).ok_or_else(|| format!("cannot read {line:?}"))?;
+        match (key, readings.last_mut()) {
+            ("Cached", _) => readings.push((kb, 0)),
+            (_, Some((_, sum))) => *sum = sum.saturating_add(kb),
+            (_, None) => return Err(format!("{line:?} before any \"Cached:\" line")),
         }
     }
-    match values.as_slice() {
-        [before] => Ok((*before, None)),
-        [before, after] => Ok((*before, Some(*after))),
+    let cache = |(cached_kb, pinned): (u64, u64)| PageCache {
+        cached_kb,
+        pinned_kb: pinned.min(cached_kb),
+    };
+    match readings.as_slice() {
+        [before] => Ok((cache(*before), None)),
+        [before, after] => Ok((cache(*before), Some(cache(*after)))),
         [] => Err(format!(
             "no \"Cached:\" line in the output: {:?}",
             stdout.chars().take(200).collect::<String>()
@@ -190,7 +234,7 @@ fn judge_output(
         }
         Ok((before, None)) => DropCachesResult {
             node: node.to_owned(),
-            cached_kb_before: Some(before),
+            cached_kb_before: Some(before.cached_kb),
             cached_kb_after: None,
             dropped: false,
             error: Some(format!("{target}: no \"Cached:\" after the drop")),
@@ -199,8 +243,8 @@ fn judge_output(
             let reason = threshold.judge(before, after);
             DropCachesResult {
                 node: node.to_owned(),
-                cached_kb_before: Some(before),
-                cached_kb_after: Some(after),
+                cached_kb_before: Some(before.cached_kb),
+                cached_kb_after: Some(after.cached_kb),
                 dropped: reason.is_none(),
                 error: reason,
             }
@@ -232,11 +276,21 @@ mod tests {
         );
     }
 
+    fn cache(cached_kb: u64, pinned_kb: u64) -> PageCache {
+        PageCache {
+            cached_kb,
+            pinned_kb,
+        }
+    }
+
     #[test]
     fn parses_the_two_cached_lines() {
         let out = "Cached:          1735500 kB\nCached:            90112 kB\n";
-        assert_eq!(parse_drop_output(out), Ok((1_735_500, Some(90_112))));
-        assert_eq!(parse_drop_output("Cached: 5 kB\n"), Ok((5, None)));
+        assert_eq!(
+            parse_drop_output(out),
+            Ok((cache(1_735_500, 0), Some(cache(90_112, 0))))
+        );
+        assert_eq!(parse_drop_output("Cached: 5 kB\n"), Ok((cache(5, 0), None)));
         assert!(parse_drop_output("").is_err());
         assert!(parse_drop_output("Cached: x kB\nCached: 1 kB\n").is_err());
         assert!(parse_drop_output("Cached: 1 MB\n").is_err());
@@ -244,22 +298,73 @@ mod tests {
     }
 
     #[test]
+    fn parses_the_pinned_figures_of_each_reading() {
+        // As `grep -E '^(Cached|Shmem|Mapped|Dirty|Writeback):'` prints them, in meminfo's
+        // order; SwapCached and WritebackTmp are other keys.
+        let out = "Cached:   221716 kB\nSwapCached: 9 kB\nDirty:  300 kB\nWriteback: 0 kB\nWritebackTmp: 7 kB\nMapped:  98000 kB\nShmem:   9000 kB\n\
+                   Cached:   113988 kB\nDirty:    12 kB\nWriteback: 0 kB\nMapped:  97000 kB\nShmem:   9000 kB\n";
+        assert_eq!(
+            parse_drop_output(out),
+            Ok((cache(221_716, 107_300), Some(cache(113_988, 106_012))))
+        );
+        // The pinned sum never exceeds Cached (the keys overlap).
+        let (before, _) =
+            parse_drop_output("Cached: 100 kB\nMapped: 90 kB\nShmem: 80 kB\n").expect("parses");
+        assert_eq!(before, cache(100, 100));
+        assert!(parse_drop_output("Mapped: 1 kB\nCached: 2 kB\n").is_err());
+        assert!(parse_drop_output("Cached: 2 kB\nShmem: lots\n").is_err());
+    }
+
+    #[test]
     fn threshold_rules() {
         let t = DropThreshold::default();
-        assert_eq!(t.judge(1_000_000, 400_000), None); // fell by 60 %
-        assert!(t.judge(1_000_000, 600_000).is_some()); // fell by 40 %, still ≥ 64 MiB
-        assert_eq!(t.judge(70_000, 60_000), None); // below 64 MiB after
-        assert_eq!(t.judge(1_000_000, 500_000), None); // exactly half
-        assert!(t.judge(100_000, 200_000).is_some()); // grew
+        let plain = |before, after| t.judge(cache(before, 0), cache(after, 0));
+        assert_eq!(plain(1_000_000, 400_000), None); // fell by 60 %
+        assert!(plain(1_000_000, 600_000).is_some()); // fell by 40 %, still ≥ 64 MiB
+        assert_eq!(plain(70_000, 60_000), None); // below 64 MiB after
+        assert_eq!(plain(1_000_000, 500_000), None); // exactly half
+        assert!(plain(100_000, 200_000).is_some()); // grew
         let t = DropThreshold {
             min_drop_kb: Some(32_768),
             ..DropThreshold::default()
         };
-        assert_eq!(t.judge(1_000_000, 960_000), None);
-        let reason = t.judge(1_000_000, 990_000).expect("not enough");
+        assert_eq!(t.judge(cache(1_000_000, 0), cache(960_000, 0)), None);
+        let reason = t
+            .judge(cache(1_000_000, 0), cache(990_000, 0))
+            .expect("not enough");
         assert!(
             reason.contains("10000 kB") && reason.contains("32768 kB"),
             "{reason}"
+        );
+    }
+
+    /// CI's machine, 2026-12-02: a runtime of another test had its model mmapped, so
+    /// `Cached` fell from 221716 to only 113988 kB; the old rule (half of all `Cached`)
+    /// called that a failed drop. What a drop could free fell from 114416 to 7976 kB.
+    #[test]
+    fn mapped_and_shared_pages_are_not_held_against_the_drop() {
+        let t = DropThreshold::default();
+        let (before, after) = (cache(221_716, 107_300), cache(113_988, 106_012));
+        assert_eq!(t.judge(before, after), None);
+        // The same fall with nothing pinned is still a failed drop, with the figures.
+        let reason = t
+            .judge(cache(221_716, 0), cache(113_988, 0))
+            .expect("fell by less than half");
+        assert!(
+            reason.contains("221716 → 113988 kB") && reason.contains("of which 0 kB"),
+            "{reason}"
+        );
+        // A drop that freed nothing of a large droppable part fails despite pinned pages.
+        let (before, after) = (cache(2_000_000, 500_000), cache(1_990_000, 500_000));
+        let reason = t.judge(before, after).expect("nothing freed");
+        assert!(
+            reason.contains("of which 500000 kB mapped") && reason.contains("1500000 kB"),
+            "{reason}"
+        );
+        // Half of the droppable part is enough, though Cached fell by far less than half.
+        assert_eq!(
+            t.judge(cache(2_000_000, 1_500_000), cache(1_700_000, 1_500_000)),
+            None
         );
     }
 
