@@ -732,3 +732,15 @@ fn newly_oom_killed(pod: &PodView, prev: Option<&PodView>) -> Option<Option<Time
     }
     None
 }
+
+/// `llama3.2` and `llama3.2:latest` are the same Ollama model.
+pub fn same_model(a: &str, b: &str) -> bool {
+    let norm = |s: &str| {
+        if s.contains(':') {
+            s.to_string()
+        } else {
+            format!("{s}:latest")
+        }
+    };
+    norm(a) == norm(b)
+}

@@ -30,6 +30,7 @@
 //! flags) come with the session's `session` event, so a replay judges as the session did.
 
 use super::event::{CacheDrop, Event, EventKind, PodSpecFacts, PodView, Timestamp};
+use crate::residency::same_model;
 pub use crate::thresholds::VerdictThresholds;
 use crate::units::Gib;
 use serde::{Deserialize, Serialize};
@@ -242,18 +243,6 @@ pub struct ContractDetector {
     /// The thresholds in force (the session event's, else the defaults).
     #[serde(default)]
     pub thresholds: VerdictThresholds,
-}
-
-/// `llama3.2` and `llama3.2:latest` are the same Ollama model.
-fn same_model(a: &str, b: &str) -> bool {
-    let norm = |s: &str| {
-        if s.contains(':') {
-            s.to_string()
-        } else {
-            format!("{s}:latest")
-        }
-    };
-    norm(a) == norm(b)
 }
 
 fn secs(a: Timestamp, b: Timestamp) -> f64 {
