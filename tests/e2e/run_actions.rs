@@ -8,7 +8,7 @@ use readygap_lab::profile::Profile;
 use readygap_lab::serve::{LabHandle, LabOptions, serve};
 use readygap_live::actions::{CacheDropper, Executor, Request, Timeouts, restart_patch};
 use readygap_live::sources::runtime::ollama::Ollama;
-use readygap_live::sources::runtime::{AccessMode, PodRef, RuntimeAccess};
+use readygap_live::sources::runtime::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -27,6 +27,20 @@ async fn lab(seed: u64) -> LabHandle {
 }
 
 async fn setup(lab: &LabHandle) -> (Executor, mpsc::Receiver<Event>, kube::Client) {
+    let (client, ollama) = clients(lab).await;
+    let (tx, rx) = mpsc::channel(1024);
+    let exec = Executor::new(
+        client.clone(),
+        &lab.namespace,
+        Arc::new(ollama),
+        "llama3.2:1b",
+        tx,
+    );
+    (exec, rx, client)
+}
+
+/// A kube client of `lab` and an Ollama adapter reaching its pods through the pod proxy.
+async fn clients(lab: &LabHandle) -> (kube::Client, Ollama) {
     let kc = kube::config::Kubeconfig::read_from(&lab.kubeconfig).unwrap();
     let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
@@ -41,15 +55,7 @@ async fn setup(lab: &LabHandle) -> (Executor, mpsc::Receiver<Event>, kube::Clien
         11434,
         "",
     ));
-    let (tx, rx) = mpsc::channel(1024);
-    let exec = Executor::new(
-        client.clone(),
-        &lab.namespace,
-        Arc::new(ollama),
-        "llama3.2:1b",
-        tx,
-    );
-    (exec, rx, client)
+    (client, ollama)
 }
 
 /// A trial runner serving commands against `lab`, fed by the kube source.
@@ -327,6 +333,24 @@ async fn inference_unload_and_drop_caches() {
         "T3 stamped before the runtime received it"
     );
     assert!((received - events[started].ts).num_milliseconds() < 100);
+
+    // The inference left the model resident. The lab, like Ollama, answers an unload before
+    // its runner has exited; the action is done only once `/api/ps` no longer lists it.
+    let (_, ollama) = clients(&lab).await;
+    assert_eq!(ollama.residency(&pod).await.unwrap().len(), 1);
+    let (_, o) = exec
+        .run(Request::Unload {
+            pod: pod.clone(),
+            model: None,
+        })
+        .await;
+    assert_eq!(o, Outcome::Ok);
+    let left = ollama.residency(&pod).await.unwrap();
+    assert!(
+        left.is_empty(),
+        "resident after the unload finished: {left:?}"
+    );
+    while rx.try_recv().is_ok() {}
 
     // No node access configured: the drop fails with the reason, as an event and an outcome.
     let id = exec.submit(Request::DropCaches {

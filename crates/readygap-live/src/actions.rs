@@ -7,7 +7,7 @@
 //! runs each in its own task, so the caller never blocks.
 
 use crate::node::{DropThreshold, NodeAccess};
-use crate::sources::runtime::{PodRef, RuntimeAdapter};
+use crate::sources::runtime::{PodRef, RuntimeAdapter, until_not_resident};
 use chrono::Utc;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -214,12 +214,31 @@ impl Executor {
             }
             (Request::Unload { pod, .. }, Action::Unload { model, .. }) => {
                 emit(&self.tx, EventKind::ActionStarted { id }).await;
-                let fut = async { self.runtime.unload(&pod, &model).await };
-                match tokio::time::timeout(self.timeouts.unload, fut).await {
-                    Ok(Ok(())) => Outcome::Ok,
+                let limit = self.timeouts.unload;
+                let asked = std::time::Instant::now();
+                match tokio::time::timeout(limit, self.runtime.unload(&pod, &model)).await {
+                    Ok(Ok(())) => {
+                        // Done when the runtime stops listing the model, not on its reply
+                        // (see `until_not_resident`), within the same limit.
+                        let left = limit.saturating_sub(asked.elapsed());
+                        let gone = until_not_resident(
+                            self.runtime.as_ref(),
+                            &pod,
+                            &model,
+                            Duration::from_millis(50),
+                        );
+                        match tokio::time::timeout(left, gone).await {
+                            Ok(()) => Outcome::Ok,
+                            Err(_) => Outcome::Error {
+                                message: format!(
+                                    "unload {model}: accepted, but still resident {limit:?} after the request"
+                                ),
+                            },
+                        }
+                    }
                     Ok(Err(e)) => Outcome::Error { message: e },
                     Err(_) => Outcome::Timeout {
-                        after_ms: self.timeouts.unload.as_millis() as u64,
+                        after_ms: limit.as_millis() as u64,
                     },
                 }
             }

@@ -626,6 +626,11 @@ async fn serve_generation(rt: Rt, api: Api, body: Bytes) -> Response {
     }
 }
 
+/// How long a runner told to unload takes to exit after the reply (a killed process that
+/// mapped a model file: tens of milliseconds). Not scaled by the lab's speed: it models the
+/// order of reply and unload, which a client must not confuse at any speed.
+const RUNNER_EXIT: Duration = Duration::from_millis(100);
+
 async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::UnboundedSender<Line>) {
     let name = g.model.name.clone();
     let api = g.api;
@@ -654,9 +659,17 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
     let start = Instant::now();
 
     if g.prompt.is_empty() && g.keep_alive == KeepAlive::For(Duration::ZERO) {
-        rt.unload(&name);
+        // The reply comes first, the unload after it, as in Ollama: `GenerateHandler` answers
+        // right after `sched.expireRunner` (server/routes.go), and the scheduler removes the
+        // model from `loaded` (what `/api/ps` lists) only once the runner process has exited
+        // (server/sched.go, llm/llama_server.go `stopProcess`).
         let done = json!({ "done": true, "done_reason": "unload" });
         let _ = tx.unbounded_send(Line::Done(api.line(&name, "", done)));
+        // The handler has returned: the response (streamed or not) ends here.
+        drop(tx);
+        if rt.sleep_alive(RUNNER_EXIT).await.is_ok() {
+            rt.unload(&name);
+        }
         return;
     }
 

@@ -278,6 +278,34 @@ pub trait RuntimeAdapter: Send + Sync {
     }
 }
 
+/// Returns once the runtime no longer lists `model` as resident (polled every `poll`), or
+/// its residency fails (then nothing more can be learnt). Callers bound it with a timeout.
+///
+/// For after an unload, because the reply to an unload comes before the unload: Ollama's
+/// `GenerateHandler` answers `done_reason: "unload"` right after `sched.expireRunner`
+/// (server/routes.go), which only queues the runner; the scheduler loop then stops the
+/// runner process, waits for it to exit (llm/llama_server.go `stopProcess`) and only then
+/// deletes it from `loaded`, which is what `/api/ps` lists (server/sched.go). Until then the
+/// runner maps the model file, and mapped pages are what a page-cache drop cannot free
+/// (mm/truncate.c `invalidate_mapping_pages`): a cold step that dropped the cache on the
+/// reply left the model cached and measured a warm load.
+pub async fn until_not_resident(
+    runtime: &dyn RuntimeAdapter,
+    pod: &PodRef,
+    model: &str,
+    poll: Duration,
+) {
+    while let Ok(models) = runtime.residency(pod).await {
+        if !models
+            .iter()
+            .any(|m| readygap_core::residency::same_model(&m.name, model))
+        {
+            return;
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
 /// `GET /metrics` and its figures: `Ok(None)` when the route is absent or refused (404,
 /// llama-server's 501 without `--metrics`, 503 while loading), bounded by 5 s and 1 MiB.
 pub(crate) async fn get_metrics(
@@ -702,6 +730,104 @@ mod kind_tests {
             Some(RuntimeKind::Openai)
         );
         assert_eq!(RuntimeKind::from_image("nginx:1.27"), None);
+    }
+
+    /// A runtime that lists `model` resident for its first `listed` residency calls, as
+    /// Ollama's `/api/ps` does while the runner it was told to unload is still exiting.
+    struct Exiting {
+        listed: usize,
+        calls: std::sync::atomic::AtomicUsize,
+        fail_after: Option<usize>,
+    }
+
+    impl RuntimeAdapter for Exiting {
+        fn probe<'a>(&'a self, _: &'a PodRef) -> BoxFuture<'a, RuntimeProbe> {
+            Box::pin(async { RuntimeProbe::default() })
+        }
+        fn residency<'a>(
+            &'a self,
+            _: &'a PodRef,
+        ) -> BoxFuture<'a, Result<Vec<ResidentModel>, String>> {
+            let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async move {
+                if self.fail_after.is_some_and(|f| n >= f) {
+                    return Err("connection refused".into());
+                }
+                let mut models = vec![ResidentModel {
+                    name: "other:1b".into(),
+                    size: 1,
+                    size_vram: 0,
+                    expires_at: None,
+                    status: None,
+                }];
+                if n < self.listed {
+                    models.push(ResidentModel {
+                        name: "smollm2:135m".into(),
+                        ..models[0].clone()
+                    });
+                }
+                Ok(models)
+            })
+        }
+        fn models_on_disk<'a>(
+            &'a self,
+            _: &'a PodRef,
+        ) -> BoxFuture<'a, Result<Vec<DiskModel>, String>> {
+            Box::pin(async { Ok(vec![]) })
+        }
+        fn generate<'a>(
+            &'a self,
+            _: &'a PodRef,
+            _: &'a str,
+            _: &'a str,
+            request_id: u64,
+            _: Box<dyn FnOnce() + Send + 'a>,
+        ) -> BoxFuture<'a, InferenceResult> {
+            Box::pin(async move {
+                InferenceResult {
+                    request_id,
+                    ..InferenceResult::default()
+                }
+            })
+        }
+        fn unload<'a>(&'a self, _: &'a PodRef, _: &'a str) -> BoxFuture<'a, Result<(), String>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unload_is_done_when_the_model_leaves_residency() {
+        let pod = PodRef {
+            name: "ollama-0".into(),
+            ip: None,
+        };
+        let poll = Duration::from_millis(1);
+        let exiting = Exiting {
+            listed: 3,
+            calls: Default::default(),
+            fail_after: None,
+        };
+        until_not_resident(&exiting, &pod, "smollm2:135m", poll).await;
+        // Three answers still list it, the fourth does not; another model stays resident.
+        assert_eq!(exiting.calls.into_inner(), 4);
+
+        // `smollm2` without a tag is `smollm2:latest`, another model: not waited for.
+        let other = Exiting {
+            listed: 3,
+            calls: Default::default(),
+            fail_after: None,
+        };
+        until_not_resident(&other, &pod, "smollm2", poll).await;
+        assert_eq!(other.calls.into_inner(), 1);
+
+        // A runtime that stops answering ends the wait.
+        let gone = Exiting {
+            listed: usize::MAX,
+            calls: Default::default(),
+            fail_after: Some(2),
+        };
+        until_not_resident(&gone, &pod, "smollm2:135m", poll).await;
+        assert_eq!(gone.calls.into_inner(), 3);
     }
 
     #[test]
