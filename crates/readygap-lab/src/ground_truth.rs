@@ -47,6 +47,11 @@ pub enum Transition {
     PodGone,
     /// The node's page cache was dropped.
     CachesDropped,
+    /// The API server stopped serving (a restart: connections dropped, listener closed;
+    /// `pod` is `kube-apiserver`).
+    ApiServerDown,
+    /// The API server listens again after a restart (`detail.down_ms`).
+    ApiServerUp,
     /// The pod's address appeared in its Service's EndpointSlice (`pod` is the pod).
     EndpointAdded,
     /// The pod's endpoint turned `ready` (or appeared ready).

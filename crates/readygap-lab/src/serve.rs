@@ -2,7 +2,7 @@
 //! loopback, write its kubeconfig, and hand back a `LabHandle` for in-process use (tests,
 //! `readygap demo`, the trial runner) with the lab's fault switches.
 
-use crate::ground_truth::GroundTruth;
+use crate::ground_truth::{GroundTruth, Transition};
 use crate::kube::api::{self, Api};
 use crate::kube::cluster::{self, Cluster, LabSettings};
 use crate::kube::objects::{self, NAMESPACE, OLLAMA_IMAGE};
@@ -137,7 +137,7 @@ impl LabHandle {
         let r = cache.drop_caches();
         self.ground_truth().log(
             node,
-            crate::ground_truth::Transition::CachesDropped,
+            Transition::CachesDropped,
             serde_json::json!({"cached_kb_before": r.0, "cached_kb_after": r.1}),
         );
         Some(r)
@@ -204,6 +204,9 @@ async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(1024)
 }
 
+/// The ground truth's name for the API server's own transitions.
+pub const APISERVER: &str = "kube-apiserver";
+
 async fn server_loop(
     api: Arc<Api>,
     first: TcpListener,
@@ -212,6 +215,8 @@ async fn server_loop(
     stop: CancellationToken,
 ) {
     let mut listener = Some(first);
+    // When the server went down for a restart, until it listens again.
+    let mut up: Option<std::time::Instant> = None;
     loop {
         let l = match listener.take() {
             Some(l) => l,
@@ -219,7 +224,16 @@ async fn server_loop(
                 let mut tries = 0;
                 loop {
                     match bind(addr).await {
-                        Ok(l) => break l,
+                        Ok(l) => {
+                            if let Some(down) = up.take() {
+                                api.cluster.settings.ground_truth.log(
+                                    APISERVER,
+                                    Transition::ApiServerUp,
+                                    serde_json::json!({"down_ms": down.elapsed().as_millis() as u64}),
+                                );
+                            }
+                            break l;
+                        }
                         Err(e) if tries < 100 => {
                             tries += 1;
                             tracing::debug!("lab: rebinding {addr}: {e}");
@@ -253,10 +267,14 @@ async fn server_loop(
         tokio::select! {
             _ = &mut serve => return,
             _ = api.restart.notified() => {
+                let truth = &api.cluster.settings.ground_truth;
+                truth.log(APISERVER, Transition::ApiServerDown, serde_json::json!({}));
+                let down = std::time::Instant::now();
                 api.drop_connections();
                 graceful.cancel();
                 let _ = tokio::time::timeout(Duration::from_secs(5), &mut serve).await;
                 tokio::time::sleep(Duration::from_millis(200)).await;
+                up = Some(down);
             }
             _ = stop.cancelled() => {
                 api.drop_connections();
