@@ -740,6 +740,14 @@ mod kind_tests {
         fail_after: Option<usize>,
     }
 
+    fn exiting(listed: usize, fail_after: Option<usize>) -> Exiting {
+        Exiting {
+            listed,
+            calls: Default::default(),
+            fail_after,
+        }
+    }
+
     impl RuntimeAdapter for Exiting {
         fn probe<'a>(&'a self, _: &'a PodRef) -> BoxFuture<'a, RuntimeProbe> {
             Box::pin(async { RuntimeProbe::default() })
@@ -802,30 +810,18 @@ mod kind_tests {
             ip: None,
         };
         let poll = Duration::from_millis(1);
-        let exiting = Exiting {
-            listed: 3,
-            calls: Default::default(),
-            fail_after: None,
-        };
-        until_not_resident(&exiting, &pod, "smollm2:135m", poll).await;
+        let slow = exiting(3, None);
+        until_not_resident(&slow, &pod, "smollm2:135m", poll).await;
         // Three answers still list it, the fourth does not; another model stays resident.
-        assert_eq!(exiting.calls.into_inner(), 4);
+        assert_eq!(slow.calls.into_inner(), 4);
 
         // `smollm2` without a tag is `smollm2:latest`, another model: not waited for.
-        let other = Exiting {
-            listed: 3,
-            calls: Default::default(),
-            fail_after: None,
-        };
+        let other = exiting(3, None);
         until_not_resident(&other, &pod, "smollm2", poll).await;
         assert_eq!(other.calls.into_inner(), 1);
 
         // A runtime that stops answering ends the wait.
-        let gone = Exiting {
-            listed: usize::MAX,
-            calls: Default::default(),
-            fail_after: Some(2),
-        };
+        let gone = exiting(usize::MAX, Some(2));
         until_not_resident(&gone, &pod, "smollm2:135m", poll).await;
         assert_eq!(gone.calls.into_inner(), 3);
     }
