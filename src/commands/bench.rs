@@ -27,6 +27,7 @@ use readygap_core::event::{EventKind, Timestamp};
 use readygap_core::state::State;
 use readygap_lab::engine::EngineKind;
 use readygap_lab::ground_truth::{GroundTruthEntry, Transition};
+use readygap_live::sources::runtime::AccessMode;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -67,6 +68,10 @@ pub struct BenchArgs {
     /// Seed of the lab's random timings.
     #[arg(long, default_value_t = 20)]
     pub seed: u64,
+    /// How readygap reaches the runtimes (`readygap run --access`): through the API server's
+    /// pod proxy as from a laptop, or `direct` to the pod IPs as from inside the cluster.
+    #[arg(long, default_value = "proxy", value_parser = one_of(&AccessMode::NAMES))]
+    pub access: AccessMode,
     #[arg(long, default_value = "table", value_parser = one_of(&BenchFormat::NAMES))]
     pub format: BenchFormat,
     /// Keep the working files here (the lab's ground truth `ground-truth.jsonl`, readygap's
@@ -523,6 +528,14 @@ pub(super) fn start_lab(
     Ok((lab, k))
 }
 
+/// `--access`'s word for `mode`.
+fn access_name(mode: AccessMode) -> &'static str {
+    AccessMode::NAMES
+        .iter()
+        .find(|(_, m)| *m == mode)
+        .map_or("proxy", |(name, _)| name)
+}
+
 fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Result<BenchReport> {
     let exe = std::env::current_exe().wrap_err("finding the readygap binary")?;
     let home = dir.join("home");
@@ -546,6 +559,7 @@ fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Re
         .arg(&kc)
         .args(["-n", &namespace, "--model", model])
         .args(["--trials", &args.trials.to_string()])
+        .args(["--access", access_name(args.access)])
         .arg("--cooldown")
         .arg(format!("{}ms", args.cooldown.as_millis()))
         .args(["--format", "json", "--record"])
@@ -702,6 +716,7 @@ fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Re
     settings.insert("speed".to_string(), json!(args.speed));
     settings.insert("cooldown_s".to_string(), json!(args.cooldown.as_secs_f64()));
     settings.insert("seed".to_string(), json!(args.seed));
+    settings.insert("access".to_string(), json!(args.access));
     settings.insert("kubectl".to_string(), json!(kubectl_bin));
     Ok(BenchReport {
         trials: args.trials,

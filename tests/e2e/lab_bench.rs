@@ -53,6 +53,11 @@ fn lab_bench_measures_readygap_and_the_studys_loop_against_the_ground_truth() {
 
     // The shape.
     assert_eq!(j["trials"], 2);
+    assert_eq!(
+        j["settings"]["access"], "proxy",
+        "the default: {}",
+        j["settings"]
+    );
     for what in ["t1", "t2", "t4", "endpoint_ready", "endpoint_removed"] {
         let e = &j["error_ms"][what];
         for m in ["readygap", "baseline"] {
