@@ -718,6 +718,10 @@ pub struct InferenceResult {
     pub durations: RuntimeDurations,
     #[serde(default)]
     pub response: Option<String>,
+    /// When the source saw the answer complete (the chunk that ended it arrived), for the
+    /// event that carries this result to be stamped with; not recorded (that event's `ts` is).
+    #[serde(skip)]
+    pub done_at: Option<Timestamp>,
 }
 
 /// The result of dropping a node's page cache.

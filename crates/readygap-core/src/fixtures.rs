@@ -155,6 +155,7 @@ pub fn infer_done(ms: i64, req: u64, ok: bool) -> Event {
                 ..Default::default()
             },
             response: ok.then(|| "READY".into()),
+            done_at: None,
         }),
     )
 }

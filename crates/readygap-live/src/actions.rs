@@ -383,10 +383,12 @@ impl Executor {
                     .unwrap_or_else(|| "inference failed".into()),
             }
         };
+        // T4 is when the adapter saw the answer end, not when its future returned.
+        let ts = result.done_at.unwrap_or_else(Utc::now);
         let _ = self
             .tx
             .send(Event::new(
-                Utc::now(),
+                ts,
                 Source::Runtime,
                 EventKind::InferenceDone(result),
             ))

@@ -392,6 +392,7 @@ mod tests {
                     ..Default::default()
                 },
                 response: Some("READY".into()),
+                done_at: None,
             }),
         );
         let r = redacted(&done);

@@ -97,6 +97,7 @@ fn any_event() -> impl Strategy<Value = (i64, Event)> {
                     ..Default::default()
                 },
                 response: None,
+                done_at: None,
             })
         )),
         (pod_ix.clone(), any::<u32>()).prop_map(|(i, b)| (

@@ -659,7 +659,10 @@ pub(crate) async fn read_sse(
     let mut first = Some(first_token);
     let mut transport_error = None;
     let mut raw = Vec::new();
+    let mut done_at = None;
     while let Some(chunk) = resp.body.next().await {
+        // Stamped on arrival, before parsing: T4 is when the last chunk came.
+        let arrived = Utc::now();
         match chunk {
             Ok(b) => {
                 if status != 200 {
@@ -672,6 +675,7 @@ pub(crate) async fn read_sse(
                     f();
                 }
                 if c.done {
+                    done_at = Some(arrived);
                     break;
                 }
             }
@@ -708,6 +712,7 @@ pub(crate) async fn read_sse(
         error,
         durations: c.durations,
         response: Some(c.text),
+        done_at,
     }
 }
 

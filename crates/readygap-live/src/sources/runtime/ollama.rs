@@ -11,6 +11,7 @@
 //! when the user gave `--think`, so the default is the model's own behaviour.
 
 use super::{HttpResponse, PodRef, RuntimeAccess, RuntimeAdapter};
+use chrono::Utc;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use readygap_core::event::{
@@ -243,7 +244,10 @@ async fn read_generate(
     let mut g = GenerateStream::default();
     let mut first = Some(first_token);
     let mut transport_error = None;
+    let mut done_at = None;
     while let Some(chunk) = resp.body.next().await {
+        // Stamped on arrival, before parsing: T4 is when the last chunk came.
+        let arrived = Utc::now();
         match chunk {
             Ok(b) => {
                 if g.push(&b).first_token
@@ -252,6 +256,7 @@ async fn read_generate(
                     f();
                 }
                 if g.done {
+                    done_at = Some(arrived);
                     break;
                 }
             }
@@ -283,6 +288,7 @@ async fn read_generate(
         error,
         durations: g.durations,
         response: Some(g.response),
+        done_at,
     }
 }
 
@@ -390,6 +396,45 @@ impl RuntimeAdapter for Ollama {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// T4 is the arrival of the chunk that ends the answer, stamped before it is parsed: here
+    /// one chunk carries the first token and `done`, and the stamp precedes the first-token
+    /// callback that parsing it runs.
+    #[tokio::test]
+    async fn the_end_of_an_answer_is_stamped_when_its_chunk_arrives() {
+        let sent = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let s2 = sent.clone();
+        let chunk = br#"{"model":"m","response":"hi","done":true,"total_duration":5}"#.to_vec();
+        let body = futures::stream::once(async move {
+            *s2.lock().unwrap() = Some(Utc::now());
+            Ok(hyper::body::Bytes::from([chunk, b"\n".to_vec()].concat()))
+        })
+        .chain(futures::stream::pending());
+        let resp = HttpResponse {
+            status: 200,
+            body: Box::pin(body),
+        };
+        let parsed = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let p2 = parsed.clone();
+        // The stream never ends after `done`: the reader must stop at `done`.
+        let r = tokio::time::timeout(
+            Duration::from_secs(10),
+            read_generate(
+                resp,
+                1,
+                Box::new(move || *p2.lock().unwrap() = Some(Utc::now())),
+            ),
+        )
+        .await
+        .expect("read_generate stops at done: true");
+        assert!(r.ok, "{r:?}");
+        let (sent, done, parsed) = (
+            sent.lock().unwrap().unwrap(),
+            r.done_at.expect("stamped"),
+            parsed.lock().unwrap().expect("first token seen"),
+        );
+        assert!(sent <= done && done <= parsed, "{sent} {done} {parsed}");
+    }
 
     #[test]
     fn a_stream_that_never_ends_a_line_is_an_error_and_its_buffer_is_dropped() {
