@@ -11,6 +11,7 @@ the client's pydantic models, so a missing or mistyped field fails here. Prints 
 import asyncio
 import datetime
 import sys
+import time
 
 try:
     import ollama
@@ -89,7 +90,14 @@ def main(base, model):
     unloaded = asyncio.run(unload())
     check("unload_reason", unloaded.done_reason)
     assert unloaded.done_reason == "unload", unloaded
+    # The reply comes before the unload, as in Ollama (server/routes.go answers after
+    # sched.expireRunner; server/sched.go drops the runner from `loaded`, which ps lists,
+    # once its process exited): ps lists the model until then. Poll, bounded.
+    deadline = time.monotonic() + 10
     after = client.ps()
+    while any(m.model == model for m in after.models) and time.monotonic() < deadline:
+        time.sleep(0.02)
+        after = client.ps()
     check("ps_after_unload", len(after.models))
     assert all(m.model != model for m in after.models), after
     print("OK", flush=True)
