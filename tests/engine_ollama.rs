@@ -741,6 +741,15 @@ async fn sequence(base: &str) -> Vec<Step> {
         )
         .await,
     );
+    // The reply comes before the unload (server/routes.go, server/sched.go): right after it,
+    // ps still lists the model (measured on the real one: gone 68–82 ms after the reply).
+    steps.push(
+        step(
+            "GET /api/ps right after the unload's reply",
+            c.get(format!("{base}/api/ps")),
+        )
+        .await,
+    );
     // A request while another model loads.
     let other = tokio::spawn(step(
         "POST /api/generate gemma3 (loading)",
