@@ -28,6 +28,19 @@ pub fn one_of<T: Copy + Send + Sync + 'static>(
     })
 }
 
+/// The command-line word of `value` in `names` (the table `one_of` parses with); `default`
+/// when the table lacks it.
+pub fn name_of<T: PartialEq>(
+    names: &'static [(&'static str, T)],
+    value: T,
+    default: &'static str,
+) -> &'static str {
+    names
+        .iter()
+        .find(|(_, v)| *v == value)
+        .map_or(default, |(n, _)| n)
+}
+
 /// A memory size for `--lab-memory-limit` (more than 0 bytes).
 fn memory_size(text: &str) -> Result<u64, String> {
     units::parse_memory(text).filter(|b| *b > 0).ok_or_else(|| {

@@ -17,7 +17,7 @@
 //! The arithmetic (pairing with the ground truth, statistics, JSON, table) is
 //! `readygap_core::bench`.
 
-use crate::args::one_of;
+use crate::args::{name_of, one_of};
 use color_eyre::eyre::{Result, WrapErr, eyre};
 use readygap_core::bench::{
     BenchReport, Cost, EndpointChange, Endpoints, Instant, MethodResult, SliceUnion,
@@ -461,10 +461,7 @@ pub fn bench(args: BenchArgs) -> Result<i32> {
 
 /// The name of `engine` on the command line.
 pub(super) fn engine_name(engine: EngineKind) -> &'static str {
-    EngineKind::NAMES
-        .iter()
-        .find(|(_, e)| *e == engine)
-        .map_or("simulated", |(n, _)| n)
+    name_of(&EngineKind::NAMES, engine, "simulated")
 }
 
 /// Start the lab (`readygap lab serve`) with the bench's settings, its kubeconfig
@@ -528,14 +525,6 @@ pub(super) fn start_lab(
     Ok((lab, k))
 }
 
-/// `--access`'s word for `mode`.
-fn access_name(mode: AccessMode) -> &'static str {
-    AccessMode::NAMES
-        .iter()
-        .find(|(_, m)| *m == mode)
-        .map_or("proxy", |(name, _)| name)
-}
-
 fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Result<BenchReport> {
     let exe = std::env::current_exe().wrap_err("finding the readygap binary")?;
     let home = dir.join("home");
@@ -559,7 +548,10 @@ fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Re
         .arg(&kc)
         .args(["-n", &namespace, "--model", model])
         .args(["--trials", &args.trials.to_string()])
-        .args(["--access", access_name(args.access)])
+        .args([
+            "--access",
+            name_of(&AccessMode::NAMES, args.access, "proxy"),
+        ])
         .arg("--cooldown")
         .arg(format!("{}ms", args.cooldown.as_millis()))
         .args(["--format", "json", "--record"])

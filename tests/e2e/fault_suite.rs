@@ -118,6 +118,16 @@ fn first_new(
         .cloned()
 }
 
+/// When the lab made the trial's replacement Ready (its first Ready after T0).
+fn replacement_ready(t: &Trial, gt: &[GroundTruthEntry]) -> chrono::DateTime<chrono::Utc> {
+    let pod = t.new_pod.as_deref().expect("the replacement");
+    let t0 = t.marks.t0.expect("T0");
+    gt.iter()
+        .find(|e| e.pod == pod && e.transition == Transition::PodReady && e.ts >= t0)
+        .expect("the replacement's Ready in the ground truth")
+        .ts
+}
+
 fn ms(d: chrono::TimeDelta) -> i64 {
     d.num_milliseconds()
 }
@@ -155,11 +165,7 @@ fn assert_marks(t: &Trial, gt: &[GroundTruthEntry], t1_late_ms: i64) {
             "T0 {t0} vs delete accepted {accepted}"
         );
     }
-    let ready = gt
-        .iter()
-        .find(|e| e.pod == pod && e.transition == Transition::PodReady && e.ts >= t0)
-        .expect("the replacement's Ready in the ground truth")
-        .ts;
+    let ready = replacement_ready(t, gt);
     let late = ms(t1 - ready);
     assert!(
         (-5..=t1_late_ms).contains(&late),
@@ -344,12 +350,7 @@ async fn api_server_restart_mid_trial() {
         // doubling, jittered up to twice that, reset by a success): after an outage of D the
         // wait is at most about 2·D + 1.6 s; 1 s more for a loaded machine.
         let t0 = t.marks.t0.unwrap();
-        let pod = t.new_pod.clone().expect("the replacement");
-        let ready = gt
-            .iter()
-            .find(|e| e.pod == pod && e.transition == Transition::PodReady && e.ts >= t0)
-            .expect("the replacement's Ready")
-            .ts;
+        let ready = replacement_ready(t, &gt);
         let up = gt
             .iter()
             .find(|e| e.transition == Transition::ApiServerUp && e.ts >= t0)

@@ -216,7 +216,7 @@ async fn server_loop(
 ) {
     let mut listener = Some(first);
     // When the server went down for a restart, until it listens again.
-    let mut up: Option<std::time::Instant> = None;
+    let mut down_since: Option<std::time::Instant> = None;
     loop {
         let l = match listener.take() {
             Some(l) => l,
@@ -225,7 +225,7 @@ async fn server_loop(
                 loop {
                     match bind(addr).await {
                         Ok(l) => {
-                            if let Some(down) = up.take() {
+                            if let Some(down) = down_since.take() {
                                 api.cluster.settings.ground_truth.log(
                                     APISERVER,
                                     Transition::ApiServerUp,
@@ -269,12 +269,11 @@ async fn server_loop(
             _ = api.restart.notified() => {
                 let truth = &api.cluster.settings.ground_truth;
                 truth.log(APISERVER, Transition::ApiServerDown, serde_json::json!({}));
-                let down = std::time::Instant::now();
+                down_since = Some(std::time::Instant::now());
                 api.drop_connections();
                 graceful.cancel();
                 let _ = tokio::time::timeout(Duration::from_secs(5), &mut serve).await;
                 tokio::time::sleep(Duration::from_millis(200)).await;
-                up = Some(down);
             }
             _ = stop.cancelled() => {
                 api.drop_connections();
