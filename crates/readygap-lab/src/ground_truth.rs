@@ -132,22 +132,39 @@ impl GroundTruth {
         transition: Transition,
         detail: serde_json::Value,
     ) {
+        self.log_at_then(ts, pod, transition, detail, || ());
+    }
+
+    /// Log a transition at `ts`, and run `then` between keeping the entry (readers see it at
+    /// once) and writing its line to the file: a lab answer that is timed sends itself in
+    /// `then`, so the file write (a syscall and a flush) never sits between the instant the
+    /// lab logs and the bytes a client times.
+    pub fn log_at_then(
+        &self,
+        ts: DateTime<Utc>,
+        pod: &str,
+        transition: Transition,
+        detail: serde_json::Value,
+        then: impl FnOnce(),
+    ) {
         let entry = GroundTruthEntry {
             ts,
             pod: pod.to_string(),
             transition,
             detail,
         };
+        let line = serde_json::to_string(&entry);
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
+        inner.entries.push(entry);
+        then();
         if let Some(file) = inner.file.as_mut()
-            && let Ok(line) = serde_json::to_string(&entry)
+            && let Ok(line) = line
         {
             // Best effort: the ground truth must never take the lab down.
             let _ = writeln!(file, "{line}").and_then(|_| file.flush());
         }
-        inner.entries.push(entry);
     }
 
     /// A copy of every entry logged so far.
@@ -156,5 +173,39 @@ impl GroundTruth {
             .lock()
             .map(|i| i.entries.clone())
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timed_answer_is_sent_before_its_ground_truth_line_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gt.jsonl");
+        let gt = GroundTruth::to_file(&path).unwrap();
+        let mut file_during = None;
+        gt.log_at_then(
+            Utc::now(),
+            "p",
+            Transition::InferenceDone,
+            serde_json::json!({}),
+            || {
+                file_during = Some(std::fs::read_to_string(&path).unwrap());
+            },
+        );
+        assert_eq!(
+            file_during.as_deref(),
+            Some(""),
+            "written before the answer"
+        );
+        let line = std::fs::read_to_string(&path).unwrap();
+        let back: GroundTruthEntry = serde_json::from_str(line.trim()).unwrap();
+        assert_eq!(
+            (back.pod.as_str(), back.transition),
+            ("p", Transition::InferenceDone)
+        );
+        assert_eq!(gt.entries().len(), 1);
     }
 }

@@ -12,6 +12,7 @@ use crate::kube::{kubeconfig, objects::typed};
 use crate::profile::Profile;
 use crate::runtime::RuntimeFaults;
 use crate::scenario::{self, Scenario};
+use axum::serve::ListenerExt;
 use color_eyre::eyre::{Result, WrapErr, eyre};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Service};
@@ -259,7 +260,7 @@ async fn server_loop(
                         .into_future(),
                 ),
                 None => Box::pin(
-                    axum::serve(l, router)
+                    axum::serve(l.tap_io(|t| crate::kube::tls::no_delay(t)), router)
                         .with_graceful_shutdown(shutdown)
                         .into_future(),
                 ),

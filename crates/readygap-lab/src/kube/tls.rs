@@ -111,6 +111,7 @@ impl axum::serve::Listener for TlsListener {
         loop {
             tokio::select! {
                 (tcp, addr) = axum::serve::Listener::accept(&mut self.tcp) => {
+                    no_delay(&tcp);
                     let acceptor = self.acceptor.clone();
                     self.handshakes.spawn(async move {
                         match tokio::time::timeout(HANDSHAKE_LIMIT, acceptor.accept(tcp)).await {
@@ -135,4 +136,12 @@ impl axum::serve::Listener for TlsListener {
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
         self.tcp.local_addr()
     }
+}
+
+/// A real API server sends each write at once: Go's `net` turns Nagle's algorithm off on
+/// every TCP connection it accepts or dials (`net/tcpsock.go`, `newTCPConn`:
+/// `setNoDelay(fd, true)`). Without it, a streamed answer's last small chunk forwarded by the
+/// pod proxy can wait for the client's delayed ACK.
+pub fn no_delay(tcp: &TcpStream) {
+    let _ = tcp.set_nodelay(true);
 }

@@ -737,16 +737,6 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
     };
     let prompt_eval_count = prompt_tokens(&g.prompt);
     let total = start.elapsed();
-    rt.spec.ground_truth.log(
-        &rt.spec.pod_name,
-        Transition::InferenceDone,
-        json!({
-            "model": name,
-            "total_ms": total.as_secs_f64() * 1000.0,
-            "load_ms": load.as_secs_f64() * 1000.0,
-            "wall_ms": g.received.elapsed().as_secs_f64() * 1000.0,
-        }),
-    );
     let mut done = json!({
         "done": true,
         "done_reason": "stop",
@@ -766,7 +756,22 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
             .collect();
         obj.insert("context".into(), json!(context));
     }
-    let _ = tx.unbounded_send(Line::Done(api.line(&name, "", done)));
+    let line = api.line(&name, "", done);
+    // The truth is the instant the answer's last line leaves the runtime for its connection.
+    rt.spec.ground_truth.log_at_then(
+        Utc::now(),
+        &rt.spec.pod_name,
+        Transition::InferenceDone,
+        json!({
+            "model": name,
+            "total_ms": total.as_secs_f64() * 1000.0,
+            "load_ms": load.as_secs_f64() * 1000.0,
+            "wall_ms": g.received.elapsed().as_secs_f64() * 1000.0,
+        }),
+        || {
+            let _ = tx.unbounded_send(Line::Done(line));
+        },
+    );
 }
 
 #[cfg(test)]
