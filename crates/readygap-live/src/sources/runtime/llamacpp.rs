@@ -14,7 +14,8 @@
 //!   `stop: true` and `timings` (float milliseconds). `model` is sent for router mode.
 //! - unload: router mode `POST /models/unload {"model"}`; a one-model server cannot unload.
 
-use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json, post_sse, probe_get};
+use super::sse::Completion;
+use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json, probe_get, stream};
 use futures::future::BoxFuture;
 use readygap_core::event::{DiskModel, InferenceResult, ResidentModel, RuntimeProbe};
 use serde_json::Value;
@@ -146,7 +147,7 @@ impl RuntimeAdapter for LlamaCpp {
         request_id: u64,
         first_token: Box<dyn FnOnce() + Send + 'a>,
     ) -> BoxFuture<'a, InferenceResult> {
-        Box::pin(post_sse(
+        Box::pin(stream::post::<Completion>(
             &self.access,
             pod,
             "/completion",
@@ -188,7 +189,7 @@ impl RuntimeAdapter for LlamaCpp {
                 } else {
                     Err(format!(
                         "unload {model}: HTTP {status}: {}",
-                        super::sse::error_message(&body)
+                        super::stream::error_message(&body)
                             .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned())
                     ))
                 }

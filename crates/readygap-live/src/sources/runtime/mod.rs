@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod ollama;
 pub mod openai;
 pub mod sse;
+pub mod stream;
 
 use chrono::Utc;
 use futures::future::BoxFuture;
@@ -609,111 +610,6 @@ pub(crate) async fn get_json(
     tokio::time::timeout(Duration::from_secs(5), fut)
         .await
         .map_err(|_| format!("{path}: no answer within 5 s"))?
-}
-
-/// POST `body` to `path` and fold its SSE answer (llama-server's `/completion`, the OpenAI
-/// `/v1/completions`), within `timeout`; `ends` names what a complete answer ends with, for
-/// the timeout's message.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn post_sse(
-    access: &RuntimeAccess,
-    pod: &PodRef,
-    path: &str,
-    body: Vec<u8>,
-    request_id: u64,
-    first_token: Box<dyn FnOnce() + Send + '_>,
-    timeout: Duration,
-    ends: &str,
-) -> InferenceResult {
-    let fut = async {
-        match access.send(pod, http::Method::POST, path, Some(body)).await {
-            Ok(resp) => read_sse(resp, request_id, first_token).await,
-            Err(e) => InferenceResult {
-                request_id,
-                ok: false,
-                error: Some(e),
-                ..InferenceResult::default()
-            },
-        }
-    };
-    tokio::time::timeout(timeout, fut)
-        .await
-        .unwrap_or_else(|_| InferenceResult {
-            request_id,
-            ok: false,
-            error: Some(format!("timeout: no {ends} within {timeout:?}")),
-            ..InferenceResult::default()
-        })
-}
-
-/// Read a streamed generation of server-sent events to its end ([`sse::Completion`]):
-/// the first token calls `first_token`, `data: [DONE]` (or the last chunk with a finish)
-/// ends it. Shared by the llama.cpp and OpenAI adapters.
-pub(crate) async fn read_sse(
-    mut resp: HttpResponse,
-    request_id: u64,
-    first_token: Box<dyn FnOnce() + Send + '_>,
-) -> InferenceResult {
-    let status = resp.status;
-    let mut c = sse::Completion::default();
-    let mut first = Some(first_token);
-    let mut transport_error = None;
-    let mut raw = Vec::new();
-    let mut done_at = None;
-    while let Some(chunk) = resp.body.next().await {
-        // Stamped on arrival, before parsing: T4 is when the last chunk came.
-        let arrived = Utc::now();
-        match chunk {
-            Ok(b) => {
-                if status != 200 {
-                    raw.extend_from_slice(&b);
-                    continue;
-                }
-                if c.push(&b).first_token
-                    && let Some(f) = first.take()
-                {
-                    f();
-                }
-                if c.done {
-                    done_at = Some(arrived);
-                    break;
-                }
-            }
-            Err(e) => {
-                transport_error = Some(e);
-                break;
-            }
-        }
-    }
-    if status == 200 && !c.done {
-        c.finish();
-    }
-    let ok = status == 200 && c.done && c.error.is_none();
-    let error = if ok {
-        None
-    } else if status != 200 {
-        Some(format!(
-            "HTTP {status}: {}",
-            sse::error_message(&raw)
-                .unwrap_or_else(|| String::from_utf8_lossy(&raw).chars().take(200).collect())
-        ))
-    } else {
-        Some(
-            c.error
-                .clone()
-                .or(transport_error)
-                .unwrap_or_else(|| "stream ended without its last chunk".into()),
-        )
-    };
-    InferenceResult {
-        request_id,
-        ok,
-        http_status: Some(status),
-        error,
-        durations: c.durations,
-        response: Some(c.text),
-        done_at,
-    }
 }
 
 #[cfg(test)]

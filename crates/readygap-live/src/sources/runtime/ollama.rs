@@ -10,9 +10,8 @@
 //! GenerateResponse.Thinking, ChatResponse.Message.Thinking / ToolCalls). `think` is sent only
 //! when the user gave `--think`, so the default is the model's own behaviour.
 
-use super::{HttpResponse, PodRef, RuntimeAccess, RuntimeAdapter};
-use chrono::Utc;
-use futures::StreamExt;
+use super::stream::{self, Fold, Lines, Progress, error_message};
+use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json};
 use futures::future::BoxFuture;
 use readygap_core::event::{
     DiskModel, InferenceResult, ResidentModel, RuntimeDurations, RuntimeProbe,
@@ -42,27 +41,6 @@ impl Ollama {
             generate_timeout: Duration::from_secs(600),
             think: None,
         }
-    }
-
-    async fn get_json(&self, pod: &PodRef, path: &str) -> Result<Value, String> {
-        let fut = async {
-            let r = self.access.send(pod, http::Method::GET, path, None).await?;
-            let status = r.status;
-            let body = r.bytes().await?;
-            if status != 200 {
-                return Err(format!(
-                    "{path}: HTTP {status}: {}",
-                    String::from_utf8_lossy(&body)
-                        .chars()
-                        .take(200)
-                        .collect::<String>()
-                ));
-            }
-            serde_json::from_slice(&body).map_err(|e| format!("{path}: invalid JSON: {e}"))
-        };
-        tokio::time::timeout(Duration::from_secs(5), fut)
-            .await
-            .map_err(|_| format!("{path}: no answer within 5 s"))?
     }
 }
 
@@ -121,51 +99,25 @@ pub struct GenerateStream {
     pub done: bool,
     pub error: Option<String>,
     pub durations: RuntimeDurations,
-    /// Bytes after the last newline: lines are cut at `\n` bytes and decoded whole, so a
-    /// chunk ending inside a multi-byte character keeps it for the next chunk.
-    partial: Vec<u8>,
-}
-
-/// The longest NDJSON line kept while waiting for its newline (Ollama's chunks are a few
-/// hundred bytes; a whole non-streamed answer stays far below this).
-const MAX_LINE: usize = 8 << 20;
-
-/// What one pushed piece of the stream revealed.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Progress {
-    /// The first token arrived in this piece.
-    pub first_token: bool,
-    /// The `done: true` chunk arrived in this piece.
-    pub done: bool,
+    lines: Lines,
 }
 
 impl GenerateStream {
     /// Feed bytes (chunks may split lines, and characters, anywhere).
     pub fn push(&mut self, bytes: &[u8]) -> Progress {
-        self.partial.extend_from_slice(bytes);
         let mut p = Progress::default();
-        // A runtime that never ends a line (a broken proxy, a wrong port) must not grow this
-        // buffer without bound: a chunk line longer than any real one is an error.
-        if self.partial.len() > MAX_LINE && !self.partial.contains(&b'\n') {
-            self.partial = Vec::new();
-            self.error.get_or_insert_with(|| {
-                format!("invalid stream: a line longer than {} MiB", MAX_LINE >> 20)
-            });
-            return p;
+        if let Err(e) = self.lines.push(bytes) {
+            self.error.get_or_insert(e);
         }
-        // A `\n` byte never occurs inside a multi-byte UTF-8 character.
-        while let Some(nl) = self.partial.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=nl).collect();
-            let q = self.line(&line);
-            p.first_token |= q.first_token;
-            p.done |= q.done;
+        while let Some(line) = self.lines.next_line() {
+            p |= self.line(&line);
         }
         p
     }
 
     /// Finish: a last line without a newline.
     pub fn finish(&mut self) -> Progress {
-        let rest = std::mem::take(&mut self.partial);
+        let rest = self.lines.rest();
         self.line(&rest)
     }
 
@@ -235,60 +187,25 @@ pub fn unload_body(model: &str) -> Vec<u8> {
         .into_bytes()
 }
 
-async fn read_generate(
-    mut resp: HttpResponse,
-    request_id: u64,
-    first_token: Box<dyn FnOnce() + Send + '_>,
-) -> InferenceResult {
-    let status = resp.status;
-    let mut g = GenerateStream::default();
-    let mut first = Some(first_token);
-    let mut transport_error = None;
-    let mut done_at = None;
-    while let Some(chunk) = resp.body.next().await {
-        // Stamped on arrival, before parsing: T4 is when the last chunk came.
-        let arrived = Utc::now();
-        match chunk {
-            Ok(b) => {
-                if g.push(&b).first_token
-                    && let Some(f) = first.take()
-                {
-                    f();
-                }
-                if g.done {
-                    done_at = Some(arrived);
-                    break;
-                }
-            }
-            Err(e) => {
-                transport_error = Some(e);
-                break;
-            }
-        }
+impl Fold for GenerateStream {
+    fn push(&mut self, bytes: &[u8]) -> Progress {
+        GenerateStream::push(self, bytes)
     }
-    if !g.done {
-        g.finish();
+    fn finish(&mut self) -> Progress {
+        GenerateStream::finish(self)
     }
-    let ok = status == 200 && g.done && g.error.is_none();
-    let error = if ok {
-        None
-    } else {
-        Some(g.error.clone().or(transport_error).unwrap_or_else(|| {
-            if status != 200 {
-                format!("HTTP {status}")
-            } else {
-                "stream ended without done: true".into()
-            }
-        }))
-    };
-    InferenceResult {
-        request_id,
-        ok,
-        http_status: Some(status),
-        error,
-        durations: g.durations,
-        response: Some(g.response),
-        done_at,
+    fn done(&self) -> bool {
+        self.done
+    }
+    fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+    fn answer(self) -> (String, RuntimeDurations) {
+        (self.response, self.durations)
+    }
+    /// Ollama's `{"error": "…"}` (or the pod proxy's `Status` message).
+    fn http_error(status: u16, body: &[u8]) -> String {
+        error_message(body).unwrap_or_else(|| format!("HTTP {status}"))
     }
 }
 
@@ -306,14 +223,14 @@ impl RuntimeAdapter for Ollama {
         &'a self,
         pod: &'a PodRef,
     ) -> BoxFuture<'a, Result<Vec<ResidentModel>, String>> {
-        Box::pin(async move { parse_ps(&self.get_json(pod, "/api/ps").await?) })
+        Box::pin(async move { parse_ps(&get_json(&self.access, pod, "/api/ps").await?) })
     }
 
     fn models_on_disk<'a>(
         &'a self,
         pod: &'a PodRef,
     ) -> BoxFuture<'a, Result<Vec<DiskModel>, String>> {
-        Box::pin(async move { parse_tags(&self.get_json(pod, "/api/tags").await?) })
+        Box::pin(async move { parse_tags(&get_json(&self.access, pod, "/api/tags").await?) })
     }
 
     fn generate<'a>(
@@ -324,40 +241,16 @@ impl RuntimeAdapter for Ollama {
         request_id: u64,
         first_token: Box<dyn FnOnce() + Send + 'a>,
     ) -> BoxFuture<'a, InferenceResult> {
-        Box::pin(async move {
-            let fut = async {
-                match self
-                    .access
-                    .send(
-                        pod,
-                        http::Method::POST,
-                        "/api/generate",
-                        Some(generate_body(model, prompt, self.think)),
-                    )
-                    .await
-                {
-                    Ok(resp) => read_generate(resp, request_id, first_token).await,
-                    Err(e) => InferenceResult {
-                        request_id,
-                        ok: false,
-                        error: Some(e),
-                        ..InferenceResult::default()
-                    },
-                }
-            };
-            match tokio::time::timeout(self.generate_timeout, fut).await {
-                Ok(r) => r,
-                Err(_) => InferenceResult {
-                    request_id,
-                    ok: false,
-                    error: Some(format!(
-                        "timeout: no done: true within {:?}",
-                        self.generate_timeout
-                    )),
-                    ..InferenceResult::default()
-                },
-            }
-        })
+        Box::pin(stream::post::<GenerateStream>(
+            &self.access,
+            pod,
+            "/api/generate",
+            generate_body(model, prompt, self.think),
+            request_id,
+            first_token,
+            self.generate_timeout,
+            "done: true",
+        ))
     }
 
     fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> BoxFuture<'a, Result<(), String>> {
@@ -396,6 +289,9 @@ impl RuntimeAdapter for Ollama {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::runtime::HttpResponse;
+    use chrono::Utc;
+    use futures::StreamExt;
 
     /// T4 is the arrival of the chunk that ends the answer, stamped before it is parsed: here
     /// one chunk carries the first token and `done`, and the stamp precedes the first-token
@@ -419,14 +315,15 @@ mod tests {
         // The stream never ends after `done`: the reader must stop at `done`.
         let r = tokio::time::timeout(
             Duration::from_secs(10),
-            read_generate(
+            stream::read::<GenerateStream>(
                 resp,
                 1,
                 Box::new(move || *p2.lock().unwrap() = Some(Utc::now())),
+                "done: true",
             ),
         )
         .await
-        .expect("read_generate stops at done: true");
+        .expect("the reader stops at done: true");
         assert!(r.ok, "{r:?}");
         let (sent, done, parsed) = (
             sent.lock().unwrap().unwrap(),
@@ -440,15 +337,15 @@ mod tests {
     fn a_stream_that_never_ends_a_line_is_an_error_and_its_buffer_is_dropped() {
         let mut s = GenerateStream::default();
         let junk = vec![b'x'; 1 << 20];
-        for _ in 0..(MAX_LINE >> 20) {
+        for _ in 0..(stream::MAX_LINE >> 20) {
             s.push(&junk);
             assert!(s.error.is_none());
         }
         s.push(&junk);
         assert!(
-            s.partial.capacity() < (1 << 20),
+            s.lines.capacity() < (1 << 20),
             "buffer kept: {}",
-            s.partial.capacity()
+            s.lines.capacity()
         );
         assert!(s.error.as_deref().unwrap().contains("longer than 8 MiB"));
         // The stream goes on: a later whole line is still read.
@@ -460,7 +357,7 @@ mod tests {
     #[test]
     fn a_long_line_that_does_end_is_read() {
         let mut s = GenerateStream::default();
-        let text = "y".repeat(MAX_LINE + 10);
+        let text = "y".repeat(stream::MAX_LINE + 10);
         let line = format!("{{\"response\":\"{text}\"}}\n");
         let p = s.push(line.as_bytes());
         assert!(p.first_token);

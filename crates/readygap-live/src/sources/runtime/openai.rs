@@ -14,7 +14,8 @@
 //!   `usage` the token counts (vLLM has no timings; llama-server adds `timings`).
 //! - unload: the API has none.
 
-use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json, post_sse, probe_get};
+use super::sse::Completion;
+use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json, probe_get, stream};
 use futures::future::BoxFuture;
 use readygap_core::event::{DiskModel, InferenceResult, ResidentModel, RuntimeProbe};
 use serde_json::Value;
@@ -100,7 +101,7 @@ impl RuntimeAdapter for OpenAi {
         request_id: u64,
         first_token: Box<dyn FnOnce() + Send + 'a>,
     ) -> BoxFuture<'a, InferenceResult> {
-        Box::pin(post_sse(
+        Box::pin(stream::post::<Completion>(
             &self.access,
             pod,
             "/v1/completions",

@@ -12,15 +12,9 @@
 //! `predicted_n`, `predicted_ms`) and token counts from OpenAI's `usage` (sent when the
 //! request asks `stream_options.include_usage`).
 
+use super::stream::{Fold, Lines, Progress, error_message};
 use readygap_core::event::RuntimeDurations;
 use serde_json::Value;
-
-/// What one pushed piece of the stream revealed.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Progress {
-    pub first_token: bool,
-    pub done: bool,
-}
 
 /// The fold of one streamed generation.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -36,19 +30,18 @@ pub struct Completion {
     pub durations: RuntimeDurations,
     /// The `data:` lines of the current event (joined by `\n` at its end).
     data: Vec<String>,
-    partial: Vec<u8>,
+    lines: Lines,
 }
 
 impl Completion {
     /// Feed bytes (pieces may split lines and characters anywhere).
     pub fn push(&mut self, bytes: &[u8]) -> Progress {
-        self.partial.extend_from_slice(bytes);
         let mut p = Progress::default();
-        while let Some(nl) = self.partial.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=nl).collect();
-            let q = self.line(&line);
-            p.first_token |= q.first_token;
-            p.done |= q.done;
+        if let Err(e) = self.lines.push(bytes) {
+            self.error.get_or_insert(e);
+        }
+        while let Some(line) = self.lines.next_line() {
+            p |= self.line(&line);
         }
         p
     }
@@ -56,11 +49,9 @@ impl Completion {
     /// The stream ended: a last line without its newline, a last event without its blank
     /// line. A native stream that sent `stop: true` is done even without `[DONE]`.
     pub fn finish(&mut self) -> Progress {
-        let rest = std::mem::take(&mut self.partial);
+        let rest = self.lines.rest();
         let mut p = self.line(&rest);
-        let q = self.dispatch();
-        p.first_token |= q.first_token;
-        p.done |= q.done;
+        p |= self.dispatch();
         if !self.done && self.finished {
             self.done = true;
             p.done = true;
@@ -186,15 +177,27 @@ impl Completion {
     }
 }
 
-/// The message of an OpenAI-shaped error body (`{"error":{"message":…}}`, llama-server and
-/// vLLM alike), or of a plain `{"message":…}`.
-pub fn error_message(body: &[u8]) -> Option<String> {
-    let v: Value = serde_json::from_slice(body).ok()?;
-    v["error"]["message"]
-        .as_str()
-        .or(v["error"].as_str())
-        .or(v["message"].as_str())
-        .map(str::to_string)
+impl Fold for Completion {
+    fn push(&mut self, bytes: &[u8]) -> Progress {
+        Completion::push(self, bytes)
+    }
+    fn finish(&mut self) -> Progress {
+        Completion::finish(self)
+    }
+    fn done(&self) -> bool {
+        self.done
+    }
+    fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+    fn answer(self) -> (String, RuntimeDurations) {
+        (self.text, self.durations)
+    }
+    fn http_error(status: u16, body: &[u8]) -> String {
+        let msg = error_message(body)
+            .unwrap_or_else(|| String::from_utf8_lossy(body).chars().take(200).collect());
+        format!("HTTP {status}: {msg}")
+    }
 }
 
 #[cfg(test)]
@@ -285,5 +288,18 @@ mod tests {
             error_message(include_bytes!("captured/llama-health-loading.json")).as_deref(),
             Some("Loading model")
         );
+    }
+
+    #[test]
+    fn a_stream_that_never_ends_a_line_is_an_error_not_an_unbounded_buffer() {
+        let mut c = Completion::default();
+        let junk = vec![b'x'; 1 << 20];
+        for _ in 0..=(super::super::stream::MAX_LINE >> 20) {
+            c.push(&junk);
+        }
+        assert!(c.lines.capacity() < (1 << 20), "kept {}", c.lines.capacity());
+        assert!(c.error.as_deref().unwrap().contains("longer than 8 MiB"));
+        let p = c.push(b"data: {\"content\":\"hi\",\"stop\":true}\n\n");
+        assert!(p.first_token && p.done, "{p:?}");
     }
 }
