@@ -145,3 +145,38 @@ impl axum::serve::Listener for TlsListener {
 pub fn no_delay(tcp: &TcpStream) {
     let _ = tcp.set_nodelay(true);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_rustls::rustls::pki_types::ServerName;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+
+    #[tokio::test]
+    async fn an_accepted_connection_sends_without_delay() {
+        let tls = LabTls::new().unwrap();
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let mut listener = tls.listener(tcp);
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(tls.ca_pem.as_bytes()).unwrap())
+            .unwrap();
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let client = tokio::spawn(async move {
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let name = ServerName::try_from("localhost").unwrap();
+            connector.connect(name, tcp).await
+        });
+        let (io, _) = axum::serve::Listener::accept(&mut listener).await;
+        assert!(io.get_ref().0.nodelay().unwrap(), "Nagle's algorithm is on");
+        assert!(client.await.unwrap().is_ok(), "the handshake completed");
+    }
+}
