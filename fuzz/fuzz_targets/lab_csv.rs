@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(e.to_string().starts_with("fuzz.csv"), "{e}");
             if let CsvError::Malformed { line, .. } = e {
                 assert!(
-                    line >= 1 && line <= text.lines().count() as u64 + 1,
+                    line >= 1 && line <= text.lines().count() + 1,
                     "line {line}"
                 );
             }

@@ -76,36 +76,36 @@ pub struct ConditionReport {
     pub metrics: BTreeMap<String, Summary>,
 }
 
+impl ConditionReport {
+    /// The statistics of `trials` (finished ones).
+    pub fn of<'a>(trials: impl IntoIterator<Item = &'a Trial>) -> Self {
+        let stats = TrialStats::of(trials);
+        let metrics = stats.metrics.into_iter();
+        ConditionReport {
+            trials: stats.trials,
+            failed: stats.failed,
+            metrics: metrics.map(|(k, v)| (k.to_string(), v)).collect(),
+        }
+    }
+}
+
 /// Trials without a condition are listed under this name when others have one.
 pub const UNFLAGGED: &str = "unflagged";
 
 /// Per-condition statistics of `trials` (empty when no trial has a condition).
 pub fn conditions_of(trials: &[Trial]) -> BTreeMap<String, ConditionReport> {
-    let mut out = BTreeMap::new();
     if trials.iter().all(|t| t.condition.is_none()) {
-        return out;
+        return BTreeMap::new();
     }
     let mut groups: BTreeMap<String, Vec<&Trial>> = BTreeMap::new();
     for t in trials {
         let c = t.condition.clone().unwrap_or_else(|| UNFLAGGED.to_string());
         groups.entry(c).or_default().push(t);
     }
-    for (c, ts) in groups {
-        let stats = TrialStats::of(ts.iter().copied());
-        out.insert(
-            c,
-            ConditionReport {
-                trials: stats.trials,
-                failed: stats.failed,
-                metrics: stats
-                    .metrics
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v))
-                    .collect(),
-            },
-        );
-    }
-    out
+    groups
+        .into_iter()
+        .map(|(c, ts)| (c, ConditionReport::of(ts)))
+        .collect()
 }
 
 /// What the trials' own columns tell of the conditions of a study file: `cache` from the
@@ -122,28 +122,12 @@ pub fn measured_conditions(trials: &[Trial]) -> BTreeMap<String, String> {
     if !conds.is_empty() && trials.iter().any(|t| t.condition.is_none()) {
         conds.insert(UNFLAGGED);
     }
-    match conds.len() {
-        0 => {}
-        1 => {
-            out.insert(
-                "cache".into(),
-                conds
-                    .iter()
-                    .next()
-                    .map(|c| c.to_string())
-                    .unwrap_or_default(),
-            );
-        }
-        _ => {
-            out.insert(
-                "cache".into(),
-                format!(
-                    "mixed ({})",
-                    conds.into_iter().collect::<Vec<_>>().join(", ")
-                ),
-            );
-        }
-    }
+    let cache = match conds.len() {
+        0 => None,
+        1 => conds.first().map(|c| c.to_string()),
+        _ => Some(format!("mixed ({})", Vec::from_iter(conds).join(", "))),
+    };
+    out.extend(cache.map(|c| ("cache".to_string(), c)));
     let mut loads: Vec<f64> = trials
         .iter()
         .filter(|t| t.is_ok() && t.marks.t1.is_some() && t.marks.t3.is_some())
@@ -169,16 +153,12 @@ pub fn measured_conditions(trials: &[Trial]) -> BTreeMap<String, String> {
 impl FileReport {
     /// Build a report from trials.
     pub fn from_trials(path: &str, trials: Vec<Trial>, warnings: Vec<String>) -> Self {
-        let stats = TrialStats::of(&trials);
+        let all = ConditionReport::of(&trials);
         FileReport {
             path: path.to_string(),
-            trials: stats.trials,
-            failed: stats.failed,
-            metrics: stats
-                .metrics
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
+            trials: all.trials,
+            failed: all.failed,
+            metrics: all.metrics,
             verdicts: BTreeMap::new(),
             warnings,
             conditions: conditions_of(&trials),

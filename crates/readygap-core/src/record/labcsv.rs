@@ -82,22 +82,8 @@ pub struct LabCsv {
     pub warnings: Vec<String>,
 }
 
-/// Errors that stop the import of a file.
-#[derive(Debug, thiserror::Error)]
-pub enum CsvError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}:{line}: {message}")]
-    Malformed {
-        path: PathBuf,
-        line: u64,
-        message: String,
-    },
-}
+/// Errors that stop the import of a file: a recording's ([`super::jsonl::ReadError`]).
+pub type CsvError = super::jsonl::ReadError;
 
 struct Row<'a> {
     index: &'a BTreeMap<String, usize>,
@@ -140,7 +126,7 @@ pub fn import(path: &Path) -> Result<LabCsv, CsvError> {
 pub fn import_str(path: &Path, text: &str) -> Result<LabCsv, CsvError> {
     let malformed = |line: u64, message: String| CsvError::Malformed {
         path: path.to_path_buf(),
-        line,
+        line: line as usize,
         message,
     };
     let mut reader = csv::ReaderBuilder::new()

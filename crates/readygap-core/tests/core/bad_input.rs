@@ -67,7 +67,7 @@ proptest! {
         lines[k] = cells.join(",");
         match import_str(&path, &(lines.join("\n") + "\n")) {
             Err(CsvError::Malformed { line, message, .. }) => {
-                prop_assert_eq!(line, k as u64 + 1);
+                prop_assert_eq!(line, k + 1);
                 prop_assert!(message.contains(&column), "{} does not name {}", message, column);
             }
             other => prop_assert!(false, "got {:?}", other.map(|c| c.trials.len())),
