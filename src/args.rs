@@ -42,10 +42,11 @@ pub fn name_of<T: PartialEq>(
 }
 
 /// A memory size for `--lab-memory-limit` (more than 0 bytes).
-fn memory_size(text: &str) -> Result<u64, String> {
-    units::parse_memory(text).filter(|b| *b > 0).ok_or_else(|| {
-        format!("not a memory size: {text:?} (e.g. 640Mi, 1Gi or a number of bytes)")
-    })
+/// A size in bytes (`640Mi`, `1Gi`, a number), more than 0.
+pub fn memory_size(text: &str) -> Result<u64, String> {
+    units::parse_memory(text)
+        .filter(|b| *b > 0)
+        .ok_or_else(|| format!("not a size: {text:?} (e.g. 640Mi, 1Gi or a number of bytes)"))
 }
 
 /// Which cluster and which workload.
@@ -542,7 +543,7 @@ mod tests {
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(e.contains("not a memory size: \"lots\""), "{e}");
+        assert!(e.contains("not a size: \"lots\""), "{e}");
     }
 
     #[test]

@@ -26,12 +26,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-fn size(text: &str) -> Result<u64, String> {
-    units::parse_memory(text)
-        .filter(|b| *b > 0)
-        .ok_or_else(|| format!("not a size: {text:?} (e.g. 16Mi, 1Gi or a number of bytes)"))
-}
-
 /// The command-line arguments of `readygap watch`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WatchArgs {
@@ -98,7 +92,7 @@ pub struct WatchArgs {
     #[arg(long)]
     pub record_dir: Option<PathBuf>,
     /// Start a new recording file at the end of a trial once the current one is this large.
-    #[arg(long, default_value = "16Mi", value_parser = size)]
+    #[arg(long, default_value = "16Mi", value_parser = crate::args::memory_size)]
     pub record_max_size: u64,
     /// Recording files kept per Deployment (older ones are deleted).
     #[arg(long, default_value_t = 5)]
