@@ -141,7 +141,15 @@ fn loop_cpu(secs: u64, hz: u64) -> Option<f64> {
         let mut term = Terminal::new(TestBackend::new(200, 60)).ok()?;
         let input = futures::stream::pending::<std::io::Result<crossterm::event::Event>>();
         let ui = tokio::spawn(async move {
-            let _ = run_loop(&mut term, input, DashboardOptions::default(), rx, None).await;
+            let _ = run_loop(
+                &mut term,
+                input,
+                DashboardOptions::default(),
+                rx,
+                None,
+                None,
+            )
+            .await;
         });
         for e in &state_events {
             tx.send(e.clone()).await.ok()?;
@@ -256,7 +264,15 @@ fn event_to_frame(n: usize) -> Option<Vec<f64>> {
         let mut term = Terminal::new(backend).ok()?;
         let input = futures::stream::pending::<std::io::Result<crossterm::event::Event>>();
         let ui = tokio::spawn(async move {
-            let _ = run_loop(&mut term, input, DashboardOptions::default(), rx, None).await;
+            let _ = run_loop(
+                &mut term,
+                input,
+                DashboardOptions::default(),
+                rx,
+                None,
+                None,
+            )
+            .await;
         });
         for e in &hour() {
             tx.send(e.clone()).await.ok()?;

@@ -156,7 +156,7 @@ pub async fn run_dashboard<F: FeedSource>(
     let input = crossterm::event::EventStream::new();
     // The loop only stops at an await: never in the middle of a frame.
     let result = tokio::select! {
-        r = run_loop_with(
+        r = run_loop(
             &mut terminal,
             input,
             opts,
@@ -276,26 +276,10 @@ impl Dashboard {
     }
 }
 
-/// The loop, for any backend and input stream (tests use a `TestBackend` and a channel).
+/// The loop, for any backend and input stream (tests use a `TestBackend` and a channel);
+/// with `release`, every write to the terminal goes through it, and the loop ends with an
+/// error once a panic released the terminal.
 pub async fn run_loop<B, I, F>(
-    terminal: &mut Terminal<B>,
-    input: I,
-    opts: DashboardOptions,
-    feed: F,
-    actions: Option<mpsc::Sender<Intent>>,
-) -> Result<()>
-where
-    B: Backend,
-    B::Error: Send + Sync + 'static,
-    I: Stream<Item = std::io::Result<TermEvent>> + Unpin,
-    F: FeedSource,
-{
-    run_loop_with(terminal, input, opts, feed, actions, None).await
-}
-
-/// The loop; with `release`, every write to the terminal goes through it, and the loop ends
-/// with an error once a panic released the terminal.
-pub async fn run_loop_with<B, I, F>(
     terminal: &mut Terminal<B>,
     mut input: I,
     opts: DashboardOptions,

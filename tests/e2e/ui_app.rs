@@ -113,6 +113,7 @@ async fn events_reach_the_screen_and_keys_become_intents() {
             DashboardOptions::default(),
             feed_rx,
             Some(act_tx),
+            None,
         )
         .await
     });
@@ -181,7 +182,7 @@ async fn closed_feed_is_shown_and_actions_without_executor_are_refused() {
     };
     let task = tokio::spawn(async move {
         let mut term = Terminal::new(b).expect("terminal");
-        run_loop(&mut term, key_rx, opts, feed_rx, None).await
+        run_loop(&mut term, key_rx, opts, feed_rx, None, None).await
     });
     for ev in until(MID_LOAD) {
         feed_tx.send(ev).await.expect("loop is running");
@@ -279,7 +280,7 @@ async fn replay_controls_drive_the_dashboard() {
     };
     let task = tokio::spawn(async move {
         let mut term = Terminal::new(b).expect("terminal");
-        run_loop(&mut term, key_rx, dash_opts, feed_rx, Some(cmd_tx)).await
+        run_loop(&mut term, key_rx, dash_opts, feed_rx, Some(cmd_tx), None).await
     });
     wait_screen(&backend, "the replay bar at trial 1", |s| {
         s.contains("playing 00:00.0 /") && s.contains("×1/64") && s.contains("trial #1 running")
