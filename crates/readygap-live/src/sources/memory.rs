@@ -317,6 +317,12 @@ async fn send(tx: &mpsc::Sender<Event>, kind: EventKind) -> bool {
         .is_ok()
 }
 
+/// Say what the feed could not do.
+async fn failed(tx: &mpsc::Sender<Event>, message: String) -> bool {
+    let feed = FEED.into();
+    send(tx, EventKind::SourceError { feed, message }).await
+}
+
 /// Whether a kube error is an HTTP 403.
 pub fn is_forbidden(e: &kube::Error) -> bool {
     match e {
@@ -418,15 +424,7 @@ pub async fn run(
                     return;
                 }
                 failures += 1;
-                if !send(
-                    &tx,
-                    EventKind::SourceError {
-                        feed: FEED.into(),
-                        message: format!("memory of {}: {e}", cfg.pod),
-                    },
-                )
-                .await
-                {
+                if !failed(&tx, format!("memory of {}: {e}", cfg.pod)).await {
                     return;
                 }
                 let backoff = Duration::from_millis(500 * u64::from(failures.min(10)));
@@ -529,12 +527,9 @@ async fn summary_loop(
     why: String,
 ) {
     let Some(node) = cfg.node.clone() else {
-        send(
+        failed(
             &tx,
-            EventKind::SourceError {
-                feed: FEED.into(),
-                message: format!("{why}; and pod {} has no node for the Summary API", cfg.pod),
-            },
+            format!("{why}; and pod {} has no node for the Summary API", cfg.pod),
         )
         .await;
         return;
@@ -570,14 +565,7 @@ async fn summary_loop(
         {
             Ok(r) => r,
             Err(e) => {
-                send(
-                    &tx,
-                    EventKind::SourceError {
-                        feed: FEED.into(),
-                        message: e.to_string(),
-                    },
-                )
-                .await;
+                failed(&tx, e.to_string()).await;
                 return;
             }
         };
@@ -600,14 +588,7 @@ async fn summary_loop(
             }
             Err(e) if !failing => {
                 failing = true;
-                send(
-                    &tx,
-                    EventKind::SourceError {
-                        feed: FEED.into(),
-                        message: format!("summary API of {node}: {e}"),
-                    },
-                )
-                .await;
+                failed(&tx, format!("summary API of {node}: {e}")).await;
             }
             Err(_) => {}
         }

@@ -4,9 +4,10 @@
 //! feeds (residency every 250 ms, models on disk every few seconds).
 //!
 //! The adapters: [`ollama`], [`llamacpp`] (llama.cpp's `llama-server`, single-model and
-//! router mode) and [`openai`] (any OpenAI-compatible server, e.g. vLLM); [`sse`] parses the
-//! server-sent events the last two stream; [`RuntimeKind`] names them (`--runtime`) and
-//! guesses one from the container image or the runtime's answers.
+//! router mode) and [`openai`] (any OpenAI-compatible server, e.g. vLLM); [`stream`] reads
+//! a streamed answer for all of them (Ollama's NDJSON, or the server-sent events of the last
+//! two, [`sse`]); [`RuntimeKind`] names them (`--runtime`) and guesses one from the
+//! container image or the runtime's answers.
 
 pub mod choice;
 pub mod llamacpp;

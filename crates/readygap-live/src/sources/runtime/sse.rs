@@ -297,7 +297,11 @@ mod tests {
         for _ in 0..=(super::super::stream::MAX_LINE >> 20) {
             c.push(&junk);
         }
-        assert!(c.lines.capacity() < (1 << 20), "kept {}", c.lines.capacity());
+        assert!(
+            c.lines.capacity() < (1 << 20),
+            "kept {}",
+            c.lines.capacity()
+        );
         assert!(c.error.as_deref().unwrap().contains("longer than 8 MiB"));
         let p = c.push(b"data: {\"content\":\"hi\",\"stop\":true}\n\n");
         assert!(p.first_token && p.done, "{p:?}");
