@@ -100,6 +100,31 @@ pub struct GroundTruth {
 struct GroundTruthInner {
     file: Option<std::fs::File>,
     entries: Vec<GroundTruthEntry>,
+    /// Lines of kept entries not in the file yet (a timed answer's: see [`Due::now`]).
+    unwritten: String,
+}
+
+impl GroundTruthInner {
+    fn keep(&mut self, entry: GroundTruthEntry) {
+        if self.file.is_some()
+            && let Ok(line) = serde_json::to_string(&entry)
+        {
+            self.unwritten.push_str(&line);
+            self.unwritten.push('\n');
+        }
+        self.entries.push(entry);
+    }
+
+    /// One write of every unwritten line, in the order kept. Best effort: the ground truth
+    /// must never take the lab down.
+    fn write(&mut self) {
+        if let Some(file) = self.file.as_mut()
+            && !self.unwritten.is_empty()
+        {
+            let _ = file.write_all(self.unwritten.as_bytes());
+        }
+        self.unwritten.clear();
+    }
 }
 
 impl GroundTruth {
@@ -108,7 +133,7 @@ impl GroundTruth {
         Self::default()
     }
 
-    /// A log that also appends every entry to `path` (one flushed line each).
+    /// A log that also appends every entry to `path` (one line each).
     pub fn to_file(path: &Path) -> std::io::Result<Self> {
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -124,7 +149,7 @@ impl GroundTruth {
         self.log_at(Utc::now(), pod, transition, detail);
     }
 
-    /// Log a transition at a given instant.
+    /// Log a transition at a given instant: kept, and written to the file at once.
     pub fn log_at(
         &self,
         ts: DateTime<Utc>,
@@ -132,38 +157,35 @@ impl GroundTruth {
         transition: Transition,
         detail: serde_json::Value,
     ) {
-        self.log_at_then(ts, pod, transition, detail, || ());
-    }
-
-    /// Log a transition at `ts`, and run `then` between keeping the entry (readers see it at
-    /// once) and writing its line to the file: a lab answer that is timed sends itself in
-    /// `then`, so the file write (a syscall and a flush) never sits between the instant the
-    /// lab logs and the bytes a client times.
-    pub fn log_at_then(
-        &self,
-        ts: DateTime<Utc>,
-        pod: &str,
-        transition: Transition,
-        detail: serde_json::Value,
-        then: impl FnOnce(),
-    ) {
-        let entry = GroundTruthEntry {
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        inner.keep(GroundTruthEntry {
             ts,
             pod: pod.to_string(),
             transition,
             detail,
-        };
-        let line = serde_json::to_string(&entry);
-        let Ok(mut inner) = self.inner.lock() else {
-            return;
-        };
-        inner.entries.push(entry);
-        then();
-        if let Some(file) = inner.file.as_mut()
-            && let Ok(line) = line
-        {
-            // Best effort: the ground truth must never take the lab down.
-            let _ = writeln!(file, "{line}").and_then(|_| file.flush());
+        });
+        inner.write();
+    }
+
+    /// Write the lines of entries kept but not written yet (the lab's shutdown calls it).
+    pub fn flush(&self) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.write();
+        }
+    }
+
+    /// A transition whose instant comes later: [`Due::now`] logs it.
+    pub fn due(&self, pod: &str, transition: Transition, detail: serde_json::Value) -> Due {
+        Due {
+            gt: self.clone(),
+            entry: GroundTruthEntry {
+                ts: DateTime::<Utc>::MIN_UTC,
+                pod: pod.to_string(),
+                transition,
+                detail,
+            },
         }
     }
 
@@ -176,36 +198,73 @@ impl GroundTruth {
     }
 }
 
+/// A transition to log when it happens: a timed answer's last line carries it to the body
+/// that sends the line, which logs it as the connection takes the line. Dropped unlogged
+/// (the client went away before the line was taken), it logs nothing: no answer left.
+pub struct Due {
+    gt: GroundTruth,
+    entry: GroundTruthEntry,
+}
+
+impl Due {
+    /// Log it, stamped now, with no syscall between the stamp and the caller's send: the
+    /// entry is kept at once (in-process readers see it), its line is written by a task that
+    /// runs after the caller's (in the lab: after the connection task has sent the bytes),
+    /// or at the next [`GroundTruth::log_at`] or [`GroundTruth::flush`], whichever is first.
+    pub fn now(self) {
+        let Due { gt, mut entry } = self;
+        entry.ts = Utc::now();
+        if let Ok(mut inner) = gt.inner.lock() {
+            inner.keep(entry);
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn(async move { gt.flush() })),
+            Err(_) => gt.flush(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_timed_answer_is_sent_before_its_ground_truth_line_is_written() {
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_timed_answer_is_kept_at_once_and_written_after_the_task_that_sends_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gt.jsonl");
         let gt = GroundTruth::to_file(&path).unwrap();
-        let mut file_during = None;
-        gt.log_at_then(
-            Utc::now(),
-            "p",
-            Transition::InferenceDone,
-            serde_json::json!({}),
-            || {
-                file_during = Some(std::fs::read_to_string(&path).unwrap());
-            },
-        );
+        gt.due("p", Transition::InferenceDone, serde_json::json!({}))
+            .now();
+        assert_eq!(gt.entries().len(), 1, "kept at once");
         assert_eq!(
-            file_during.as_deref(),
-            Some(""),
-            "written before the answer"
+            std::fs::read_to_string(&path).unwrap(),
+            "",
+            "written before the sending task yielded"
         );
-        let line = std::fs::read_to_string(&path).unwrap();
-        let back: GroundTruthEntry = serde_json::from_str(line.trim()).unwrap();
+        // The current task goes to the back of the queue: the writing task runs first.
+        tokio::task::yield_now().await;
+        let text = std::fs::read_to_string(&path).unwrap();
+        let back: GroundTruthEntry = serde_json::from_str(text.trim()).unwrap();
         assert_eq!(
             (back.pod.as_str(), back.transition),
             ("p", Transition::InferenceDone)
         );
-        assert_eq!(gt.entries().len(), 1);
+        assert_eq!(back.ts, gt.entries()[0].ts);
+    }
+
+    #[test]
+    fn lines_reach_the_file_in_the_order_kept_outside_a_runtime_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gt.jsonl");
+        let gt = GroundTruth::to_file(&path).unwrap();
+        gt.due("a", Transition::InferenceDone, serde_json::json!({}))
+            .now();
+        gt.log("b", Transition::InferenceDone, serde_json::json!({}));
+        let pods: Vec<String> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<GroundTruthEntry>(l).unwrap().pod)
+            .collect();
+        assert_eq!(pods, ["a", "b"]);
     }
 }

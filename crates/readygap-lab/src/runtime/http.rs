@@ -12,7 +12,7 @@ use super::disk::normalize_name;
 use super::format::rfc3339;
 use super::listener::KillableListener;
 use super::{AddrClaim, KeepAlive, RunError, Runtime};
-use crate::ground_truth::Transition;
+use crate::ground_truth::{Due, Transition};
 use crate::ollama_version::human_bytes2;
 use crate::profile::ModelSpec;
 use axum::Router;
@@ -380,7 +380,9 @@ fn prompt_tokens(prompt: &str) -> u64 {
 /// One line sent by a generation task.
 enum Line {
     Chunk(Value),
-    Done(Value),
+    /// The answer's last line, and the ground truth it completes: logged by the body that
+    /// sends the line, at the instant the connection takes it.
+    Done(Value, Option<Due>),
     Failed(StatusCode, String),
 }
 
@@ -590,12 +592,21 @@ async fn serve_generation(rt: Rt, api: Api, body: Bytes) -> Response {
     // goes away.
     tokio::spawn(run_generation(rt.clone(), generation, tx));
     if stream {
+        // Each line is written as the connection task takes it from the channel, as Ollama's
+        // `streamResponse` writes each value it receives from the generating goroutine
+        // (server/routes.go: `val, ok := <-ch` … `w.Write(bts)`): the answer's truth is
+        // stamped there, just before its bytes go to the socket.
         let body = Body::from_stream(rx.map(|line| {
-            let value = match line {
-                Line::Chunk(v) | Line::Done(v) => v,
-                Line::Failed(_, message) => json!({ "error": message }),
+            let (value, due) = match line {
+                Line::Chunk(v) => (v, None),
+                Line::Done(v, due) => (v, due),
+                Line::Failed(_, message) => (json!({ "error": message }), None),
             };
-            Ok::<_, io::Error>(format!("{value}\n"))
+            let bytes = format!("{value}\n");
+            if let Some(due) = due {
+                due.now();
+            }
+            Ok::<_, io::Error>(bytes)
         }));
         ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
     } else {
@@ -608,7 +619,7 @@ async fn serve_generation(rt: Rt, api: Api, body: Bytes) -> Response {
                     text.push_str(api.text_of(&v));
                     thinking.push_str(api.thinking_of(&v));
                 }
-                Line::Done(v) => {
+                Line::Done(v, due) => {
                     text.push_str(api.text_of(&v));
                     let mut v = api.with_text(v, &text);
                     if !thinking.is_empty() {
@@ -617,7 +628,12 @@ async fn serve_generation(rt: Rt, api: Api, body: Bytes) -> Response {
                             Api::Chat => v["message"]["thinking"] = json!(thinking),
                         }
                     }
-                    return axum::Json(v).into_response();
+                    // Built first: the truth is the instant the handler hands it over.
+                    let response = axum::Json(v).into_response();
+                    if let Some(due) = due {
+                        due.now();
+                    }
+                    return response;
                 }
                 Line::Failed(status, message) => return error(status, message),
             }
@@ -664,7 +680,7 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
         // model from `loaded` (what `/api/ps` lists) only once the runner process has exited
         // (server/sched.go, llm/llama_server.go `stopProcess`).
         let done = json!({ "done": true, "done_reason": "unload" });
-        let _ = tx.unbounded_send(Line::Done(api.line(&name, "", done)));
+        let _ = tx.unbounded_send(Line::Done(api.line(&name, "", done), None));
         // The handler has returned: the response (streamed or not) ends here.
         drop(tx);
         if rt.sleep_alive(RUNNER_EXIT).await.is_ok() {
@@ -683,7 +699,7 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
     if g.prompt.is_empty() {
         rt.release(&name, g.keep_alive);
         let done = json!({ "done": true, "done_reason": "load" });
-        let _ = tx.unbounded_send(Line::Done(api.line(&name, "", done)));
+        let _ = tx.unbounded_send(Line::Done(api.line(&name, "", done), None));
         return;
     }
 
@@ -757,9 +773,7 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
         obj.insert("context".into(), json!(context));
     }
     let line = api.line(&name, "", done);
-    // The truth is the instant the answer's last line leaves the runtime for its connection.
-    rt.spec.ground_truth.log_at_then(
-        Utc::now(),
+    let due = rt.spec.ground_truth.due(
         &rt.spec.pod_name,
         Transition::InferenceDone,
         json!({
@@ -768,10 +782,8 @@ async fn run_generation(rt: Rt, g: Generation, tx: futures::channel::mpsc::Unbou
             "load_ms": load.as_secs_f64() * 1000.0,
             "wall_ms": g.received.elapsed().as_secs_f64() * 1000.0,
         }),
-        || {
-            let _ = tx.unbounded_send(Line::Done(line));
-        },
     );
+    let _ = tx.unbounded_send(Line::Done(line, Some(due)));
 }
 
 #[cfg(test)]
