@@ -393,6 +393,73 @@ impl RemoteHostSampler {
 /// when it was observed, or an error after which it restarts.
 pub type SampleResult = Result<(Timestamp, HostSample), NodeError>;
 
+/// A sampler's stream of samples; after its first error it is finished.
+trait SampleStream: Send {
+    fn next_sample(&mut self) -> impl Future<Output = SampleResult> + Send;
+    /// Ends the remote loop (and the local process that carries it).
+    fn stop(self) -> impl Future<Output = ()> + Send;
+}
+
+impl SampleStream for RemoteHostSampler {
+    fn next_sample(&mut self) -> impl Future<Output = SampleResult> + Send {
+        RemoteHostSampler::next_sample(self)
+    }
+    fn stop(self) -> impl Future<Output = ()> + Send {
+        RemoteHostSampler::stop(self)
+    }
+}
+
+/// Starts a sampler with `start` and sends every sample and every error to `tx`; after an
+/// error (connection lost, timeout, the stream ended) it waits `retry_after` and starts a
+/// new one. A validation error is final. Ends when `cancel` fires or the receiver is gone;
+/// the sampler is stopped then.
+async fn keep_sampling<S, Fut>(
+    mut start: impl FnMut() -> Fut + Send,
+    retry_after: Duration,
+    tx: tokio::sync::mpsc::Sender<SampleResult>,
+    cancel: tokio_util::sync::CancellationToken,
+) where
+    S: SampleStream,
+    Fut: Future<Output = Result<S, NodeError>> + Send,
+{
+    while !cancel.is_cancelled() {
+        let started = tokio::select! {
+            () = cancel.cancelled() => return,
+            s = start() => s,
+        };
+        match started {
+            Err(e) => {
+                let fatal = e.is_validation();
+                if tx.send(Err(e)).await.is_err() || fatal {
+                    return;
+                }
+            }
+            Ok(mut sampler) => loop {
+                let next = tokio::select! {
+                    () = cancel.cancelled() => {
+                        sampler.stop().await;
+                        return;
+                    }
+                    next = sampler.next_sample() => next,
+                };
+                let failed = next.is_err();
+                if tx.send(next).await.is_err() {
+                    sampler.stop().await;
+                    return;
+                }
+                if failed {
+                    sampler.stop().await;
+                    break;
+                }
+            },
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(retry_after) => {}
+        }
+    }
+}
+
 /// Runs a [`RemoteHostSampler`] until `cancel` fires, sending every sample and every
 /// error to `tx`. After an error (connection lost, timeout) it waits `retry_after` and
 /// starts a new remote loop. Ends when `cancel` fires or the receiver is gone; the remote
@@ -405,58 +472,25 @@ pub async fn run_remote_sampler(
     cancel: tokio_util::sync::CancellationToken,
 ) {
     let sample_timeout = interval * 2 + Duration::from_secs(20);
-    while !cancel.is_cancelled() {
-        let mut sampler = match RemoteHostSampler::start(&access, interval, sample_timeout) {
-            Ok(s) => s,
-            Err(e) => {
-                let fatal = e.is_validation();
-                if tx.send(Err(e)).await.is_err() || fatal {
-                    return;
-                }
-                tokio::select! {
-                    () = cancel.cancelled() => return,
-                    () = tokio::time::sleep(retry_after) => continue,
-                }
-            }
-        };
-        loop {
-            let next = tokio::select! {
-                () = cancel.cancelled() => {
-                    sampler.stop().await;
-                    return;
-                }
-                next = sampler.next_sample() => next,
-            };
-            let failed = next.is_err();
-            if tx.send(next).await.is_err() {
-                sampler.stop().await;
-                return;
-            }
-            if failed {
-                sampler.stop().await;
-                break;
-            }
-        }
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = tokio::time::sleep(retry_after) => {}
-        }
-    }
+    let start = || std::future::ready(RemoteHostSampler::start(&access, interval, sample_timeout));
+    keep_sampling(start, retry_after, tx, cancel).await;
 }
 
 /// Samples a node reached through a debug pod: ONE long-lived exec of the
 /// [`RemoteScript::SampleHost`] loop in the pod (created or reused by
 /// [`DebugPodSession`]), its stdout parsed by [`SampleStreamParser`] as the ssh stream is.
-pub struct DebugPodHostSampler {
-    process: kube::api::AttachedProcess,
+pub struct DebugPodHostSampler<'a> {
+    session: &'a DebugPodSession,
+    /// `None` once the stream ended and [`DebugPodSession::ended`] took the exec.
+    process: Option<kube::api::AttachedProcess>,
     reader: SampleReader<tokio::io::ReadHalf<tokio::io::SimplexStream>>,
 }
 
-impl DebugPodHostSampler {
+impl<'a> DebugPodHostSampler<'a> {
     /// Makes sure the pod runs and starts the loop (both within `sample_timeout`); each
     /// later sample must arrive within `sample_timeout` too.
     pub async fn start(
-        session: &DebugPodSession,
+        session: &'a DebugPodSession,
         interval: Duration,
         sample_timeout: Duration,
     ) -> Result<Self, NodeError> {
@@ -470,30 +504,41 @@ impl DebugPodHostSampler {
             source: std::io::Error::other("the exec has no stdout"),
         })?;
         Ok(Self {
-            process,
+            session,
+            process: Some(process),
             reader: SampleReader::new(stdout, session.target(), sample_timeout),
         })
     }
 
-    /// Waits for the next sample. After an error the sampler is finished.
+    /// Waits for the next sample. After an error the sampler is finished; when the stream
+    /// ended, the error says why (the exec's exit status and stderr).
     pub async fn next_sample(&mut self) -> SampleResult {
         match self.reader.next().await? {
             Some(sample) => Ok(sample),
-            None => Err(NodeError::UnexpectedOutput {
-                target: self.reader.target.clone(),
-                detail: "the sample stream ended".into(),
+            None => Err(match self.process.take() {
+                Some(process) => self.session.ended(process).await,
+                None => NodeError::UnexpectedOutput {
+                    target: self.reader.target.clone(),
+                    detail: "the sample stream ended".into(),
+                },
             }),
         }
     }
 
     /// Ends the exec (the loop in the pod stops when its output has no reader).
     pub fn stop(self) {
-        self.process.abort();
+        if let Some(process) = self.process {
+            process.abort();
+        }
     }
+}
 
-    /// Ends the exec and says why the stream ended (exit status and stderr).
-    pub async fn ended(self, session: &DebugPodSession) -> NodeError {
-        session.ended(self.process).await
+impl SampleStream for DebugPodHostSampler<'_> {
+    fn next_sample(&mut self) -> impl Future<Output = SampleResult> + Send {
+        DebugPodHostSampler::next_sample(self)
+    }
+    async fn stop(self) {
+        DebugPodHostSampler::stop(self)
     }
 }
 
@@ -506,65 +551,12 @@ async fn run_debug_pod_sampler(
     tx: tokio::sync::mpsc::Sender<SampleResult>,
     cancel: tokio_util::sync::CancellationToken,
 ) {
-    sample_in_debug_pod(&session, interval, retry_after, tx, cancel).await;
+    let sample_timeout = interval * 2 + Duration::from_secs(20);
+    let start = || DebugPodHostSampler::start(&session, interval, sample_timeout);
+    keep_sampling(start, retry_after, tx, cancel).await;
     // A privileged pod this sampler created does not outlive the session (a pod it found
     // running belongs to someone else and is left alone).
     let _ = tokio::time::timeout(Duration::from_secs(10), session.delete_if_created()).await;
-}
-
-async fn sample_in_debug_pod(
-    session: &DebugPodSession,
-    interval: Duration,
-    retry_after: Duration,
-    tx: tokio::sync::mpsc::Sender<SampleResult>,
-    cancel: tokio_util::sync::CancellationToken,
-) {
-    let sample_timeout = interval * 2 + Duration::from_secs(20);
-    while !cancel.is_cancelled() {
-        let started = tokio::select! {
-            () = cancel.cancelled() => return,
-            s = DebugPodHostSampler::start(session, interval, sample_timeout) => s,
-        };
-        match started {
-            Err(e) => {
-                let fatal = e.is_validation();
-                if tx.send(Err(e)).await.is_err() || fatal {
-                    return;
-                }
-            }
-            Ok(mut sampler) => loop {
-                let next = tokio::select! {
-                    () = cancel.cancelled() => {
-                        sampler.stop();
-                        return;
-                    }
-                    next = sampler.next_sample() => next,
-                };
-                let next = match next {
-                    Err(NodeError::UnexpectedOutput { .. }) => Err(sampler.ended(session).await),
-                    Err(e) => {
-                        sampler.stop();
-                        Err(e)
-                    }
-                    Ok(sample) => {
-                        if tx.send(Ok(sample)).await.is_err() {
-                            sampler.stop();
-                            return;
-                        }
-                        continue;
-                    }
-                };
-                if tx.send(next).await.is_err() {
-                    return;
-                }
-                break;
-            },
-        }
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = tokio::time::sleep(retry_after) => {}
-        }
-    }
 }
 
 /// Samples a node by whichever access reaches it: a [`NodeAccess::DebugPod`] through the
