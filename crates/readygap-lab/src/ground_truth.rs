@@ -180,12 +180,9 @@ impl GroundTruth {
     pub fn due(&self, pod: &str, transition: Transition, detail: serde_json::Value) -> Due {
         Due {
             gt: self.clone(),
-            entry: GroundTruthEntry {
-                ts: DateTime::<Utc>::MIN_UTC,
-                pod: pod.to_string(),
-                transition,
-                detail,
-            },
+            pod: pod.to_string(),
+            transition,
+            detail,
         }
     }
 
@@ -203,7 +200,9 @@ impl GroundTruth {
 /// (the client went away before the line was taken), it logs nothing: no answer left.
 pub struct Due {
     gt: GroundTruth,
-    entry: GroundTruthEntry,
+    pod: String,
+    transition: Transition,
+    detail: serde_json::Value,
 }
 
 impl Due {
@@ -212,10 +211,20 @@ impl Due {
     /// runs after the caller's (in the lab: after the connection task has sent the bytes),
     /// or at the next [`GroundTruth::log_at`] or [`GroundTruth::flush`], whichever is first.
     pub fn now(self) {
-        let Due { gt, mut entry } = self;
-        entry.ts = Utc::now();
+        let Due {
+            gt,
+            pod,
+            transition,
+            detail,
+        } = self;
+        let ts = Utc::now();
         if let Ok(mut inner) = gt.inner.lock() {
-            inner.keep(entry);
+            inner.keep(GroundTruthEntry {
+                ts,
+                pod,
+                transition,
+                detail,
+            });
         }
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => drop(rt.spawn(async move { gt.flush() })),
