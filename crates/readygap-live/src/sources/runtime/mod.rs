@@ -9,6 +9,7 @@
 //! two, [`sse`]); [`RuntimeKind`] names them (`--runtime`) and guesses one from the
 //! container image or the runtime's answers.
 
+pub mod arrival;
 pub mod choice;
 pub mod llamacpp;
 pub mod metrics;
@@ -30,6 +31,9 @@ use readygap_core::event::{
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// How long a direct connection to a runtime may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How readygap reaches a pod's runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -64,6 +68,8 @@ pub struct PodRef {
 pub struct HttpResponse {
     pub status: u16,
     pub body: BoxStream<'static, Result<Bytes, String>>,
+    /// The kernel's receive time of the body's bytes, when the connection keeps it.
+    pub arrival: Option<arrival::Arrival>,
 }
 
 impl HttpResponse {
@@ -99,7 +105,7 @@ impl RuntimeAccess {
     ) -> Self {
         let http = reqwest::Client::builder()
             .no_proxy()
-            .connect_timeout(Duration::from_secs(3))
+            .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .unwrap_or_default();
         Self {
@@ -128,6 +134,27 @@ impl RuntimeAccess {
             .to_string())
     }
 
+    /// Send a request whose answer's end is timed (a generate): in `direct` mode to an
+    /// `http://` URL over a new connection whose reads keep the kernel's receive time
+    /// ([`arrival`]); otherwise as [`Self::send`].
+    pub async fn send_timed(
+        &self,
+        pod: &PodRef,
+        method: http::Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<HttpResponse, String> {
+        if self.mode == AccessMode::Direct {
+            let url = format!("{}{path}", self.direct_base(pod)?);
+            if let Ok(u) = reqwest::Url::parse(&url)
+                && u.scheme() == "http"
+            {
+                return arrival::send(&u, method, body, CONNECT_TIMEOUT).await;
+            }
+        }
+        self.send(pod, method, path, body).await
+    }
+
     /// Send one request to the pod's runtime. `path` starts with `/`.
     pub async fn send(
         &self,
@@ -149,7 +176,11 @@ impl RuntimeAccess {
                     .map_err(|e| format!("{url}: {}", error_chain(&e)))?;
                 let status = resp.status().as_u16();
                 let body = resp.bytes_stream().map_err(|e| error_chain(&e)).boxed();
-                Ok(HttpResponse { status, body })
+                Ok(HttpResponse {
+                    status,
+                    body,
+                    arrival: None,
+                })
             }
             AccessMode::Proxy => {
                 let uri = format!(
@@ -173,7 +204,11 @@ impl RuntimeAccess {
                     .into_data_stream()
                     .map_err(|e| e.to_string())
                     .boxed();
-                Ok(HttpResponse { status, body })
+                Ok(HttpResponse {
+                    status,
+                    body,
+                    arrival: None,
+                })
             }
             AccessMode::PortForward => {
                 let api: kube::Api<Pod> =
@@ -226,7 +261,11 @@ impl RuntimeAccess {
                     .into_data_stream()
                     .map_err(|e| e.to_string())
                     .boxed();
-                Ok(HttpResponse { status, body })
+                Ok(HttpResponse {
+                    status,
+                    body,
+                    arrival: None,
+                })
             }
         }
     }

@@ -309,6 +309,7 @@ mod tests {
         let resp = HttpResponse {
             status: 200,
             body: Box::pin(body),
+            arrival: None,
         };
         let parsed = std::sync::Arc::new(std::sync::Mutex::new(None));
         let p2 = parsed.clone();

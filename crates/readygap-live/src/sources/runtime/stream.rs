@@ -112,7 +112,10 @@ pub async fn post<F: Fold>(
         ..InferenceResult::default()
     };
     let fut = async {
-        match access.send(pod, http::Method::POST, path, Some(body)).await {
+        match access
+            .send_timed(pod, http::Method::POST, path, Some(body))
+            .await
+        {
             Ok(resp) => read::<F>(resp, request_id, first_token, ends).await,
             Err(e) => failed(e),
         }
@@ -136,7 +139,13 @@ pub async fn read<F: Fold>(
     let mut first = Some(first_token);
     let (mut transport_error, mut done_at, mut raw) = (None, None, Vec::new());
     while let Some(chunk) = resp.body.next().await {
-        let arrived = Utc::now();
+        // The kernel's receive time when the connection keeps it, never after now.
+        let now = Utc::now();
+        let arrived = resp
+            .arrival
+            .as_ref()
+            .and_then(super::arrival::Arrival::last)
+            .map_or(now, |t| t.min(now));
         match chunk {
             Ok(b) if status != 200 => {
                 let room = MAX_ERROR_BODY.saturating_sub(raw.len());

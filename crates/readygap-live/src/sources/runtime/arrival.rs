@@ -1,0 +1,348 @@
+//! When an answer's bytes reached this host: the kernel's receive time of each segment
+//! (`SO_TIMESTAMPNS`, socket(7)), read with recvmsg(2) by a TCP stream that keeps the last
+//! one. A direct-access generate is sent over such a stream, so T4 is the moment the end
+//! of the answer arrived, not the moment readygap's thread was next scheduled (on another
+//! vCPU that is 0.1 ms here, on a busy node it is milliseconds; `docs/benchmarks.md`).
+//!
+//! The stamp is the receive time of the last segment read when the end was seen: the end's
+//! own, or one the server sent right after it (the chunked body's terminator, microseconds
+//! later) when the connection had already read it.
+
+use super::HttpResponse;
+use chrono::{DateTime, Utc};
+use futures::{StreamExt, TryStreamExt};
+use http_body_util::BodyExt;
+use hyper::body::Bytes;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::net::TcpStream;
+
+/// The kernel's receive time of the last bytes a [`StampedTcp`] read.
+#[derive(Debug, Clone, Default)]
+pub struct Arrival(Arc<AtomicI64>);
+
+impl Arrival {
+    /// The last receive time, if the kernel gave one.
+    pub fn last(&self) -> Option<DateTime<Utc>> {
+        match self.0.load(Ordering::Acquire) {
+            0 => None,
+            ns => Some(DateTime::from_timestamp_nanos(ns)),
+        }
+    }
+}
+
+/// A TCP stream whose reads keep the kernel's receive time of what they read.
+pub struct StampedTcp {
+    inner: TcpStream,
+    last: Arrival,
+}
+
+impl StampedTcp {
+    /// Connect and ask the kernel to stamp what arrives.
+    pub async fn connect(host: &str, port: u16) -> io::Result<(Self, Arrival)> {
+        let inner = TcpStream::connect((host, port)).await?;
+        inner.set_nodelay(true)?;
+        set_timestamping(inner.as_raw_fd())?;
+        let last = Arrival::default();
+        Ok((
+            Self {
+                inner,
+                last: last.clone(),
+            },
+            last,
+        ))
+    }
+}
+
+fn set_timestamping(fd: RawFd) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: `fd` is an open socket owned by the caller's stream; the option value is a
+    // c_int that lives across the call, and its size is passed with it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// One recvmsg(2): the bytes read and the receive time (ns since the epoch) it carried.
+fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<i64>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // Room for one `SCM_TIMESTAMPNS` (a cmsghdr and a timespec), 8-byte aligned.
+    let mut control = [0u64; 8];
+    // SAFETY: an all-zero msghdr is valid (no name, no iov, no control) before it is filled.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: `msg` points at `iov` (into `buf`, of its length) and `control` (of its
+    // length); all three outlive the call. MSG_DONTWAIT: tokio's readiness decides waits.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut stamp = None;
+    // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, bounded by the
+    // `msg_controllen` it set; a timestamp's data is a timespec, read unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
+                stamp = Some(ts.tv_sec * 1_000_000_000 + ts.tv_nsec);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, stamp))
+}
+
+impl AsyncRead for StampedTcp {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let fd = this.inner.as_raw_fd();
+        loop {
+            ready!(this.inner.poll_read_ready(cx))?;
+            let room = buf.initialize_unfilled();
+            match this
+                .inner
+                .try_io(Interest::READABLE, || recv_stamped(fd, room))
+            {
+                Ok((n, stamp)) => {
+                    if let Some(ns) = stamp.filter(|_| n > 0) {
+                        this.last.0.store(ns, Ordering::Release);
+                    }
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for StampedTcp {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// Send one HTTP/1.1 request on a new stamped connection to an `http://` URL; the
+/// response's body stream carries the connection's [`Arrival`].
+pub async fn send(
+    url: &reqwest::Url,
+    method: http::Method,
+    body: Option<Vec<u8>>,
+    connect_timeout: Duration,
+) -> Result<HttpResponse, String> {
+    let fail = |e: &dyn std::fmt::Display| format!("{url}: {e}");
+    let Some(authority) = url.host_str() else {
+        return Err(fail(&"no host"));
+    };
+    let host = authority.trim_start_matches('[').trim_end_matches(']');
+    let port = url.port_or_known_default().unwrap_or(80);
+    let (stream, arrival) =
+        match tokio::time::timeout(connect_timeout, StampedTcp::connect(host, port)).await {
+            Ok(r) => r.map_err(|e| fail(&e))?,
+            Err(_) => {
+                return Err(fail(&format!(
+                    "connect timed out after {connect_timeout:?}"
+                )));
+            }
+        };
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| fail(&e))?;
+    // The connection lives until the body is read or dropped.
+    tokio::spawn(conn);
+    let authority = match url.port() {
+        Some(p) => format!("{authority}:{p}"),
+        None => authority.to_string(),
+    };
+    let path = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_string(),
+    };
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", authority);
+    if body.is_some() {
+        req = req.header("content-type", "application/json");
+    }
+    let req = req
+        .body(http_body_util::Full::new(Bytes::from(
+            body.unwrap_or_default(),
+        )))
+        .map_err(|e| fail(&e))?;
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| fail(&super::error_chain(&e)))?;
+    Ok(HttpResponse {
+        status: resp.status().as_u16(),
+        body: resp
+            .into_body()
+            .into_data_stream()
+            .map_err(|e| super::error_chain(&e))
+            .boxed(),
+        arrival: Some(arrival),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// The stamp is the kernel's receive time, not the read's: the bytes are read only
+    /// after the server said its write returned, and the stamp falls before that read.
+    #[tokio::test]
+    async fn a_read_keeps_the_time_the_bytes_arrived_not_the_time_it_ran() {
+        use tokio::io::AsyncReadExt;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (wrote_tx, wrote_rx) = std::sync::mpsc::channel();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let before = Utc::now();
+            s.write_all(b"done\n").unwrap();
+            wrote_tx.send(before).unwrap();
+            s
+        });
+        let (mut stream, arrival) = StampedTcp::connect("127.0.0.1", port).await.unwrap();
+        assert_eq!(arrival.last(), None, "nothing read yet");
+        let before_write = tokio::task::spawn_blocking(move || wrote_rx.recv().unwrap())
+            .await
+            .unwrap();
+        let reading = Utc::now();
+        let mut b = [0u8; 5];
+        stream.read_exact(&mut b).await.unwrap();
+        assert_eq!(&b, b"done\n");
+        let stamp = arrival.last().expect("the kernel stamped");
+        assert!(
+            before_write <= stamp && stamp < reading,
+            "write {before_write}, stamp {stamp}, read {reading}"
+        );
+        drop(server.join().unwrap());
+    }
+
+    /// A whole exchange: the request as sent, the body, and the stamp of its last bytes.
+    #[tokio::test]
+    async fn an_answer_carries_the_time_its_last_bytes_reached_the_host() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url: reqwest::Url = format!("http://{}/api/generate", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let (wrote_tx, wrote_rx) = std::sync::mpsc::channel();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut req = Vec::new();
+            let mut b = [0u8; 4096];
+            while !String::from_utf8_lossy(&req).contains("\r\n\r\n{\"p\":1}") {
+                let n = s.read(&mut b).unwrap();
+                assert!(
+                    n > 0,
+                    "the request ended early: {:?}",
+                    String::from_utf8_lossy(&req)
+                );
+                req.extend_from_slice(&b[..n]);
+            }
+            s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+                .unwrap();
+            s.write_all(b"6\r\nfirst\n\r\n").unwrap();
+            let before = Utc::now();
+            s.write_all(b"5\r\nlast\n\r\n0\r\n\r\n").unwrap();
+            wrote_tx.send(before).unwrap();
+            String::from_utf8(req).unwrap()
+        });
+        let mut resp = send(
+            &url,
+            http::Method::POST,
+            Some(br#"{"p":1}"#.to_vec()),
+            Duration::from_secs(3),
+        )
+        .await
+        .unwrap();
+        assert_eq!(resp.status, 200);
+        let before_last = tokio::task::spawn_blocking(move || wrote_rx.recv().unwrap())
+            .await
+            .unwrap();
+        let mut body = Vec::new();
+        while let Some(chunk) = resp.body.next().await {
+            body.extend_from_slice(&chunk.unwrap());
+        }
+        let read = Utc::now();
+        assert_eq!(body, b"first\nlast\n");
+        let stamp = resp
+            .arrival
+            .as_ref()
+            .and_then(Arrival::last)
+            .expect("the kernel stamped");
+        assert!(
+            before_last <= stamp && stamp <= read,
+            "{before_last} {stamp} {read}"
+        );
+        let req = server.join().unwrap();
+        assert!(req.starts_with("POST /api/generate HTTP/1.1\r\n"), "{req}");
+        assert!(
+            req.to_ascii_lowercase()
+                .contains("content-type: application/json"),
+            "{req}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_names_the_url() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let url: reqwest::Url = format!("http://127.0.0.1:{port}/api/generate")
+            .parse()
+            .unwrap();
+        let e = send(&url, http::Method::POST, None, Duration::from_secs(3))
+            .await
+            .err()
+            .expect("nothing listens");
+        assert!(
+            e.starts_with(&format!("{url}: ")) && e.contains("refused"),
+            "{e}"
+        );
+    }
+}
