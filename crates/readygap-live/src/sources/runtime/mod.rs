@@ -134,25 +134,23 @@ impl RuntimeAccess {
             .to_string())
     }
 
-    /// Send a request whose answer's end is timed (a generate): in `direct` mode to an
+    /// POST a request whose answer's end is timed (a generate): in `direct` mode to an
     /// `http://` URL over a new connection whose reads keep the kernel's receive time
     /// ([`arrival`]); otherwise as [`Self::send`].
-    pub async fn send_timed(
+    pub async fn post_timed(
         &self,
         pod: &PodRef,
-        method: http::Method,
         path: &str,
-        body: Option<Vec<u8>>,
+        body: Vec<u8>,
     ) -> Result<HttpResponse, String> {
-        if self.mode == AccessMode::Direct {
-            let url = format!("{}{path}", self.direct_base(pod)?);
-            if let Ok(u) = reqwest::Url::parse(&url)
-                && u.scheme() == "http"
-            {
-                return arrival::send(&u, method, body, CONNECT_TIMEOUT).await;
-            }
+        let direct = (self.mode == AccessMode::Direct)
+            .then(|| reqwest::Url::parse(&format!("{}{path}", self.direct_base(pod).ok()?)).ok())
+            .flatten()
+            .filter(|u| u.scheme() == "http");
+        match direct {
+            Some(url) => arrival::send(&url, http::Method::POST, Some(body), CONNECT_TIMEOUT).await,
+            None => self.send(pod, http::Method::POST, path, Some(body)).await,
         }
-        self.send(pod, method, path, body).await
     }
 
     /// Send one request to the pod's runtime. `path` starts with `/`.

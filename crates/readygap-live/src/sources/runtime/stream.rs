@@ -112,10 +112,7 @@ pub async fn post<F: Fold>(
         ..InferenceResult::default()
     };
     let fut = async {
-        match access
-            .send_timed(pod, http::Method::POST, path, Some(body))
-            .await
-        {
+        match access.post_timed(pod, path, body).await {
             Ok(resp) => read::<F>(resp, request_id, first_token, ends).await,
             Err(e) => failed(e),
         }
