@@ -100,7 +100,7 @@ pub struct GroundTruth {
 struct GroundTruthInner {
     file: Option<std::fs::File>,
     entries: Vec<GroundTruthEntry>,
-    /// Lines of kept entries not in the file yet (a timed answer's: see [`Due::now`]).
+    /// Lines of kept entries not in the file yet (see [`GroundTruth::log_at`]).
     unwritten: String,
 }
 
@@ -149,7 +149,8 @@ impl GroundTruth {
         self.log_at(Utc::now(), pod, transition, detail);
     }
 
-    /// Log a transition at a given instant: kept, and written to the file at once.
+    /// Log a transition at a given instant: kept at once (in-process readers see it), and
+    /// its line written after the caller's task (in a runtime) or at once (outside one).
     pub fn log_at(
         &self,
         ts: DateTime<Utc>,
@@ -157,16 +158,24 @@ impl GroundTruth {
         transition: Transition,
         detail: serde_json::Value,
     ) {
-        let Ok(mut inner) = self.inner.lock() else {
-            return;
-        };
-        inner.keep(GroundTruthEntry {
-            ts,
-            pod: pod.to_string(),
-            transition,
-            detail,
-        });
-        inner.write();
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.keep(GroundTruthEntry {
+                ts,
+                pod: pod.to_string(),
+                transition,
+                detail,
+            });
+        }
+        // In the lab's runtime the line is written by a task that runs after the caller's,
+        // so no file write sits between the instant logged and what the caller does next
+        // (a kubelet's status update, the bytes of an answer); elsewhere at once.
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn({
+                let gt = self.clone();
+                async move { gt.flush() }
+            })),
+            Err(_) => self.flush(),
+        }
     }
 
     /// Write the lines of entries kept but not written yet (the lab's shutdown calls it).
@@ -206,30 +215,12 @@ pub struct Due {
 }
 
 impl Due {
-    /// Log it, stamped now, with no syscall between the stamp and the caller's send: the
-    /// entry is kept at once (in-process readers see it), its line is written by a task that
-    /// runs after the caller's (in the lab: after the connection task has sent the bytes),
-    /// or at the next [`GroundTruth::log_at`] or [`GroundTruth::flush`], whichever is first.
+    /// Log it, stamped now, with no syscall between the stamp and the caller's send (see
+    /// [`GroundTruth::log_at`]: in the lab the line is written after the connection task
+    /// has sent the bytes).
     pub fn now(self) {
-        let Due {
-            gt,
-            pod,
-            transition,
-            detail,
-        } = self;
-        let ts = Utc::now();
-        if let Ok(mut inner) = gt.inner.lock() {
-            inner.keep(GroundTruthEntry {
-                ts,
-                pod,
-                transition,
-                detail,
-            });
-        }
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => drop(rt.spawn(async move { gt.flush() })),
-            Err(_) => gt.flush(),
-        }
+        self.gt
+            .log_at(Utc::now(), &self.pod, self.transition, self.detail);
     }
 }
 

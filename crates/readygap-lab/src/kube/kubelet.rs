@@ -396,7 +396,7 @@ impl PodRun {
             .store
             .mutate_typed::<Pod>(PODS, &self.ns, &self.name, f)
         {
-            Ok(p) => serde_json::to_value(p).ok(),
+            Ok(p) => Some(p),
             Err(e) => {
                 tracing::debug!("lab kubelet: updating pod {}: {e}", self.name);
                 None

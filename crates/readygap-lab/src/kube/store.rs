@@ -296,7 +296,7 @@ impl Store {
         inner.rv += 1;
         let rv = inner.rv;
         set_meta(&mut next, "resourceVersion", json!(rv.to_string()));
-        let arc = Arc::new(next.clone());
+        let arc = Arc::new(next);
         inner
             .objects
             .entry(resource)
@@ -308,34 +308,33 @@ impl Store {
                 rv,
                 resource,
                 kind: ChangeKind::Modified,
-                object: arc,
+                object: arc.clone(),
                 prev: Some(cur),
             },
         );
         drop(inner);
+        // Watchers are woken before the caller's copy is made.
         self.notify(rv);
-        Ok(next)
+        Ok((*arc).clone())
     }
 
-    /// Read-modify-write with a typed view of the object.
+    /// Read-modify-write with a typed view of the object; returns the stored object.
     pub fn mutate_typed<T: DeserializeOwned + Serialize>(
         &self,
         resource: Resource,
         ns: &str,
         name: &str,
         f: impl FnOnce(&mut T),
-    ) -> Result<T, StoreError> {
-        let v = self.mutate(resource, ns, name, |cur| {
-            let mut t: T = serde_json::from_value(cur.clone())
-                .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    ) -> Result<Value, StoreError> {
+        self.mutate(resource, ns, name, |cur| {
+            let mut t = T::deserialize(&*cur).map_err(|e| StoreError::Invalid(e.to_string()))?;
             f(&mut t);
             let mut nv =
                 serde_json::to_value(&t).map_err(|e| StoreError::Invalid(e.to_string()))?;
             nv["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
             *cur = nv;
             Ok(())
-        })?;
-        serde_json::from_value(v).map_err(|e| StoreError::Invalid(e.to_string()))
+        })
     }
 
     /// Remove an object; the DELETED change carries a new resourceVersion.
