@@ -108,6 +108,9 @@ impl RuntimeAccess {
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .unwrap_or_default();
+        if mode == AccessMode::Direct {
+            arrival::keep_stamping();
+        }
         Self {
             mode,
             client,
