@@ -202,16 +202,15 @@ async fn a_lab_pod_is_a_real_ollama_in_its_own_cgroup() {
     lab.cluster()
         .delete_pod(&lab.namespace, &pod, Some(30))
         .expect("delete accepted");
-    wait_for("the old process to end", Duration::from_secs(30), || {
-        (!pid_alive(pid)).then_some(())
-    })
+    // Its exit status is kept when the lab reaps it; a zombie is already not alive.
+    let code = wait_for(
+        "the old process to be reaped",
+        Duration::from_secs(30),
+        || real.exit_code(),
+    )
     .await;
-    assert_eq!(
-        real.exit_code(),
-        Some(0),
-        "SIGTERM is a clean exit: {}",
-        real.log_text()
-    );
+    assert!(!pid_alive(pid), "pid {pid} reaped but still running");
+    assert_eq!(code, 0, "SIGTERM is a clean exit: {}", real.log_text());
     wait_for("the old cgroup to go", Duration::from_secs(10), || {
         (!cgdir.exists()).then_some(())
     })
