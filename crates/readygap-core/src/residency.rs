@@ -153,22 +153,6 @@ impl Verdict {
         }
         v
     }
-
-    fn new(ts: Timestamp, pod: &str, kind: VerdictKind, message: String) -> Self {
-        Verdict {
-            ts,
-            pod: pod.to_string(),
-            kind,
-            models: Vec::new(),
-            limit: None,
-            message,
-            estimated: Vec::new(),
-            evicted: Vec::new(),
-            required: None,
-            available: None,
-            request_id: None,
-        }
-    }
 }
 
 /// The figures of Ollama's refusal "model requires more system memory (5.3 GiB) than is
@@ -200,13 +184,11 @@ fn human_bytes(text: &str) -> Option<u64> {
     Some((n * scale as f64) as u64)
 }
 
-/// `name 1.3 GiB`, or `name (size unknown)`.
-fn size_label(name: &str, bytes: u64) -> String {
-    if bytes == 0 {
-        format!("{name} (size unknown)")
-    } else {
-        format!("{name} {:.1}", Gib(bytes))
-    }
+/// ` under 4.0 GiB` for a known limit, else nothing.
+fn under(limit: Option<u64>) -> String {
+    limit
+        .map(|l| format!(" under {:.1}", Gib(l)))
+        .unwrap_or_default()
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -315,12 +297,56 @@ impl OomDetector {
             .collect()
     }
 
+    /// `name 1.3 GiB`, `name ~1.3 GiB (estimated)` or `name (size unknown)`.
     fn label(&self, name: &str, bytes: u64) -> String {
-        if self.estimated(name) && bytes > 0 {
+        if bytes == 0 {
+            format!("{name} (size unknown)")
+        } else if self.estimated(name) {
             format!("{name} ~{:.1} (estimated)", Gib(bytes))
         } else {
-            size_label(name, bytes)
+            format!("{name} {:.1}", Gib(bytes))
         }
+    }
+
+    /// `a 1.3 GiB + b ~2.0 GiB (estimated)`.
+    fn labels(&self, models: &[(String, u64)]) -> String {
+        let labels: Vec<String> = models.iter().map(|(n, s)| self.label(n, *s)).collect();
+        labels.join(" + ")
+    }
+
+    /// The memory limit of the pod's container, when known.
+    fn limit(&self, pod: &str) -> Option<u64> {
+        self.pods.get(pod).and_then(|p| p.limit)
+    }
+
+    /// A verdict about `models` on `pod` under its limit, naming the estimated sizes.
+    fn verdict(
+        &self,
+        ts: Timestamp,
+        pod: &str,
+        kind: VerdictKind,
+        message: String,
+        models: Vec<(String, u64)>,
+    ) -> Verdict {
+        Verdict {
+            ts,
+            pod: pod.to_string(),
+            kind,
+            estimated: self.estimated_of(&models),
+            models,
+            limit: self.limit(pod),
+            message,
+            evicted: Vec::new(),
+            required: None,
+            available: None,
+            request_id: None,
+        }
+    }
+
+    /// Keep a verdict and return it.
+    fn record(&mut self, v: Verdict) -> Verdict {
+        self.verdicts.push(v.clone());
+        v
     }
 
     /// Models resident plus those loading in the pod, with sizes.
@@ -341,24 +367,16 @@ impl OomDetector {
         out
     }
 
-    fn describe(&self, models: &[(String, u64)], limit: Option<u64>) -> String {
+    fn describe(&self, pod: &str, models: &[(String, u64)]) -> String {
         let list = if models.is_empty() {
             "no model known".to_string()
         } else {
-            models
-                .iter()
-                .map(|(n, s)| self.label(n, *s))
-                .collect::<Vec<_>>()
-                .join(" + ")
+            self.labels(models)
         };
-        match limit {
-            Some(l) => format!("{list} resident under {:.1}", Gib(l)),
-            None => format!("{list} resident"),
-        }
+        format!("{list} resident{}", under(self.limit(pod)))
     }
 
     fn kill(&mut self, ts: Timestamp, pod: &str, models: Vec<(String, u64)>) -> Verdict {
-        let limit = self.pods.get(pod).and_then(|p| p.limit);
         let kind = if models.len() >= 2 {
             VerdictKind::OverlappingResidencyOom
         } else {
@@ -366,15 +384,10 @@ impl OomDetector {
         };
         let message = format!(
             "{}: OOM kill at {}",
-            self.describe(&models, limit),
+            self.describe(pod, &models),
             ts.format("%H:%M:%S%.3f")
         );
-        let mut v = Verdict::new(ts, pod, kind, message);
-        v.estimated = self.estimated_of(&models);
-        v.models = models;
-        v.limit = limit;
-        self.verdicts.push(v.clone());
-        v
+        self.record(self.verdict(ts, pod, kind, message, models))
     }
 
     /// `evicted_for_memory`: `evicted` left `/api/ps` so that `loaded` (request `id`) could.
@@ -386,32 +399,23 @@ impl OomDetector {
         evicted: Vec<(String, u64)>,
         loaded: (String, u64),
     ) -> Verdict {
-        let limit = self.pods.get(pod).and_then(|p| p.limit);
         let names = evicted.iter().map(|(n, _)| n.clone()).collect();
-        let list = evicted
-            .iter()
-            .map(|(n, b)| self.label(n, *b))
-            .collect::<Vec<_>>()
-            .join(" + ");
-        let under = limit
-            .map(|l| format!(" under {:.1}", Gib(l)))
-            .unwrap_or_default();
         let message = format!(
-            "{list} unloaded to make room for {}{under} at {} (the runtime evicts instead of \
+            "{} unloaded to make room for {}{} at {} (the runtime evicts instead of \
              being OOM-killed; the load included the eviction)",
+            self.labels(&evicted),
             self.label(&loaded.0, loaded.1),
+            under(self.limit(pod)),
             ts.format("%H:%M:%S%.3f")
         );
         let mut models = evicted;
         models.push(loaded);
-        let mut v = Verdict::new(ts, pod, VerdictKind::EvictedForMemory, message);
-        v.estimated = self.estimated_of(&models);
-        v.models = models;
-        v.limit = limit;
-        v.evicted = names;
-        v.request_id = Some(id);
-        self.verdicts.push(v.clone());
-        v
+        let v = Verdict {
+            evicted: names,
+            request_id: Some(id),
+            ..self.verdict(ts, pod, VerdictKind::EvictedForMemory, message, models)
+        };
+        self.record(v)
     }
 
     /// Feed one event; returns a new kill verdict when this event revealed one.
@@ -500,7 +504,7 @@ impl OomDetector {
                 pod,
                 model,
             } => {
-                let limit = self.pods.get(pod).and_then(|p| p.limit);
+                let limit = self.limit(pod);
                 // Host memory only: VRAM is charged to no cgroup.
                 let resident: Vec<(String, u64)> = self
                     .pods
@@ -534,12 +538,11 @@ impl OomDetector {
                             Gib(sum),
                             Gib(limit)
                         );
-                        let mut v = Verdict::new(ts, pod, VerdictKind::OomRisk, message);
-                        v.estimated = self.estimated_of(&models);
-                        v.models = models;
-                        v.limit = Some(limit);
-                        v.request_id = Some(*request_id);
-                        self.verdicts.push(v);
+                        let v = self.verdict(ts, pod, VerdictKind::OomRisk, message, models);
+                        self.verdicts.push(Verdict {
+                            request_id: Some(*request_id),
+                            ..v
+                        });
                     }
                 }
                 self.pods
@@ -627,24 +630,22 @@ impl OomDetector {
         {
             // Refused, not killed: nothing was loaded, and an eviction on the way did not help.
             p.evicted.clear();
-            let limit = p.limit;
             let name = model.unwrap_or_default();
             let message = format!(
                 "{name} needs {:.1} of system memory, {:.1} available{}: the runtime refused the load",
                 Gib(required),
                 Gib(available),
-                limit
-                    .map(|l| format!(" under {:.1}", Gib(l)))
-                    .unwrap_or_default(),
+                under(p.limit),
             );
-            let mut v = Verdict::new(ts, &pod, VerdictKind::InsufficientMemory, message);
-            v.models = vec![(name, required)];
-            v.limit = limit;
-            v.required = Some(required);
-            v.available = Some(available);
-            v.request_id = Some(r.request_id);
-            self.verdicts.push(v.clone());
-            return Some(v);
+            let kind = VerdictKind::InsufficientMemory;
+            let v = Verdict {
+                estimated: Vec::new(),
+                required: Some(required),
+                available: Some(available),
+                request_id: Some(r.request_id),
+                ..self.verdict(ts, &pod, kind, message, vec![(name, required)])
+            };
+            return Some(self.record(v));
         }
         if let Some(m) = model
             && !p.resident.iter().any(|x| x.name == m)
@@ -679,19 +680,13 @@ impl OomDetector {
         models: Vec<(String, u64)>,
         error: Option<String>,
     ) -> Verdict {
-        let limit = self.pods.get(pod).and_then(|p| p.limit);
         let why = error.unwrap_or_else(|| "inference failed".into());
         let message = format!(
             "{}: runner OOM-killed at {}, container kept running ({why})",
-            self.describe(&models, limit),
+            self.describe(pod, &models),
             rose.format("%H:%M:%S%.3f")
         );
-        let mut v = Verdict::new(ts, pod, VerdictKind::RunnerOom, message);
-        v.estimated = self.estimated_of(&models);
-        v.models = models;
-        v.limit = limit;
-        self.verdicts.push(v.clone());
-        v
+        self.record(self.verdict(ts, pod, VerdictKind::RunnerOom, message, models))
     }
 
     /// Kill verdicts and warnings so far, by kind name.

@@ -140,19 +140,6 @@ pub struct ContractVerdict {
 }
 
 impl ContractVerdict {
-    fn new(ts: Timestamp, pod: &str, kind: ContractKind, message: String, evidence: Value) -> Self {
-        ContractVerdict {
-            ts,
-            pod: pod.to_string(),
-            kind,
-            seconds: None,
-            message,
-            advice: kind.advice().to_string(),
-            evidence,
-            trial: None,
-        }
-    }
-
     /// The verdict as JSON for `run --format json` and `report --format json`.
     pub fn to_json(&self) -> Value {
         json!({
@@ -263,19 +250,12 @@ fn readiness_label(spec: Option<&PodSpecFacts>) -> String {
     }
 }
 
-fn probe_json(spec: Option<&PodSpecFacts>, which: &str) -> Value {
-    let p = spec.and_then(|s| match which {
-        "readiness" => s.readiness.as_ref(),
-        "liveness" => s.liveness.as_ref(),
-        _ => s.startup.as_ref(),
-    });
-    match p {
-        None => Value::Null,
-        Some(p) => json!({
-            "kind": p.kind, "target": p.target, "inference": p.inference,
-            "initial_delay_seconds": p.initial_delay_seconds, "period_seconds": p.period_seconds,
-            "timeout_seconds": p.timeout_seconds, "failure_threshold": p.failure_threshold,
-        }),
+/// The items, or `none` when there are none: `a, b`.
+fn list_or(items: &[String], none: &str) -> String {
+    if items.is_empty() {
+        none.to_string()
+    } else {
+        items.join(", ")
     }
 }
 
@@ -294,14 +274,33 @@ impl ContractDetector {
         self.open_trial = trial;
     }
 
-    fn push(&mut self, mut v: ContractVerdict) {
-        if v.trial.is_none() {
-            v.trial = self.open_trial;
+    /// Give a verdict, attributed to the open trial; returns it for its figure and trial.
+    fn push(
+        &mut self,
+        ts: Timestamp,
+        pod: &str,
+        kind: ContractKind,
+        message: String,
+        evidence: Value,
+    ) -> &mut ContractVerdict {
+        if let Some(p) = self.pods.get_mut(pod) {
+            p.reported.insert(kind);
         }
-        if let Some(p) = self.pods.get_mut(&v.pod) {
-            p.reported.insert(v.kind);
-        }
-        self.verdicts.push(v);
+        self.verdicts.push(ContractVerdict {
+            ts,
+            pod: pod.to_string(),
+            kind,
+            seconds: None,
+            message,
+            advice: kind.advice().to_string(),
+            evidence,
+            trial: self.open_trial,
+        });
+        self.verdicts.last_mut().expect("just pushed")
+    }
+
+    fn pod(&mut self, name: &str) -> &mut PodContract {
+        self.pods.entry(name.to_string()).or_default()
     }
 
     fn reported(&self, pod: &str, kind: ContractKind) -> bool {
@@ -375,8 +374,7 @@ impl ContractDetector {
                 self.missing_check(ts, &p.pod.clone(), None);
             }
             EventKind::ModelsOnDisk { pod, models } => {
-                self.pods.entry(pod.clone()).or_default().on_disk =
-                    Some(models.iter().map(|m| m.name.clone()).collect());
+                self.pod(pod).on_disk = Some(models.iter().map(|m| m.name.clone()).collect());
                 self.missing_check(ts, pod, None);
                 self.not_resident_check(ts, pod);
             }
@@ -395,7 +393,7 @@ impl ContractDetector {
                 self.not_resident_check(ts, pod);
             }
             EventKind::MemorySample(s) => {
-                self.pods.entry(s.pod.clone()).or_default().memory = Some(s.current);
+                self.pod(&s.pod).memory = Some(s.current);
                 self.not_resident_check(ts, &s.pod);
             }
             EventKind::InferenceStarted {
@@ -406,9 +404,7 @@ impl ContractDetector {
                 if self.model.is_none() {
                     self.model = Some(model.clone());
                 }
-                self.pods
-                    .entry(pod.clone())
-                    .or_default()
+                self.pod(pod)
                     .in_flight
                     .insert(*request_id, (model.clone(), ts));
             }
@@ -423,15 +419,13 @@ impl ContractDetector {
                 };
                 let p = self.pods.get_mut(&pod).expect("found above");
                 let (model, sent) = p.in_flight.remove(&r.request_id).unwrap_or_default();
-                if !r.ok {
-                    p.interrupted = Some((model.clone(), sent, ts));
-                }
                 if r.ok {
                     p.first_ok_inference.get_or_insert(ts);
                     if let Some(node) = p.node.clone() {
                         self.warm_nodes.entry(node).or_insert((ts, pod.clone()));
                     }
                 } else {
+                    p.interrupted = Some((model.clone(), sent, ts));
                     let err = r.error.clone().unwrap_or_default();
                     if r.http_status == Some(404) || err.contains("not found") {
                         let why = format!(
@@ -541,8 +535,7 @@ impl ContractDetector {
         serving_terminating: u32,
     ) {
         for name in ready_pods {
-            let p = self.pods.entry(name.clone()).or_default();
-            p.endpoint_ready.get_or_insert(ts);
+            self.pod(name).endpoint_ready.get_or_insert(ts);
         }
         if ready > 0 {
             self.had_ready = true;
@@ -587,20 +580,14 @@ impl ContractDetector {
             clock(start),
             clock(end)
         );
-        let mut v = ContractVerdict::new(
-            end,
-            "",
-            ContractKind::TrafficGap,
-            message,
-            json!({
-                "from": start.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-                "to": end.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-                "seconds": len,
-                "covered_by_serving_terminating_seconds": covered,
-            }),
-        );
-        v.seconds = Some(len);
-        self.push(v);
+        let evidence = json!({
+            "from": start.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            "to": end.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            "seconds": len,
+            "covered_by_serving_terminating_seconds": covered,
+        });
+        self.push(end, "", ContractKind::TrafficGap, message, evidence)
+            .seconds = Some(len);
     }
 
     fn missing_check(
@@ -615,11 +602,7 @@ impl ContractDetector {
         let Some(p) = self.pods.get(pod) else { return };
         let (model, why) = match from_inference {
             Some((m, why)) => (
-                if m.is_empty() {
-                    self.model.clone()
-                } else {
-                    Some(m)
-                },
+                Some(m).filter(|m| !m.is_empty()).or(self.model.clone()),
                 why,
             ),
             None => {
@@ -630,11 +613,7 @@ impl ContractDetector {
                 if disk.iter().any(|d| same_model(d, model)) {
                     return;
                 }
-                let list = if disk.is_empty() {
-                    "no model".to_string()
-                } else {
-                    disk.join(", ")
-                };
+                let list = list_or(disk, "no model");
                 (Some(model.clone()), format!("/api/tags lists {list}"))
             }
         };
@@ -654,15 +633,10 @@ impl ContractDetector {
                 .map(|m| format!(" {m}"))
                 .unwrap_or_default()
         );
-        let v = ContractVerdict::new(
-            ts,
-            pod,
-            ContractKind::ModelMissingAfterReplacement,
-            message,
-            json!({"model": model, "why": why, "models_volume": volume, "models_mount": mount,
-                   "on_disk": p.on_disk}),
-        );
-        self.push(v);
+        let evidence = json!({"model": model, "why": why, "models_volume": volume,
+                               "models_mount": mount, "on_disk": p.on_disk});
+        let kind = ContractKind::ModelMissingAfterReplacement;
+        self.push(ts, pod, kind, message, evidence);
     }
 
     fn not_resident_check(&mut self, ts: Timestamp, pod: &str) {
@@ -693,22 +667,12 @@ impl ContractDetector {
         let message = format!(
             "{pod} is Ready with {model} on disk but not resident (/api/ps: {}; memory {:.0} MiB, \
              the runtime alone): the first request will pay the load",
-            if resident.is_empty() {
-                "nothing".to_string()
-            } else {
-                resident.join(", ")
-            },
+            list_or(resident, "nothing"),
             memory as f64 / (1u64 << 20) as f64
         );
-        let v = ContractVerdict::new(
-            ts,
-            pod,
-            ContractKind::ModelNotResident,
-            message,
-            json!({"model": model, "resident": resident, "memory_bytes": memory,
-                   "readiness": probe_json(p.spec.as_ref(), "readiness")}),
-        );
-        self.push(v);
+        let evidence = json!({"model": model, "resident": resident, "memory_bytes": memory,
+                              "readiness": p.spec.as_ref().and_then(|s| s.readiness.as_ref())});
+        self.push(ts, pod, ContractKind::ModelNotResident, message, evidence);
     }
 
     fn liveness_check(&mut self, ts: Timestamp, pod: &str) {
@@ -734,18 +698,15 @@ impl ContractDetector {
         };
         p.restart = None;
         p.probe_failures.clear();
-        let spec = p.spec.clone();
+        let spec = p.spec.clone().unwrap_or_default();
         let startup = failures
             .iter()
             .any(|(_, _, m)| m.to_lowercase().contains("startup"));
-        let which = if startup { "startup" } else { "liveness" };
-        let probe = spec.as_ref().and_then(|s| {
-            if startup {
-                s.startup.clone()
-            } else {
-                s.liveness.clone()
-            }
-        });
+        let (which, probe) = if startup {
+            ("startup", &spec.startup)
+        } else {
+            ("liveness", &spec.liveness)
+        };
         let first = failures.first().map(|f| f.2.clone()).unwrap_or_default();
         let message = format!(
             "{pod}: container restarted at {} after a failed {which} probe{} while {loading} was loading ({first})",
@@ -768,17 +729,16 @@ impl ContractDetector {
                        "reason": reason, "message": msg})
             })
             .collect();
-        let v = ContractVerdict::new(
+        let evidence = json!({"probe": which, "loading": loading, "events": events,
+                   "restart_at": restart_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                   "liveness": spec.liveness, "startup": spec.startup});
+        self.push(
             ts,
             pod,
             ContractKind::LivenessKilledDuringLoad,
             message,
-            json!({"probe": which, "loading": loading, "events": events,
-                   "restart_at": restart_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                   "liveness": probe_json(spec.as_ref(), "liveness"),
-                   "startup": probe_json(spec.as_ref(), "startup")}),
+            evidence,
         );
-        self.push(v);
     }
 
     fn stall_check(&mut self, ts: Timestamp) {
@@ -798,17 +758,11 @@ impl ContractDetector {
             let message = format!(
                 "{pod} Pending for {pending:.1} s: FailedScheduling \"{msg}\"; the rollout cannot proceed"
             );
-            let mut v = ContractVerdict::new(
-                ts,
-                &pod,
-                ContractKind::RolloutStalled,
-                message,
-                json!({"pending_since": since.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                       "pending_seconds": pending, "failed_scheduling": msg,
-                       "threshold_seconds": after}),
-            );
-            v.seconds = Some(pending);
-            self.push(v);
+            let evidence = json!({
+                "pending_since": since.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                "pending_seconds": pending, "failed_scheduling": msg, "threshold_seconds": after});
+            self.push(ts, &pod, ContractKind::RolloutStalled, message, evidence)
+                .seconds = Some(pending);
         }
     }
 
@@ -839,44 +793,32 @@ impl ContractDetector {
                 "first_inference_done": t4.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
                 "model_resident": t.model_resident.map(|r| r.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)),
                 "load_seconds": t.load_ns.map(|n| n as f64 / 1e9),
-                "readiness": probe_json(spec, "readiness"),
+                "readiness": spec.and_then(|s| s.readiness.as_ref()),
             });
-            let v = if t4 <= ready || logged_before || resident_at_ready || no_load {
-                let how = if t4 <= ready {
-                    "an inference completed before Ready"
-                } else if logged_before {
-                    "the runtime logged a completed inference before Ready"
-                } else if resident_at_ready {
-                    "the model was resident when the endpoint turned ready"
-                } else {
-                    "the first inference after Ready did not load the model"
-                };
-                Some(ContractVerdict::new(
-                    ts,
-                    &pod,
-                    ContractKind::ReadinessCoversInference,
-                    format!("{pod} ready only after a completed inference ({how}; {probe})"),
-                    evidence,
-                ))
-            } else if window >= self.thresholds.shallow_min_s {
-                let mut v = ContractVerdict::new(
-                    ts,
-                    &pod,
-                    ContractKind::ShallowReadiness,
-                    format!(
-                        "{pod} ready and serving {window:.3} s before the first successful inference \
-                         ({probe}; the model loaded after Ready)"
-                    ),
-                    evidence,
-                );
-                v.seconds = Some(window);
-                Some(v)
+            let how = if t4 <= ready {
+                Some("an inference completed before Ready")
+            } else if logged_before {
+                Some("the runtime logged a completed inference before Ready")
+            } else if resident_at_ready {
+                Some("the model was resident when the endpoint turned ready")
+            } else if no_load {
+                Some("the first inference after Ready did not load the model")
             } else {
                 None
             };
-            if let Some(mut v) = v {
+            if let Some(how) = how {
+                let message =
+                    format!("{pod} ready only after a completed inference ({how}; {probe})");
+                let kind = ContractKind::ReadinessCoversInference;
+                self.push(ts, &pod, kind, message, evidence).trial = Some(t.index);
+            } else if window >= self.thresholds.shallow_min_s {
+                let message = format!(
+                    "{pod} ready and serving {window:.3} s before the first successful inference \
+                     ({probe}; the model loaded after Ready)"
+                );
+                let v = self.push(ts, &pod, ContractKind::ShallowReadiness, message, evidence);
+                v.seconds = Some(window);
                 v.trial = Some(t.index);
-                self.push(v);
             }
         }
         let dropped = t
@@ -915,18 +857,12 @@ impl ContractDetector {
             t.index,
             clock(seen)
         );
-        let mut v = ContractVerdict::new(
-            ts,
-            &pod,
-            ContractKind::WarmNodeBias,
-            message,
-            json!({"node": node, "model": model, "loaded_at": seen.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        let evidence = json!({"node": node, "model": model, "loaded_at": seen.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                    "loaded_on_pod": on_pod, "cold_step": t.cold.as_ref().map(|c| json!({
                        "dropped": c.dropped, "cached_kb_before": c.cached_kb_before,
-                       "cached_kb_after": c.cached_kb_after, "error": c.error}))}),
-        );
-        v.trial = Some(t.index);
-        self.push(v);
+                       "cached_kb_after": c.cached_kb_after, "error": c.error}))});
+        self.push(ts, &pod, ContractKind::WarmNodeBias, message, evidence)
+            .trial = Some(t.index);
         Some("warm")
     }
 }
