@@ -198,13 +198,9 @@ impl State {
             EventKind::PodApplied(p) | EventKind::PodDeleted(p) => self.pods.get(&p.name),
             _ => None,
         };
-        let running_before: Vec<usize> = self
-            .timeline
-            .trials
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.is_running())
-            .map(|(i, _)| i)
+        let trials = &self.timeline.trials;
+        let running_before: Vec<usize> = (0..trials.len())
+            .filter(|&i| trials[i].is_running())
             .collect();
         self.timeline.apply(ev, &self.pods, prev);
         let contract_before = self.contract.verdicts.len();
@@ -218,9 +214,7 @@ impl State {
         match &ev.kind {
             EventKind::Session(info) => self.session = info.clone(),
             EventKind::PodApplied(pod) => {
-                if let Some(seen) = self.resync.get_mut("pods") {
-                    seen.insert(pod.name.clone());
-                }
+                self.seen("pods", &pod.name);
                 let was_oom = self.pods.get(&pod.name).is_some_and(|p| p.oom_killed());
                 if pod.oom_killed() && !was_oom {
                     self.message(ts, Severity::Error, format!("pod {} OOMKilled", pod.name));
@@ -248,9 +242,7 @@ impl State {
                 }
             }
             EventKind::EndpointSliceApplied(slice) => {
-                if let Some(seen) = self.resync.get_mut("endpointslices") {
-                    seen.insert(slice.name.clone());
-                }
+                self.seen("endpointslices", &slice.name);
                 self.slices.insert(slice.name.clone(), slice.clone());
                 self.count_endpoints(ts);
             }
@@ -263,9 +255,7 @@ impl State {
                 push_bounded(&mut self.kube_events, (e.time.unwrap_or(ts), e.clone()))
             }
             EventKind::NodeApplied(n) => {
-                if let Some(seen) = self.resync.get_mut("nodes") {
-                    seen.insert(n.name.clone());
-                }
+                self.seen("nodes", &n.name);
                 self.nodes.insert(n.name.clone(), n.clone());
             }
             EventKind::RuntimeProbe(p) => {
@@ -334,17 +324,17 @@ impl State {
                     a.finished = Some((ts, outcome.clone()));
                 }
                 let label = label.unwrap_or_else(|| format!("action {id}"));
-                match outcome {
-                    Outcome::Ok => self.message(ts, Severity::Info, format!("done: {label}")),
+                let (sev, text) = match outcome {
+                    Outcome::Ok => (Severity::Info, format!("done: {label}")),
                     Outcome::Error { message } => {
-                        self.message(ts, Severity::Error, format!("{label} failed: {message}"))
+                        (Severity::Error, format!("{label} failed: {message}"))
                     }
-                    Outcome::Timeout { after_ms } => self.message(
-                        ts,
+                    Outcome::Timeout { after_ms } => (
                         Severity::Error,
                         format!("{label} timed out after {after_ms} ms"),
                     ),
-                }
+                };
+                self.message(ts, sev, text);
                 // Keep the action table bounded: drop the oldest finished ones.
                 while self.actions.len() > KEEP_RECENT {
                     let Some(oldest) = self
@@ -410,14 +400,7 @@ impl State {
                 self.message(ts, Severity::Warn, format!("trial aborted: {reason}"))
             }
             EventKind::SourceError { feed, message } => {
-                self.feeds.insert(
-                    feed.clone(),
-                    FeedStatus {
-                        connected: false,
-                        since: ts,
-                        detail: message.clone(),
-                    },
-                );
+                self.feed(ts, feed, false, message);
                 // A failing feed leaves a gap in its series.
                 match ev.source {
                     Source::Memory => self.memory.values_mut().for_each(|m| m.series.gap(ts)),
@@ -432,52 +415,45 @@ impl State {
                 }
                 self.message(ts, Severity::Error, format!("{feed}: {message}"));
             }
-            EventKind::SourceConnected { feed, detail } => {
-                self.feeds.insert(
-                    feed.clone(),
-                    FeedStatus {
-                        connected: true,
-                        since: ts,
-                        detail: detail.clone(),
-                    },
-                );
-            }
+            EventKind::SourceConnected { feed, detail } => self.feed(ts, feed, true, detail),
             EventKind::Note { text } => self.message(ts, Severity::Info, text.clone()),
             EventKind::TrialBegin { .. } => {}
             EventKind::RequestLogged(_) => {}
         }
         self.contract_trials(ts, &running_before);
-        let contract_new: Vec<_> = self.contract.verdicts
-            [contract_before.min(self.contract.verdicts.len())..]
+        // Verdicts last, so the footer shows them rather than the plainer facts above: the
+        // contract's (a problem warns), then the OOM detector's (a failure is an error).
+        use Severity::{Error, Info, Warn};
+        let contract = &self.contract.verdicts[contract_before.min(self.contract.verdicts.len())..];
+        let oom = &self.oom.verdicts[verdicts_before.min(self.oom.verdicts.len())..];
+        let new: Vec<_> = contract
             .iter()
-            .map(|v| {
-                let sev = if v.kind.is_problem() {
-                    Severity::Warn
-                } else {
-                    Severity::Info
-                };
-                (sev, v.line())
-            })
-            .collect();
-        for (sev, text) in contract_new {
-            self.message(ts, sev, text);
-        }
-        // Verdicts last, so the footer shows them rather than the plainer facts above.
-        let new_verdicts: Vec<_> = self.oom.verdicts
-            [verdicts_before.min(self.oom.verdicts.len())..]
-            .iter()
-            .map(|v| {
-                let sev = if v.kind.is_failure() {
-                    Severity::Error
-                } else {
-                    Severity::Warn
-                };
+            .map(|v| (if v.kind.is_problem() { Warn } else { Info }, v.line()))
+            .chain(oom.iter().map(|v| {
+                let sev = if v.kind.is_failure() { Error } else { Warn };
                 (sev, format!("{}: {}", v.kind.name(), v.message))
-            })
+            }))
             .collect();
-        for (sev, text) in new_verdicts {
+        for (sev, text) in new {
             self.message(ts, sev, text);
         }
+    }
+
+    /// An object seen during the ongoing re-list of its resource.
+    fn seen(&mut self, resource: &str, name: &str) {
+        if let Some(seen) = self.resync.get_mut(resource) {
+            seen.insert(name.to_string());
+        }
+    }
+
+    fn feed(&mut self, since: Timestamp, feed: &str, connected: bool, detail: &str) {
+        let detail = detail.to_string();
+        let status = FeedStatus {
+            connected,
+            since,
+            detail,
+        };
+        self.feeds.insert(feed.to_string(), status);
     }
 
     /// Trials that finished with this event get their readiness verdict and cache
@@ -595,9 +571,7 @@ impl State {
             .endpoints(ts, &ready_pods, c.ready, c.serving_terminating);
         self.endpoints.push(ts, c);
     }
-}
 
-impl State {
     /// Events that rebuild the current state's facts (not its trials) from nothing, stamped `ts`.
     pub fn snapshot_events(&self, ts: crate::event::Timestamp) -> Vec<Event> {
         let mut out = vec![Event::new(
@@ -606,74 +580,50 @@ impl State {
             EventKind::Session(self.session.clone()),
         )];
         let kube = |kind| Event::new(ts, Source::Kube, kind);
-        out.extend(
-            self.nodes
-                .values()
-                .map(|n| kube(EventKind::NodeApplied(n.clone()))),
-        );
-        out.extend(
-            self.pods
-                .values()
-                .map(|p| kube(EventKind::PodApplied(p.clone()))),
-        );
-        out.extend(
-            self.slices
-                .values()
-                .map(|s| kube(EventKind::EndpointSliceApplied(s.clone()))),
-        );
+        let nodes = self
+            .nodes
+            .values()
+            .map(|n| EventKind::NodeApplied(n.clone()));
+        let pods = self.pods.values().map(|p| EventKind::PodApplied(p.clone()));
+        let slices = self
+            .slices
+            .values()
+            .map(|s| EventKind::EndpointSliceApplied(s.clone()));
+        out.extend(nodes.chain(pods).chain(slices).map(kube));
+        let runtime = |kind| Event::new(ts, Source::Runtime, kind);
         for (pod, r) in &self.runtimes {
-            out.push(Event::new(
-                ts,
-                Source::Runtime,
-                EventKind::ModelsOnDisk {
-                    pod: pod.clone(),
-                    models: r.on_disk.clone(),
-                },
-            ));
-            out.push(Event::new(
-                ts,
-                Source::Runtime,
-                EventKind::Residency {
-                    pod: pod.clone(),
-                    models: r.resident.clone(),
-                },
-            ));
-            if let Some((_, m)) = &r.metrics {
-                out.push(Event::new(
-                    ts,
-                    Source::Runtime,
-                    EventKind::RuntimeMetrics {
-                        pod: pod.clone(),
-                        metrics: m.clone(),
-                    },
-                ));
+            let pod = pod.clone();
+            out.push(runtime(EventKind::ModelsOnDisk {
+                pod: pod.clone(),
+                models: r.on_disk.clone(),
+            }));
+            out.push(runtime(EventKind::Residency {
+                pod: pod.clone(),
+                models: r.resident.clone(),
+            }));
+            if let Some((_, metrics)) = r.metrics.clone() {
+                out.push(runtime(EventKind::RuntimeMetrics { pod, metrics }));
             }
         }
         for (pod, m) in &self.memory {
             if let Some(p) = m.series.last_value() {
+                let sample = crate::event::MemorySample {
+                    pod: pod.clone(),
+                    current: p.current,
+                    working_set: p.working_set,
+                    limit: m.limit,
+                    oom_kill: m.oom_kill,
+                    source: m.source,
+                };
                 out.push(Event::new(
                     ts,
                     Source::Memory,
-                    EventKind::MemorySample(crate::event::MemorySample {
-                        pod: pod.clone(),
-                        current: p.current,
-                        working_set: p.working_set,
-                        limit: m.limit,
-                        oom_kill: m.oom_kill,
-                        source: m.source,
-                    }),
+                    EventKind::MemorySample(sample),
                 ));
             }
         }
-        for series in self.hosts.values() {
-            if let Some(h) = series.last_value() {
-                out.push(Event::new(
-                    ts,
-                    Source::Host,
-                    EventKind::HostSample(h.clone()),
-                ));
-            }
-        }
+        let hosts = self.hosts.values().filter_map(Series::last_value);
+        out.extend(hosts.map(|h| Event::new(ts, Source::Host, EventKind::HostSample(h.clone()))));
         out
     }
 }

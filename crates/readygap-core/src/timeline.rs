@@ -77,6 +77,16 @@ pub enum Replacement {
     },
 }
 
+/// No pods (an imported trial's).
+impl Default for Replacement {
+    fn default() -> Self {
+        Replacement::Pods {
+            uids: vec![],
+            names: vec![],
+        }
+    }
+}
+
 /// What a trial saw of one pod that is not being replaced (a candidate replacement).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PodObservations {
@@ -96,7 +106,7 @@ pub struct PodObservations {
 }
 
 /// One recovery trial.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Trial {
     /// 1-based.
     pub index: u32,
@@ -153,45 +163,24 @@ impl Trial {
             index,
             external,
             trigger,
-            cold: None,
             marks: Marks {
                 t0: Some(t0),
                 ..Marks::default()
             },
-            status: TrialStatus::Running,
             replacement: r,
-            new_pod: None,
-            new_uid: None,
-            durations: RuntimeDurations::default(),
-            memory_after: None,
-            inference_end: None,
-            inference_request: None,
-            http_status: None,
-            observed: BTreeMap::new(),
-            oom: None,
-            present_at_t0: Vec::new(),
-            inference_source: None,
-            condition: None,
-            verdicts: Vec::new(),
+            ..Trial::default()
         }
     }
 
     /// An empty finished trial, for importers (CSV).
     pub fn imported(index: u32, marks: Marks, status: TrialStatus) -> Self {
-        let t0 = marks.t0.unwrap_or_default();
-        let mut t = Trial::new(
+        Trial {
             index,
-            false,
-            "imported".into(),
-            t0,
-            Replacement::Pods {
-                uids: vec![],
-                names: vec![],
-            },
-        );
-        t.marks = marks;
-        t.status = status;
-        t
+            trigger: "imported".into(),
+            marks,
+            status,
+            ..Trial::default()
+        }
     }
 
     pub fn is_running(&self) -> bool {
@@ -285,11 +274,10 @@ impl Trial {
         {
             self.inference_source = Some("log".into());
             self.http_status = Some(status);
+            m.t3 = start;
             if status == 200 {
-                m.t3 = start;
                 m.t4 = Some(end);
             } else {
-                m.t3 = start;
                 self.inference_end = Some(end);
                 self.status = TrialStatus::Failed {
                     reason: format!("inference_error: HTTP {status} (from the runtime's log)"),
@@ -714,18 +702,15 @@ impl Timeline {
         let newly_deleting =
             pod.deletion_timestamp.is_some() && prev.is_none_or(|p| p.deletion_timestamp.is_none());
         let prev_restarts = prev.map_or(pod.restarts(), |p| p.restarts());
-        let terminated_now = pod
-            .containers
-            .iter()
-            .any(|c| matches!(c.state, ContainerState::Terminated { .. }));
-        let terminated_before = prev.is_some_and(|p| {
+        let terminated = |p: &PodView| {
             p.containers
                 .iter()
                 .any(|c| matches!(c.state, ContainerState::Terminated { .. }))
-        });
+        };
         let restarted = pod.deletion_timestamp.is_none()
             && prev.is_some()
-            && (pod.restarts() > prev_restarts || (terminated_now && !terminated_before));
+            && (pod.restarts() > prev_restarts
+                || (terminated(pod) && !prev.is_some_and(terminated)));
 
         if newly_deleting && history {
             return;
@@ -743,11 +728,7 @@ impl Timeline {
             if echo {
                 return;
             }
-            if covered {
-                if let Some(t) = self.open_mut() {
-                    t.marks.deletion_seen.get_or_insert(ts);
-                }
-            } else {
+            if !covered {
                 // A deletion readygap did not ask for (or one of a pod that is not being
                 // replaced): an external trial.
                 self.begin(
@@ -760,9 +741,9 @@ impl Timeline {
                     },
                     pods,
                 );
-                if let Some(t) = self.open_mut() {
-                    t.marks.deletion_seen = Some(ts);
-                }
+            }
+            if let Some(t) = self.open_mut() {
+                t.marks.deletion_seen.get_or_insert(ts);
             }
             return;
         }
