@@ -58,15 +58,7 @@ pub mod ts_format {
 
     fn fast(b: &[u8]) -> Option<Timestamp> {
         // YYYY-MM-DDTHH:MM:SS.ffffffZ (27 bytes)
-        if b.len() != 27
-            || b[4] != b'-'
-            || b[7] != b'-'
-            || b[10] != b'T'
-            || b[13] != b':'
-            || b[16] != b':'
-            || b[19] != b'.'
-            || b[26] != b'Z'
-        {
+        if b.len() != 27 || [b[4], b[7], b[10], b[13], b[16], b[19], b[26]] != *b"--T::.Z" {
             return None;
         }
         let num = |r: std::ops::Range<usize>| -> Option<u32> {
@@ -657,18 +649,15 @@ pub enum Outcome {
 /// `eval_ns`), with the token counts where the runtime gives them (llama.cpp `prompt_n` /
 /// `predicted_n`, OpenAI `usage`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RuntimeDurations {
-    #[serde(default)]
     pub total_ns: Option<u64>,
-    #[serde(default)]
     pub load_ns: Option<u64>,
-    #[serde(default)]
     pub prompt_eval_ns: Option<u64>,
-    #[serde(default)]
     pub eval_ns: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub eval_tokens: Option<u64>,
 }
 

@@ -44,10 +44,9 @@ impl<T> Series<T> {
 
     /// Append a gap (shown as a break in charts), unless the series already ends in one.
     pub fn gap(&mut self, ts: Timestamp) {
-        if self.points.back().is_some_and(|p| p.value.is_none()) {
-            return;
+        if self.points.back().is_none_or(|p| p.value.is_some()) {
+            self.insert(Point { ts, value: None });
         }
-        self.insert(Point { ts, value: None });
     }
 
     fn insert(&mut self, p: Point<T>) {
@@ -59,10 +58,7 @@ impl<T> Series<T> {
             }
             _ => self.points.push_back(p),
         }
-        self.prune();
-    }
-
-    fn prune(&mut self) {
+        // Prune by age relative to the newest point.
         let Some(newest) = self.points.back().map(|p| p.ts) else {
             return;
         };

@@ -72,18 +72,14 @@ impl TrialStats {
     /// Summaries over finished trials (a running trial is not counted).
     pub fn of<'a>(trials: impl IntoIterator<Item = &'a Trial>) -> TrialStats {
         let trials: Vec<&Trial> = trials.into_iter().filter(|t| !t.is_running()).collect();
-        let failed = trials.iter().filter(|t| !t.is_ok()).count();
-        let mut metrics = BTreeMap::new();
-        for m in Metric::ALL {
+        let summary = |m: Metric| {
             let values: Vec<f64> = trials.iter().filter_map(|t| t.metric(m)).collect();
-            if let Some(s) = Summary::of(&values) {
-                metrics.insert(m.name(), s);
-            }
-        }
+            Some((m.name(), Summary::of(&values)?))
+        };
         TrialStats {
             trials: trials.len(),
-            failed,
-            metrics,
+            failed: trials.iter().filter(|t| !t.is_ok()).count(),
+            metrics: Metric::ALL.into_iter().filter_map(summary).collect(),
         }
     }
 

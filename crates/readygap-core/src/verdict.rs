@@ -168,7 +168,6 @@ struct PodContract {
     created: Option<Timestamp>,
     ready: bool,
     pending: bool,
-    restarts: u32,
     /// The endpoint turned ready and serving (first time for this container).
     endpoint_ready: Option<Timestamp>,
     /// The runtime answered HTTP.
@@ -369,9 +368,8 @@ impl ContractDetector {
                 }
             }
             EventKind::RuntimeProbe(p) if p.ok => {
-                let pc = self.pods.entry(p.pod.clone()).or_default();
-                pc.answers.get_or_insert(ts);
-                self.missing_check(ts, &p.pod.clone(), None);
+                self.pod(&p.pod).answers.get_or_insert(ts);
+                self.missing_check(ts, &p.pod, None);
             }
             EventKind::ModelsOnDisk { pod, models } => {
                 self.pod(pod).on_disk = Some(models.iter().map(|m| m.name.clone()).collect());
@@ -401,9 +399,7 @@ impl ContractDetector {
                 pod,
                 model,
             } => {
-                if self.model.is_none() {
-                    self.model = Some(model.clone());
-                }
+                self.model.get_or_insert_with(|| model.clone());
                 self.pod(pod)
                     .in_flight
                     .insert(*request_id, (model.clone(), ts));
@@ -451,7 +447,7 @@ impl ContractDetector {
                 } else if l.status == 404 {
                     let model = self.model.clone().unwrap_or_default();
                     let why = format!("the runtime logged {} {} 404", l.method, l.path);
-                    self.missing_check(ts, &l.pod.clone(), Some((model, why)));
+                    self.missing_check(ts, &l.pod, Some((model, why)));
                 }
             }
             _ => {}
@@ -462,17 +458,12 @@ impl ContractDetector {
     fn pod_applied(&mut self, ts: Timestamp, pod: &PodView, prev: Option<&PodView>) {
         let model = self.model.clone();
         let p = self.pods.entry(pod.name.clone()).or_default();
-        if let Some(spec) = pod.spec() {
-            p.spec = Some(spec.clone());
-        }
+        p.spec = pod.spec().cloned().or(p.spec.take());
         p.node = pod.node.clone().or(p.node.take());
         p.created = pod.created.or(p.created);
         p.ready = pod.is_ready();
         p.pending = pod.phase == "Pending";
-        let restarts = pod.restarts();
-        let restarted = prev.is_some_and(|old| old.restarts() < restarts);
-        p.restarts = restarts;
-        if restarted {
+        if prev.is_some_and(|old| old.restarts() < pod.restarts()) {
             // What was loading when the container died: an inference waiting for a model
             // that was not resident, or the served model not resident yet.
             // An inference that waited for its model's load: sent before the model showed
