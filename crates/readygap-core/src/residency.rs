@@ -184,6 +184,15 @@ fn human_bytes(text: &str) -> Option<u64> {
     Some((n * scale as f64) as u64)
 }
 
+/// The items joined by `sep`, or `none` when there are none.
+pub(crate) fn list_or(items: &[String], sep: &str, none: &str) -> String {
+    if items.is_empty() {
+        none.to_string()
+    } else {
+        items.join(sep)
+    }
+}
+
 /// ` under 4.0 GiB` for a known limit, else nothing.
 fn under(limit: Option<u64>) -> String {
     limit
@@ -308,10 +317,9 @@ impl OomDetector {
         }
     }
 
-    /// `a 1.3 GiB + b ~2.0 GiB (estimated)`.
-    fn labels(&self, models: &[(String, u64)]) -> String {
-        let labels: Vec<String> = models.iter().map(|(n, s)| self.label(n, *s)).collect();
-        labels.join(" + ")
+    /// `[a 1.3 GiB, b ~2.0 GiB (estimated)]`.
+    fn labels(&self, models: &[(String, u64)]) -> Vec<String> {
+        models.iter().map(|(n, s)| self.label(n, *s)).collect()
     }
 
     /// The memory limit of the pod's container, when known.
@@ -368,11 +376,7 @@ impl OomDetector {
     }
 
     fn describe(&self, pod: &str, models: &[(String, u64)]) -> String {
-        let list = if models.is_empty() {
-            "no model known".to_string()
-        } else {
-            self.labels(models)
-        };
+        let list = list_or(&self.labels(models), " + ", "no model known");
         format!("{list} resident{}", under(self.limit(pod)))
     }
 
@@ -403,7 +407,7 @@ impl OomDetector {
         let message = format!(
             "{} unloaded to make room for {}{} at {} (the runtime evicts instead of \
              being OOM-killed; the load included the eviction)",
-            self.labels(&evicted),
+            self.labels(&evicted).join(" + "),
             self.label(&loaded.0, loaded.1),
             under(self.limit(pod)),
             ts.format("%H:%M:%S%.3f")
@@ -435,17 +439,14 @@ impl OomDetector {
                     .filter(|(_, m)| !p.resident.iter().any(|r| &r.name == *m))
                     .map(|(id, m)| (*id, m.clone()))
                     .collect();
-                if !waiting.is_empty() {
-                    for gone in p
-                        .resident
-                        .iter()
-                        .filter(|r| !models.iter().any(|m| m.name == r.name))
-                    {
-                        if !waiting.iter().any(|(_, m)| m == &gone.name) {
-                            p.evicted.push((gone.name.clone(), gone.host_bytes()));
-                        }
-                    }
-                }
+                // Models gone while a load of another waited: evicted to make room for it.
+                let gone = p.resident.iter().filter(|r| {
+                    !waiting.is_empty()
+                        && !models.iter().any(|m| m.name == r.name)
+                        && !waiting.iter().any(|(_, m)| *m == r.name)
+                });
+                p.evicted
+                    .extend(gone.map(|r| (r.name.clone(), r.host_bytes())));
                 let total: u64 = models.iter().map(|m| m.size).sum();
                 if total > 0 {
                     let host: u64 = models.iter().map(ResidentModel::host_bytes).sum();
@@ -523,18 +524,14 @@ impl OomDetector {
                     if size > 0 && sum > limit {
                         let mut models = resident.clone();
                         models.push((model.clone(), size));
+                        let sizes: Vec<String> = resident
+                            .iter()
+                            .map(|(n, s)| format!("{n} {:.1}", Gib(*s)))
+                            .collect();
                         let message = format!(
                             "loading {} next to {}: {:.1} > limit {:.1}",
                             self.label(model, size),
-                            if resident.is_empty() {
-                                "nothing".to_string()
-                            } else {
-                                resident
-                                    .iter()
-                                    .map(|(n, s)| format!("{n} {:.1}", Gib(*s)))
-                                    .collect::<Vec<_>>()
-                                    .join(" + ")
-                            },
+                            list_or(&sizes, " + ", "nothing"),
                             Gib(sum),
                             Gib(limit)
                         );
@@ -545,14 +542,9 @@ impl OomDetector {
                         });
                     }
                 }
-                self.pods
-                    .entry(pod.clone())
-                    .or_default()
-                    .in_flight
-                    .insert(*request_id, model.clone());
-                if let Some(p) = self.pods.get_mut(pod) {
-                    p.requests.insert(*request_id, model.clone());
-                }
+                let p = self.pods.entry(pod.clone()).or_default();
+                p.in_flight.insert(*request_id, model.clone());
+                p.requests.insert(*request_id, model.clone());
                 None
             }
             EventKind::InferenceDone(r) => self.inference_done(ts, r),

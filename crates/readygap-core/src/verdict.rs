@@ -30,7 +30,7 @@
 //! flags) come with the session's `session` event, so a replay judges as the session did.
 
 use super::event::{CacheDrop, Event, EventKind, PodSpecFacts, PodView, Timestamp};
-use crate::residency::same_model;
+use crate::residency::{list_or, same_model};
 pub use crate::thresholds::VerdictThresholds;
 use crate::units::Gib;
 use serde::{Deserialize, Serialize};
@@ -246,15 +246,6 @@ fn readiness_label(spec: Option<&PodSpecFacts>) -> String {
             None => "no readinessProbe: Ready when the container starts".into(),
             Some(p) => format!("readinessProbe {}", p.label()),
         },
-    }
-}
-
-/// The items, or `none` when there are none: `a, b`.
-fn list_or(items: &[String], none: &str) -> String {
-    if items.is_empty() {
-        none.to_string()
-    } else {
-        items.join(", ")
     }
 }
 
@@ -604,7 +595,7 @@ impl ContractDetector {
                 if disk.iter().any(|d| same_model(d, model)) {
                     return;
                 }
-                let list = list_or(disk, "no model");
+                let list = list_or(disk, ", ", "no model");
                 (Some(model.clone()), format!("/api/tags lists {list}"))
             }
         };
@@ -658,7 +649,7 @@ impl ContractDetector {
         let message = format!(
             "{pod} is Ready with {model} on disk but not resident (/api/ps: {}; memory {:.0} MiB, \
              the runtime alone): the first request will pay the load",
-            list_or(resident, "nothing"),
+            list_or(resident, ", ", "nothing"),
             memory as f64 / (1u64 << 20) as f64
         );
         let evidence = json!({"model": model, "resident": resident, "memory_bytes": memory,
