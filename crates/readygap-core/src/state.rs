@@ -9,7 +9,7 @@ use super::event::{
 use super::residency::OomDetector;
 use super::series::Series;
 use super::timeline::Timeline;
-use super::verdict::{ContractDetector, TrialFacts};
+use super::verdict::ContractDetector;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -472,23 +472,8 @@ impl State {
                     .find(|x| x.request_id == id)
                     .map(|x| x.model.clone())
             });
-            let facts = TrialFacts {
-                index: t.index,
-                ok: t.is_ok(),
-                pod: t.new_pod.clone(),
-                t0: t.marks.t0,
-                t1: t.marks.t1,
-                t4: t.marks.t4,
-                endpoint_ready: t.marks.endpoint_ready,
-                model_resident: t.marks.model_resident,
-                load_ns: t.durations.load_ns,
-                cold: t.cold.clone(),
-                model,
-            };
-            let condition = self.contract.trial_finished(ts, &facts);
-            if let Some(t) = self.timeline.trials.get_mut(i) {
-                t.condition = condition.map(str::to_string);
-            }
+            let condition = self.contract.trial_finished(ts, t, model);
+            self.timeline.trials[i].condition = condition.map(str::to_string);
         }
         self.contract
             .set_open_trial(self.timeline.open().map(|t| t.index));

@@ -29,7 +29,8 @@
 //! judge differently ([`VerdictThresholds`]: `[verdicts]` in the config file, `--verdict-*`
 //! flags) come with the session's `session` event, so a replay judges as the session did.
 
-use super::event::{CacheDrop, Event, EventKind, PodSpecFacts, PodView, Timestamp};
+use super::event::{Event, EventKind, PodSpecFacts, PodView, Timestamp};
+use super::timeline::Trial;
 use crate::residency::{list_or, same_model};
 pub use crate::thresholds::VerdictThresholds;
 use crate::units::Gib;
@@ -192,23 +193,6 @@ struct PodContract {
     /// The latest FailedScheduling Event: (when, message).
     failed_scheduling: Option<(Timestamp, String)>,
     reported: BTreeSet<ContractKind>,
-}
-
-/// The facts of a finished trial that the trial verdicts need (built by the reducer from
-/// the timeline, which this module does not import).
-#[derive(Debug, Clone, Default)]
-pub struct TrialFacts {
-    pub index: u32,
-    pub ok: bool,
-    pub pod: Option<String>,
-    pub t0: Option<Timestamp>,
-    pub t1: Option<Timestamp>,
-    pub t4: Option<Timestamp>,
-    pub endpoint_ready: Option<Timestamp>,
-    pub model_resident: Option<Timestamp>,
-    pub load_ns: Option<u64>,
-    pub cold: Option<CacheDrop>,
-    pub model: Option<String>,
 }
 
 /// The detector's state.
@@ -751,21 +735,28 @@ impl ContractDetector {
     /// A trial finished: its readiness verdict (`shallow_readiness` or
     /// `readiness_covers_inference`) and whether it ran warm. Returns the trial's condition:
     /// `Some("cold")` when its cold step made Cached fall, `Some("warm")` when flagged
-    /// `warm_node_bias`, else `None` (no evidence either way).
-    pub fn trial_finished(&mut self, ts: Timestamp, t: &TrialFacts) -> Option<&'static str> {
-        let pod = t.pod.clone().unwrap_or_default();
-        if t.ok
-            && let (Some(ready), Some(t4)) = (t.endpoint_ready.or(t.t1), t.t4)
+    /// `warm_node_bias`, else `None` (no evidence either way). `model`: the model its T3
+    /// inference asked for, when known.
+    pub fn trial_finished(
+        &mut self,
+        ts: Timestamp,
+        t: &Trial,
+        model: Option<String>,
+    ) -> Option<&'static str> {
+        let (m, pod) = (&t.marks, t.new_pod.clone().unwrap_or_default());
+        if t.is_ok()
+            && let (Some(ready), Some(t4)) = (m.endpoint_ready.or(m.t1), m.t4)
         {
             let p = self.pods.get(&pod);
             let spec = p.and_then(|p| p.spec.as_ref());
             let logged_before = p
                 .and_then(|p| p.logged_ok_inference)
                 .is_some_and(|l| l <= ready);
-            let resident_at_ready = t
+            let resident_at_ready = m
                 .model_resident
                 .is_some_and(|r| secs(ready, r) <= self.thresholds.resident_slack_s);
             let no_load = t
+                .durations
                 .load_ns
                 .is_some_and(|n| (n as f64) / 1e9 < self.thresholds.no_load_s);
             let window = secs(ready, t4);
@@ -773,8 +764,8 @@ impl ContractDetector {
             let evidence = json!({
                 "endpoint_ready": ready.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
                 "first_inference_done": t4.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-                "model_resident": t.model_resident.map(|r| r.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)),
-                "load_seconds": t.load_ns.map(|n| n as f64 / 1e9),
+                "model_resident": m.model_resident.map(|r| r.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)),
+                "load_seconds": t.durations.load_ns.map(|n| n as f64 / 1e9),
                 "readiness": spec.and_then(|s| s.readiness.as_ref()),
             });
             let how = if t4 <= ready {
@@ -811,14 +802,12 @@ impl ContractDetector {
             return Some("cold");
         }
         let node = self.pods.get(&pod).and_then(|p| p.node.clone())?;
-        let t0 = t.t0?;
+        let t0 = m.t0?;
         let (seen, on_pod) = self.warm_nodes.get(&node).cloned()?;
         if seen > t0 {
             return None;
         }
-        let model = t
-            .model
-            .clone()
+        let model = model
             .or(self.model.clone())
             .unwrap_or_else(|| "the model".into());
         let step = match &t.cold {
