@@ -417,8 +417,7 @@ impl State {
             }
             EventKind::SourceConnected { feed, detail } => self.feed(ts, feed, true, detail),
             EventKind::Note { text } => self.message(ts, Severity::Info, text.clone()),
-            EventKind::TrialBegin { .. } => {}
-            EventKind::RequestLogged(_) => {}
+            EventKind::TrialBegin { .. } | EventKind::RequestLogged(_) => {}
         }
         self.contract_trials(ts, &running_before);
         // Verdicts last, so the footer shows them rather than the plainer facts above: the
@@ -460,12 +459,9 @@ impl State {
     /// condition; verdicts name the trial open at the time.
     fn contract_trials(&mut self, ts: Timestamp, running_before: &[usize]) {
         for &i in running_before {
-            let Some(t) = self.timeline.trials.get(i) else {
+            let Some(t) = self.timeline.trials.get(i).filter(|t| !t.is_running()) else {
                 continue;
             };
-            if t.is_running() {
-                continue;
-            }
             let model = t.inference_request.and_then(|id| {
                 self.inferences
                     .iter()
@@ -491,8 +487,6 @@ impl State {
                     .find(|t| t.new_pod.as_deref() == Some(v.pod.as_str()))
                     .map(|t| t.index);
             }
-        }
-        for v in &self.contract.verdicts[first..] {
             if let Some(t) = v
                 .trial
                 .and_then(|i| self.timeline.trials.iter_mut().find(|t| t.index == i))

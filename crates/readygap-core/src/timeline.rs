@@ -499,12 +499,8 @@ impl Timeline {
                     t.fail(format!("replacement request failed: {message}"));
                 }
             }
-            EventKind::ResyncStarted { resource } if resource == "pods" => {
-                self.listing_pods = true;
-            }
-            EventKind::ResyncDone { resource } if resource == "pods" => {
-                self.listing_pods = false;
-            }
+            EventKind::ResyncStarted { resource } if resource == "pods" => self.listing_pods = true,
+            EventKind::ResyncDone { resource } if resource == "pods" => self.listing_pods = false,
             EventKind::PodApplied(pod) => self.pod_applied(ts, pod, prev, pods),
             EventKind::PodDeleted(pod) => {
                 if let Some(t) = self.open_mut()

@@ -657,12 +657,11 @@ impl ContractDetector {
         if failures.is_empty() {
             return;
         }
+        p.restart = None;
         let Some(loading) = loading else {
             // A probe kill, but nothing was loading: not this verdict.
-            p.restart = None;
             return;
         };
-        p.restart = None;
         p.probe_failures.clear();
         let spec = p.spec.clone().unwrap_or_default();
         let startup = failures
