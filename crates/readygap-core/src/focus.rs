@@ -19,14 +19,13 @@ pub fn pod(state: &State, chosen: Option<&str>) -> Option<String> {
         .values()
         .filter(|p| p.deletion_timestamp.is_none())
         .max_by_key(|p| (p.is_ready(), p.created, p.name.clone()));
-    if let Some(p) = live {
-        return Some(p.name.clone());
-    }
-    state
-        .memory
-        .iter()
-        .max_by_key(|(_, m)| m.series.points().next_back().map(|p| p.ts))
-        .map(|(k, _)| k.clone())
+    live.map(|p| p.name.clone()).or_else(|| {
+        state
+            .memory
+            .iter()
+            .max_by_key(|(_, m)| m.series.points().next_back().map(|p| p.ts))
+            .map(|(k, _)| k.clone())
+    })
 }
 
 /// The focused pod as a pod that exists and is not terminating: the one a trial replaces

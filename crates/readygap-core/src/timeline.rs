@@ -568,7 +568,7 @@ impl Timeline {
                 }
             }
             EventKind::InferenceDone(result) => self.inference_done(ts, result),
-            EventKind::RequestLogged(r) => self.request_logged(ts, r),
+            EventKind::RequestLogged(r) if r.is_inference() => self.request_logged(ts, r),
             EventKind::MemorySample(s) => {
                 // Memory after T4: the first sample of the trial's new pod at or after its
                 // T4 and before the next trial's T0 (a next trial may already have begun
@@ -636,9 +636,6 @@ impl Timeline {
     /// A request line of a pod's runtime log: the first inference after T0 of an external
     /// trial readygap sends none to.
     fn request_logged(&mut self, ts: Timestamp, r: &LoggedRequest) {
-        if !r.is_inference() {
-            return;
-        }
         let Some(t) = self.open_mut() else { return };
         if !t.external || t.inference_request.is_some() {
             return;
@@ -853,11 +850,8 @@ impl Timeline {
             }
             Replacement::Pods { .. } => true,
         };
-        if t.new_pod.is_some() && t.new_pod.as_deref() != Some(pod.name.as_str()) {
-            return;
-        }
-        // T1 belongs to the replacement: a pod that did not exist before T0.
-        if !t.may_replace(pod) {
+        // T1 belongs to the replacement (once known): a pod that did not exist before T0.
+        if t.new_pod.as_ref().is_some_and(|n| *n != pod.name) || !t.may_replace(pod) {
             return;
         }
         if let Some(o) = t.observe(&pod.name) {

@@ -277,10 +277,9 @@ impl ContractDetector {
         self.pods.entry(name.to_string()).or_default()
     }
 
-    fn reported(&self, pod: &str, kind: ContractKind) -> bool {
-        self.pods
-            .get(pod)
-            .is_some_and(|p| p.reported.contains(&kind))
+    /// The pod, unless it already has a verdict of this kind.
+    fn unreported(&self, pod: &str, kind: ContractKind) -> Option<&PodContract> {
+        self.pods.get(pod).filter(|p| !p.reported.contains(&kind))
     }
 
     /// Feed one event (`prev`: the pod as it was before a pod event).
@@ -562,10 +561,10 @@ impl ContractDetector {
         pod: &str,
         from_inference: Option<(String, String)>,
     ) {
-        if self.reported(pod, ContractKind::ModelMissingAfterReplacement) {
+        let kind = ContractKind::ModelMissingAfterReplacement;
+        let Some(p) = self.unreported(pod, kind) else {
             return;
-        }
-        let Some(p) = self.pods.get(pod) else { return };
+        };
         let (model, why) = match from_inference {
             Some((m, why)) => (
                 Some(m).filter(|m| !m.is_empty()).or(self.model.clone()),
@@ -601,18 +600,16 @@ impl ContractDetector {
         );
         let evidence = json!({"model": model, "why": why, "models_volume": volume,
                                "models_mount": mount, "on_disk": p.on_disk});
-        let kind = ContractKind::ModelMissingAfterReplacement;
         self.push(ts, pod, kind, message, evidence);
     }
 
     fn not_resident_check(&mut self, ts: Timestamp, pod: &str) {
-        if self.reported(pod, ContractKind::ModelNotResident) {
-            return;
-        }
         let Some(model) = self.model.clone() else {
             return;
         };
-        let Some(p) = self.pods.get(pod) else { return };
+        let Some(p) = self.unreported(pod, ContractKind::ModelNotResident) else {
+            return;
+        };
         let (Some(disk), Some(resident), Some(memory)) = (&p.on_disk, &p.resident, p.memory) else {
             return;
         };
@@ -623,11 +620,9 @@ impl ContractDetector {
             || p.first_ok_inference.is_some()
             || !disk.iter().any(|d| same_model(d, &model))
             || resident.iter().any(|r| same_model(r, &model))
+            // More than the runtime's own size (Ollama idles at ~14 MiB).
+            || memory > self.thresholds.runtime_only_bytes
         {
-            return;
-        }
-        // The runtime's own size (Ollama idles at ~14 MiB).
-        if memory > self.thresholds.runtime_only_bytes {
             return;
         }
         let message = format!(
