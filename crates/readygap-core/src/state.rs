@@ -336,16 +336,11 @@ impl State {
                 };
                 self.message(ts, sev, text);
                 // Keep the action table bounded: drop the oldest finished ones.
-                while self.actions.len() > KEEP_RECENT {
-                    let Some(oldest) = self
-                        .actions
-                        .iter()
-                        .find(|(_, a)| a.finished.is_some())
-                        .map(|(k, _)| *k)
-                    else {
-                        break;
-                    };
-                    self.actions.remove(&oldest);
+                let excess = self.actions.len().saturating_sub(KEEP_RECENT);
+                let finished = self.actions.iter().filter(|(_, a)| a.finished.is_some());
+                let oldest: Vec<u64> = finished.map(|(k, _)| *k).take(excess).collect();
+                for id in oldest {
+                    self.actions.remove(&id);
                 }
             }
             EventKind::InferenceStarted {
