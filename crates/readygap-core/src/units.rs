@@ -42,10 +42,7 @@ const UNITS_MS: [(&str, f64); 4] = [
 /// `90s`, `1m30s`, `1h2m3.5s`, `500ms`, `1.5m` → ms: units in decreasing order, each once,
 /// no bare numbers (a replay offset, `--from`).
 pub fn parse_offset_ms(text: &str) -> Option<i64> {
-    let terms = duration_terms(text)?;
-    if terms.is_empty() {
-        return None;
-    }
+    let terms = duration_terms(text).filter(|t| !t.is_empty())?;
     let mut total = 0.0;
     let mut last_rank: Option<usize> = None;
     for (n, unit) in terms {
@@ -104,10 +101,9 @@ pub fn parse_go_duration(text: &str) -> Result<f64, String> {
     if rest == "0" {
         return Ok(0.0);
     }
-    let terms = duration_terms(rest).ok_or_else(err)?;
-    if terms.is_empty() {
-        return Err(err());
-    }
+    let terms = duration_terms(rest)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(err)?;
     let mut total = 0.0;
     for (number, unit) in terms {
         let scale = match unit {
