@@ -7,6 +7,10 @@
 //!
 //! The shape on the wire is `{"ts":"…Z","source":"kube","kind":{"pod_applied":{…}}}`: the
 //! kind is an externally tagged enum, which serde reads without buffering (fast replay).
+//!
+//! A missing `Option` field reads as `None` (serde's rule for `Option` fields without a
+//! custom deserializer), so recordings made before a field existed still read; fields read
+//! with `opt_ts` or of other types say `#[serde(default)]`.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -186,7 +190,6 @@ pub struct SessionInfo {
     pub context: String,
     pub namespace: String,
     pub target: String,
-    #[serde(default)]
     pub model: Option<String>,
     /// `live`, `demo`, `run`, ...
     #[serde(default)]
@@ -205,9 +208,7 @@ pub struct SessionInfo {
 pub struct PodView {
     pub name: String,
     pub uid: String,
-    #[serde(default)]
     pub node: Option<String>,
-    #[serde(default)]
     pub ip: Option<String>,
     /// Pending, Running, Succeeded, Failed, Unknown.
     #[serde(default)]
@@ -221,7 +222,6 @@ pub struct PodView {
     #[serde(default, with = "opt_ts")]
     pub deletion_timestamp: Option<Timestamp>,
     /// The owner (ReplicaSet) name, when any.
-    #[serde(default)]
     pub owner: Option<String>,
     #[serde(default)]
     pub resource_version: String,
@@ -316,7 +316,6 @@ pub struct PodCondition {
     pub status: bool,
     #[serde(default, with = "opt_ts")]
     pub last_transition: Option<Timestamp>,
-    #[serde(default)]
     pub reason: Option<String>,
 }
 
@@ -330,7 +329,6 @@ pub struct ContainerView {
     pub restart_count: u32,
     #[serde(default)]
     pub state: ContainerState,
-    #[serde(default)]
     pub last_state: Option<ContainerState>,
     /// The serving container's probes and models volume from the pod spec (only on the
     /// serving container; `None` in recordings made before).
@@ -381,7 +379,6 @@ impl ContainerState {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EndpointSliceView {
     pub name: String,
-    #[serde(default)]
     pub service: Option<String>,
     #[serde(default)]
     pub endpoints: Vec<EndpointView>,
@@ -392,7 +389,6 @@ pub struct EndpointSliceView {
 pub struct EndpointView {
     #[serde(default)]
     pub addresses: Vec<String>,
-    #[serde(default)]
     pub pod: Option<String>,
     pub ready: bool,
     pub serving: bool,
@@ -420,9 +416,7 @@ pub struct KubeEventView {
 pub struct NodeView {
     pub name: String,
     pub ready: bool,
-    #[serde(default)]
     pub provider_id: Option<String>,
-    #[serde(default)]
     pub internal_ip: Option<String>,
 }
 
@@ -432,11 +426,9 @@ pub struct RuntimeProbe {
     pub pod: String,
     /// HTTP 200 was received.
     pub ok: bool,
-    #[serde(default)]
     pub status: Option<u16>,
     /// Round trip in milliseconds.
     pub latency_ms: f64,
-    #[serde(default)]
     pub error: Option<String>,
     /// The runtime itself answered over HTTP, with any status (llama-server's 503 "Loading
     /// model" while it loads; not a proxy's error page): T2 "HTTP answers", where `ok` is
@@ -519,13 +511,10 @@ pub struct MemorySample {
     /// Usage in bytes (`memory.current` / `memory.usage_in_bytes`).
     pub current: u64,
     /// Usage minus inactive file cache, when known.
-    #[serde(default)]
     pub working_set: Option<u64>,
     /// The limit in bytes; `None` when unlimited or unknown.
-    #[serde(default)]
     pub limit: Option<u64>,
     /// The cgroup's OOM-kill counter, when known.
-    #[serde(default)]
     pub oom_kill: Option<u64>,
     #[serde(default)]
     pub source: MemorySource,
@@ -544,7 +533,6 @@ pub fn host_feed(node: &str) -> String {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostSample {
     /// `None` for the machine readygap runs on, else the node name.
-    #[serde(default)]
     pub node: Option<String>,
     /// CPU busy share over all CPUs since the previous sample, 0–100; `None` for a
     /// sampler's first sample and when the source has no CPU figure.
@@ -601,7 +589,6 @@ pub enum Action {
     /// Delete a pod (starts a trial).
     DeletePod {
         pod: String,
-        #[serde(default)]
         grace_seconds: Option<u32>,
     },
     /// `kubectl rollout restart` of a deployment (starts a trial).
@@ -669,10 +656,8 @@ pub struct LoggedRequest {
     pub path: String,
     pub status: u16,
     /// How long the request took, when the line says (gin does; llama.cpp's does not).
-    #[serde(default)]
     pub latency_ms: Option<f64>,
     /// The client address the runtime saw.
-    #[serde(default)]
     pub client: Option<String>,
 }
 
@@ -699,13 +684,10 @@ pub struct InferenceResult {
     pub request_id: u64,
     /// HTTP 200 and `done: true`.
     pub ok: bool,
-    #[serde(default)]
     pub http_status: Option<u16>,
-    #[serde(default)]
     pub error: Option<String>,
     #[serde(default)]
     pub durations: RuntimeDurations,
-    #[serde(default)]
     pub response: Option<String>,
     /// When the source saw the answer complete (the chunk that ended it arrived), for the
     /// event that carries this result to be stamped with; not recorded (that event's `ts` is).
@@ -717,13 +699,10 @@ pub struct InferenceResult {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CacheDrop {
     pub node: String,
-    #[serde(default)]
     pub cached_kb_before: Option<u64>,
-    #[serde(default)]
     pub cached_kb_after: Option<u64>,
     /// The cache really fell (by the configured threshold).
     pub dropped: bool,
-    #[serde(default)]
     pub error: Option<String>,
 }
 

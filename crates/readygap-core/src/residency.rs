@@ -103,12 +103,9 @@ pub struct Verdict {
     pub evicted: Vec<String>,
     /// `insufficient_memory`: the system memory the model needs and what was available, as
     /// Ollama's message gave them.
-    #[serde(default)]
     pub required: Option<u64>,
-    #[serde(default)]
     pub available: Option<u64>,
     /// The inference the verdict is about (the one whose load evicted, or was refused).
-    #[serde(default)]
     pub request_id: Option<u64>,
 }
 
@@ -222,7 +219,6 @@ struct PodMemory {
     /// An inference that failed while the counter had not risen (yet): the cgroup is sampled
     /// every few hundred ms, so the kernel's kill can show one sample after the runtime's
     /// error (seen against real Ollama 0.12.6: the 500 at 18.869 s, the counter at 18.947 s).
-    #[serde(default)]
     failed_inference: Option<FailedInference>,
     /// Models that left `/api/ps` while a load was waiting (Ollama ≥ 0.13 making room), with
     /// their sizes; a verdict once the waiting model shows up resident.
@@ -230,7 +226,6 @@ struct PodMemory {
     evicted: Vec<(String, u64)>,
     /// Host share (size − size_vram) / size of the last non-empty `/api/ps`: models of this
     /// pod not seen yet are estimated with it (a GPU pod holds most of a model in VRAM).
-    #[serde(default)]
     host_share: Option<f64>,
 }
 

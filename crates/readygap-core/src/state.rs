@@ -53,7 +53,6 @@ pub struct RuntimeView {
     pub resident_ts: Option<Timestamp>,
     pub on_disk: Vec<super::event::DiskModel>,
     /// The runtime's last `/metrics` figures (llama-server, vLLM), with when they were read.
-    #[serde(default)]
     pub metrics: Option<(Timestamp, super::event::RuntimeMetrics)>,
 }
 

@@ -35,7 +35,6 @@ pub struct Marks {
     pub t2: Option<Timestamp>,
     /// T2 "HTTP answers": the runtime's first HTTP answer of any status (T2 itself is
     /// "model ready"); equal to T2 where the runtime does not answer before it is ready.
-    #[serde(default)]
     pub t2_http: Option<Timestamp>,
     pub t3: Option<Timestamp>,
     pub t4: Option<Timestamp>,
@@ -92,7 +91,6 @@ impl Default for Replacement {
 pub struct PodObservations {
     pub probe_ok: Option<Timestamp>,
     /// The runtime's first HTTP answer of any status.
-    #[serde(default)]
     pub http_answered: Option<Timestamp>,
     pub inference: Option<(u64, Timestamp)>,
     pub scheduled: Option<Timestamp>,
@@ -101,7 +99,6 @@ pub struct PodObservations {
     pub model_resident: Option<Timestamp>,
     /// The first inference the runtime logged after T0: (its start when the line has the
     /// latency, its end, its HTTP status).
-    #[serde(default)]
     pub logged_inference: Option<(Option<Timestamp>, Timestamp, u16)>,
 }
 
@@ -135,7 +132,6 @@ pub struct Trial {
     #[serde(default)]
     pub observed: BTreeMap<String, PodObservations>,
     /// The OOM verdict that ended this trial, with its evidence.
-    #[serde(default)]
     pub oom: Option<Verdict>,
     /// Uids of the pods that existed just before T0: none of them is the replacement (a
     /// Ready sibling re-listed or updated after T0 is no T1), except the pod a container

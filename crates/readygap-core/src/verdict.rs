@@ -127,7 +127,6 @@ pub struct ContractVerdict {
     pub pod: String,
     pub kind: ContractKind,
     /// The measured figure: the Ready window, the gap, the Pending time (seconds).
-    #[serde(default)]
     pub seconds: Option<f64>,
     /// The sentence shown on screen.
     pub message: String,
@@ -136,7 +135,6 @@ pub struct ContractVerdict {
     #[serde(default)]
     pub evidence: Value,
     /// The trial it belongs to, when one was open or just finished.
-    #[serde(default)]
     pub trial: Option<u32>,
 }
 
@@ -184,7 +182,6 @@ struct PodContract {
     in_flight: BTreeMap<u64, (String, Timestamp)>,
     /// The latest inference that failed: (model, sent, failed at) — a kill may be reported
     /// after the request broke.
-    #[serde(default)]
     interrupted: Option<(String, Timestamp, Timestamp)>,
     /// A restart seen, waiting for its probe Events: (when, what was loading).
     restart: Option<(Timestamp, Option<String>)>,
