@@ -7,6 +7,7 @@
 //! runs each in its own task, so the caller never blocks.
 
 use crate::node::{DropThreshold, NodeAccess};
+use crate::rbac::{self, explain_kube_error};
 use crate::sources::runtime::{PodRef, RuntimeAdapter, until_not_resident};
 use chrono::Utc;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -292,17 +293,9 @@ impl Executor {
             ..DeleteParams::default()
         };
         emit(&self.tx, EventKind::ActionStarted { id }).await;
+        let req = rbac::Request::new("delete", "", "pods", Some(&self.namespace));
         api.delete(pod, &dp).await.map(|_| ()).map_err(|e| {
-            crate::rbac::explain_kube_error(
-                &e,
-                &crate::rbac::Request {
-                    verb: "delete",
-                    group: "",
-                    resource: "pods",
-                    namespace: Some(&self.namespace),
-                },
-            )
-            .unwrap_or_else(|| format!("delete pod {pod}: {e}"))
+            explain_kube_error(&e, &req).unwrap_or_else(|| format!("delete pod {pod}: {e}"))
         })
     }
 
@@ -318,16 +311,9 @@ impl Executor {
         .await
         .map(|_| ())
         .map_err(|e| {
-            crate::rbac::explain_kube_error(
-                &e,
-                &crate::rbac::Request {
-                    verb: "patch",
-                    group: "apps",
-                    resource: "deployments",
-                    namespace: Some(&self.namespace),
-                },
-            )
-            .unwrap_or_else(|| format!("rollout restart {deployment}: {e}"))
+            let req = rbac::Request::new("patch", "apps", "deployments", Some(&self.namespace));
+            explain_kube_error(&e, &req)
+                .unwrap_or_else(|| format!("rollout restart {deployment}: {e}"))
         })
     }
 

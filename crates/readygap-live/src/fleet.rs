@@ -180,15 +180,6 @@ pub fn owner<'a>(
         .map(|d| d.key.clone())
 }
 
-/// A label selector string of `matchLabels`.
-fn selector_string(labels: &BTreeMap<String, String>) -> String {
-    labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// The connected cluster and settings every Deployment's session shares.
 #[derive(Clone)]
 struct Ctx {
@@ -701,7 +692,7 @@ async fn member(
 ) {
     let cfg = ctx.cfg.clone();
     let (namespace, name) = owner.key.clone();
-    let selector = selector_string(&owner.match_labels);
+    let selector = cluster::selector_string(&owner.match_labels);
     let chosen = choice::choose(Ask {
         given: cfg.runtime,
         client: &ctx.runtime_client,

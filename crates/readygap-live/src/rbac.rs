@@ -91,6 +91,8 @@ const PORT_FORWARD: &str = "reach the runtime when pods/proxy is not usable (Web
 const EVENTS: &str = "read Kubernetes events (scheduling, pulls, probe failures, OOM kills)";
 const SLICES: &str = "see endpoint readiness as the Service sees it";
 const ROLLOUTS: &str = "follow rollouts";
+const SERVICES: &str = "find the Service in front of the runtime";
+const NODES: &str = "node labels and addresses (guess the SSH host)";
 
 /// Everything readygap asks the API server for.
 pub static READYGAP_PERMISSIONS: &[Permission] = &[
@@ -139,27 +141,9 @@ pub static READYGAP_PERMISSIONS: &[Permission] = &[
         true,
         "read the runtime's request log (the silent observer)",
     ),
-    ns(
-        "get",
-        "",
-        "services",
-        true,
-        "find the Service in front of the runtime",
-    ),
-    ns(
-        "list",
-        "",
-        "services",
-        true,
-        "find the Service in front of the runtime",
-    ),
-    ns(
-        "watch",
-        "",
-        "services",
-        true,
-        "find the Service in front of the runtime",
-    ),
+    ns("get", "", "services", true, SERVICES),
+    ns("list", "", "services", true, SERVICES),
+    ns("watch", "", "services", true, SERVICES),
     ns("get", "", "events", true, EVENTS),
     ns("list", "", "events", true, EVENTS),
     ns("watch", "", "events", true, EVENTS),
@@ -182,21 +166,9 @@ pub static READYGAP_PERMISSIONS: &[Permission] = &[
     ns("get", "apps", "replicasets", true, ROLLOUTS),
     ns("list", "apps", "replicasets", true, ROLLOUTS),
     ns("watch", "apps", "replicasets", true, ROLLOUTS),
-    cluster(
-        "get",
-        "nodes",
-        "node labels and addresses (guess the SSH host)",
-    ),
-    cluster(
-        "list",
-        "nodes",
-        "node labels and addresses (guess the SSH host)",
-    ),
-    cluster(
-        "watch",
-        "nodes",
-        "node labels and addresses (guess the SSH host)",
-    ),
+    cluster("get", "nodes", NODES),
+    cluster("list", "nodes", NODES),
+    cluster("watch", "nodes", NODES),
     cluster(
         "get",
         "nodes/proxy",
@@ -448,6 +420,22 @@ pub struct Request<'a> {
     pub resource: &'a str,
     /// `None` for cluster-scoped requests.
     pub namespace: Option<&'a str>,
+}
+
+impl<'a> Request<'a> {
+    pub const fn new(
+        verb: &'a str,
+        group: &'a str,
+        resource: &'a str,
+        namespace: Option<&'a str>,
+    ) -> Self {
+        Self {
+            verb,
+            group,
+            resource,
+            namespace,
+        }
+    }
 }
 
 /// Explains a refused request when only the request itself is known. WebSocket

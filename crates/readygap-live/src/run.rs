@@ -688,18 +688,11 @@ async fn node_access_from_config(
                 .map(|f| (f.name.clone(), f))
                 .collect(),
             Err(e) => {
+                let req = crate::rbac::Request::new("list", "", "nodes", None);
+                let why =
+                    crate::rbac::explain_kube_error(&e, &req).unwrap_or_else(|| e.to_string());
                 return CacheDropper::None(format!(
-                    "no node access: listing nodes failed ({}); pass --node-access",
-                    crate::rbac::explain_kube_error(
-                        &e,
-                        &crate::rbac::Request {
-                            verb: "list",
-                            group: "",
-                            resource: "nodes",
-                            namespace: None,
-                        },
-                    )
-                    .unwrap_or_else(|| e.to_string())
+                    "no node access: listing nodes failed ({why}); pass --node-access"
                 ));
             }
         };
