@@ -20,7 +20,7 @@
 use crate::actions::Executor;
 use crate::cluster::{self, ClusterConfig};
 use crate::session::{RecordStatus, Recording};
-use crate::sources::runtime::choice::{self, Ask};
+use crate::sources::runtime::choice::Ask;
 use crate::sources::runtime::{AccessMode, PollConfig, RuntimeKind};
 use crate::sources::watch::{Watched, convert, watch_error_message};
 use crate::trial::{Command, Runner, RunnerParts, TrialConfig};
@@ -306,14 +306,11 @@ fn said<K>(
     r: &Result<watcher::Event<K>, watcher::Error>,
 ) {
     match r {
-        Ok(_) => {
-            errors.remove(resource);
+        Ok(_) => _ = errors.remove(resource),
+        Err(e) if errors.insert(resource) => {
+            tracing::warn!("{}", watch_error_message(e, resource))
         }
-        Err(e) => {
-            if errors.insert(resource) {
-                tracing::warn!("{}", watch_error_message(e, resource));
-            }
-        }
+        Err(_) => {}
     }
 }
 
@@ -327,39 +324,33 @@ impl Routes {
     ) {
         match seen {
             Seen::Deployment(r) => {
-                let r = *r;
                 said(errors, "deployments", &r);
-                if let Ok(ev) = r {
+                if let Ok(ev) = *r {
                     self.deployment(ctx, cancel, ev).await;
                 }
             }
             Seen::Pod(r) => {
-                let r = *r;
                 said(errors, Pod::RESOURCE, &r);
-                if let Ok(ev) = r {
+                if let Ok(ev) = *r {
                     self.pod(ev).await;
                 }
             }
             Seen::KubeEvent(r) => {
-                let r = *r;
                 said(errors, CoreEvent::RESOURCE, &r);
-                if let Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) = r {
+                if let Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) = *r {
                     let o = &e.involved_object;
                     let key = (
                         o.namespace.clone().unwrap_or_default(),
                         o.name.clone().unwrap_or_default(),
                     );
-                    if let Some(dep) = self.pods.get(&key).cloned() {
-                        for kind in convert(watcher::Event::Apply(e)) {
-                            self.send(&dep, kind).await;
-                        }
+                    if let Some(dep) = self.pods.get(&key) {
+                        self.forward(dep, watcher::Event::Apply(e)).await;
                     }
                 }
             }
             Seen::Slice(r) => {
-                let r = *r;
                 said(errors, EndpointSlice::RESOURCE, &r);
-                if let Ok(ev) = r {
+                if let Ok(ev) = *r {
                     self.slice(ev).await;
                 }
             }
@@ -371,8 +362,12 @@ impl Routes {
         }
     }
 
-    async fn send(&self, dep: &DeploymentKey, kind: EventKind) {
-        if let Some(m) = self.members.get(dep) {
+    /// One watch event to the session of `dep`.
+    async fn forward<K: Watched>(&self, dep: &DeploymentKey, ev: watcher::Event<K>) {
+        let Some(m) = self.members.get(dep) else {
+            return;
+        };
+        for kind in convert(ev) {
             let _ = m.tx.send(Event::new(Utc::now(), Source::Kube, kind)).await;
         }
     }
@@ -463,20 +458,12 @@ impl Routes {
 
     async fn pod(&mut self, ev: watcher::Event<Pod>) {
         match ev {
-            watcher::Event::Init => {
-                for k in self.members.keys().cloned().collect::<Vec<_>>() {
-                    for kind in convert::<Pod>(watcher::Event::Init) {
-                        self.send(&k, kind).await;
-                    }
+            watcher::Event::Init | watcher::Event::InitDone => {
+                let done = matches!(ev, watcher::Event::InitDone);
+                for k in self.members.keys() {
+                    self.forward(k, ev.clone()).await;
                 }
-            }
-            watcher::Event::InitDone => {
-                for k in self.members.keys().cloned().collect::<Vec<_>>() {
-                    for kind in convert::<Pod>(watcher::Event::InitDone) {
-                        self.send(&k, kind).await;
-                    }
-                }
-                self.pods_listed = true;
+                self.pods_listed |= done;
             }
             watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
                 let key = (p.namespace().unwrap_or_default(), p.name_any());
@@ -497,9 +484,7 @@ impl Routes {
                     Some(dep) => {
                         self.orphans.remove(&key);
                         self.pods.insert(key, dep.clone());
-                        for kind in convert(watcher::Event::Apply(p)) {
-                            self.send(&dep, kind).await;
-                        }
+                        self.forward(&dep, watcher::Event::Apply(p)).await;
                     }
                     None => {
                         self.orphans.insert(key, p);
@@ -510,9 +495,7 @@ impl Routes {
                 let key = (p.namespace().unwrap_or_default(), p.name_any());
                 self.orphans.remove(&key);
                 if let Some(dep) = self.pods.remove(&key) {
-                    for kind in convert(watcher::Event::Delete(p)) {
-                        self.send(&dep, kind).await;
-                    }
+                    self.forward(&dep, watcher::Event::Delete(p)).await;
                 }
             }
         }
@@ -537,17 +520,13 @@ impl Routes {
                     return;
                 }
                 for dep in owners {
-                    for kind in convert(watcher::Event::Apply(s.clone())) {
-                        self.send(&dep, kind).await;
-                    }
+                    self.forward(&dep, watcher::Event::Apply(s.clone())).await;
                 }
             }
             watcher::Event::Delete(s) => {
                 let key = (s.namespace().unwrap_or_default(), s.name_any());
                 for dep in self.slices.remove(&key).unwrap_or_default() {
-                    for kind in convert(watcher::Event::Delete(s.clone())) {
-                        self.send(&dep, kind).await;
-                    }
+                    self.forward(&dep, watcher::Event::Delete(s.clone())).await;
                 }
             }
             watcher::Event::Init | watcher::Event::InitDone => {}
@@ -693,7 +672,7 @@ async fn member(
     let cfg = ctx.cfg.clone();
     let (namespace, name) = owner.key.clone();
     let selector = cluster::selector_string(&owner.match_labels);
-    let chosen = choice::choose(Ask {
+    let ask = Ask {
         given: cfg.runtime,
         client: &ctx.runtime_client,
         namespace: &namespace,
@@ -702,19 +681,11 @@ async fn member(
         probe_path: &cfg.probe_path,
         access: cfg.access,
         direct_url: &cfg.direct_url,
-    })
-    .await;
+    };
+    let (chosen, runtime) = crate::run::runtime_of(ask, cfg.inference_timeout, None).await;
     if let Ok(mut r) = ctx.shared.runtimes.lock() {
         r.insert(owner.key.clone(), chosen.label());
     }
-    let access = crate::sources::runtime::RuntimeAccess::new(
-        cfg.access,
-        ctx.runtime_client.clone(),
-        &namespace,
-        chosen.port,
-        &cfg.direct_url,
-    );
-    let runtime = choice::adapter(&chosen, access, cfg.inference_timeout, None);
     let model = Arc::new(Mutex::new(ServedModel::default()));
     let learns = model.clone();
     let mut exec = Executor::new(

@@ -10,8 +10,8 @@ use crate::actions::{CacheDropper, Executor, Timeouts};
 use crate::cluster::{self, ClusterConfig};
 use crate::node_host::AccessPolicy;
 use crate::session::{RecordStatus, Recording};
-use crate::sources::runtime::choice::{self, Ask};
-use crate::sources::runtime::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter, RuntimeKind};
+use crate::sources::runtime::choice::{self, Ask, Choice};
+use crate::sources::runtime::{AccessMode, RuntimeAccess, RuntimeAdapter, RuntimeKind};
 use crate::trial::{InferAfter, ReplaceBy, Runner, RunnerParts, TrialConfig, progress_line};
 use chrono::Utc;
 use color_eyre::eyre::{Result, WrapErr, eyre};
@@ -247,35 +247,6 @@ pub fn report_json(report: &Report) -> Result<Value> {
 /// `readygap run` on a connected cluster: the trials, then the statistics. `cancel` ends
 /// the current trial (Ctrl-C in the binary).
 pub async fn run_trials(args: &RunConfig, cancel: CancellationToken) -> Result<RunOutput> {
-    session(args, cancel).await
-}
-
-/// What a run produced.
-pub struct RunOutput {
-    pub stdout: String,
-    pub trials: Vec<Trial>,
-    pub code: i32,
-    /// What went wrong beside the trials (a recording that stopped: disk full), also
-    /// printed on stderr as `warning: …`.
-    pub warnings: Vec<String>,
-}
-
-/// A connected session ready to run: the trial runner (which owns the event stream) and what
-/// it needs. Used by `readygap run` and by the live dashboard.
-pub struct Built {
-    pub runner: Runner,
-    pub tx: mpsc::Sender<Event>,
-    pub feeds: CancellationToken,
-    pub target: cluster::Target,
-    pub model: String,
-    /// The node host feed: ends after `feeds` is cancelled, once its sampler stopped (and
-    /// deleted a debug pod it created). Await it before the process exits.
-    pub node_feed: tokio::task::JoinHandle<()>,
-    /// The runtime and how it was chosen (`llamacpp (--runtime)`).
-    pub runtime_label: String,
-}
-
-async fn session(args: &RunConfig, cancel: CancellationToken) -> Result<RunOutput> {
     let Built {
         mut runner,
         tx,
@@ -323,6 +294,31 @@ async fn session(args: &RunConfig, cancel: CancellationToken) -> Result<RunOutpu
     finish(args, &runner, &target, &cancel)
 }
 
+/// What a run produced.
+pub struct RunOutput {
+    pub stdout: String,
+    pub trials: Vec<Trial>,
+    pub code: i32,
+    /// What went wrong beside the trials (a recording that stopped: disk full), also
+    /// printed on stderr as `warning: …`.
+    pub warnings: Vec<String>,
+}
+
+/// A connected session ready to run: the trial runner (which owns the event stream) and what
+/// it needs. Used by `readygap run` and by the live dashboard.
+pub struct Built {
+    pub runner: Runner,
+    pub tx: mpsc::Sender<Event>,
+    pub feeds: CancellationToken,
+    pub target: cluster::Target,
+    pub model: String,
+    /// The node host feed: ends after `feeds` is cancelled, once its sampler stopped (and
+    /// deleted a debug pod it created). Await it before the process exits.
+    pub node_feed: tokio::task::JoinHandle<()>,
+    /// The runtime and how it was chosen (`llamacpp (--runtime)`).
+    pub runtime_label: String,
+}
+
 /// Connect, start the feeds and build the runner. Every event the runner sees is written to
 /// the recording (`--record`) and, when given, forwarded to `forward` (the dashboard).
 pub async fn build(
@@ -335,7 +331,7 @@ pub async fn build(
     let (tx, rx) = mpsc::channel::<Event>(8192);
     let feeds = CancellationToken::new();
 
-    let chosen = choice::choose(Ask {
+    let ask = Ask {
         given: args.session.runtime,
         client: &target.runtime_client,
         namespace: &target.namespace,
@@ -344,21 +340,9 @@ pub async fn build(
         probe_path: &args.session.probe_path,
         access: args.session.access,
         direct_url: &args.session.direct_url,
-    })
-    .await;
-    let access = RuntimeAccess::new(
-        args.session.access,
-        target.runtime_client.clone(),
-        &target.namespace,
-        chosen.port,
-        &args.session.direct_url,
-    );
-    let runtime = choice::adapter(
-        &chosen,
-        access,
-        args.session.inference_timeout,
-        args.session.think,
-    );
+    };
+    let timeout = args.session.inference_timeout;
+    let (chosen, runtime) = runtime_of(ask, timeout, args.session.think).await;
 
     let model = match args.session.model.clone() {
         Some(m) => m,
@@ -526,6 +510,20 @@ pub async fn build(
     })
 }
 
+/// The runtime of the pods `ask` selects ([`choice::choose`]) and its adapter (inferences
+/// bounded by `timeout`).
+pub(crate) async fn runtime_of(
+    ask: Ask<'_>,
+    timeout: Duration,
+    think: Option<bool>,
+) -> (Choice, Arc<dyn RuntimeAdapter>) {
+    let (access, client, namespace, url) = (ask.access, ask.client, ask.namespace, ask.direct_url);
+    let chosen = choice::choose(ask).await;
+    let access = RuntimeAccess::new(access, client.clone(), namespace, chosen.port, url);
+    let runtime = choice::adapter(&chosen, access, timeout, think);
+    (chosen, runtime)
+}
+
 /// The access of `node` under an explicit policy (`--node-access`, or `--config` tables in
 /// the lab, where a node no table matches has no access for the cold step).
 fn policy_access(
@@ -539,19 +537,10 @@ fn policy_access(
             known_hosts,
             ..
         } => AccessPolicy::explicit_access(via, identity.as_ref(), known_hosts.as_ref(), node),
-        AccessPolicy::Config { section, .. } => {
-            if section.lookup(node).is_none() {
-                return Err(format!("no [nodes] table of the config matches {node}"));
-            }
-            let facts = crate::node::NodeFacts {
-                name: node.to_string(),
-                ..Default::default()
-            };
-            section
-                .resolve(&facts)
-                .map(|(a, _)| a)
-                .map_err(|e| e.to_string())
+        AccessPolicy::Config { section, .. } if section.lookup(node).is_none() => {
+            Err(format!("no [nodes] table of the config matches {node}"))
         }
+        AccessPolicy::Config { section, .. } => resolve(section, node, None),
         AccessPolicy::Unavailable(why) => Err(format!("no node access for {node}: {why}")),
     }
 }
@@ -643,10 +632,7 @@ async fn discover_model(target: &cluster::Target, runtime: &dyn RuntimeAdapter) 
             .map(crate::sources::kube::pod_view)
             .filter(|p| p.is_ready())
         {
-            let r = PodRef {
-                name: p.name.clone(),
-                ip: p.ip.clone(),
-            };
+            let r = crate::runner::pod_ref(&p);
             // A resident model is the one being served; else the first on disk.
             if let Ok(resident) = runtime.residency(&r).await
                 && let Some(m) = resident.first()
@@ -697,17 +683,24 @@ async fn node_access_from_config(
             }
         };
     CacheDropper::Node {
-        access: Arc::new(move |node: &str| {
-            let f = facts.get(node).cloned().unwrap_or_else(|| NodeFacts {
-                name: node.to_string(),
-                ..Default::default()
-            });
-            section
-                .resolve(&f)
-                .map(|(a, _)| a)
-                .map_err(|e| e.to_string())
-        }),
+        access: Arc::new(move |node: &str| resolve(&section, node, facts.get(node).cloned())),
     }
+}
+
+/// The access the `[nodes]` tables give `node`, from its `facts` (else its name alone).
+fn resolve(
+    section: &crate::node::NodesSection,
+    node: &str,
+    facts: Option<crate::node::NodeFacts>,
+) -> std::result::Result<crate::node::NodeAccess, String> {
+    let facts = facts.unwrap_or_else(|| crate::node::NodeFacts {
+        name: node.to_string(),
+        ..Default::default()
+    });
+    section
+        .resolve(&facts)
+        .map(|(a, _)| a)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
