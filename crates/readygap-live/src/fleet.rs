@@ -19,7 +19,7 @@
 
 use crate::actions::Executor;
 use crate::cluster::{self, ClusterConfig};
-use crate::session::{RecordStatus, Recording};
+use crate::session::Recording;
 use crate::sources::runtime::choice::Ask;
 use crate::sources::runtime::{AccessMode, PollConfig, RuntimeKind};
 use crate::sources::watch::{Watched, convert, watch_error_message};
@@ -731,14 +731,9 @@ async fn member(
         .map(|d| RecordFiles::new(d, &owner.key, cfg.record_max_bytes, cfg.record_keep));
     if let Some(f) = &mut files {
         match f.next_file() {
-            Ok(path) => {
-                if let Some(RecordStatus::Failed(e)) = recording
-                    .start(&readygap_core::state::State::new(), &path, Utc::now())
-                    .pop()
-                {
-                    tracing::warn!("{e}");
-                }
-            }
+            Ok(path) => recording
+                .begin(&path)
+                .unwrap_or_else(|e| tracing::warn!("{e}")),
             Err(e) => tracing::warn!("recording {namespace}/{name}: {e}"),
         }
     }
@@ -758,20 +753,16 @@ async fn member(
         cancel: cancel.clone(),
     });
     runner.compact_after(cfg.compact_after);
-    let session = Event::new(
-        Utc::now(),
-        Source::Session,
-        EventKind::Session(SessionInfo {
-            context: ctx.context.clone(),
-            namespace: namespace.clone(),
-            target,
-            model: None,
-            mode: "watch".into(),
-            runtime: Some(chosen.label()),
-            // The watcher judges with the default verdict thresholds.
-            verdicts: None,
-        }),
-    );
+    let session = crate::run::session_event(SessionInfo {
+        context: ctx.context.clone(),
+        namespace: namespace.clone(),
+        target,
+        model: None,
+        mode: "watch".into(),
+        runtime: Some(chosen.label()),
+        // The watcher judges with the default verdict thresholds.
+        verdicts: None,
+    });
     let _ = tx.send(session).await;
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(4);
     let shared = ctx.shared.clone();

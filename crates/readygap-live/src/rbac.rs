@@ -332,15 +332,9 @@ fn resource_name(group: &str, resource: &str) -> String {
 
 /// One sentence for a parsed refusal: who, which verb on what, where, and what to apply.
 pub fn explain(forbidden: &Forbidden) -> String {
-    let who = if forbidden.user.is_empty() {
-        "readygap".to_owned()
-    } else {
-        format!("readygap (as {})", forbidden.user)
-    };
-    let as_user = if forbidden.user.is_empty() {
-        String::new()
-    } else {
-        format!(" --as {}", forbidden.user)
+    let (who, as_user) = match forbidden.user.as_str() {
+        "" => ("readygap".to_owned(), String::new()),
+        user => (format!("readygap (as {user})"), format!(" --as {user}")),
     };
     let verb = &forbidden.verb;
     let mut text = match &forbidden.target {
@@ -399,11 +393,8 @@ pub fn explain_forbidden(status: &Status) -> String {
         .filter(|d| !d.kind.is_empty())
         .map(|d| format!(" on {}", resource_name(&d.group, &d.kind)))
         .unwrap_or_default();
-    let message = if status.message.is_empty() {
-        "no message"
-    } else {
-        status.message.as_str()
-    };
+    let message = Some(status.message.as_str()).filter(|m| !m.is_empty());
+    let message = message.unwrap_or("no message");
     format!(
         "forbidden (HTTP {}){resource}: {message}; readygap's permissions are in manifests/rbac \
          (and manifests/rbac/cluster)",

@@ -371,12 +371,10 @@ pub async fn build(
     );
     header.settings = settings.clone();
     let mut recording = Recording::new(header, args.session.record_redact);
-    if let Some(path) = &args.session.record
-        && let Some(RecordStatus::Failed(e)) = recording
-            .start(&readygap_core::state::State::new(), path, Utc::now())
-            .pop()
-    {
-        return Err(eyre!("creating the recording: {e}"));
+    if let Some(path) = &args.session.record {
+        recording
+            .begin(path)
+            .map_err(|e| eyre!("creating the recording: {e}"))?;
     }
     let node_selection = crate::node_host::NodeSelection::new();
     let sink = Box::new(move |ev: &Event| {
@@ -484,20 +482,16 @@ pub async fn build(
         cancel: cancel.clone(),
     });
     runner.select_nodes(node_selection);
-    let session_ev = Event::new(
-        Utc::now(),
-        Source::Session,
-        EventKind::Session(SessionInfo {
-            context: target.context.clone(),
-            namespace: target.namespace.clone(),
-            target: target.label(),
-            model: Some(model.clone()),
-            mode: mode.into(),
-            runtime: Some(chosen.label()),
-            verdicts: (args.session.verdicts != VerdictThresholds::default())
-                .then(|| args.session.verdicts.clone()),
-        }),
-    );
+    let session_ev = session_event(SessionInfo {
+        context: target.context.clone(),
+        namespace: target.namespace.clone(),
+        target: target.label(),
+        model: Some(model.clone()),
+        mode: mode.into(),
+        runtime: Some(chosen.label()),
+        verdicts: (args.session.verdicts != VerdictThresholds::default())
+            .then(|| args.session.verdicts.clone()),
+    });
     tx.send(session_ev).await.ok();
     Ok(Built {
         runner,
@@ -522,6 +516,11 @@ pub(crate) async fn runtime_of(
     let access = RuntimeAccess::new(access, client.clone(), namespace, chosen.port, url);
     let runtime = choice::adapter(&chosen, access, timeout, think);
     (chosen, runtime)
+}
+
+/// The first event of a session.
+pub(crate) fn session_event(info: SessionInfo) -> Event {
+    Event::new(Utc::now(), Source::Session, EventKind::Session(info))
 }
 
 /// The access of `node` under an explicit policy (`--node-access`, or `--config` tables in

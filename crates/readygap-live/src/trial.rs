@@ -549,16 +549,8 @@ async fn fast_probe(
             p = runtime.probe(&pod) => p,
         };
         let ok = p.ok;
-        if tx
-            .send(Event::new(
-                Utc::now(),
-                Source::Runtime,
-                EventKind::RuntimeProbe(p),
-            ))
-            .await
-            .is_err()
-            || ok
-        {
+        let ev = Event::new(Utc::now(), Source::Runtime, EventKind::RuntimeProbe(p));
+        if tx.send(ev).await.is_err() || ok {
             return;
         }
     }
