@@ -26,7 +26,8 @@ use crate::sources::watch::{Watched, convert, watch_error_message};
 use crate::trial::{Command, Runner, RunnerParts, TrialConfig};
 use chrono::Utc;
 use color_eyre::eyre::Result;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -219,27 +220,23 @@ enum Seen {
     Slice(Box<Result<watcher::Event<EndpointSlice>, watcher::Error>>),
 }
 
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    <K as Resource>::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
+/// The watch of `K` in `namespace` (all when `None`), its items wrapped as [`Seen`].
 fn stream<K>(
-    api: Api<K>,
+    client: &Client,
+    namespace: Option<&str>,
     cfg: watcher::Config,
     wrap: fn(Result<watcher::Event<K>, watcher::Error>) -> Seen,
-) -> impl Stream<Item = Seen> + Send
+) -> BoxStream<'static, Seen>
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     <K as Resource>::DynamicType: Default + Eq + std::hash::Hash + Clone + Send,
 {
-    watcher(api, cfg).default_backoff().map(wrap)
+    let api = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    watcher(api, cfg).default_backoff().map(wrap).boxed()
 }
 
 /// Watch until `cancel`. Fails only when the cluster cannot be reached at the start.
@@ -250,30 +247,27 @@ pub async fn run(cfg: WatchConfig, shared: Arc<Shared>, cancel: CancellationToke
     let scope = (!cfg.all_namespaces).then_some(namespace.as_str());
     let pod_selector = cfg.pod_selector.clone().unwrap_or(cfg.selector.clone());
     let watches = futures::stream::select_all([
-        stream(
-            api::<Deployment>(&client, scope),
+        stream::<Deployment>(
+            &client,
+            scope,
             watcher::Config::default().labels(&cfg.selector),
             |r| Seen::Deployment(Box::new(r)),
-        )
-        .boxed(),
-        stream(
-            api::<Pod>(&client, scope),
+        ),
+        stream::<Pod>(
+            &client,
+            scope,
             watcher::Config::default().labels(&pod_selector),
             |r| Seen::Pod(Box::new(r)),
-        )
-        .boxed(),
-        stream(
-            api::<CoreEvent>(&client, scope),
+        ),
+        stream::<CoreEvent>(
+            &client,
+            scope,
             watcher::Config::default().fields("involvedObject.kind=Pod"),
             |r| Seen::KubeEvent(Box::new(r)),
-        )
-        .boxed(),
-        stream(
-            api::<EndpointSlice>(&client, scope),
-            watcher::Config::default(),
-            |r| Seen::Slice(Box::new(r)),
-        )
-        .boxed(),
+        ),
+        stream::<EndpointSlice>(&client, scope, watcher::Config::default(), |r| {
+            Seen::Slice(Box::new(r))
+        }),
     ]);
     let ctx = Ctx {
         client,
@@ -566,10 +560,7 @@ impl RecordFiles {
     pub fn new(root: &Path, key: &DeploymentKey, max_bytes: u64, keep: usize) -> Self {
         let dir = root.join(&key.0).join(&key.1);
         let stem = format!("readygap-watch-{}-{}-", key.0, key.1);
-        let next = Self::numbered(&dir, &stem)
-            .last()
-            .map(|(n, _)| n + 1)
-            .unwrap_or(1);
+        let next = Self::numbered(&dir, &stem).last().map_or(1, |(n, _)| n + 1);
         Self {
             dir,
             stem,

@@ -6,7 +6,7 @@
 //! measured. Takes plain configuration ([`SessionConfig`], [`RunConfig`]); the command line
 //! that fills them lives in the binary.
 
-use crate::actions::{CacheDropper, Executor, Timeouts};
+use crate::actions::{CacheDropper, Executor};
 use crate::cluster::{self, ClusterConfig};
 use crate::node_host::AccessPolicy;
 use crate::session::{RecordStatus, Recording};
@@ -255,7 +255,6 @@ pub async fn run_trials(args: &RunConfig, cancel: CancellationToken) -> Result<R
         model,
         node_feed,
         runtime_label,
-        ..
     } = build(args, cancel.clone(), None, "run").await?;
     eprintln!(
         "readygap run: {} trial(s) on {} in {}/{} ({}), model {model}, runtime {}, access {:?}",
@@ -369,7 +368,7 @@ pub async fn build(
         &target.namespace,
         &target.label(),
     );
-    header.settings = settings.clone();
+    header.settings = settings;
     let mut recording = Recording::new(header, args.session.record_redact);
     if let Some(path) = &args.session.record {
         recording
@@ -411,10 +410,7 @@ pub async fn build(
     exec.prompt = args.session.prompt.clone();
     exec.default_grace = args.session.grace;
     exec.read_only = args.session.read_only;
-    exec.timeouts = Timeouts {
-        inference: args.session.inference_timeout,
-        ..Timeouts::default()
-    };
+    exec.timeouts.inference = args.session.inference_timeout;
     let policy = args.session.nodes.clone();
     exec.dropper = match &policy {
         AccessPolicy::Explicit { .. } | AccessPolicy::Config { lab: true, .. } => {
@@ -584,11 +580,7 @@ fn finish(
         .collect();
     let report = Report { files: vec![fr] };
     let stdout = match args.format {
-        OutFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&report_json(&report)?)?;
-            s.push('\n');
-            s
-        }
+        OutFormat::Json => serde_json::to_string_pretty(&report_json(&report)?)? + "\n",
         OutFormat::Table => report::render(&report, Format::Table)?,
         OutFormat::Csv => report::render(&report, Format::Csv)?,
     };

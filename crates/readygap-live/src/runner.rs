@@ -422,20 +422,9 @@ impl Machine {
             Command::Act(req) => _ = self.act(req, out),
             Command::Choose(pod) => self.chosen = pod,
             Command::Record(_) => {}
-            Command::Infer { ref model } | Command::Unload { ref model } => {
-                let (infer, model) = (matches!(c, Command::Infer { .. }), model.clone());
-                match focus::live_pod(s, self.chosen.as_deref()) {
-                    Some(p) => {
-                        let pod = pod_ref(p);
-                        let req = if infer {
-                            Request::Infer { pod, model }
-                        } else {
-                            Request::Unload { pod, model }
-                        };
-                        self.act(req, out);
-                    }
-                    None => out.push(note("no pod to send it to".into())),
-                }
+            Command::Infer { model } => self.on_focus(s, out, |pod| Request::Infer { pod, model }),
+            Command::Unload { model } => {
+                self.on_focus(s, out, |pod| Request::Unload { pod, model })
             }
             Command::Trial { .. } if self.cfg.read_only => {
                 out.push(note("refused: --read-only starts no trial".into()));
@@ -447,6 +436,14 @@ impl Machine {
                     open.map(|t| format!(" (#{})", t.index)).unwrap_or_default()
                 ))),
             },
+        }
+    }
+
+    /// An action on the focused pod.
+    fn on_focus(&mut self, s: &State, out: &mut Vec<Do>, req: impl FnOnce(PodRef) -> Request) {
+        match focus::live_pod(s, self.chosen.as_deref()) {
+            Some(p) => _ = self.act(req(pod_ref(p)), out),
+            None => out.push(note("no pod to send it to".into())),
         }
     }
 
