@@ -348,9 +348,9 @@ pub fn explain(forbidden: &Forbidden) -> String {
             namespace,
         } => {
             let what = resource_name(group, resource);
-            let place = match namespace {
-                Some(ns) => format!("in namespace {ns}"),
-                None => "at cluster scope".to_owned(),
+            let (place, in_ns) = match namespace {
+                Some(ns) => (format!("in namespace {ns}"), format!(" -n {ns}")),
+                None => ("at cluster scope".to_owned(), String::new()),
             };
             let remedy = match lookup(verb, group, resource) {
                 Some(p) if p.scope == Scope::Cluster => format!(
@@ -364,10 +364,7 @@ pub fn explain(forbidden: &Forbidden) -> String {
                          manifests/rbac"
                     .to_owned(),
             };
-            let check = match namespace {
-                Some(ns) => format!("kubectl auth can-i {verb} {what} -n {ns}{as_user}"),
-                None => format!("kubectl auth can-i {verb} {what}{as_user}"),
-            };
+            let check = format!("kubectl auth can-i {verb} {what}{in_ns}{as_user}");
             format!(
                 "forbidden: {who} may not `{verb} {what}` {place}; {remedy}; check with `{check}`"
             )

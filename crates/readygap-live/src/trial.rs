@@ -466,50 +466,40 @@ impl Runner {
                 let candidate = p.deletion_timestamp.is_none() && probe_now.contains(&p.name);
                 running && (candidate || new_pod == Some(p.name.as_str()))
             });
-            match (&entry.log, want_log) {
-                (Some((i, _)), Some((want, _))) if *i == want => {}
-                (old, Some((index, since))) => {
-                    if let Some((_, c)) = old {
-                        c.cancel();
-                    }
-                    let token = self.stop_feeds.child_token();
-                    entry.log = Some((index, token.clone()));
-                    tokio::spawn(crate::sources::logs::follow(
-                        self.client.clone(),
-                        crate::sources::logs::LogFollow {
-                            namespace: self.machine.cfg.namespace.clone(),
-                            pod: p.name.clone(),
-                            container: self.machine.cfg.container.clone(),
-                            since,
-                        },
-                        self.tx.clone(),
-                        token,
-                    ));
-                }
-                (Some((_, c)), None) => {
-                    c.cancel();
-                    entry.log = None;
-                }
-                (None, None) => {}
+            // A log followed for another trial (or for none now) stops.
+            let same = matches!((&entry.log, want_log), (Some((i, _)), Some((w, _))) if *i == w);
+            if let Some((_, c)) = entry.log.take_if(|_| !same) {
+                c.cancel();
+            }
+            if let (None, Some((index, since))) = (&entry.log, want_log) {
+                let token = self.stop_feeds.child_token();
+                entry.log = Some((index, token.clone()));
+                tokio::spawn(crate::sources::logs::follow(
+                    self.client.clone(),
+                    crate::sources::logs::LogFollow {
+                        namespace: self.machine.cfg.namespace.clone(),
+                        pod: p.name.clone(),
+                        container: self.machine.cfg.container.clone(),
+                        since,
+                    },
+                    self.tx.clone(),
+                    token,
+                ));
             }
             let want_probe = probe_now.contains(&p.name);
-            match (&entry.probe, want_probe) {
-                (None, true) => {
-                    let token = self.stop_feeds.child_token();
-                    entry.probe = Some(token.clone());
-                    tokio::spawn(fast_probe(
-                        self.runtime.clone(),
-                        target,
-                        self.machine.cfg.probe_interval,
-                        self.tx.clone(),
-                        token,
-                    ));
-                }
-                (Some(c), false) => {
-                    c.cancel();
-                    entry.probe = None;
-                }
-                _ => {}
+            if let Some(c) = entry.probe.take_if(|_| !want_probe) {
+                c.cancel();
+            }
+            if want_probe && entry.probe.is_none() {
+                let token = self.stop_feeds.child_token();
+                entry.probe = Some(token.clone());
+                tokio::spawn(fast_probe(
+                    self.runtime.clone(),
+                    target,
+                    self.machine.cfg.probe_interval,
+                    self.tx.clone(),
+                    token,
+                ));
             }
         }
     }
