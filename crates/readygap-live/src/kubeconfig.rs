@@ -99,14 +99,11 @@ fn no_proxy_matches(entry: &str, host: &str, port: u16) -> bool {
     }
     let (ehost, eport) = match entry.rsplit_once(':') {
         Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() && !h.contains(':') => {
-            (h.to_owned(), p.parse::<u16>().ok())
+            (h, p.parse::<u16>().ok())
         }
-        _ => (entry.clone(), None),
+        _ => (entry.as_str(), None),
     };
-    let ehost = ehost
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
+    let ehost = ehost.trim_start_matches('[').trim_end_matches(']');
     let port_ok = eport.is_none_or(|p| p == port);
     if let Ok(eip) = ehost.parse::<IpAddr>() {
         return ip == Some(eip) && port_ok;

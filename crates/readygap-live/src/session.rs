@@ -38,16 +38,7 @@ impl RecordStatus {
 
 /// The default path of a new recording: `recordings/readygap-<context>-<time>.jsonl`.
 pub fn default_recording_path(dir: &Path, context: &str, at: Timestamp) -> PathBuf {
-    let ctx: String = context
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let ctx = context.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_");
     dir.join(format!(
         "readygap-{}-{}.jsonl",
         if ctx.is_empty() { "session" } else { &ctx },
