@@ -151,8 +151,7 @@ impl Executor {
     /// Run a request to its end (events included); returns the outcome.
     pub async fn run(&self, req: Request) -> (u64, Outcome) {
         let id = self.next_id();
-        let o = self.execute(id, req).await;
-        (id, o)
+        (id, self.execute(id, req).await)
     }
 
     fn action_of(&self, req: &Request) -> Action {

@@ -150,11 +150,8 @@ impl Runner {
         if let Some(tx) = &self.record_status {
             let _ = tx.send(st);
         }
-        self.apply(Event::new(
-            Utc::now(),
-            Source::Session,
-            EventKind::Note { text },
-        ));
+        let note = Event::new(Utc::now(), Source::Session, EventKind::Note { text });
+        self.apply(note);
     }
 
     fn record(&mut self, path: Option<std::path::PathBuf>) {
