@@ -65,6 +65,11 @@ impl Recording {
         }
     }
 
+    /// The file being written.
+    pub fn path(&self) -> Option<&Path> {
+        self.file.as_ref().map(|r| r.path())
+    }
+
     /// Start the session's first file at `path` (an empty snapshot); the failure, if any.
     pub fn begin(&mut self, path: &Path) -> Result<(), String> {
         match self.start(&State::new(), path, chrono::Utc::now()).pop() {
