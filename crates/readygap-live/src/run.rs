@@ -548,10 +548,7 @@ fn finish(
     cancel: &CancellationToken,
 ) -> Result<RunOutput> {
     let trials = runner.state.timeline.trials.clone();
-    let mut warnings = Vec::new();
-    if let Some(e) = runner.record_error() {
-        warnings.push(format!("recording: {e}"));
-    }
+    let warnings = Vec::from_iter(runner.record_error().map(|e| format!("recording: {e}")));
     // The table and CSV on stdout have no place for them: stderr, as `report --warnings`.
     for w in &warnings {
         eprintln!("warning: {w}");

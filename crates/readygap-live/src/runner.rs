@@ -575,10 +575,9 @@ impl Machine {
                         .timeline
                         .trials
                         .iter()
-                        .enumerate()
                         .skip(before)
-                        .find(|(_, t)| !t.external)
-                        .map(|(i, _)| i);
+                        .position(|t| !t.external)
+                        .map(|i| before + i);
                     if let Some(i) = ours {
                         self.drive(i, true, s, now);
                     } else if finished(s, id) {

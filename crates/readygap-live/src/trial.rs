@@ -547,8 +547,7 @@ async fn fast_probe(
 pub fn progress_line(t: &Trial, of: Option<(usize, usize)>) -> String {
     let f = |m: Metric| {
         t.metric(m)
-            .map(|v| format!("{v:.2} s"))
-            .unwrap_or_else(|| "-".into())
+            .map_or_else(|| "-".into(), |v| format!("{v:.2} s"))
     };
     let who = if t.external {
         "external trial"
