@@ -7,6 +7,7 @@
 //! runs each in its own task, so the caller never blocks.
 
 use crate::node::{DropThreshold, NodeAccess};
+use crate::rbac::{self, explain_kube_error};
 use crate::sources::runtime::{PodRef, RuntimeAdapter, until_not_resident};
 use chrono::Utc;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -150,8 +151,7 @@ impl Executor {
     /// Run a request to its end (events included); returns the outcome.
     pub async fn run(&self, req: Request) -> (u64, Outcome) {
         let id = self.next_id();
-        let o = self.execute(id, req).await;
-        (id, o)
+        (id, self.execute(id, req).await)
     }
 
     fn action_of(&self, req: &Request) -> Action {
@@ -194,20 +194,10 @@ impl Executor {
                 ),
             },
             (Request::DeletePod { pod, .. }, Action::DeletePod { grace_seconds, .. }) => {
-                self.timed(
-                    id,
-                    self.timeouts.kube,
-                    self.delete_pod(id, &pod, grace_seconds),
-                )
-                .await
+                self.timed(self.delete_pod(id, &pod, grace_seconds)).await
             }
             (Request::RolloutRestart { deployment }, _) => {
-                self.timed(
-                    id,
-                    self.timeouts.kube,
-                    self.rollout_restart(id, &deployment),
-                )
-                .await
+                self.timed(self.rollout_restart(id, &deployment)).await
             }
             (Request::Infer { pod, .. }, Action::Infer { model, .. }) => {
                 self.infer(id, &pod, &model).await
@@ -270,12 +260,9 @@ impl Executor {
         outcome
     }
 
-    async fn timed(
-        &self,
-        _id: u64,
-        limit: Duration,
-        fut: impl std::future::Future<Output = Result<(), String>>,
-    ) -> Outcome {
+    /// A request to the API server, bounded by the kube timeout.
+    async fn timed(&self, fut: impl Future<Output = Result<(), String>>) -> Outcome {
+        let limit = self.timeouts.kube;
         match tokio::time::timeout(limit, fut).await {
             Ok(Ok(())) => Outcome::Ok,
             Ok(Err(message)) => Outcome::Error { message },
@@ -292,17 +279,9 @@ impl Executor {
             ..DeleteParams::default()
         };
         emit(&self.tx, EventKind::ActionStarted { id }).await;
+        let req = rbac::Request::new("delete", "", "pods", Some(&self.namespace));
         api.delete(pod, &dp).await.map(|_| ()).map_err(|e| {
-            crate::rbac::explain_kube_error(
-                &e,
-                &crate::rbac::Request {
-                    verb: "delete",
-                    group: "",
-                    resource: "pods",
-                    namespace: Some(&self.namespace),
-                },
-            )
-            .unwrap_or_else(|| format!("delete pod {pod}: {e}"))
+            explain_kube_error(&e, &req).unwrap_or_else(|| format!("delete pod {pod}: {e}"))
         })
     }
 
@@ -318,16 +297,9 @@ impl Executor {
         .await
         .map(|_| ())
         .map_err(|e| {
-            crate::rbac::explain_kube_error(
-                &e,
-                &crate::rbac::Request {
-                    verb: "patch",
-                    group: "apps",
-                    resource: "deployments",
-                    namespace: Some(&self.namespace),
-                },
-            )
-            .unwrap_or_else(|| format!("rollout restart {deployment}: {e}"))
+            let req = rbac::Request::new("patch", "apps", "deployments", Some(&self.namespace));
+            explain_kube_error(&e, &req)
+                .unwrap_or_else(|| format!("rollout restart {deployment}: {e}"))
         })
     }
 
@@ -354,34 +326,24 @@ impl Executor {
             let _ = tx.try_send(ev);
         });
         let fut = self.runtime.generate(pod, model, &self.prompt, id, first);
-        let (result, timed_out) = match tokio::time::timeout(self.timeouts.inference, fut).await {
-            Ok(r) => (r, false),
+        let limit = self.timeouts.inference;
+        let (result, outcome) = match tokio::time::timeout(limit, fut).await {
+            Ok(r) if r.ok => (r, Outcome::Ok),
+            Ok(r) => {
+                let message = r.error.clone().unwrap_or_else(|| "inference failed".into());
+                (r, Outcome::Error { message })
+            }
             Err(_) => (
                 readygap_core::event::InferenceResult {
                     request_id: id,
                     ok: false,
-                    error: Some(format!(
-                        "timeout: no done: true within {:?}",
-                        self.timeouts.inference
-                    )),
+                    error: Some(format!("timeout: no done: true within {limit:?}")),
                     ..Default::default()
                 },
-                true,
+                Outcome::Timeout {
+                    after_ms: limit.as_millis() as u64,
+                },
             ),
-        };
-        let outcome = if result.ok {
-            Outcome::Ok
-        } else if timed_out {
-            Outcome::Timeout {
-                after_ms: self.timeouts.inference.as_millis() as u64,
-            }
-        } else {
-            Outcome::Error {
-                message: result
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| "inference failed".into()),
-            }
         };
         // T4 is when the adapter saw the answer end, not when its future returned.
         let ts = result.done_at.unwrap_or_else(Utc::now);
@@ -403,64 +365,45 @@ impl Executor {
             error: Some(e),
             ..CacheDrop::default()
         };
-        match &self.dropper {
-            CacheDropper::None(why) => failed(why.clone()),
+        let a = match &self.dropper {
+            CacheDropper::None(why) => return failed(why.clone()),
             CacheDropper::Node { access } => match access(node) {
-                Ok(a) => {
-                    let r = match &a {
-                        // A debug pod is created in the target namespace (or reused: one
-                        // per node, kept for the next trial until its own deadline).
-                        NodeAccess::DebugPod { .. } => {
-                            match crate::node::DebugPodSession::for_access(
-                                self.client.clone(),
-                                &self.namespace,
-                                &a,
-                            ) {
-                                Ok(session) => {
-                                    let r = crate::node::drop_caches_in_pod(
-                                        node,
-                                        &session,
-                                        &self.threshold,
-                                        self.timeouts.drop_caches,
-                                    )
-                                    .await;
-                                    if session.created_pod()
-                                        && let Ok(mut pods) = self.debug_pods.lock()
-                                    {
-                                        pods.insert(session.pod_name().to_owned());
-                                    }
-                                    r
-                                }
-                                Err(e) => {
-                                    crate::node::DropCachesResult::failed(node, e.to_string())
-                                }
-                            }
-                        }
-                        _ => {
-                            crate::node::drop_caches(
-                                node,
-                                &a,
-                                &self.threshold,
-                                self.timeouts.drop_caches,
-                            )
-                            .await
-                        }
-                    };
-                    CacheDrop {
-                        node: r.node,
-                        cached_kb_before: r.cached_kb_before,
-                        cached_kb_after: r.cached_kb_after,
-                        dropped: r.dropped,
-                        error: r.error,
-                    }
-                }
-                Err(e) => failed(e),
+                Ok(a) => a,
+                Err(e) => return failed(e),
             },
+        };
+        let limit = self.timeouts.drop_caches;
+        let r = match &a {
+            // A debug pod is created in the target namespace (or reused: one per node, kept
+            // for the next trial until its own deadline).
+            NodeAccess::DebugPod { .. } => {
+                let client = self.client.clone();
+                match crate::node::DebugPodSession::for_access(client, &self.namespace, &a) {
+                    Ok(session) => {
+                        let r =
+                            crate::node::drop_caches_in_pod(node, &session, &self.threshold, limit)
+                                .await;
+                        if session.created_pod()
+                            && let Ok(mut pods) = self.debug_pods.lock()
+                        {
+                            pods.insert(session.pod_name().to_owned());
+                        }
+                        r
+                    }
+                    Err(e) => crate::node::DropCachesResult::failed(node, e.to_string()),
+                }
+            }
+            _ => crate::node::drop_caches(node, &a, &self.threshold, limit).await,
+        };
+        CacheDrop {
+            node: r.node,
+            cached_kb_before: r.cached_kb_before,
+            cached_kb_after: r.cached_kb_after,
+            dropped: r.dropped,
+            error: r.error,
         }
     }
-}
 
-impl Executor {
     /// Deletes the debug pods this executor created for cold steps (at the end of a run;
     /// left alone they end by their own deadline). Returns one message per pod that could
     /// not be deleted.

@@ -155,17 +155,10 @@ pub async fn connect(args: &ClusterConfig) -> Result<Target> {
         Some(sel) => (None, sel.clone()),
         None => {
             let api: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+            let req = crate::rbac::Request::new("get", "apps", "deployments", Some(&namespace));
             let d = api.get(&args.deployment).await.map_err(|e| {
-                let why = crate::rbac::explain_kube_error(
-                    &e,
-                    &crate::rbac::Request {
-                        verb: "get",
-                        group: "apps",
-                        resource: "deployments",
-                        namespace: Some(&namespace),
-                    },
-                )
-                .unwrap_or_else(|| e.to_string());
+                let why =
+                    crate::rbac::explain_kube_error(&e, &req).unwrap_or_else(|| e.to_string());
                 eyre!("deployment {}/{}: {why}", namespace, args.deployment)
             })?;
             (Some(args.deployment.clone()), selector_of(&d)?)
@@ -201,9 +194,14 @@ pub fn selector_of(d: &Deployment) -> Result<String> {
                 d.metadata.name.as_deref().unwrap_or("?")
             )
         })?;
-    Ok(labels
+    Ok(selector_string(labels))
+}
+
+/// A label selector string (`k=v,k2=v2`) of `matchLabels`.
+pub fn selector_string(labels: &std::collections::BTreeMap<String, String>) -> String {
+    labels
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
-        .join(","))
+        .join(",")
 }

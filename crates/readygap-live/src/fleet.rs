@@ -19,14 +19,15 @@
 
 use crate::actions::Executor;
 use crate::cluster::{self, ClusterConfig};
-use crate::session::{RecordStatus, Recording};
-use crate::sources::runtime::choice::{self, Ask};
+use crate::session::Recording;
+use crate::sources::runtime::choice::Ask;
 use crate::sources::runtime::{AccessMode, PollConfig, RuntimeKind};
 use crate::sources::watch::{Watched, convert, watch_error_message};
 use crate::trial::{Command, Runner, RunnerParts, TrialConfig};
 use chrono::Utc;
 use color_eyre::eyre::Result;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -180,15 +181,6 @@ pub fn owner<'a>(
         .map(|d| d.key.clone())
 }
 
-/// A label selector string of `matchLabels`.
-fn selector_string(labels: &BTreeMap<String, String>) -> String {
-    labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// The connected cluster and settings every Deployment's session shares.
 #[derive(Clone)]
 struct Ctx {
@@ -228,27 +220,23 @@ enum Seen {
     Slice(Box<Result<watcher::Event<EndpointSlice>, watcher::Error>>),
 }
 
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    <K as Resource>::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
+/// The watch of `K` in `namespace` (all when `None`), its items wrapped as [`Seen`].
 fn stream<K>(
-    api: Api<K>,
+    client: &Client,
+    namespace: Option<&str>,
     cfg: watcher::Config,
     wrap: fn(Result<watcher::Event<K>, watcher::Error>) -> Seen,
-) -> impl Stream<Item = Seen> + Send
+) -> BoxStream<'static, Seen>
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     <K as Resource>::DynamicType: Default + Eq + std::hash::Hash + Clone + Send,
 {
-    watcher(api, cfg).default_backoff().map(wrap)
+    let api = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    watcher(api, cfg).default_backoff().map(wrap).boxed()
 }
 
 /// Watch until `cancel`. Fails only when the cluster cannot be reached at the start.
@@ -259,30 +247,27 @@ pub async fn run(cfg: WatchConfig, shared: Arc<Shared>, cancel: CancellationToke
     let scope = (!cfg.all_namespaces).then_some(namespace.as_str());
     let pod_selector = cfg.pod_selector.clone().unwrap_or(cfg.selector.clone());
     let watches = futures::stream::select_all([
-        stream(
-            api::<Deployment>(&client, scope),
+        stream::<Deployment>(
+            &client,
+            scope,
             watcher::Config::default().labels(&cfg.selector),
             |r| Seen::Deployment(Box::new(r)),
-        )
-        .boxed(),
-        stream(
-            api::<Pod>(&client, scope),
+        ),
+        stream::<Pod>(
+            &client,
+            scope,
             watcher::Config::default().labels(&pod_selector),
             |r| Seen::Pod(Box::new(r)),
-        )
-        .boxed(),
-        stream(
-            api::<CoreEvent>(&client, scope),
+        ),
+        stream::<CoreEvent>(
+            &client,
+            scope,
             watcher::Config::default().fields("involvedObject.kind=Pod"),
             |r| Seen::KubeEvent(Box::new(r)),
-        )
-        .boxed(),
-        stream(
-            api::<EndpointSlice>(&client, scope),
-            watcher::Config::default(),
-            |r| Seen::Slice(Box::new(r)),
-        )
-        .boxed(),
+        ),
+        stream::<EndpointSlice>(&client, scope, watcher::Config::default(), |r| {
+            Seen::Slice(Box::new(r))
+        }),
     ]);
     let ctx = Ctx {
         client,
@@ -315,14 +300,11 @@ fn said<K>(
     r: &Result<watcher::Event<K>, watcher::Error>,
 ) {
     match r {
-        Ok(_) => {
-            errors.remove(resource);
+        Ok(_) => _ = errors.remove(resource),
+        Err(e) if errors.insert(resource) => {
+            tracing::warn!("{}", watch_error_message(e, resource))
         }
-        Err(e) => {
-            if errors.insert(resource) {
-                tracing::warn!("{}", watch_error_message(e, resource));
-            }
-        }
+        Err(_) => {}
     }
 }
 
@@ -336,39 +318,33 @@ impl Routes {
     ) {
         match seen {
             Seen::Deployment(r) => {
-                let r = *r;
                 said(errors, "deployments", &r);
-                if let Ok(ev) = r {
+                if let Ok(ev) = *r {
                     self.deployment(ctx, cancel, ev).await;
                 }
             }
             Seen::Pod(r) => {
-                let r = *r;
                 said(errors, Pod::RESOURCE, &r);
-                if let Ok(ev) = r {
+                if let Ok(ev) = *r {
                     self.pod(ev).await;
                 }
             }
             Seen::KubeEvent(r) => {
-                let r = *r;
                 said(errors, CoreEvent::RESOURCE, &r);
-                if let Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) = r {
+                if let Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) = *r {
                     let o = &e.involved_object;
                     let key = (
                         o.namespace.clone().unwrap_or_default(),
                         o.name.clone().unwrap_or_default(),
                     );
-                    if let Some(dep) = self.pods.get(&key).cloned() {
-                        for kind in convert(watcher::Event::Apply(e)) {
-                            self.send(&dep, kind).await;
-                        }
+                    if let Some(dep) = self.pods.get(&key) {
+                        self.forward(dep, watcher::Event::Apply(e)).await;
                     }
                 }
             }
             Seen::Slice(r) => {
-                let r = *r;
                 said(errors, EndpointSlice::RESOURCE, &r);
-                if let Ok(ev) = r {
+                if let Ok(ev) = *r {
                     self.slice(ev).await;
                 }
             }
@@ -380,8 +356,12 @@ impl Routes {
         }
     }
 
-    async fn send(&self, dep: &DeploymentKey, kind: EventKind) {
-        if let Some(m) = self.members.get(dep) {
+    /// One watch event to the session of `dep`.
+    async fn forward<K: Watched>(&self, dep: &DeploymentKey, ev: watcher::Event<K>) {
+        let Some(m) = self.members.get(dep) else {
+            return;
+        };
+        for kind in convert(ev) {
             let _ = m.tx.send(Event::new(Utc::now(), Source::Kube, kind)).await;
         }
     }
@@ -472,20 +452,12 @@ impl Routes {
 
     async fn pod(&mut self, ev: watcher::Event<Pod>) {
         match ev {
-            watcher::Event::Init => {
-                for k in self.members.keys().cloned().collect::<Vec<_>>() {
-                    for kind in convert::<Pod>(watcher::Event::Init) {
-                        self.send(&k, kind).await;
-                    }
+            watcher::Event::Init | watcher::Event::InitDone => {
+                let done = matches!(ev, watcher::Event::InitDone);
+                for k in self.members.keys() {
+                    self.forward(k, ev.clone()).await;
                 }
-            }
-            watcher::Event::InitDone => {
-                for k in self.members.keys().cloned().collect::<Vec<_>>() {
-                    for kind in convert::<Pod>(watcher::Event::InitDone) {
-                        self.send(&k, kind).await;
-                    }
-                }
-                self.pods_listed = true;
+                self.pods_listed |= done;
             }
             watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
                 let key = (p.namespace().unwrap_or_default(), p.name_any());
@@ -506,9 +478,7 @@ impl Routes {
                     Some(dep) => {
                         self.orphans.remove(&key);
                         self.pods.insert(key, dep.clone());
-                        for kind in convert(watcher::Event::Apply(p)) {
-                            self.send(&dep, kind).await;
-                        }
+                        self.forward(&dep, watcher::Event::Apply(p)).await;
                     }
                     None => {
                         self.orphans.insert(key, p);
@@ -519,9 +489,7 @@ impl Routes {
                 let key = (p.namespace().unwrap_or_default(), p.name_any());
                 self.orphans.remove(&key);
                 if let Some(dep) = self.pods.remove(&key) {
-                    for kind in convert(watcher::Event::Delete(p)) {
-                        self.send(&dep, kind).await;
-                    }
+                    self.forward(&dep, watcher::Event::Delete(p)).await;
                 }
             }
         }
@@ -546,17 +514,13 @@ impl Routes {
                     return;
                 }
                 for dep in owners {
-                    for kind in convert(watcher::Event::Apply(s.clone())) {
-                        self.send(&dep, kind).await;
-                    }
+                    self.forward(&dep, watcher::Event::Apply(s.clone())).await;
                 }
             }
             watcher::Event::Delete(s) => {
                 let key = (s.namespace().unwrap_or_default(), s.name_any());
                 for dep in self.slices.remove(&key).unwrap_or_default() {
-                    for kind in convert(watcher::Event::Delete(s.clone())) {
-                        self.send(&dep, kind).await;
-                    }
+                    self.forward(&dep, watcher::Event::Delete(s.clone())).await;
                 }
             }
             watcher::Event::Init | watcher::Event::InitDone => {}
@@ -596,10 +560,7 @@ impl RecordFiles {
     pub fn new(root: &Path, key: &DeploymentKey, max_bytes: u64, keep: usize) -> Self {
         let dir = root.join(&key.0).join(&key.1);
         let stem = format!("readygap-watch-{}-{}-", key.0, key.1);
-        let next = Self::numbered(&dir, &stem)
-            .last()
-            .map(|(n, _)| n + 1)
-            .unwrap_or(1);
+        let next = Self::numbered(&dir, &stem).last().map_or(1, |(n, _)| n + 1);
         Self {
             dir,
             stem,
@@ -701,8 +662,8 @@ async fn member(
 ) {
     let cfg = ctx.cfg.clone();
     let (namespace, name) = owner.key.clone();
-    let selector = selector_string(&owner.match_labels);
-    let chosen = choice::choose(Ask {
+    let selector = cluster::selector_string(&owner.match_labels);
+    let ask = Ask {
         given: cfg.runtime,
         client: &ctx.runtime_client,
         namespace: &namespace,
@@ -711,19 +672,11 @@ async fn member(
         probe_path: &cfg.probe_path,
         access: cfg.access,
         direct_url: &cfg.direct_url,
-    })
-    .await;
+    };
+    let (chosen, runtime) = crate::run::runtime_of(ask, cfg.inference_timeout, None).await;
     if let Ok(mut r) = ctx.shared.runtimes.lock() {
         r.insert(owner.key.clone(), chosen.label());
     }
-    let access = crate::sources::runtime::RuntimeAccess::new(
-        cfg.access,
-        ctx.runtime_client.clone(),
-        &namespace,
-        chosen.port,
-        &cfg.direct_url,
-    );
-    let runtime = choice::adapter(&chosen, access, cfg.inference_timeout, None);
     let model = Arc::new(Mutex::new(ServedModel::default()));
     let learns = model.clone();
     let mut exec = Executor::new(
@@ -769,14 +722,9 @@ async fn member(
         .map(|d| RecordFiles::new(d, &owner.key, cfg.record_max_bytes, cfg.record_keep));
     if let Some(f) = &mut files {
         match f.next_file() {
-            Ok(path) => {
-                if let Some(RecordStatus::Failed(e)) = recording
-                    .start(&readygap_core::state::State::new(), &path, Utc::now())
-                    .pop()
-                {
-                    tracing::warn!("{e}");
-                }
-            }
+            Ok(path) => recording
+                .begin(&path)
+                .unwrap_or_else(|e| tracing::warn!("{e}")),
             Err(e) => tracing::warn!("recording {namespace}/{name}: {e}"),
         }
     }
@@ -796,20 +744,16 @@ async fn member(
         cancel: cancel.clone(),
     });
     runner.compact_after(cfg.compact_after);
-    let session = Event::new(
-        Utc::now(),
-        Source::Session,
-        EventKind::Session(SessionInfo {
-            context: ctx.context.clone(),
-            namespace: namespace.clone(),
-            target,
-            model: None,
-            mode: "watch".into(),
-            runtime: Some(chosen.label()),
-            // The watcher judges with the default verdict thresholds.
-            verdicts: None,
-        }),
-    );
+    let session = crate::run::session_event(SessionInfo {
+        context: ctx.context.clone(),
+        namespace: namespace.clone(),
+        target,
+        model: None,
+        mode: "watch".into(),
+        runtime: Some(chosen.label()),
+        // The watcher judges with the default verdict thresholds.
+        verdicts: None,
+    });
     let _ = tx.send(session).await;
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(4);
     let shared = ctx.shared.clone();

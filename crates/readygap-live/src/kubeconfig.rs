@@ -99,14 +99,11 @@ fn no_proxy_matches(entry: &str, host: &str, port: u16) -> bool {
     }
     let (ehost, eport) = match entry.rsplit_once(':') {
         Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() && !h.contains(':') => {
-            (h.to_owned(), p.parse::<u16>().ok())
+            (h, p.parse::<u16>().ok())
         }
-        _ => (entry.clone(), None),
+        _ => (entry.as_str(), None),
     };
-    let ehost = ehost
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
+    let ehost = ehost.trim_start_matches('[').trim_end_matches(']');
     let port_ok = eport.is_none_or(|p| p == port);
     if let Ok(eip) = ehost.parse::<IpAddr>() {
         return ip == Some(eip) && port_ok;
@@ -117,25 +114,13 @@ fn no_proxy_matches(entry: &str, host: &str, port: u16) -> bool {
 }
 
 fn cidr_contains(net: IpAddr, bits: u8, ip: IpAddr) -> bool {
-    match (net, ip) {
-        (IpAddr::V4(n), IpAddr::V4(i)) if bits <= 32 => {
-            let mask = if bits == 0 {
-                0
-            } else {
-                u32::MAX << (32 - bits)
-            };
-            u32::from(n) & mask == u32::from(i) & mask
-        }
-        (IpAddr::V6(n), IpAddr::V6(i)) if bits <= 128 => {
-            let mask = if bits == 0 {
-                0
-            } else {
-                u128::MAX << (128 - bits)
-            };
-            u128::from(n) & mask == u128::from(i) & mask
-        }
-        _ => false,
-    }
+    let (n, i, width) = match (net, ip) {
+        (IpAddr::V4(n), IpAddr::V4(i)) => (u32::from(n).into(), u32::from(i).into(), 32),
+        (IpAddr::V6(n), IpAddr::V6(i)) => (u128::from(n), u128::from(i), 128),
+        _ => return false,
+    };
+    // The addresses agree on their first `bits` bits (a shift by the whole width: /0).
+    bits <= width && (n ^ i).checked_shr(u32::from(width - bits)).unwrap_or(0) == 0
 }
 
 /// The proxy to reach `server` through: the kubeconfig's `proxy-url` if set, else the

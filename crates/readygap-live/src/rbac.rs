@@ -91,6 +91,8 @@ const PORT_FORWARD: &str = "reach the runtime when pods/proxy is not usable (Web
 const EVENTS: &str = "read Kubernetes events (scheduling, pulls, probe failures, OOM kills)";
 const SLICES: &str = "see endpoint readiness as the Service sees it";
 const ROLLOUTS: &str = "follow rollouts";
+const SERVICES: &str = "find the Service in front of the runtime";
+const NODES: &str = "node labels and addresses (guess the SSH host)";
 
 /// Everything readygap asks the API server for.
 pub static READYGAP_PERMISSIONS: &[Permission] = &[
@@ -139,27 +141,9 @@ pub static READYGAP_PERMISSIONS: &[Permission] = &[
         true,
         "read the runtime's request log (the silent observer)",
     ),
-    ns(
-        "get",
-        "",
-        "services",
-        true,
-        "find the Service in front of the runtime",
-    ),
-    ns(
-        "list",
-        "",
-        "services",
-        true,
-        "find the Service in front of the runtime",
-    ),
-    ns(
-        "watch",
-        "",
-        "services",
-        true,
-        "find the Service in front of the runtime",
-    ),
+    ns("get", "", "services", true, SERVICES),
+    ns("list", "", "services", true, SERVICES),
+    ns("watch", "", "services", true, SERVICES),
     ns("get", "", "events", true, EVENTS),
     ns("list", "", "events", true, EVENTS),
     ns("watch", "", "events", true, EVENTS),
@@ -182,21 +166,9 @@ pub static READYGAP_PERMISSIONS: &[Permission] = &[
     ns("get", "apps", "replicasets", true, ROLLOUTS),
     ns("list", "apps", "replicasets", true, ROLLOUTS),
     ns("watch", "apps", "replicasets", true, ROLLOUTS),
-    cluster(
-        "get",
-        "nodes",
-        "node labels and addresses (guess the SSH host)",
-    ),
-    cluster(
-        "list",
-        "nodes",
-        "node labels and addresses (guess the SSH host)",
-    ),
-    cluster(
-        "watch",
-        "nodes",
-        "node labels and addresses (guess the SSH host)",
-    ),
+    cluster("get", "nodes", NODES),
+    cluster("list", "nodes", NODES),
+    cluster("watch", "nodes", NODES),
     cluster(
         "get",
         "nodes/proxy",
@@ -360,15 +332,9 @@ fn resource_name(group: &str, resource: &str) -> String {
 
 /// One sentence for a parsed refusal: who, which verb on what, where, and what to apply.
 pub fn explain(forbidden: &Forbidden) -> String {
-    let who = if forbidden.user.is_empty() {
-        "readygap".to_owned()
-    } else {
-        format!("readygap (as {})", forbidden.user)
-    };
-    let as_user = if forbidden.user.is_empty() {
-        String::new()
-    } else {
-        format!(" --as {}", forbidden.user)
+    let (who, as_user) = match forbidden.user.as_str() {
+        "" => ("readygap".to_owned(), String::new()),
+        user => (format!("readygap (as {user})"), format!(" --as {user}")),
     };
     let verb = &forbidden.verb;
     let mut text = match &forbidden.target {
@@ -382,9 +348,9 @@ pub fn explain(forbidden: &Forbidden) -> String {
             namespace,
         } => {
             let what = resource_name(group, resource);
-            let place = match namespace {
-                Some(ns) => format!("in namespace {ns}"),
-                None => "at cluster scope".to_owned(),
+            let (place, in_ns) = match namespace {
+                Some(ns) => (format!("in namespace {ns}"), format!(" -n {ns}")),
+                None => ("at cluster scope".to_owned(), String::new()),
             };
             let remedy = match lookup(verb, group, resource) {
                 Some(p) if p.scope == Scope::Cluster => format!(
@@ -398,10 +364,7 @@ pub fn explain(forbidden: &Forbidden) -> String {
                          manifests/rbac"
                     .to_owned(),
             };
-            let check = match namespace {
-                Some(ns) => format!("kubectl auth can-i {verb} {what} -n {ns}{as_user}"),
-                None => format!("kubectl auth can-i {verb} {what}{as_user}"),
-            };
+            let check = format!("kubectl auth can-i {verb} {what}{in_ns}{as_user}");
             format!(
                 "forbidden: {who} may not `{verb} {what}` {place}; {remedy}; check with `{check}`"
             )
@@ -427,11 +390,8 @@ pub fn explain_forbidden(status: &Status) -> String {
         .filter(|d| !d.kind.is_empty())
         .map(|d| format!(" on {}", resource_name(&d.group, &d.kind)))
         .unwrap_or_default();
-    let message = if status.message.is_empty() {
-        "no message"
-    } else {
-        status.message.as_str()
-    };
+    let message = Some(status.message.as_str()).filter(|m| !m.is_empty());
+    let message = message.unwrap_or("no message");
     format!(
         "forbidden (HTTP {}){resource}: {message}; readygap's permissions are in manifests/rbac \
          (and manifests/rbac/cluster)",
@@ -448,6 +408,22 @@ pub struct Request<'a> {
     pub resource: &'a str,
     /// `None` for cluster-scoped requests.
     pub namespace: Option<&'a str>,
+}
+
+impl<'a> Request<'a> {
+    pub const fn new(
+        verb: &'a str,
+        group: &'a str,
+        resource: &'a str,
+        namespace: Option<&'a str>,
+    ) -> Self {
+        Self {
+            verb,
+            group,
+            resource,
+            namespace,
+        }
+    }
 }
 
 /// Explains a refused request when only the request itself is known. WebSocket

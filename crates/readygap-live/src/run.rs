@@ -6,12 +6,12 @@
 //! measured. Takes plain configuration ([`SessionConfig`], [`RunConfig`]); the command line
 //! that fills them lives in the binary.
 
-use crate::actions::{CacheDropper, Executor, Timeouts};
+use crate::actions::{CacheDropper, Executor};
 use crate::cluster::{self, ClusterConfig};
 use crate::node_host::AccessPolicy;
 use crate::session::{RecordStatus, Recording};
-use crate::sources::runtime::choice::{self, Ask};
-use crate::sources::runtime::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter, RuntimeKind};
+use crate::sources::runtime::choice::{self, Ask, Choice};
+use crate::sources::runtime::{AccessMode, RuntimeAccess, RuntimeAdapter, RuntimeKind};
 use crate::trial::{InferAfter, ReplaceBy, Runner, RunnerParts, TrialConfig, progress_line};
 use chrono::Utc;
 use color_eyre::eyre::{Result, WrapErr, eyre};
@@ -247,35 +247,6 @@ pub fn report_json(report: &Report) -> Result<Value> {
 /// `readygap run` on a connected cluster: the trials, then the statistics. `cancel` ends
 /// the current trial (Ctrl-C in the binary).
 pub async fn run_trials(args: &RunConfig, cancel: CancellationToken) -> Result<RunOutput> {
-    session(args, cancel).await
-}
-
-/// What a run produced.
-pub struct RunOutput {
-    pub stdout: String,
-    pub trials: Vec<Trial>,
-    pub code: i32,
-    /// What went wrong beside the trials (a recording that stopped: disk full), also
-    /// printed on stderr as `warning: …`.
-    pub warnings: Vec<String>,
-}
-
-/// A connected session ready to run: the trial runner (which owns the event stream) and what
-/// it needs. Used by `readygap run` and by the live dashboard.
-pub struct Built {
-    pub runner: Runner,
-    pub tx: mpsc::Sender<Event>,
-    pub feeds: CancellationToken,
-    pub target: cluster::Target,
-    pub model: String,
-    /// The node host feed: ends after `feeds` is cancelled, once its sampler stopped (and
-    /// deleted a debug pod it created). Await it before the process exits.
-    pub node_feed: tokio::task::JoinHandle<()>,
-    /// The runtime and how it was chosen (`llamacpp (--runtime)`).
-    pub runtime_label: String,
-}
-
-async fn session(args: &RunConfig, cancel: CancellationToken) -> Result<RunOutput> {
     let Built {
         mut runner,
         tx,
@@ -284,7 +255,6 @@ async fn session(args: &RunConfig, cancel: CancellationToken) -> Result<RunOutpu
         model,
         node_feed,
         runtime_label,
-        ..
     } = build(args, cancel.clone(), None, "run").await?;
     eprintln!(
         "readygap run: {} trial(s) on {} in {}/{} ({}), model {model}, runtime {}, access {:?}",
@@ -323,6 +293,31 @@ async fn session(args: &RunConfig, cancel: CancellationToken) -> Result<RunOutpu
     finish(args, &runner, &target, &cancel)
 }
 
+/// What a run produced.
+pub struct RunOutput {
+    pub stdout: String,
+    pub trials: Vec<Trial>,
+    pub code: i32,
+    /// What went wrong beside the trials (a recording that stopped: disk full), also
+    /// printed on stderr as `warning: …`.
+    pub warnings: Vec<String>,
+}
+
+/// A connected session ready to run: the trial runner (which owns the event stream) and what
+/// it needs. Used by `readygap run` and by the live dashboard.
+pub struct Built {
+    pub runner: Runner,
+    pub tx: mpsc::Sender<Event>,
+    pub feeds: CancellationToken,
+    pub target: cluster::Target,
+    pub model: String,
+    /// The node host feed: ends after `feeds` is cancelled, once its sampler stopped (and
+    /// deleted a debug pod it created). Await it before the process exits.
+    pub node_feed: tokio::task::JoinHandle<()>,
+    /// The runtime and how it was chosen (`llamacpp (--runtime)`).
+    pub runtime_label: String,
+}
+
 /// Connect, start the feeds and build the runner. Every event the runner sees is written to
 /// the recording (`--record`) and, when given, forwarded to `forward` (the dashboard).
 pub async fn build(
@@ -335,7 +330,7 @@ pub async fn build(
     let (tx, rx) = mpsc::channel::<Event>(8192);
     let feeds = CancellationToken::new();
 
-    let chosen = choice::choose(Ask {
+    let ask = Ask {
         given: args.session.runtime,
         client: &target.runtime_client,
         namespace: &target.namespace,
@@ -344,21 +339,9 @@ pub async fn build(
         probe_path: &args.session.probe_path,
         access: args.session.access,
         direct_url: &args.session.direct_url,
-    })
-    .await;
-    let access = RuntimeAccess::new(
-        args.session.access,
-        target.runtime_client.clone(),
-        &target.namespace,
-        chosen.port,
-        &args.session.direct_url,
-    );
-    let runtime = choice::adapter(
-        &chosen,
-        access,
-        args.session.inference_timeout,
-        args.session.think,
-    );
+    };
+    let timeout = args.session.inference_timeout;
+    let (chosen, runtime) = runtime_of(ask, timeout, args.session.think).await;
 
     let model = match args.session.model.clone() {
         Some(m) => m,
@@ -385,14 +368,12 @@ pub async fn build(
         &target.namespace,
         &target.label(),
     );
-    header.settings = settings.clone();
+    header.settings = settings;
     let mut recording = Recording::new(header, args.session.record_redact);
-    if let Some(path) = &args.session.record
-        && let Some(RecordStatus::Failed(e)) = recording
-            .start(&readygap_core::state::State::new(), path, Utc::now())
-            .pop()
-    {
-        return Err(eyre!("creating the recording: {e}"));
+    if let Some(path) = &args.session.record {
+        recording
+            .begin(path)
+            .map_err(|e| eyre!("creating the recording: {e}"))?;
     }
     let node_selection = crate::node_host::NodeSelection::new();
     let sink = Box::new(move |ev: &Event| {
@@ -429,10 +410,7 @@ pub async fn build(
     exec.prompt = args.session.prompt.clone();
     exec.default_grace = args.session.grace;
     exec.read_only = args.session.read_only;
-    exec.timeouts = Timeouts {
-        inference: args.session.inference_timeout,
-        ..Timeouts::default()
-    };
+    exec.timeouts.inference = args.session.inference_timeout;
     let policy = args.session.nodes.clone();
     exec.dropper = match &policy {
         AccessPolicy::Explicit { .. } | AccessPolicy::Config { lab: true, .. } => {
@@ -500,20 +478,16 @@ pub async fn build(
         cancel: cancel.clone(),
     });
     runner.select_nodes(node_selection);
-    let session_ev = Event::new(
-        Utc::now(),
-        Source::Session,
-        EventKind::Session(SessionInfo {
-            context: target.context.clone(),
-            namespace: target.namespace.clone(),
-            target: target.label(),
-            model: Some(model.clone()),
-            mode: mode.into(),
-            runtime: Some(chosen.label()),
-            verdicts: (args.session.verdicts != VerdictThresholds::default())
-                .then(|| args.session.verdicts.clone()),
-        }),
-    );
+    let session_ev = session_event(SessionInfo {
+        context: target.context.clone(),
+        namespace: target.namespace.clone(),
+        target: target.label(),
+        model: Some(model.clone()),
+        mode: mode.into(),
+        runtime: Some(chosen.label()),
+        verdicts: (args.session.verdicts != VerdictThresholds::default())
+            .then(|| args.session.verdicts.clone()),
+    });
     tx.send(session_ev).await.ok();
     Ok(Built {
         runner,
@@ -524,6 +498,25 @@ pub async fn build(
         node_feed,
         runtime_label: chosen.label(),
     })
+}
+
+/// The runtime of the pods `ask` selects ([`choice::choose`]) and its adapter (inferences
+/// bounded by `timeout`).
+pub(crate) async fn runtime_of(
+    ask: Ask<'_>,
+    timeout: Duration,
+    think: Option<bool>,
+) -> (Choice, Arc<dyn RuntimeAdapter>) {
+    let (access, client, namespace, url) = (ask.access, ask.client, ask.namespace, ask.direct_url);
+    let chosen = choice::choose(ask).await;
+    let access = RuntimeAccess::new(access, client.clone(), namespace, chosen.port, url);
+    let runtime = choice::adapter(&chosen, access, timeout, think);
+    (chosen, runtime)
+}
+
+/// The first event of a session.
+pub(crate) fn session_event(info: SessionInfo) -> Event {
+    Event::new(Utc::now(), Source::Session, EventKind::Session(info))
 }
 
 /// The access of `node` under an explicit policy (`--node-access`, or `--config` tables in
@@ -539,19 +532,10 @@ fn policy_access(
             known_hosts,
             ..
         } => AccessPolicy::explicit_access(via, identity.as_ref(), known_hosts.as_ref(), node),
-        AccessPolicy::Config { section, .. } => {
-            if section.lookup(node).is_none() {
-                return Err(format!("no [nodes] table of the config matches {node}"));
-            }
-            let facts = crate::node::NodeFacts {
-                name: node.to_string(),
-                ..Default::default()
-            };
-            section
-                .resolve(&facts)
-                .map(|(a, _)| a)
-                .map_err(|e| e.to_string())
+        AccessPolicy::Config { section, .. } if section.lookup(node).is_none() => {
+            Err(format!("no [nodes] table of the config matches {node}"))
         }
+        AccessPolicy::Config { section, .. } => resolve(section, node, None),
         AccessPolicy::Unavailable(why) => Err(format!("no node access for {node}: {why}")),
     }
 }
@@ -564,10 +548,7 @@ fn finish(
     cancel: &CancellationToken,
 ) -> Result<RunOutput> {
     let trials = runner.state.timeline.trials.clone();
-    let mut warnings = Vec::new();
-    if let Some(e) = runner.record_error() {
-        warnings.push(format!("recording: {e}"));
-    }
+    let warnings = Vec::from_iter(runner.record_error().map(|e| format!("recording: {e}")));
     // The table and CSV on stdout have no place for them: stderr, as `report --warnings`.
     for w in &warnings {
         eprintln!("warning: {w}");
@@ -596,11 +577,7 @@ fn finish(
         .collect();
     let report = Report { files: vec![fr] };
     let stdout = match args.format {
-        OutFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&report_json(&report)?)?;
-            s.push('\n');
-            s
-        }
+        OutFormat::Json => serde_json::to_string_pretty(&report_json(&report)?)? + "\n",
         OutFormat::Table => report::render(&report, Format::Table)?,
         OutFormat::Csv => report::render(&report, Format::Csv)?,
     };
@@ -643,10 +620,7 @@ async fn discover_model(target: &cluster::Target, runtime: &dyn RuntimeAdapter) 
             .map(crate::sources::kube::pod_view)
             .filter(|p| p.is_ready())
         {
-            let r = PodRef {
-                name: p.name.clone(),
-                ip: p.ip.clone(),
-            };
+            let r = crate::runner::pod_ref(&p);
             // A resident model is the one being served; else the first on disk.
             if let Ok(resident) = runtime.residency(&r).await
                 && let Some(m) = resident.first()
@@ -688,33 +662,33 @@ async fn node_access_from_config(
                 .map(|f| (f.name.clone(), f))
                 .collect(),
             Err(e) => {
+                let req = crate::rbac::Request::new("list", "", "nodes", None);
+                let why =
+                    crate::rbac::explain_kube_error(&e, &req).unwrap_or_else(|| e.to_string());
                 return CacheDropper::None(format!(
-                    "no node access: listing nodes failed ({}); pass --node-access",
-                    crate::rbac::explain_kube_error(
-                        &e,
-                        &crate::rbac::Request {
-                            verb: "list",
-                            group: "",
-                            resource: "nodes",
-                            namespace: None,
-                        },
-                    )
-                    .unwrap_or_else(|| e.to_string())
+                    "no node access: listing nodes failed ({why}); pass --node-access"
                 ));
             }
         };
     CacheDropper::Node {
-        access: Arc::new(move |node: &str| {
-            let f = facts.get(node).cloned().unwrap_or_else(|| NodeFacts {
-                name: node.to_string(),
-                ..Default::default()
-            });
-            section
-                .resolve(&f)
-                .map(|(a, _)| a)
-                .map_err(|e| e.to_string())
-        }),
+        access: Arc::new(move |node: &str| resolve(&section, node, facts.get(node).cloned())),
     }
+}
+
+/// The access the `[nodes]` tables give `node`, from its `facts` (else its name alone).
+fn resolve(
+    section: &crate::node::NodesSection,
+    node: &str,
+    facts: Option<crate::node::NodeFacts>,
+) -> std::result::Result<crate::node::NodeAccess, String> {
+    let facts = facts.unwrap_or_else(|| crate::node::NodeFacts {
+        name: node.to_string(),
+        ..Default::default()
+    });
+    section
+        .resolve(&facts)
+        .map(|(a, _)| a)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@
 
 use crate::actions::Request;
 use crate::sources::runtime::{PodRef, PollConfig};
-use readygap_core::event::{CacheDrop, EventKind, Outcome, Timestamp};
+use readygap_core::event::{CacheDrop, EventKind, Outcome, PodView, Timestamp};
 use readygap_core::focus;
 use readygap_core::state::State;
 use readygap_core::timeline::Trial;
@@ -274,6 +274,34 @@ pub(crate) fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
 
+fn note(text: String) -> Do {
+    Do::Emit(EventKind::Note { text })
+}
+
+fn abort(reason: String) -> Do {
+    Do::Emit(EventKind::TrialAbort { reason })
+}
+
+/// Where a trial stands in `timeline.trials` (its `index` counts from 1).
+pub(crate) fn slot(t: &Trial) -> usize {
+    (t.index as usize).saturating_sub(1)
+}
+
+/// How to reach a pod's runtime.
+pub(crate) fn pod_ref(p: &PodView) -> PodRef {
+    PodRef {
+        name: p.name.clone(),
+        ip: p.ip.clone(),
+    }
+}
+
+/// The new pod of the trial at `index`, as its runtime is reached.
+fn trial_pod(s: &State, index: usize) -> Option<PodRef> {
+    let name = s.timeline.trials.get(index)?.new_pod.clone()?;
+    let ip = s.pods.get(&name).and_then(|p| p.ip.clone());
+    Some(PodRef { name, ip })
+}
+
 impl Machine {
     /// A machine serving commands; `ids` draws action ids (the executor's counter).
     pub fn new(cfg: TrialConfig, ids: Box<dyn FnMut() -> u64 + Send>) -> Self {
@@ -390,34 +418,13 @@ impl Machine {
     }
 
     fn command(&mut self, s: &State, c: Command, now: Timestamp, out: &mut Vec<Do>) {
-        let note = |text: String| Do::Emit(EventKind::Note { text });
         match c {
-            Command::Act(req) => out.push(Do::Act {
-                id: (self.ids)(),
-                req,
-            }),
+            Command::Act(req) => _ = self.act(req, out),
             Command::Choose(pod) => self.chosen = pod,
             Command::Record(_) => {}
-            Command::Infer { ref model } | Command::Unload { ref model } => {
-                let (infer, model) = (matches!(c, Command::Infer { .. }), model.clone());
-                match focus::live_pod(s, self.chosen.as_deref()) {
-                    Some(p) => {
-                        let pod = PodRef {
-                            name: p.name.clone(),
-                            ip: p.ip.clone(),
-                        };
-                        let req = if infer {
-                            Request::Infer { pod, model }
-                        } else {
-                            Request::Unload { pod, model }
-                        };
-                        out.push(Do::Act {
-                            id: (self.ids)(),
-                            req,
-                        });
-                    }
-                    None => out.push(note("no pod to send it to".into())),
-                }
+            Command::Infer { model } => self.on_focus(s, out, |pod| Request::Infer { pod, model }),
+            Command::Unload { model } => {
+                self.on_focus(s, out, |pod| Request::Unload { pod, model })
             }
             Command::Trial { .. } if self.cfg.read_only => {
                 out.push(note("refused: --read-only starts no trial".into()));
@@ -432,6 +439,14 @@ impl Machine {
         }
     }
 
+    /// An action on the focused pod.
+    fn on_focus(&mut self, s: &State, out: &mut Vec<Do>, req: impl FnOnce(PodRef) -> Request) {
+        match focus::live_pod(s, self.chosen.as_deref()) {
+            Some(p) => _ = self.act(req(pod_ref(p)), out),
+            None => out.push(note("no pod to send it to".into())),
+        }
+    }
+
     fn target(&mut self, cold: bool, now: Timestamp) {
         if let Plan::Trials { attempts, .. } = &mut self.plan {
             *attempts += 1;
@@ -443,15 +458,10 @@ impl Machine {
     }
 
     fn interrupt(&mut self, s: &State, out: &mut Vec<Do>) {
-        let open = s
-            .timeline
-            .open()
-            .map(|t| (t.index as usize).saturating_sub(1));
+        let open = s.timeline.open().map(slot);
         let announced = matches!(self.phase, Phase::Cold { .. } | Phase::Replace { .. });
         if open.is_some() || announced {
-            out.push(Do::Emit(EventKind::TrialAbort {
-                reason: "interrupted".into(),
-            }));
+            out.push(abort("interrupted".into()));
         }
         if let Some(i) = open {
             out.push(Do::Ended(i));
@@ -490,7 +500,7 @@ impl Machine {
             match self.phase.clone() {
                 Phase::Stopped => return,
                 Phase::Idle => match (self.plan, s.timeline.open()) {
-                    (_, Some(t)) => self.drive((t.index as usize).saturating_sub(1), false, s, now),
+                    (_, Some(t)) => self.drive(slot(t), false, s, now),
                     (Plan::Trials { .. }, None) => self.target(self.cfg.cold, now),
                     (Plan::Serve, None) => return,
                 },
@@ -501,27 +511,19 @@ impl Machine {
                         return;
                     }
                     if !ready {
-                        out.push(Do::Emit(EventKind::Note {
-                            text: format!(
-                                "no Ready pod of the target within {}",
-                                secs(self.cfg.target_timeout)
-                            ),
-                        }));
+                        let limit = secs(self.cfg.target_timeout);
+                        out.push(note(format!("no Ready pod of the target within {limit}")));
                     }
                     match victim {
                         None => self.next(None, now),
                         Some(v) => {
                             out.push(Do::Emit(EventKind::TrialBegin { cold }));
                             if cold {
-                                let id = (self.ids)();
-                                let pod = PodRef {
-                                    name: v.name.clone(),
-                                    ip: v.ip.clone(),
+                                let req = Request::Unload {
+                                    pod: pod_ref(v),
+                                    model: None,
                                 };
-                                out.push(Do::Act {
-                                    id,
-                                    req: Request::Unload { pod, model: None },
-                                });
+                                let id = self.act(req, out);
                                 self.phase = Phase::Cold {
                                     victim: v.name.clone(),
                                     node: v.node.clone(),
@@ -545,11 +547,7 @@ impl Machine {
                     }
                     match (&node, unloading) {
                         (Some(n), true) => {
-                            let id = (self.ids)();
-                            out.push(Do::Act {
-                                id,
-                                req: Request::DropCaches { node: n.clone() },
-                            });
+                            let id = self.act(Request::DropCaches { node: n.clone() }, out);
                             self.phase = Phase::Cold {
                                 victim,
                                 node,
@@ -577,10 +575,9 @@ impl Machine {
                         .timeline
                         .trials
                         .iter()
-                        .enumerate()
                         .skip(before)
-                        .find(|(_, t)| !t.external)
-                        .map(|(i, _)| i);
+                        .position(|t| !t.external)
+                        .map(|i| before + i);
                     if let Some(i) = ours {
                         self.drive(i, true, s, now);
                     } else if finished(s, id) {
@@ -589,14 +586,12 @@ impl Machine {
                             Some((_, Outcome::Error { message })) => message.clone(),
                             _ => "it did not start".into(),
                         };
-                        out.push(Do::Emit(EventKind::TrialAbort {
-                            reason: format!("the replacement request failed: {why}"),
-                        }));
+                        out.push(abort(format!("the replacement request failed: {why}")));
                         self.next(None, now);
                     } else if now >= until {
-                        out.push(Do::Emit(EventKind::TrialAbort {
-                            reason: "timeout: the replacement request did not start".into(),
-                        }));
+                        out.push(abort(
+                            "timeout: the replacement request did not start".into(),
+                        ));
                         self.next(None, now);
                     } else {
                         return;
@@ -617,9 +612,9 @@ impl Machine {
                         self.next(Some((index, own)), now);
                         continue;
                     }
-                    if let Some(abort) = self.drive_stage(s, t, &stage, since, now, out) {
+                    if let Some(why) = self.drive_stage(s, t, &stage, since, now, out) {
                         if t.is_running() {
-                            out.push(Do::Emit(EventKind::TrialAbort { reason: abort }));
+                            out.push(abort(why));
                         }
                         // The abort's event ends the trial: the next input sees it.
                         return;
@@ -627,7 +622,7 @@ impl Machine {
                 }
                 Phase::Cooldown { until } => {
                     if let Some(t) = s.timeline.open() {
-                        self.drive((t.index as usize).saturating_sub(1), false, s, now);
+                        self.drive(slot(t), false, s, now);
                     } else if now >= until {
                         self.target(self.cfg.cold, now);
                     } else {
@@ -689,10 +684,9 @@ impl Machine {
 
     fn replace(&mut self, s: &State, victim: String, now: Timestamp, out: &mut Vec<Do>) {
         if self.cfg.replace_by == ReplaceBy::Restart && self.cfg.deployment.is_none() {
-            out.push(Do::Emit(EventKind::Note {
-                text: "rollout restart needs a --deployment target; deleting the pod instead"
-                    .into(),
-            }));
+            out.push(note(
+                "rollout restart needs a --deployment target; deleting the pod instead".into(),
+            ));
         }
         let req = match (self.cfg.replace_by, &self.cfg.deployment) {
             (ReplaceBy::Restart, Some(d)) => Request::RolloutRestart {
@@ -703,8 +697,7 @@ impl Machine {
                 grace_seconds: None,
             },
         };
-        let id = (self.ids)();
-        out.push(Do::Act { id, req });
+        let id = self.act(req, out);
         self.phase = Phase::Replace {
             id,
             before: s.timeline.trials.len(),
@@ -722,7 +715,7 @@ impl Machine {
         now: Timestamp,
         out: &mut Vec<Do>,
     ) -> Option<String> {
-        let index = (t.index as usize).saturating_sub(1);
+        let index = slot(t);
         let late = |limit: Duration| now >= after(since, limit);
         match stage {
             Stage::Observe => {
@@ -774,16 +767,10 @@ impl Machine {
         }
     }
 
-    fn pod_ref(s: &State, t: &Trial) -> Option<PodRef> {
-        let name = t.new_pod.clone()?;
-        let ip = s.pods.get(&name).and_then(|p| p.ip.clone());
-        Some(PodRef { name, ip })
-    }
-
     /// Before T3: the new pod's models on disk (their sizes tell the OOM detector what
     /// loading the served model will take), then the preload, then the inference.
     fn prepare(&mut self, s: &State, t: &Trial, now: Timestamp, out: &mut Vec<Do>) {
-        let Some(pod) = Self::pod_ref(s, t) else {
+        let Some(pod) = trial_pod(s, slot(t)) else {
             return;
         };
         if s.runtimes
@@ -793,24 +780,20 @@ impl Machine {
             out.push(Do::ListModels(pod));
             self.stage(Stage::Models, now);
         } else {
-            self.after_models(s, (t.index as usize).saturating_sub(1), now, out);
+            self.after_models(s, slot(t), now, out);
         }
     }
 
     fn after_models(&mut self, s: &State, index: usize, now: Timestamp, out: &mut Vec<Do>) {
-        let Some(pod) = s
-            .timeline
-            .trials
-            .get(index)
-            .and_then(|t| Self::pod_ref(s, t))
-        else {
+        let Some(pod) = trial_pod(s, index) else {
             return;
         };
         match self.cfg.preload_model.clone() {
             Some(model) => {
-                out.push(Do::Emit(EventKind::Note {
-                    text: format!("preloading {model} on {} before T3", pod.name),
-                }));
+                out.push(note(format!(
+                    "preloading {model} on {} before T3",
+                    pod.name
+                )));
                 out.push(Do::Preload { pod, model });
                 self.stage(Stage::Preload, now);
             }
@@ -819,19 +802,18 @@ impl Machine {
     }
 
     fn infer(&mut self, s: &State, index: usize, now: Timestamp, out: &mut Vec<Do>) {
-        let Some(pod) = s
-            .timeline
-            .trials
-            .get(index)
-            .and_then(|t| Self::pod_ref(s, t))
-        else {
+        let Some(pod) = trial_pod(s, index) else {
             return;
         };
-        out.push(Do::Act {
-            id: (self.ids)(),
-            req: Request::Infer { pod, model: None },
-        });
+        self.act(Request::Infer { pod, model: None }, out);
         self.stage(Stage::Inference, now);
+    }
+
+    /// Ask the driver for an action; returns its id.
+    fn act(&mut self, req: Request, out: &mut Vec<Do>) -> u64 {
+        let id = (self.ids)();
+        out.push(Do::Act { id, req });
+        id
     }
 
     /// After a trial (`Some((index, own))`) or a failed attempt (`None`).

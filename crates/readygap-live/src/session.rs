@@ -38,16 +38,7 @@ impl RecordStatus {
 
 /// The default path of a new recording: `recordings/readygap-<context>-<time>.jsonl`.
 pub fn default_recording_path(dir: &Path, context: &str, at: Timestamp) -> PathBuf {
-    let ctx: String = context
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let ctx = context.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_");
     dir.join(format!(
         "readygap-{}-{}.jsonl",
         if ctx.is_empty() { "session" } else { &ctx },
@@ -77,6 +68,14 @@ impl Recording {
     /// The file being written.
     pub fn path(&self) -> Option<&Path> {
         self.file.as_ref().map(|r| r.path())
+    }
+
+    /// Start the session's first file at `path` (an empty snapshot); the failure, if any.
+    pub fn begin(&mut self, path: &Path) -> Result<(), String> {
+        match self.start(&State::new(), path, chrono::Utc::now()).pop() {
+            Some(RecordStatus::Failed(e)) => Err(e),
+            _ => Ok(()),
+        }
     }
 
     /// Start a new file at `path` (stopping the current one), starting with a snapshot of

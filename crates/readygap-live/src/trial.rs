@@ -11,7 +11,7 @@
 use crate::actions::Executor;
 use crate::node_host::NodeSelection;
 pub use crate::runner::{Command, InferAfter, ReplaceBy, TrialConfig};
-use crate::runner::{Do, Input, Machine, Task};
+use crate::runner::{Do, Input, Machine, Task, pod_ref, slot};
 use crate::session::{RecordStatus, Recording};
 use crate::sources::memory::{self, MemoryConfig};
 use crate::sources::runtime::{PodRef, RuntimeAdapter};
@@ -150,11 +150,8 @@ impl Runner {
         if let Some(tx) = &self.record_status {
             let _ = tx.send(st);
         }
-        self.apply(Event::new(
-            Utc::now(),
-            Source::Session,
-            EventKind::Note { text },
-        ));
+        let note = Event::new(Utc::now(), Source::Session, EventKind::Note { text });
+        self.apply(note);
     }
 
     fn record(&mut self, path: Option<std::path::PathBuf>) {
@@ -176,11 +173,6 @@ impl Runner {
         self.publish_node();
     }
 
-    /// The settings.
-    pub fn cfg(&self) -> &TrialConfig {
-        &self.machine.cfg
-    }
-
     fn publish_node(&self) {
         if let Some(sel) = &self.selection {
             sel.set(readygap_core::focus::node(
@@ -196,22 +188,22 @@ impl Runner {
             self.recording_changed(st);
         }
         (self.sink)(&ev);
-        if matches!(
+        let pods = matches!(
             ev.kind,
             EventKind::PodApplied(_) | EventKind::PodDeleted(_) | EventKind::ResyncDone { .. }
-        ) {
+        );
+        if pods {
             self.publish_node();
         }
-        if matches!(
-            ev.kind,
-            EventKind::PodApplied(_) | EventKind::PodDeleted(_) | EventKind::ResyncDone { .. }
-        ) || matches!(
-            ev.kind,
-            EventKind::ActionStarted { .. }
-                | EventKind::TrialAbort { .. }
-                | EventKind::InferenceDone(_)
-                | EventKind::RequestLogged(_)
-        ) || matches!(ev.kind, EventKind::RuntimeProbe(ref p) if p.ok)
+        if pods
+            || matches!(
+                ev.kind,
+                EventKind::ActionStarted { .. }
+                    | EventKind::TrialAbort { .. }
+                    | EventKind::InferenceDone(_)
+                    | EventKind::RequestLogged(_)
+            )
+            || matches!(ev.kind, EventKind::RuntimeProbe(ref p) if p.ok)
         {
             self.follow();
         }
@@ -243,52 +235,27 @@ impl Runner {
                         inputs.push_back(Input::Changed);
                     }
                     Do::ListModels(pod) => {
-                        let (runtime, done) = (self.runtime.clone(), self.tasks_tx.clone());
-                        tokio::spawn(async move {
-                            let events = match runtime.models_on_disk(&pod).await {
-                                Ok(models) => vec![Event::new(
-                                    Utc::now(),
-                                    Source::Runtime,
-                                    EventKind::ModelsOnDisk {
-                                        pod: pod.name.clone(),
-                                        models,
-                                    },
-                                )],
-                                Err(_) => Vec::new(),
-                            };
-                            let task = Task::Models;
-                            let _ = done.send(Finished { task, events }).await;
+                        let runtime = self.runtime.clone();
+                        self.task(Task::Models, async move {
+                            let models = runtime.models_on_disk(&pod).await.ok()?;
+                            let pod = pod.name;
+                            Some((Source::Runtime, EventKind::ModelsOnDisk { pod, models }))
                         });
                     }
                     Do::Preload { pod, model } => {
-                        let (runtime, done) = (self.runtime.clone(), self.tasks_tx.clone());
-                        tokio::spawn(async move {
+                        let runtime = self.runtime.clone();
+                        self.task(Task::Preload, async move {
+                            let prompt = crate::actions::DEFAULT_PROMPT;
                             let r = runtime
-                                .generate(
-                                    &pod,
-                                    &model,
-                                    "Reply with exactly: READY",
-                                    0,
-                                    Box::new(|| {}),
-                                )
+                                .generate(&pod, &model, prompt, 0, Box::new(|| {}))
                                 .await;
                             let text = if r.ok {
                                 format!("{model} loaded on {}", pod.name)
                             } else {
-                                format!(
-                                    "preloading {model} failed: {}",
-                                    r.error.unwrap_or_default()
-                                )
+                                let why = r.error.unwrap_or_default();
+                                format!("preloading {model} failed: {why}")
                             };
-                            let note =
-                                Event::new(Utc::now(), Source::Runner, EventKind::Note { text });
-                            let task = Task::Preload;
-                            let _ = done
-                                .send(Finished {
-                                    task,
-                                    events: vec![note],
-                                })
-                                .await;
+                            Some((Source::Runner, EventKind::Note { text }))
                         });
                     }
                     Do::Ended(i) => {
@@ -304,6 +271,23 @@ impl Runner {
             }
         }
         !finish
+    }
+
+    /// Run `task` in the background; its event (stamped when it ends) comes back with
+    /// [`Input::Finished`].
+    fn task(
+        &self,
+        task: Task,
+        run: impl Future<Output = Option<(Source, EventKind)>> + Send + 'static,
+    ) {
+        let done = self.tasks_tx.clone();
+        tokio::spawn(async move {
+            let events = run
+                .await
+                .map(|(source, kind)| Event::new(Utc::now(), source, kind));
+            let events = events.into_iter().collect();
+            let _ = done.send(Finished { task, events }).await;
+        });
     }
 
     /// The loop: events, commands (when serving), finished tasks, the machine's deadline
@@ -379,21 +363,6 @@ impl Runner {
         self.stop_feeds.cancel();
     }
 
-    fn open_index(&self) -> Option<usize> {
-        self.state
-            .timeline
-            .open()
-            .map(|t| (t.index as usize).saturating_sub(1))
-    }
-
-    fn may_touch(&self, index: usize) -> bool {
-        self.machine.may_touch(&self.state, index)
-    }
-
-    fn trial(&self, index: usize) -> Option<&Trial> {
-        self.state.timeline.trials.get(index)
-    }
-
     /// Candidate replacement pods of the open trial (the ones to probe fast).
     fn candidates(&self) -> Vec<PodRef> {
         let Some(t) = self.state.timeline.open() else {
@@ -413,10 +382,7 @@ impl Runner {
                 Replacement::Restart { uid, .. } => *uid == p.uid,
             })
             .filter(|p| t.new_pod.as_ref().is_none_or(|n| *n == p.name))
-            .map(|p| PodRef {
-                name: p.name.clone(),
-                ip: p.ip.clone(),
-            })
+            .map(pod_ref)
             .collect()
     }
 
@@ -426,24 +392,29 @@ impl Runner {
         let probe_now: Vec<String> = self.candidates().into_iter().map(|p| p.name).collect();
         // An observed trial's marks T3/T4 come from its candidates' request logs.
         let observed = self
-            .open_index()
-            .filter(|i| !self.may_touch(*i))
-            .and_then(|i| self.trial(i))
+            .state
+            .timeline
+            .open()
+            .filter(|t| !self.machine.may_touch(&self.state, slot(t)))
             .filter(|t| t.marks.t4.is_none())
             .and_then(|t| Some((t.index, t.marks.t0?)));
+        let new_pod = self
+            .state
+            .timeline
+            .open()
+            .and_then(|t| t.new_pod.as_deref());
         // Gone pods.
-        let names: Vec<String> = self.followed.keys().cloned().collect();
-        for n in names {
-            if !self.state.pods.contains_key(&n)
-                && let Some(f) = self.followed.remove(&n)
-            {
+        self.followed.retain(|n, f| {
+            let here = self.state.pods.contains_key(n);
+            if !here {
                 f.feeds
                     .iter()
                     .chain(f.probe.iter())
                     .chain(f.log.iter().map(|(_, c)| c))
                     .for_each(|c| c.cancel());
             }
-        }
+            here
+        });
         for p in pods {
             let running = p.containers.iter().any(|c| {
                 matches!(
@@ -454,24 +425,19 @@ impl Runner {
             let entry = self.followed.entry(p.name.clone()).or_default();
             // An IP change (or a first IP) restarts the feeds.
             if entry.ip != p.ip {
-                if let Some(c) = entry.feeds.take() {
-                    c.cancel();
-                }
-                if let Some(c) = entry.probe.take() {
-                    c.cancel();
-                }
+                [entry.feeds.take(), entry.probe.take()]
+                    .into_iter()
+                    .flatten()
+                    .for_each(|c| c.cancel());
                 entry.ip = p.ip.clone();
             }
-            let pod_ref = PodRef {
-                name: p.name.clone(),
-                ip: p.ip.clone(),
-            };
+            let target = pod_ref(&p);
             if entry.feeds.is_none() && running && p.deletion_timestamp.is_none() {
                 let token = self.stop_feeds.child_token();
                 entry.feeds = Some(token.clone());
                 tokio::spawn(crate::sources::runtime::poll_pod(
                     self.runtime.clone(),
-                    pod_ref.clone(),
+                    target.clone(),
                     self.machine.cfg.poll,
                     self.tx.clone(),
                     token.clone(),
@@ -494,59 +460,43 @@ impl Runner {
                 c.cancel();
             }
             let want_log = observed.filter(|_| {
-                running && p.deletion_timestamp.is_none() && probe_now.contains(&p.name)
-                    || running
-                        && self
-                            .state
-                            .timeline
-                            .open()
-                            .and_then(|t| t.new_pod.as_deref())
-                            == Some(p.name.as_str())
+                let candidate = p.deletion_timestamp.is_none() && probe_now.contains(&p.name);
+                running && (candidate || new_pod == Some(p.name.as_str()))
             });
-            match (&entry.log, want_log) {
-                (Some((i, _)), Some((want, _))) if *i == want => {}
-                (old, Some((index, since))) => {
-                    if let Some((_, c)) = old {
-                        c.cancel();
-                    }
-                    let token = self.stop_feeds.child_token();
-                    entry.log = Some((index, token.clone()));
-                    tokio::spawn(crate::sources::logs::follow(
-                        self.client.clone(),
-                        crate::sources::logs::LogFollow {
-                            namespace: self.machine.cfg.namespace.clone(),
-                            pod: p.name.clone(),
-                            container: self.machine.cfg.container.clone(),
-                            since,
-                        },
-                        self.tx.clone(),
-                        token,
-                    ));
-                }
-                (Some((_, c)), None) => {
-                    c.cancel();
-                    entry.log = None;
-                }
-                (None, None) => {}
+            // A log followed for another trial (or for none now) stops.
+            let same = matches!((&entry.log, want_log), (Some((i, _)), Some((w, _))) if *i == w);
+            if let Some((_, c)) = entry.log.take_if(|_| !same) {
+                c.cancel();
+            }
+            if let (None, Some((index, since))) = (&entry.log, want_log) {
+                let token = self.stop_feeds.child_token();
+                entry.log = Some((index, token.clone()));
+                tokio::spawn(crate::sources::logs::follow(
+                    self.client.clone(),
+                    crate::sources::logs::LogFollow {
+                        namespace: self.machine.cfg.namespace.clone(),
+                        pod: p.name.clone(),
+                        container: self.machine.cfg.container.clone(),
+                        since,
+                    },
+                    self.tx.clone(),
+                    token,
+                ));
             }
             let want_probe = probe_now.contains(&p.name);
-            match (&entry.probe, want_probe) {
-                (None, true) => {
-                    let token = self.stop_feeds.child_token();
-                    entry.probe = Some(token.clone());
-                    tokio::spawn(fast_probe(
-                        self.runtime.clone(),
-                        pod_ref,
-                        self.machine.cfg.probe_interval,
-                        self.tx.clone(),
-                        token,
-                    ));
-                }
-                (Some(c), false) => {
-                    c.cancel();
-                    entry.probe = None;
-                }
-                _ => {}
+            if let Some(c) = entry.probe.take_if(|_| !want_probe) {
+                c.cancel();
+            }
+            if want_probe && entry.probe.is_none() {
+                let token = self.stop_feeds.child_token();
+                entry.probe = Some(token.clone());
+                tokio::spawn(fast_probe(
+                    self.runtime.clone(),
+                    target,
+                    self.machine.cfg.probe_interval,
+                    self.tx.clone(),
+                    token,
+                ));
             }
         }
     }
@@ -558,7 +508,6 @@ impl Drop for Runner {
     }
 }
 
-/// The trial at `index` is over (or does not exist).
 /// The next command, or never when there is no command channel.
 async fn next_command(c: &mut Option<mpsc::Receiver<Command>>) -> Option<Command> {
     match c {
@@ -587,16 +536,8 @@ async fn fast_probe(
             p = runtime.probe(&pod) => p,
         };
         let ok = p.ok;
-        if tx
-            .send(Event::new(
-                Utc::now(),
-                Source::Runtime,
-                EventKind::RuntimeProbe(p),
-            ))
-            .await
-            .is_err()
-            || ok
-        {
+        let ev = Event::new(Utc::now(), Source::Runtime, EventKind::RuntimeProbe(p));
+        if tx.send(ev).await.is_err() || ok {
             return;
         }
     }
@@ -606,8 +547,7 @@ async fn fast_probe(
 pub fn progress_line(t: &Trial, of: Option<(usize, usize)>) -> String {
     let f = |m: Metric| {
         t.metric(m)
-            .map(|v| format!("{v:.2} s"))
-            .unwrap_or_else(|| "-".into())
+            .map_or_else(|| "-".into(), |v| format!("{v:.2} s"))
     };
     let who = if t.external {
         "external trial"
