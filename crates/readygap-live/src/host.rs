@@ -107,10 +107,7 @@ pub fn cpu_percent(prev: CpuTimes, cur: CpuTimes) -> Option<f64> {
     let busy = cur.busy.checked_sub(prev.busy)?;
     let idle = cur.idle.checked_sub(prev.idle)?;
     let total = busy + idle;
-    if total == 0 {
-        return None;
-    }
-    Some(100.0 * busy as f64 / total as f64)
+    (total > 0).then(|| 100.0 * busy as f64 / total as f64)
 }
 
 /// The memory figures of `meminfo`, with no CPU share and no node.
@@ -238,6 +235,19 @@ impl SampleStreamParser {
     }
 }
 
+/// The sampling loop for `interval`, rounded to whole seconds (at least 1).
+fn sample_script(interval: Duration) -> RemoteScript {
+    let secs = u32::try_from(interval.as_secs().max(1)).unwrap_or(u32::MAX);
+    RemoteScript::SampleHost {
+        interval_secs: secs,
+    }
+}
+
+/// How long one sample may take (the first includes connecting or starting the pod).
+fn sample_timeout(interval: Duration) -> Duration {
+    interval * 2 + Duration::from_secs(20)
+}
+
 /// Samples a node every `interval` through ONE long-lived remote process (a `while` loop)
 /// whose output streams back over one ssh session (sharing the ControlMaster connection
 /// when one runs). The process is killed when the sampler is dropped or stopped.
@@ -276,32 +286,29 @@ impl<R: tokio::io::AsyncRead + Unpin> SampleReader<R> {
     async fn next(&mut self) -> Result<Option<(Timestamp, HostSample)>, NodeError> {
         let deadline = tokio::time::Instant::now() + self.sample_timeout;
         loop {
-            let line = match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
-                Err(_) => {
-                    return Err(NodeError::Timeout {
-                        target: self.target.clone(),
-                        after: self.sample_timeout,
-                    });
-                }
-                Ok(Err(source)) => {
-                    return Err(NodeError::Io {
-                        target: self.target.clone(),
-                        source,
-                    });
-                }
-                Ok(Ok(None)) => return Ok(None),
-                Ok(Ok(Some(line))) => line,
-            };
-            match self.parser.push_line(&line) {
-                Err(detail) => {
-                    return Err(NodeError::UnexpectedOutput {
-                        target: self.target.clone(),
+            let target = || self.target.clone();
+            let line = tokio::time::timeout_at(deadline, self.lines.next_line())
+                .await
+                .map_err(|_| NodeError::Timeout {
+                    target: target(),
+                    after: self.sample_timeout,
+                })?
+                .map_err(|source| NodeError::Io {
+                    target: target(),
+                    source,
+                })?;
+            let Some(line) = line else { return Ok(None) };
+            let item =
+                self.parser
+                    .push_line(&line)
+                    .map_err(|detail| NodeError::UnexpectedOutput {
+                        target: target(),
                         detail,
-                    });
-                }
-                Ok(None) => {}
-                Ok(Some(StreamItem::Connection(c))) => self.connection = Some(c),
-                Ok(Some(StreamItem::Sample { meminfo, cpu })) => {
+                    })?;
+            match item {
+                None => {}
+                Some(StreamItem::Connection(c)) => self.connection = Some(c),
+                Some(StreamItem::Sample { meminfo, cpu }) => {
                     let sample = HostSample {
                         connection: self.connection.clone().filter(|c| !c.is_empty()),
                         ..from_counters(&meminfo, cpu, self.prev_cpu)
@@ -325,10 +332,7 @@ impl RemoteHostSampler {
         interval: Duration,
         sample_timeout: Duration,
     ) -> Result<Self, NodeError> {
-        let secs = u32::try_from(interval.as_secs().max(1)).unwrap_or(u32::MAX);
-        let cmd = access.command(RemoteScript::SampleHost {
-            interval_secs: secs,
-        })?;
+        let cmd = access.command(sample_script(interval))?;
         let mut child = spawn_streaming(&cmd)?;
         let stdout = child.stdout.take().ok_or_else(|| NodeError::Io {
             target: cmd.target.clone(),
@@ -471,8 +475,8 @@ pub async fn run_remote_sampler(
     tx: tokio::sync::mpsc::Sender<SampleResult>,
     cancel: tokio_util::sync::CancellationToken,
 ) {
-    let sample_timeout = interval * 2 + Duration::from_secs(20);
-    let start = || std::future::ready(RemoteHostSampler::start(&access, interval, sample_timeout));
+    let timeout = sample_timeout(interval);
+    let start = || std::future::ready(RemoteHostSampler::start(&access, interval, timeout));
     keep_sampling(start, retry_after, tx, cancel).await;
 }
 
@@ -494,11 +498,9 @@ impl<'a> DebugPodHostSampler<'a> {
         interval: Duration,
         sample_timeout: Duration,
     ) -> Result<Self, NodeError> {
-        let secs = u32::try_from(interval.as_secs().max(1)).unwrap_or(u32::MAX);
-        let script = RemoteScript::SampleHost {
-            interval_secs: secs,
-        };
-        let mut process = session.spawn(script, sample_timeout).await?;
+        let mut process = session
+            .spawn(sample_script(interval), sample_timeout)
+            .await?;
         let stdout = process.stdout().ok_or_else(|| NodeError::Io {
             target: session.target(),
             source: std::io::Error::other("the exec has no stdout"),
@@ -509,10 +511,11 @@ impl<'a> DebugPodHostSampler<'a> {
             reader: SampleReader::new(stdout, session.target(), sample_timeout),
         })
     }
+}
 
-    /// Waits for the next sample. After an error the sampler is finished; when the stream
-    /// ended, the error says why (the exec's exit status and stderr).
-    pub async fn next_sample(&mut self) -> SampleResult {
+impl SampleStream for DebugPodHostSampler<'_> {
+    /// When the stream ended, the error says why (the exec's exit status and stderr).
+    async fn next_sample(&mut self) -> SampleResult {
         match self.reader.next().await? {
             Some(sample) => Ok(sample),
             None => Err(match self.process.take() {
@@ -526,43 +529,18 @@ impl<'a> DebugPodHostSampler<'a> {
     }
 
     /// Ends the exec (the loop in the pod stops when its output has no reader).
-    pub fn stop(self) {
+    async fn stop(self) {
         if let Some(process) = self.process {
             process.abort();
         }
     }
 }
 
-impl SampleStream for DebugPodHostSampler<'_> {
-    fn next_sample(&mut self) -> impl Future<Output = SampleResult> + Send {
-        DebugPodHostSampler::next_sample(self)
-    }
-    async fn stop(self) {
-        DebugPodHostSampler::stop(self)
-    }
-}
-
-/// Like [`run_remote_sampler`] for a node reached through a debug pod in `namespace`: one
-/// exec at a time, a new one (reusing the pod) after an error and `retry_after`.
-async fn run_debug_pod_sampler(
-    session: DebugPodSession,
-    interval: Duration,
-    retry_after: Duration,
-    tx: tokio::sync::mpsc::Sender<SampleResult>,
-    cancel: tokio_util::sync::CancellationToken,
-) {
-    let sample_timeout = interval * 2 + Duration::from_secs(20);
-    let start = || DebugPodHostSampler::start(&session, interval, sample_timeout);
-    keep_sampling(start, retry_after, tx, cancel).await;
-    // A privileged pod this sampler created does not outlive the session (a pod it found
-    // running belongs to someone else and is left alone).
-    let _ = tokio::time::timeout(Duration::from_secs(10), session.delete_if_created()).await;
-}
-
 /// Samples a node by whichever access reaches it: a [`NodeAccess::DebugPod`] through the
 /// Kubernetes API with `kube` (the client and the namespace of the pod: one long-lived exec
-/// in one pod), every other kind through [`run_remote_sampler`]. A debug-pod access without
-/// `kube` sends one error and ends. Ends when `cancel` fires or the receiver is gone.
+/// in one pod at a time, a new one reusing the pod after an error and `retry_after`), every
+/// other kind through [`run_remote_sampler`]. A debug-pod access without `kube` sends one
+/// error and ends. Ends when `cancel` fires or the receiver is gone.
 pub async fn run_node_sampler(
     access: NodeAccess,
     kube: Option<(kube::Client, String)>,
@@ -582,12 +560,16 @@ pub async fn run_node_sampler(
             hint: "it needs a Kubernetes client and namespace".into(),
         }),
     };
-    match session {
-        Ok(session) => run_debug_pod_sampler(session, interval, retry_after, tx, cancel).await,
-        Err(e) => {
-            let _ = tx.send(Err(e)).await;
-        }
-    }
+    let session = match session {
+        Ok(session) => session,
+        Err(e) => return drop(tx.send(Err(e)).await),
+    };
+    let timeout = sample_timeout(interval);
+    let start = || DebugPodHostSampler::start(&session, interval, timeout);
+    keep_sampling(start, retry_after, tx, cancel).await;
+    // A privileged pod this sampler created does not outlive the session (a pod it found
+    // running belongs to someone else and is left alone).
+    let _ = tokio::time::timeout(Duration::from_secs(10), session.delete_if_created()).await;
 }
 
 /// Samples this machine every `interval` until `cancel` fires or the receiver is gone.
