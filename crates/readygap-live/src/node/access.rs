@@ -348,16 +348,12 @@ impl NodeAccess {
     /// Builds the argv running `script` on the node. Validates every value again, so a
     /// hand-built `NodeAccess` with a bad name is refused here, before any process starts.
     pub fn command(&self, script: RemoteScript) -> Result<NodeCommand, NodeError> {
-        match self {
+        let text = || -> OsString { script.text(ProcRoot::Proc).into() };
+        let (program, args, transport, control_dir) = match self {
             Self::Ssh(s) => {
-                let sudo = !s.user.is_root();
-                Ok(NodeCommand {
-                    program: "ssh".into(),
-                    args: s.args_for(script.remote_command(sudo))?,
-                    target: s.target(),
-                    transport: Transport::Ssh,
-                    control_dir: s.effective_control_dir(),
-                })
+                let remote = script.remote_command(!s.user.is_root());
+                let dir = s.effective_control_dir();
+                ("ssh", s.args_for(remote)?, Transport::Ssh, dir)
             }
             Self::Minikube { profile, node } => {
                 let node = NodeName::new(node.as_str())?;
@@ -372,55 +368,39 @@ impl NodeAccess {
                 args.push("--".into());
                 // minikube's user is `docker`, with passwordless sudo.
                 args.push(script.remote_command(true).into());
-                Ok(NodeCommand {
-                    program: "minikube".into(),
-                    args,
-                    target: self.target(),
-                    transport: Transport::Minikube,
-                    control_dir: None,
-                })
+                ("minikube", args, Transport::Minikube, None)
             }
             Self::Kind { node } => {
                 let node = NodeName::new(node.as_str())?;
-                Ok(NodeCommand {
-                    program: "docker".into(),
-                    args: vec![
-                        "exec".into(),
-                        node.as_str().into(),
-                        "sh".into(),
-                        "-c".into(),
-                        script.text(ProcRoot::Proc).into(),
-                    ],
-                    target: self.target(),
-                    transport: Transport::Docker,
-                    control_dir: None,
-                })
+                let args = vec![
+                    "exec".into(),
+                    node.as_str().into(),
+                    "sh".into(),
+                    "-c".into(),
+                    text(),
+                ];
+                ("docker", args, Transport::Docker, None)
             }
-            Self::Local => {
-                let text: OsString = script.text(ProcRoot::Proc).into();
-                let (program, args): (OsString, Vec<OsString>) =
-                    if script.needs_root() && !is_effective_root() {
-                        (
-                            "sudo".into(),
-                            vec!["-n".into(), "sh".into(), "-c".into(), text],
-                        )
-                    } else {
-                        ("sh".into(), vec!["-c".into(), text])
-                    };
-                Ok(NodeCommand {
-                    program,
-                    args,
-                    target: self.target(),
-                    transport: Transport::Local,
-                    control_dir: None,
-                })
+            Self::Local if script.needs_root() && !is_effective_root() => {
+                let args = vec!["-n".into(), "sh".into(), "-c".into(), text()];
+                ("sudo", args, Transport::Local, None)
             }
-            Self::DebugPod { node, .. } => Err(NodeError::Unsupported {
-                target: format!("debug pod on {node}"),
-                what: "exec into a debug pod".into(),
-                hint: "a debug pod is reached through the Kubernetes API: use DebugPodSession (drop_caches_via, run_node_sampler) with a kube client".into(),
-            }),
-        }
+            Self::Local => ("sh", vec!["-c".into(), text()], Transport::Local, None),
+            Self::DebugPod { node, .. } => {
+                return Err(NodeError::Unsupported {
+                    target: format!("debug pod on {node}"),
+                    what: "exec into a debug pod".into(),
+                    hint: "a debug pod is reached through the Kubernetes API: use DebugPodSession (drop_caches_via, run_node_sampler) with a kube client".into(),
+                });
+            }
+        };
+        Ok(NodeCommand {
+            program: program.into(),
+            args,
+            target: self.target(),
+            transport,
+            control_dir,
+        })
     }
 }
 
@@ -447,21 +427,18 @@ pub fn default_control_dir() -> PathBuf {
 fn check_control_dir_path(dir: &Path) -> Result<(), NodeError> {
     let text = dir.to_string_lossy();
     let reason = if !dir.is_absolute() {
-        Some("it must be an absolute path")
+        "it must be an absolute path"
     } else if text.contains('%') || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        Some("it must not contain '%', spaces or control characters")
+        "it must not contain '%', spaces or control characters"
     } else if text.len() + 1 + 40 >= 104 {
-        Some("it is too long for a unix socket path (keep it under 60 characters)")
+        "it is too long for a unix socket path (keep it under 60 characters)"
     } else {
-        None
+        return Ok(());
     };
-    match reason {
-        None => Ok(()),
-        Some(r) => Err(NodeError::ControlDir {
-            path: text.into_owned(),
-            reason: r.to_owned(),
-        }),
-    }
+    Err(NodeError::ControlDir {
+        path: text.into_owned(),
+        reason: reason.to_owned(),
+    })
 }
 
 /// A path as an `-o Key=Value` value: no whitespace, control characters or `%`.
