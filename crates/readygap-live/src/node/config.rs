@@ -245,10 +245,8 @@ impl NodeConfig {
         if let Some(secs) = self.connect_timeout_secs {
             ssh.connect_timeout = Duration::from_secs(secs.max(1));
         }
-        match self.control_persist_secs {
-            Some(0) => ssh.control_persist = None,
-            Some(secs) => ssh.control_persist = Some(Duration::from_secs(secs)),
-            None => {}
+        if let Some(secs) = self.control_persist_secs {
+            ssh.control_persist = (secs > 0).then(|| Duration::from_secs(secs));
         }
         ssh.control_dir = self.control_dir.as_deref().map(expand_tilde);
         Ok(ssh)
