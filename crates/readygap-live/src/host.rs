@@ -22,23 +22,12 @@ use tokio::process::{Child, ChildStdout};
 use crate::node::exec::{classify_failure, spawn_streaming};
 use crate::node::{DebugPodSession, NodeAccess, NodeError, RemoteScript, Transport};
 
-/// The `/proc/meminfo` fields readygap uses, in bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Meminfo {
-    pub total: Option<u64>,
-    pub free: Option<u64>,
-    pub available: Option<u64>,
-    pub buffers: Option<u64>,
-    pub cached: Option<u64>,
-    pub shmem: Option<u64>,
-    pub swap_total: Option<u64>,
-    pub swap_free: Option<u64>,
-}
-
-/// Parses `/proc/meminfo` text (lines `Key:   N kB`). Unknown keys are ignored; a known key
-/// with an unreadable value is an error naming the line; `MemTotal` is required.
-pub fn parse_meminfo(text: &str) -> Result<Meminfo, String> {
-    let mut m = Meminfo::default();
+/// Parses `/proc/meminfo` text (lines `Key:   N kB`) into the memory figures of a sample
+/// (in bytes; no CPU share, no node). Unknown keys are ignored; a known key with an
+/// unreadable value is an error naming the line; `MemTotal` is required.
+pub fn parse_meminfo(text: &str) -> Result<HostSample, String> {
+    let mut m = HostSample::default();
+    let mut total = None;
     for (n, line) in text.lines().enumerate() {
         let Some((key, rest)) = line.split_once(':') else {
             if line.trim().is_empty() {
@@ -47,9 +36,9 @@ pub fn parse_meminfo(text: &str) -> Result<Meminfo, String> {
             return Err(format!("line {}: no ':' in {line:?}", n + 1));
         };
         let slot = match key.trim() {
-            "MemTotal" => &mut m.total,
-            "MemFree" => &mut m.free,
-            "MemAvailable" => &mut m.available,
+            "MemTotal" => &mut total,
+            "MemFree" => &mut m.mem_free,
+            "MemAvailable" => &mut m.mem_available,
             "Buffers" => &mut m.buffers,
             "Cached" => &mut m.cached,
             "Shmem" => &mut m.shmem,
@@ -61,9 +50,7 @@ pub fn parse_meminfo(text: &str) -> Result<Meminfo, String> {
             .ok_or_else(|| format!("line {}: cannot read {line:?}", n + 1))?;
         *slot = Some(kb.saturating_mul(1024));
     }
-    if m.total.is_none() {
-        return Err("no MemTotal line".into());
-    }
+    m.mem_total = total.ok_or("no MemTotal line")?;
     Ok(m)
 }
 
@@ -110,31 +97,16 @@ pub fn cpu_percent(prev: CpuTimes, cur: CpuTimes) -> Option<f64> {
     (total > 0).then(|| 100.0 * busy as f64 / total as f64)
 }
 
-/// The memory figures of `meminfo`, with no CPU share and no node.
-fn from_meminfo(m: &Meminfo) -> HostSample {
-    HostSample {
-        mem_total: m.total.unwrap_or(0),
-        mem_available: m.available,
-        cached: m.cached,
-        mem_free: m.free,
-        buffers: m.buffers,
-        shmem: m.shmem,
-        swap_total: m.swap_total,
-        swap_free: m.swap_free,
-        ..HostSample::default()
-    }
-}
-
 /// A sample from parsed counters; `prev_cpu` gives the CPU share (`None` without it).
 pub fn from_counters(
-    meminfo: &Meminfo,
+    meminfo: &HostSample,
     cpu: Option<CpuTimes>,
     prev_cpu: Option<CpuTimes>,
 ) -> HostSample {
     let cpu_percent = prev_cpu.zip(cpu).and_then(|(p, c)| cpu_percent(p, c));
     HostSample {
         cpu_percent: cpu_percent.map(|c| c as f32),
-        ..from_meminfo(meminfo)
+        ..meminfo.clone()
     }
 }
 
@@ -170,7 +142,7 @@ impl LocalHostSampler {
             cpu_percent,
             mem_total: self.system.total_memory(),
             mem_available: Some(self.system.available_memory()),
-            ..from_meminfo(&meminfo)
+            ..meminfo
         };
         Event::new(at, Source::Host, EventKind::HostSample(sample))
     }
@@ -184,7 +156,7 @@ pub enum StreamItem {
     Connection(String),
     /// `@sample … @end`: one block of counters.
     Sample {
-        meminfo: Meminfo,
+        meminfo: HostSample,
         cpu: Option<CpuTimes>,
     },
 }
@@ -613,8 +585,8 @@ Hugepagesize:       2048 kB
     #[test]
     fn meminfo_fixture() {
         let m = parse_meminfo(MEMINFO).expect("parse");
-        assert_eq!(m.total, Some(24_684_084 * 1024));
-        assert_eq!(m.available, Some(23_577_540 * 1024));
+        assert_eq!(m.mem_total, 24_684_084 * 1024);
+        assert_eq!(m.mem_available, Some(23_577_540 * 1024));
         assert_eq!(m.cached, Some(1_735_500 * 1024));
         assert_eq!(m.shmem, Some(8872 * 1024));
         assert_eq!(m.swap_total, Some(0));
@@ -635,9 +607,9 @@ Hugepagesize:       2048 kB
             return;
         };
         let m = parse_meminfo(&text).expect("real meminfo");
-        let total = m.total.expect("total");
+        let total = m.mem_total;
         assert!(total > 0);
-        assert!(m.available.expect("available") <= total);
+        assert!(m.mem_available.expect("available") <= total);
         assert!(m.cached.expect("cached") <= total);
     }
 
