@@ -150,12 +150,8 @@ impl AccessPolicy {
             .ok_or("no user for ssh")?;
         let mut access = access_from_via(via, &name, &user).map_err(|e| e.to_string())?;
         if let NodeAccess::Ssh(ssh) = &mut access {
-            if identity.is_some() {
-                ssh.identity = identity.cloned();
-            }
-            if known_hosts.is_some() {
-                ssh.known_hosts = known_hosts.cloned();
-            }
+            ssh.identity = identity.cloned().or(ssh.identity.take());
+            ssh.known_hosts = known_hosts.cloned().or(ssh.known_hosts.take());
         }
         Ok(access)
     }

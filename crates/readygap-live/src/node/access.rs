@@ -331,14 +331,10 @@ impl NodeAccess {
     pub fn target(&self) -> String {
         match self {
             Self::Ssh(s) => s.target(),
-            Self::Minikube {
-                profile: Some(p),
-                node,
-            } => format!("minikube -p {p} node {node}"),
-            Self::Minikube {
-                profile: None,
-                node,
-            } => format!("minikube node {node}"),
+            Self::Minikube { profile, node } => match profile {
+                Some(p) => format!("minikube -p {p} node {node}"),
+                None => format!("minikube node {node}"),
+            },
             Self::Kind { node } => format!("kind node {node}"),
             Self::Local => "local".to_owned(),
             Self::DebugPod { node, .. } => format!("debug pod on {node}"),
@@ -471,17 +467,10 @@ pub fn is_effective_root() -> bool {
 /// The current user's name for ssh: `$USER`, else `$LOGNAME`, else `root` when running
 /// as uid 0. `None` when none of these gives a valid name.
 pub fn current_user() -> Option<User> {
-    for var in ["USER", "LOGNAME"] {
-        if let Ok(name) = std::env::var(var)
-            && let Ok(user) = User::new(&name)
-        {
-            return Some(user);
-        }
-    }
-    if is_effective_root() {
-        return User::new("root").ok();
-    }
-    None
+    ["USER", "LOGNAME"]
+        .into_iter()
+        .find_map(|var| User::new(&std::env::var(var).ok()?).ok())
+        .or_else(|| User::new("root").ok().filter(|_| is_effective_root()))
 }
 
 #[cfg(test)]

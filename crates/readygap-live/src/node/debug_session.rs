@@ -101,11 +101,6 @@ impl DebugPodSession {
         &self.pod_name
     }
 
-    /// The namespace the pod lives in.
-    pub fn namespace(&self) -> &str {
-        &self.namespace
-    }
-
     /// Whether this session created the pod (rather than finding it running).
     pub fn created_pod(&self) -> bool {
         self.created.load(Ordering::SeqCst)
@@ -252,11 +247,8 @@ impl DebugPodSession {
     ) -> Result<AttachedProcess, NodeError> {
         let deadline = Instant::now() + timeout;
         self.ensure_running(timeout).await?;
-        let ap = AttachParams::default()
-            .container(CONTAINER)
-            .stdin(false)
-            .stdout(true)
-            .stderr(true);
+        // The defaults: no stdin, stdout and stderr piped.
+        let ap = AttachParams::default().container(CONTAINER);
         let argv = debug_pod_exec_argv(script);
         match bounded(deadline, self.api().exec(&self.pod_name, argv, &ap)).await {
             None => Err(self.timeout(timeout, "starting the exec")),
