@@ -142,27 +142,18 @@ impl NodeFacts {
 impl NodeConfig {
     /// Checks every field that can be checked without a node.
     pub fn check(&self) -> Result<(), NodeError> {
-        if let Some(via) = &self.via {
-            parse_via(via)?;
-        }
-        if let Some(u) = &self.user {
-            User::new(u)?;
-        }
-        if let Some(h) = &self.host {
-            Host::new(h)?;
-        }
+        // Each field given must pass its check, in this order.
+        self.via.as_deref().map(parse_via).transpose()?;
+        self.user.as_deref().map(User::new).transpose()?;
+        self.host.as_deref().map(Host::new).transpose()?;
         if self.port == Some(0) {
             return Err(NodeError::InvalidPort { port: "0".into() });
         }
-        if let Some(j) = &self.jump {
-            check_jump(j)?;
-        }
+        self.jump.as_deref().map(check_jump).transpose()?;
         for o in &self.options {
             check_ssh_option(o)?;
         }
-        if let Some(p) = &self.profile {
-            check_profile(p)?;
-        }
+        self.profile.as_deref().map(check_profile).transpose()?;
         if let Some(image) = &self.image
             && (image.is_empty() || image.chars().any(|c| c.is_whitespace() || c.is_control()))
         {
