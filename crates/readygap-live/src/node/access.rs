@@ -161,19 +161,15 @@ impl SshAccess {
             opt(check_ssh_option(o)?);
         }
         if let Some(identity) = &self.identity {
-            args.push("-i".into());
-            args.push(identity.clone().into());
-            args.push("-o".into());
-            args.push("IdentitiesOnly=yes".into());
+            args.extend([OsString::from("-i"), identity.into()]);
+            args.extend([OsString::from("-o"), "IdentitiesOnly=yes".into()]);
         }
         if let Some(jump) = &self.jump {
-            args.push("-J".into());
-            args.push(check_jump(jump)?.into());
+            args.extend([OsString::from("-J"), check_jump(jump)?.into()]);
         }
-        args.push("-p".into());
-        args.push(self.port.to_string().into());
-        args.push("-l".into());
-        args.push(User::new(self.user.as_str())?.as_str().into());
+        args.extend([OsString::from("-p"), self.port.to_string().into()]);
+        let user = User::new(self.user.as_str())?;
+        args.extend([OsString::from("-l"), user.as_str().into()]);
         Ok(args)
     }
 

@@ -77,16 +77,17 @@ impl NodesSection {
         Ok(section)
     }
 
-    /// The table that applies to `node`, with its pattern.
+    /// The table that applies to `node` (its exact name, else the most specific matching
+    /// pattern), with its pattern.
     pub fn lookup(&self, node: &str) -> Option<(&str, &NodeConfig)> {
-        if let Some((k, v)) = self.nodes.get_key_value(node) {
-            return Some((k.as_str(), v));
-        }
-        self.nodes
-            .iter()
-            .filter(|(pattern, _)| glob_match(pattern, node))
-            .max_by(|(a, _), (b, _)| literal_len(a).cmp(&literal_len(b)).then_with(|| b.cmp(a)))
-            .map(|(k, v)| (k.as_str(), v))
+        let by_pattern = || {
+            self.nodes
+                .iter()
+                .filter(|(pattern, _)| glob_match(pattern, node))
+                .max_by(|(a, _), (b, _)| literal_len(a).cmp(&literal_len(b)).then_with(|| b.cmp(a)))
+        };
+        let (k, v) = self.nodes.get_key_value(node).or_else(by_pattern)?;
+        Some((k.as_str(), v))
     }
 
     /// The access for a node: its table over the guess, or the guess alone. The string says
@@ -208,10 +209,6 @@ impl NodeConfig {
         url: Option<SshAccess>,
         guess: Option<NodeAccess>,
     ) -> Result<SshAccess, NodeError> {
-        let guessed_ssh = match guess {
-            Some(NodeAccess::Ssh(s)) => Some(s),
-            _ => None,
-        };
         let user = match (&self.user, &url) {
             (Some(u), _) => User::new(u)?,
             (None, Some(url)) => url.user.clone(),
@@ -219,12 +216,12 @@ impl NodeConfig {
                 NodeError::Config("no user configured and the current user is unknown".into())
             })?,
         };
-        let host = match (&self.host, &url, &guessed_ssh, &facts.internal_ip) {
+        let host = match (&self.host, &url, &guess, &facts.internal_ip) {
             (Some(h), _, _, _) => Host::new(h)?,
             (None, Some(url), _, _) => url.host.clone(),
-            (None, None, Some(g), _) => g.host.clone(),
-            (None, None, None, Some(ip)) => Host::new(ip)?,
-            (None, None, None, None) => Host::new(&facts.name)?,
+            (None, None, Some(NodeAccess::Ssh(g)), _) => g.host.clone(),
+            (None, None, _, Some(ip)) => Host::new(ip)?,
+            (None, None, _, None) => Host::new(&facts.name)?,
         };
         let port = self.port.or(url.as_ref().map(|u| u.port)).unwrap_or(22);
         let mut ssh = SshAccess::new(user, host, port);
