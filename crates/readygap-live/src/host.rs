@@ -226,7 +226,6 @@ fn sample_timeout(interval: Duration) -> Duration {
 pub struct RemoteHostSampler {
     child: Child,
     reader: SampleReader<ChildStdout>,
-    target: String,
     transport: Transport,
 }
 
@@ -312,8 +311,7 @@ impl RemoteHostSampler {
         })?;
         Ok(Self {
             child,
-            reader: SampleReader::new(stdout, cmd.target.clone(), sample_timeout),
-            target: cmd.target,
+            reader: SampleReader::new(stdout, cmd.target, sample_timeout),
             transport: cmd.transport,
         })
     }
@@ -349,10 +347,10 @@ impl RemoteHostSampler {
         }
         match status {
             Ok(Ok(s)) if !s.success() => {
-                classify_failure(self.transport, &self.target, s.code(), &stderr)
+                classify_failure(self.transport, &self.reader.target, s.code(), &stderr)
             }
             _ => NodeError::UnexpectedOutput {
-                target: self.target.clone(),
+                target: self.reader.target.clone(),
                 detail: format!("the sample stream ended; stderr: {}", stderr.trim()),
             },
         }

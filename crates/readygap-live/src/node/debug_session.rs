@@ -44,12 +44,8 @@ const STUCK_REASONS: &[&str] = &[
     "RunContainerError",
 ];
 
-/// What a script printed, and its exit code (0 here: failures are errors).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodOutput {
-    pub stdout: String,
-    pub stderr: String,
-}
+/// What a script printed (its exit code was 0: failures are errors), as a command's.
+pub type PodOutput = super::exec::CommandOutput;
 
 /// One node reached through a debug pod in `namespace`.
 pub struct DebugPodSession {
@@ -210,10 +206,10 @@ impl DebugPodSession {
         deadline: Instant,
         timeout: Duration,
     ) -> Result<(), NodeError> {
-        if !self
+        let existed = self
             .delete_by(deadline, timeout, "deleting the old pod")
-            .await?
-        {
+            .await?;
+        if !existed {
             return Ok(());
         }
         let uid = pod.metadata.uid.clone().unwrap_or_default();
