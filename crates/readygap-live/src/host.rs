@@ -103,9 +103,9 @@ pub fn from_counters(
     cpu: Option<CpuTimes>,
     prev_cpu: Option<CpuTimes>,
 ) -> HostSample {
-    let cpu_percent = prev_cpu.zip(cpu).and_then(|(p, c)| cpu_percent(p, c));
+    let percent = prev_cpu.zip(cpu).and_then(|(p, c)| cpu_percent(p, c));
     HostSample {
-        cpu_percent: cpu_percent.map(|c| c as f32),
+        cpu_percent: percent.map(|c| c as f32),
         ..meminfo.clone()
     }
 }
@@ -330,10 +330,9 @@ impl RemoteHostSampler {
     /// Waits for the next sample. After an error the sampler is finished: stop it and
     /// start a new one to continue.
     pub async fn next_sample(&mut self) -> SampleResult {
-        match self.reader.next().await {
-            Ok(Some(sample)) => Ok(sample),
-            Ok(None) => Err(self.ended().await),
-            Err(e) => Err(e),
+        match self.reader.next().await? {
+            Some(sample) => Ok(sample),
+            None => Err(self.ended().await),
         }
     }
 

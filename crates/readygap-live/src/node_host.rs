@@ -37,10 +37,9 @@ use std::time::Duration;
 use chrono::Utc;
 use k8s_openapi::api::core::v1::Node;
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::node::config::{NodeFacts, NodesSection, access_from_via, guess_access};
+use crate::node::config::{NodeFacts, NodesSection, access_from_via};
 use crate::node::{NodeAccess, NodeName, User};
 use readygap_core::event::{Event, EventKind, HostSample, NodeAccessInfo, Source, Timestamp};
 use readygap_core::units::{parse_cpu, parse_memory};
@@ -215,12 +214,7 @@ impl AccessPolicy {
                     "lab (no [nodes] table matches)".into(),
                     true,
                 ),
-                None => match guess_access(
-                    &facts.name,
-                    &facts.labels,
-                    facts.provider_id.as_deref(),
-                    facts.internal_ip.as_deref(),
-                ) {
+                None => match facts.guess() {
                     Ok((a, why)) => {
                         let basis = match (&a, &facts.internal_ip) {
                             (NodeAccess::Ssh(_), Some(ip)) => format!("InternalIP {ip}"),
@@ -339,7 +333,7 @@ impl<'a> Feed<'a> {
 }
 
 /// The node a task follows, the token that stops it, and the task.
-type Following = (String, CancellationToken, JoinHandle<()>);
+type Following = (String, CancellationToken, tokio::task::JoinHandle<()>);
 
 /// Stops the task that follows a node and waits for it (bounded).
 async fn stop_following(following: Option<Following>) {

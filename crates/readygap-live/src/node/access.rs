@@ -176,19 +176,17 @@ impl SshAccess {
     /// Full argv (without the program) running `remote` on the node.
     fn args_for(&self, remote: String) -> Result<Vec<OsString>, NodeError> {
         let mut args = self.base_args()?;
-        args.push("--".into());
-        args.push(Host::new(self.host.as_str())?.as_str().into());
-        args.push(remote.into());
+        let host = Host::new(self.host.as_str())?;
+        args.extend([OsString::from("--"), host.as_str().into(), remote.into()]);
         Ok(args)
     }
 
     /// argv for the ControlMaster check (`ssh -O check`): succeeds while a master runs.
     pub fn control_command(&self, op: ControlOp) -> Result<NodeCommand, NodeError> {
         let mut args = self.base_args()?;
-        args.push("-O".into());
-        args.push(op.as_str().into());
-        args.push("--".into());
-        args.push(Host::new(self.host.as_str())?.as_str().into());
+        let host = Host::new(self.host.as_str())?;
+        args.extend([OsString::from("-O"), op.as_str().into()]);
+        args.extend([OsString::from("--"), host.as_str().into()]);
         Ok(NodeCommand {
             program: "ssh".into(),
             args,

@@ -93,12 +93,7 @@ impl NodesSection {
     /// The access for a node: its table over the guess, or the guess alone. The string says
     /// why (which table, or what the guess was based on).
     pub fn resolve(&self, facts: &NodeFacts) -> Result<(NodeAccess, String), NodeError> {
-        let guessed = guess_access(
-            &facts.name,
-            &facts.labels,
-            facts.provider_id.as_deref(),
-            facts.internal_ip.as_deref(),
-        );
+        let guessed = facts.guess();
         match self.lookup(&facts.name) {
             None => guessed,
             Some((pattern, config)) => {
@@ -137,6 +132,12 @@ impl NodeFacts {
             provider_id: node.spec.as_ref().and_then(|s| s.provider_id.clone()),
             internal_ip,
         }
+    }
+
+    /// How to reach the node, guessed from these facts: see [`guess_access`].
+    pub fn guess(&self) -> Result<(NodeAccess, String), NodeError> {
+        let ip = self.internal_ip.as_deref();
+        guess_access(&self.name, &self.labels, self.provider_id.as_deref(), ip)
     }
 }
 
