@@ -403,11 +403,9 @@ pub fn debug_pod_exec_argv(script: RemoteScript) -> Vec<String> {
 /// that variable names an absolute path, else `/tmp/readygap-ctl-<uid>`. It is created
 /// 0700 and checked to be ours before use (see [`super::exec::prepare_control_dir`]).
 pub fn default_control_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
-        let dir = PathBuf::from(dir);
-        if dir.is_absolute() {
-            return dir.join("readygap-ssh");
-        }
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    if let Some(dir) = runtime.filter(|dir| dir.is_absolute()) {
+        return dir.join("readygap-ssh");
     }
     let uid = effective_uid().map_or_else(|| "unknown".to_owned(), |u| u.to_string());
     PathBuf::from(format!("/tmp/readygap-ctl-{uid}"))

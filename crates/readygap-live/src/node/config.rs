@@ -260,9 +260,8 @@ fn parse_via(via: &str) -> Result<Via, NodeError> {
         url if url.starts_with("ssh://") => {
             // The user defaults to the current user unless the URL names one.
             let fallback = current_user().unwrap_or(User::new("root")?);
-            Ok(Via::Ssh(Some(Box::new(SshAccess::parse_url(
-                url, &fallback,
-            )?))))
+            let ssh = SshAccess::parse_url(url, &fallback)?;
+            Ok(Via::Ssh(Some(Box::new(ssh))))
         }
         other => Err(NodeError::InvalidAccess {
             spec: other.to_owned(),

@@ -79,12 +79,10 @@ impl DebugPodSession {
         access: &NodeAccess,
     ) -> Result<Self, NodeError> {
         match access {
-            NodeAccess::DebugPod { node, image } => Ok(Self::new(
-                client,
-                namespace,
-                NodeName::new(node.as_str())?,
-                image,
-            )),
+            NodeAccess::DebugPod { node, image } => {
+                let node = NodeName::new(node.as_str())?;
+                Ok(Self::new(client, namespace, node, image))
+            }
             other => Err(NodeError::InvalidAccess {
                 spec: other.target(),
                 reason: "not a debug-pod access".into(),
