@@ -269,13 +269,10 @@ impl<R: tokio::io::AsyncRead + Unpin> SampleReader<R> {
                     source,
                 })?;
             let Some(line) = line else { return Ok(None) };
-            let item =
-                self.parser
-                    .push_line(&line)
-                    .map_err(|detail| NodeError::UnexpectedOutput {
-                        target: target(),
-                        detail,
-                    })?;
+            let item = self.parser.push_line(&line).map_err(|detail| {
+                let target = target();
+                NodeError::UnexpectedOutput { target, detail }
+            })?;
             match item {
                 None => {}
                 Some(StreamItem::Connection(c)) => self.connection = Some(c),
@@ -467,9 +464,8 @@ impl<'a> DebugPodHostSampler<'a> {
         interval: Duration,
         sample_timeout: Duration,
     ) -> Result<Self, NodeError> {
-        let mut process = session
-            .spawn(sample_script(interval), sample_timeout)
-            .await?;
+        let script = sample_script(interval);
+        let mut process = session.spawn(script, sample_timeout).await?;
         let stdout = process.stdout().ok_or_else(|| NodeError::Io {
             target: session.target(),
             source: std::io::Error::other("the exec has no stdout"),
@@ -531,7 +527,10 @@ pub async fn run_node_sampler(
     };
     let session = match session {
         Ok(session) => session,
-        Err(e) => return drop(tx.send(Err(e)).await),
+        Err(e) => {
+            let _ = tx.send(Err(e)).await;
+            return;
+        }
     };
     let timeout = sample_timeout(interval);
     let start = || DebugPodHostSampler::start(&session, interval, timeout);

@@ -323,12 +323,8 @@ impl<'a> Feed<'a> {
         self.healthy = false;
         let message = format!("{message} (retrying every {} s)", RETRY_AFTER.as_secs());
         let feed = self.name.clone();
-        send(
-            self.tx,
-            Utc::now(),
-            EventKind::SourceError { feed, message },
-        )
-        .await
+        let kind = EventKind::SourceError { feed, message };
+        send(self.tx, Utc::now(), kind).await
     }
 }
 
@@ -476,11 +472,10 @@ async fn sample_summary(
     loop {
         let (ok, wait) = match fetch_summary(&client, &path, node, capacity).await {
             Ok(sample) => {
-                let detail = SUMMARY_API.to_owned();
-                (
-                    feed.sample(Utc::now(), sample, detail).await,
-                    SAMPLE_INTERVAL,
-                )
+                let sent = feed
+                    .sample(Utc::now(), sample, SUMMARY_API.to_owned())
+                    .await;
+                (sent, SAMPLE_INTERVAL)
             }
             Err(message) => (feed.error(message).await, RETRY_AFTER),
         };

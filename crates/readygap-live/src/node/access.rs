@@ -361,14 +361,8 @@ impl NodeAccess {
                 ("minikube", args, Transport::Minikube, None)
             }
             Self::Kind { node } => {
-                let node = NodeName::new(node.as_str())?;
-                let args = vec![
-                    "exec".into(),
-                    node.as_str().into(),
-                    "sh".into(),
-                    "-c".into(),
-                    text(),
-                ];
+                let node = NodeName::new(node.as_str())?.as_str().into();
+                let args = vec!["exec".into(), node, "sh".into(), "-c".into(), text()];
                 ("docker", args, Transport::Docker, None)
             }
             Self::Local if script.needs_root() && !is_effective_root() => {
