@@ -206,13 +206,11 @@ pub async fn drop_caches_in_pod(
     threshold: &DropThreshold,
     timeout: Duration,
 ) -> DropCachesResult {
-    let ran = session.run(RemoteScript::DropCaches, timeout).await;
-    judge_output(
-        node,
-        &session.target(),
-        ran.map(|out| out.stdout),
-        threshold,
-    )
+    let ran = session
+        .run(RemoteScript::DropCaches, timeout)
+        .await
+        .map(|out| out.stdout);
+    judge_output(node, &session.target(), ran, threshold)
 }
 
 /// The result for the drop script's run: a failure as it is, else both `Cached:` figures of
