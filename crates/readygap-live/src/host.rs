@@ -22,23 +22,12 @@ use tokio::process::{Child, ChildStdout};
 use crate::node::exec::{classify_failure, spawn_streaming};
 use crate::node::{DebugPodSession, NodeAccess, NodeError, RemoteScript, Transport};
 
-/// The `/proc/meminfo` fields readygap uses, in bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Meminfo {
-    pub total: Option<u64>,
-    pub free: Option<u64>,
-    pub available: Option<u64>,
-    pub buffers: Option<u64>,
-    pub cached: Option<u64>,
-    pub shmem: Option<u64>,
-    pub swap_total: Option<u64>,
-    pub swap_free: Option<u64>,
-}
-
-/// Parses `/proc/meminfo` text (lines `Key:   N kB`). Unknown keys are ignored; a known key
-/// with an unreadable value is an error naming the line; `MemTotal` is required.
-pub fn parse_meminfo(text: &str) -> Result<Meminfo, String> {
-    let mut m = Meminfo::default();
+/// Parses `/proc/meminfo` text (lines `Key:   N kB`) into the memory figures of a sample
+/// (in bytes; no CPU share, no node). Unknown keys are ignored; a known key with an
+/// unreadable value is an error naming the line; `MemTotal` is required.
+pub fn parse_meminfo(text: &str) -> Result<HostSample, String> {
+    let mut m = HostSample::default();
+    let mut total = None;
     for (n, line) in text.lines().enumerate() {
         let Some((key, rest)) = line.split_once(':') else {
             if line.trim().is_empty() {
@@ -47,9 +36,9 @@ pub fn parse_meminfo(text: &str) -> Result<Meminfo, String> {
             return Err(format!("line {}: no ':' in {line:?}", n + 1));
         };
         let slot = match key.trim() {
-            "MemTotal" => &mut m.total,
-            "MemFree" => &mut m.free,
-            "MemAvailable" => &mut m.available,
+            "MemTotal" => &mut total,
+            "MemFree" => &mut m.mem_free,
+            "MemAvailable" => &mut m.mem_available,
             "Buffers" => &mut m.buffers,
             "Cached" => &mut m.cached,
             "Shmem" => &mut m.shmem,
@@ -61,9 +50,7 @@ pub fn parse_meminfo(text: &str) -> Result<Meminfo, String> {
             .ok_or_else(|| format!("line {}: cannot read {line:?}", n + 1))?;
         *slot = Some(kb.saturating_mul(1024));
     }
-    if m.total.is_none() {
-        return Err("no MemTotal line".into());
-    }
+    m.mem_total = total.ok_or("no MemTotal line")?;
     Ok(m)
 }
 
@@ -107,37 +94,19 @@ pub fn cpu_percent(prev: CpuTimes, cur: CpuTimes) -> Option<f64> {
     let busy = cur.busy.checked_sub(prev.busy)?;
     let idle = cur.idle.checked_sub(prev.idle)?;
     let total = busy + idle;
-    if total == 0 {
-        return None;
-    }
-    Some(100.0 * busy as f64 / total as f64)
-}
-
-/// The memory figures of `meminfo`, with no CPU share and no node.
-fn from_meminfo(m: &Meminfo) -> HostSample {
-    HostSample {
-        mem_total: m.total.unwrap_or(0),
-        mem_available: m.available,
-        cached: m.cached,
-        mem_free: m.free,
-        buffers: m.buffers,
-        shmem: m.shmem,
-        swap_total: m.swap_total,
-        swap_free: m.swap_free,
-        ..HostSample::default()
-    }
+    (total > 0).then(|| 100.0 * busy as f64 / total as f64)
 }
 
 /// A sample from parsed counters; `prev_cpu` gives the CPU share (`None` without it).
 pub fn from_counters(
-    meminfo: &Meminfo,
+    meminfo: &HostSample,
     cpu: Option<CpuTimes>,
     prev_cpu: Option<CpuTimes>,
 ) -> HostSample {
-    let cpu_percent = prev_cpu.zip(cpu).and_then(|(p, c)| cpu_percent(p, c));
+    let percent = prev_cpu.zip(cpu).and_then(|(p, c)| cpu_percent(p, c));
     HostSample {
-        cpu_percent: cpu_percent.map(|c| c as f32),
-        ..from_meminfo(meminfo)
+        cpu_percent: percent.map(|c| c as f32),
+        ..meminfo.clone()
     }
 }
 
@@ -173,7 +142,7 @@ impl LocalHostSampler {
             cpu_percent,
             mem_total: self.system.total_memory(),
             mem_available: Some(self.system.available_memory()),
-            ..from_meminfo(&meminfo)
+            ..meminfo
         };
         Event::new(at, Source::Host, EventKind::HostSample(sample))
     }
@@ -187,7 +156,7 @@ pub enum StreamItem {
     Connection(String),
     /// `@sample … @end`: one block of counters.
     Sample {
-        meminfo: Meminfo,
+        meminfo: HostSample,
         cpu: Option<CpuTimes>,
     },
 }
@@ -238,13 +207,25 @@ impl SampleStreamParser {
     }
 }
 
+/// The sampling loop for `interval`, rounded to whole seconds (at least 1).
+fn sample_script(interval: Duration) -> RemoteScript {
+    let secs = u32::try_from(interval.as_secs().max(1)).unwrap_or(u32::MAX);
+    RemoteScript::SampleHost {
+        interval_secs: secs,
+    }
+}
+
+/// How long one sample may take (the first includes connecting or starting the pod).
+fn sample_timeout(interval: Duration) -> Duration {
+    interval * 2 + Duration::from_secs(20)
+}
+
 /// Samples a node every `interval` through ONE long-lived remote process (a `while` loop)
 /// whose output streams back over one ssh session (sharing the ControlMaster connection
 /// when one runs). The process is killed when the sampler is dropped or stopped.
 pub struct RemoteHostSampler {
     child: Child,
     reader: SampleReader<ChildStdout>,
-    target: String,
     transport: Transport,
 }
 
@@ -276,32 +257,26 @@ impl<R: tokio::io::AsyncRead + Unpin> SampleReader<R> {
     async fn next(&mut self) -> Result<Option<(Timestamp, HostSample)>, NodeError> {
         let deadline = tokio::time::Instant::now() + self.sample_timeout;
         loop {
-            let line = match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
-                Err(_) => {
-                    return Err(NodeError::Timeout {
-                        target: self.target.clone(),
-                        after: self.sample_timeout,
-                    });
-                }
-                Ok(Err(source)) => {
-                    return Err(NodeError::Io {
-                        target: self.target.clone(),
-                        source,
-                    });
-                }
-                Ok(Ok(None)) => return Ok(None),
-                Ok(Ok(Some(line))) => line,
-            };
-            match self.parser.push_line(&line) {
-                Err(detail) => {
-                    return Err(NodeError::UnexpectedOutput {
-                        target: self.target.clone(),
-                        detail,
-                    });
-                }
-                Ok(None) => {}
-                Ok(Some(StreamItem::Connection(c))) => self.connection = Some(c),
-                Ok(Some(StreamItem::Sample { meminfo, cpu })) => {
+            let target = || self.target.clone();
+            let line = tokio::time::timeout_at(deadline, self.lines.next_line())
+                .await
+                .map_err(|_| NodeError::Timeout {
+                    target: target(),
+                    after: self.sample_timeout,
+                })?
+                .map_err(|source| NodeError::Io {
+                    target: target(),
+                    source,
+                })?;
+            let Some(line) = line else { return Ok(None) };
+            let item = self.parser.push_line(&line).map_err(|detail| {
+                let target = target();
+                NodeError::UnexpectedOutput { target, detail }
+            })?;
+            match item {
+                None => {}
+                Some(StreamItem::Connection(c)) => self.connection = Some(c),
+                Some(StreamItem::Sample { meminfo, cpu }) => {
                     let sample = HostSample {
                         connection: self.connection.clone().filter(|c| !c.is_empty()),
                         ..from_counters(&meminfo, cpu, self.prev_cpu)
@@ -325,10 +300,7 @@ impl RemoteHostSampler {
         interval: Duration,
         sample_timeout: Duration,
     ) -> Result<Self, NodeError> {
-        let secs = u32::try_from(interval.as_secs().max(1)).unwrap_or(u32::MAX);
-        let cmd = access.command(RemoteScript::SampleHost {
-            interval_secs: secs,
-        })?;
+        let cmd = access.command(sample_script(interval))?;
         let mut child = spawn_streaming(&cmd)?;
         let stdout = child.stdout.take().ok_or_else(|| NodeError::Io {
             target: cmd.target.clone(),
@@ -336,8 +308,7 @@ impl RemoteHostSampler {
         })?;
         Ok(Self {
             child,
-            reader: SampleReader::new(stdout, cmd.target.clone(), sample_timeout),
-            target: cmd.target,
+            reader: SampleReader::new(stdout, cmd.target, sample_timeout),
             transport: cmd.transport,
         })
     }
@@ -356,10 +327,9 @@ impl RemoteHostSampler {
     /// Waits for the next sample. After an error the sampler is finished: stop it and
     /// start a new one to continue.
     pub async fn next_sample(&mut self) -> SampleResult {
-        match self.reader.next().await {
-            Ok(Some(sample)) => Ok(sample),
-            Ok(None) => Err(self.ended().await),
-            Err(e) => Err(e),
+        match self.reader.next().await? {
+            Some(sample) => Ok(sample),
+            None => Err(self.ended().await),
         }
     }
 
@@ -373,10 +343,10 @@ impl RemoteHostSampler {
         }
         match status {
             Ok(Ok(s)) if !s.success() => {
-                classify_failure(self.transport, &self.target, s.code(), &stderr)
+                classify_failure(self.transport, &self.reader.target, s.code(), &stderr)
             }
             _ => NodeError::UnexpectedOutput {
-                target: self.target.clone(),
+                target: self.reader.target.clone(),
                 detail: format!("the sample stream ended; stderr: {}", stderr.trim()),
             },
         }
@@ -471,8 +441,8 @@ pub async fn run_remote_sampler(
     tx: tokio::sync::mpsc::Sender<SampleResult>,
     cancel: tokio_util::sync::CancellationToken,
 ) {
-    let sample_timeout = interval * 2 + Duration::from_secs(20);
-    let start = || std::future::ready(RemoteHostSampler::start(&access, interval, sample_timeout));
+    let timeout = sample_timeout(interval);
+    let start = || std::future::ready(RemoteHostSampler::start(&access, interval, timeout));
     keep_sampling(start, retry_after, tx, cancel).await;
 }
 
@@ -494,10 +464,7 @@ impl<'a> DebugPodHostSampler<'a> {
         interval: Duration,
         sample_timeout: Duration,
     ) -> Result<Self, NodeError> {
-        let secs = u32::try_from(interval.as_secs().max(1)).unwrap_or(u32::MAX);
-        let script = RemoteScript::SampleHost {
-            interval_secs: secs,
-        };
+        let script = sample_script(interval);
         let mut process = session.spawn(script, sample_timeout).await?;
         let stdout = process.stdout().ok_or_else(|| NodeError::Io {
             target: session.target(),
@@ -509,10 +476,11 @@ impl<'a> DebugPodHostSampler<'a> {
             reader: SampleReader::new(stdout, session.target(), sample_timeout),
         })
     }
+}
 
-    /// Waits for the next sample. After an error the sampler is finished; when the stream
-    /// ended, the error says why (the exec's exit status and stderr).
-    pub async fn next_sample(&mut self) -> SampleResult {
+impl SampleStream for DebugPodHostSampler<'_> {
+    /// When the stream ended, the error says why (the exec's exit status and stderr).
+    async fn next_sample(&mut self) -> SampleResult {
         match self.reader.next().await? {
             Some(sample) => Ok(sample),
             None => Err(match self.process.take() {
@@ -526,43 +494,18 @@ impl<'a> DebugPodHostSampler<'a> {
     }
 
     /// Ends the exec (the loop in the pod stops when its output has no reader).
-    pub fn stop(self) {
+    async fn stop(self) {
         if let Some(process) = self.process {
             process.abort();
         }
     }
 }
 
-impl SampleStream for DebugPodHostSampler<'_> {
-    fn next_sample(&mut self) -> impl Future<Output = SampleResult> + Send {
-        DebugPodHostSampler::next_sample(self)
-    }
-    async fn stop(self) {
-        DebugPodHostSampler::stop(self)
-    }
-}
-
-/// Like [`run_remote_sampler`] for a node reached through a debug pod in `namespace`: one
-/// exec at a time, a new one (reusing the pod) after an error and `retry_after`.
-async fn run_debug_pod_sampler(
-    session: DebugPodSession,
-    interval: Duration,
-    retry_after: Duration,
-    tx: tokio::sync::mpsc::Sender<SampleResult>,
-    cancel: tokio_util::sync::CancellationToken,
-) {
-    let sample_timeout = interval * 2 + Duration::from_secs(20);
-    let start = || DebugPodHostSampler::start(&session, interval, sample_timeout);
-    keep_sampling(start, retry_after, tx, cancel).await;
-    // A privileged pod this sampler created does not outlive the session (a pod it found
-    // running belongs to someone else and is left alone).
-    let _ = tokio::time::timeout(Duration::from_secs(10), session.delete_if_created()).await;
-}
-
 /// Samples a node by whichever access reaches it: a [`NodeAccess::DebugPod`] through the
 /// Kubernetes API with `kube` (the client and the namespace of the pod: one long-lived exec
-/// in one pod), every other kind through [`run_remote_sampler`]. A debug-pod access without
-/// `kube` sends one error and ends. Ends when `cancel` fires or the receiver is gone.
+/// in one pod at a time, a new one reusing the pod after an error and `retry_after`), every
+/// other kind through [`run_remote_sampler`]. A debug-pod access without `kube` sends one
+/// error and ends. Ends when `cancel` fires or the receiver is gone.
 pub async fn run_node_sampler(
     access: NodeAccess,
     kube: Option<(kube::Client, String)>,
@@ -582,12 +525,19 @@ pub async fn run_node_sampler(
             hint: "it needs a Kubernetes client and namespace".into(),
         }),
     };
-    match session {
-        Ok(session) => run_debug_pod_sampler(session, interval, retry_after, tx, cancel).await,
+    let session = match session {
+        Ok(session) => session,
         Err(e) => {
             let _ = tx.send(Err(e)).await;
+            return;
         }
-    }
+    };
+    let timeout = sample_timeout(interval);
+    let start = || DebugPodHostSampler::start(&session, interval, timeout);
+    keep_sampling(start, retry_after, tx, cancel).await;
+    // A privileged pod this sampler created does not outlive the session (a pod it found
+    // running belongs to someone else and is left alone).
+    let _ = tokio::time::timeout(Duration::from_secs(10), session.delete_if_created()).await;
 }
 
 /// Samples this machine every `interval` until `cancel` fires or the receiver is gone.
@@ -631,8 +581,8 @@ Hugepagesize:       2048 kB
     #[test]
     fn meminfo_fixture() {
         let m = parse_meminfo(MEMINFO).expect("parse");
-        assert_eq!(m.total, Some(24_684_084 * 1024));
-        assert_eq!(m.available, Some(23_577_540 * 1024));
+        assert_eq!(m.mem_total, 24_684_084 * 1024);
+        assert_eq!(m.mem_available, Some(23_577_540 * 1024));
         assert_eq!(m.cached, Some(1_735_500 * 1024));
         assert_eq!(m.shmem, Some(8872 * 1024));
         assert_eq!(m.swap_total, Some(0));
@@ -653,9 +603,9 @@ Hugepagesize:       2048 kB
             return;
         };
         let m = parse_meminfo(&text).expect("real meminfo");
-        let total = m.total.expect("total");
+        let total = m.mem_total;
         assert!(total > 0);
-        assert!(m.available.expect("available") <= total);
+        assert!(m.mem_available.expect("available") <= total);
         assert!(m.cached.expect("cached") <= total);
     }
 

@@ -39,7 +39,7 @@ use k8s_openapi::api::core::v1::Node;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::node::config::{NodeFacts, NodesSection, access_from_via, guess_access};
+use crate::node::config::{NodeFacts, NodesSection, access_from_via};
 use crate::node::{NodeAccess, NodeName, User};
 use readygap_core::event::{Event, EventKind, HostSample, NodeAccessInfo, Source, Timestamp};
 use readygap_core::units::{parse_cpu, parse_memory};
@@ -56,35 +56,22 @@ use readygap_core::event::host_feed as feed_name;
 /// The selected node, as a `watch` the node feed follows: the session publishes
 /// [`readygap_core::focus::node`] after each pod event and pod choice. Sticky: `None` (no
 /// Ready pod, during a replacement) keeps the node selected before.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct NodeSelection {
     node: Arc<watch::Sender<Option<String>>>,
 }
 
-impl Default for NodeSelection {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl NodeSelection {
     pub fn new() -> Self {
-        Self {
-            node: Arc::new(watch::channel(None).0),
-        }
+        Self::default()
     }
 
     /// Select `node` (a change wakes the feed; `None` changes nothing).
     pub fn set(&self, node: Option<String>) {
-        let Some(node) = node else { return };
-        self.node.send_if_modified(|cur| {
-            if cur.as_deref() == Some(node.as_str()) {
-                false
-            } else {
-                *cur = Some(node);
-                true
-            }
-        });
+        if let Some(node) = node {
+            // Wakes the feed only when the old node differs from the new one.
+            self.node.send_if_modified(|cur| cur.replace(node) != *cur);
+        }
     }
 
     /// The selected node now.
@@ -162,12 +149,8 @@ impl AccessPolicy {
             .ok_or("no user for ssh")?;
         let mut access = access_from_via(via, &name, &user).map_err(|e| e.to_string())?;
         if let NodeAccess::Ssh(ssh) = &mut access {
-            if identity.is_some() {
-                ssh.identity = identity.cloned();
-            }
-            if known_hosts.is_some() {
-                ssh.known_hosts = known_hosts.cloned();
-            }
+            ssh.identity = identity.cloned().or(ssh.identity.take());
+            ssh.known_hosts = known_hosts.cloned().or(ssh.known_hosts.take());
         }
         Ok(access)
     }
@@ -231,12 +214,7 @@ impl AccessPolicy {
                     "lab (no [nodes] table matches)".into(),
                     true,
                 ),
-                None => match guess_access(
-                    &facts.name,
-                    &facts.labels,
-                    facts.provider_id.as_deref(),
-                    facts.internal_ip.as_deref(),
-                ) {
+                None => match facts.guess() {
                     Ok((a, why)) => {
                         let basis = match (&a, &facts.internal_ip) {
                             (NodeAccess::Ssh(_), Some(ip)) => format!("InternalIP {ip}"),
@@ -293,13 +271,10 @@ pub fn summary_sample(
         .memory_bytes
         .or_else(|| available.map(|a| a.saturating_add(ws)))
         .ok_or("no memory capacity on the Node and no availableBytes in the summary")?;
-    let cpu_percent = match (
-        summary["node"]["cpu"]["usageNanoCores"].as_u64(),
-        capacity.cpu_cores,
-    ) {
-        (Some(nano), Some(cores)) => Some((nano as f64 / (cores * 1e9) * 100.0).clamp(0.0, 100.0)),
-        _ => None,
-    };
+    let cpu_percent = summary["node"]["cpu"]["usageNanoCores"]
+        .as_u64()
+        .zip(capacity.cpu_cores)
+        .map(|(nano, cores)| (nano as f64 / (cores * 1e9) * 100.0).clamp(0.0, 100.0));
     Ok(HostSample {
         node: Some(node.to_owned()),
         cpu_percent: cpu_percent.map(|c| c as f32),
@@ -315,6 +290,55 @@ async fn send(tx: &mpsc::Sender<Event>, ts: Timestamp, kind: EventKind) -> bool 
     tx.send(Event::new(ts, Source::Host, kind)).await.is_ok()
 }
 
+/// The feed `host NODE` as its events tell it: the first sample, and the first after an
+/// error, is preceded by [`EventKind::SourceConnected`]; an error becomes a
+/// [`EventKind::SourceError`] that says the retry interval. Each send says whether the
+/// receiver is still there.
+struct Feed<'a> {
+    tx: &'a mpsc::Sender<Event>,
+    name: String,
+    healthy: bool,
+}
+
+impl<'a> Feed<'a> {
+    fn new(tx: &'a mpsc::Sender<Event>, node: &str) -> Self {
+        Self {
+            tx,
+            name: feed_name(node),
+            healthy: false,
+        }
+    }
+
+    /// Sends `sample` observed `at`; `detail` says how the node was reached.
+    async fn sample(&mut self, at: Timestamp, sample: HostSample, detail: String) -> bool {
+        if !self.healthy {
+            self.healthy = true;
+            let feed = self.name.clone();
+            send(self.tx, at, EventKind::SourceConnected { feed, detail }).await;
+        }
+        send(self.tx, at, EventKind::HostSample(sample)).await
+    }
+
+    async fn error(&mut self, message: impl std::fmt::Display) -> bool {
+        self.healthy = false;
+        let message = format!("{message} (retrying every {} s)", RETRY_AFTER.as_secs());
+        let feed = self.name.clone();
+        let kind = EventKind::SourceError { feed, message };
+        send(self.tx, Utc::now(), kind).await
+    }
+}
+
+/// The node a task follows, the token that stops it, and the task.
+type Following = (String, CancellationToken, tokio::task::JoinHandle<()>);
+
+/// Stops the task that follows a node and waits for it (bounded).
+async fn stop_following(following: Option<Following>) {
+    if let Some((_, stop, task)) = following {
+        stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    }
+}
+
 /// Follows the selected node until `cancel` fires: when it changes, the old node's sampler
 /// stops and one for the new node starts.
 pub async fn run(
@@ -325,15 +349,12 @@ pub async fn run(
     tx: mpsc::Sender<Event>,
     cancel: CancellationToken,
 ) {
-    let mut current: Option<(String, CancellationToken, tokio::task::JoinHandle<()>)> = None;
+    let mut current: Option<Following> = None;
     loop {
         let node = selected.borrow_and_update().clone();
         if current.as_ref().map(|(n, ..)| n) != node.as_ref() {
-            if let Some((_, stop, task)) = current.take() {
-                stop.cancel();
-                let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-            }
-            if let Some(n) = node {
+            stop_following(current.take()).await;
+            current = node.map(|n| {
                 let stop = cancel.child_token();
                 let task = tokio::spawn(follow(
                     policy.clone(),
@@ -343,18 +364,15 @@ pub async fn run(
                     tx.clone(),
                     stop.clone(),
                 ));
-                current = Some((n, stop, task));
-            }
+                (n, stop, task)
+            });
         }
         tokio::select! {
             () = cancel.cancelled() => break,
             changed = selected.changed() => if changed.is_err() { break },
         }
     }
-    if let Some((_, stop, task)) = current {
-        stop.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-    }
+    stop_following(current).await;
 }
 
 /// Announces how `node` is reached and samples it until `cancel` fires.
@@ -419,43 +437,18 @@ async fn sample_remote(
         stx,
         cancel.clone(),
     ));
-    let feed = feed_name(node);
-    let mut healthy = false;
+    let mut feed = Feed::new(tx, node);
     while let Some(result) = srx.recv().await {
         let ok = match result {
             Ok((at, sample)) => {
-                if !healthy {
-                    let detail = match &sample.connection {
-                        Some(c) => format!("{target} (connection {c})"),
-                        None => target.clone(),
-                    };
-                    healthy = true;
-                    send(
-                        tx,
-                        at,
-                        EventKind::SourceConnected {
-                            feed: feed.clone(),
-                            detail,
-                        },
-                    )
-                    .await;
-                }
+                let detail = match &sample.connection {
+                    Some(c) => format!("{target} (connection {c})"),
+                    None => target.clone(),
+                };
                 let node = Some(node.to_owned());
-                send(tx, at, EventKind::HostSample(HostSample { node, ..sample })).await
+                feed.sample(at, HostSample { node, ..sample }, detail).await
             }
-            Err(e) => {
-                healthy = false;
-                let message = format!("{e} (retrying every {} s)", RETRY_AFTER.as_secs());
-                send(
-                    tx,
-                    Utc::now(),
-                    EventKind::SourceError {
-                        feed: feed.clone(),
-                        message,
-                    },
-                )
-                .await
-            }
+            Err(e) => feed.error(e).await,
         };
         if !ok {
             cancel.cancel();
@@ -474,67 +467,17 @@ async fn sample_summary(
     tx: &mpsc::Sender<Event>,
     cancel: CancellationToken,
 ) {
-    let feed = feed_name(node);
+    let mut feed = Feed::new(tx, node);
     let path = format!("/api/v1/nodes/{node}/proxy/stats/summary");
-    let mut healthy = false;
     loop {
-        let result = match http::Request::get(&path).body(Vec::new()) {
-            Err(e) => Err(format!("building the request {path}: {e}")),
-            Ok(req) => {
-                let fetch = client.request::<serde_json::Value>(req);
-                match tokio::time::timeout(SAMPLE_INTERVAL * 5, fetch).await {
-                    Err(_) => Err(format!(
-                        "{SUMMARY_API} of {node}: no answer within {} s",
-                        (SAMPLE_INTERVAL * 5).as_secs()
-                    )),
-                    Ok(Err(e)) => Err(format!(
-                        "{SUMMARY_API} of {node}: {}",
-                        crate::rbac::explain_kube_error(
-                            &e,
-                            &crate::rbac::Request {
-                                verb: "get",
-                                group: "",
-                                resource: "nodes/proxy",
-                                namespace: None,
-                            },
-                        )
-                        .unwrap_or_else(|| e.to_string())
-                    )),
-                    Ok(Ok(v)) => summary_sample(&v, node, capacity)
-                        .map_err(|e| format!("{SUMMARY_API} of {node}: {e}")),
-                }
-            }
-        };
-        let now = Utc::now();
-        let (ok, wait) = match result {
+        let (ok, wait) = match fetch_summary(&client, &path, node, capacity).await {
             Ok(sample) => {
-                if !healthy {
-                    healthy = true;
-                    let detail = SUMMARY_API.to_owned();
-                    send(
-                        tx,
-                        now,
-                        EventKind::SourceConnected {
-                            feed: feed.clone(),
-                            detail,
-                        },
-                    )
+                let sent = feed
+                    .sample(Utc::now(), sample, SUMMARY_API.to_owned())
                     .await;
-                }
-                (
-                    send(tx, now, EventKind::HostSample(sample)).await,
-                    SAMPLE_INTERVAL,
-                )
+                (sent, SAMPLE_INTERVAL)
             }
-            Err(message) => {
-                healthy = false;
-                let message = format!("{message} (retrying every {} s)", RETRY_AFTER.as_secs());
-                let feed = feed.clone();
-                (
-                    send(tx, now, EventKind::SourceError { feed, message }).await,
-                    RETRY_AFTER,
-                )
-            }
+            Err(message) => (feed.error(message).await, RETRY_AFTER),
         };
         if !ok {
             return;
@@ -544,6 +487,33 @@ async fn sample_summary(
             () = tokio::time::sleep(wait) => {}
         }
     }
+}
+
+/// One reading of the Summary API at `path`, as `node`'s sample.
+async fn fetch_summary(
+    client: &kube::Client,
+    path: &str,
+    node: &str,
+    capacity: Capacity,
+) -> Result<HostSample, String> {
+    let req = http::Request::get(path)
+        .body(Vec::new())
+        .map_err(|e| format!("building the request {path}: {e}"))?;
+    let limit = SAMPLE_INTERVAL * 5;
+    let sample = match tokio::time::timeout(limit, client.request::<serde_json::Value>(req)).await {
+        Err(_) => Err(format!("no answer within {} s", limit.as_secs())),
+        Ok(Err(e)) => {
+            let request = crate::rbac::Request {
+                verb: "get",
+                group: "",
+                resource: "nodes/proxy",
+                namespace: None,
+            };
+            Err(crate::rbac::explain_kube_error(&e, &request).unwrap_or_else(|| e.to_string()))
+        }
+        Ok(Ok(v)) => summary_sample(&v, node, capacity),
+    };
+    sample.map_err(|e| format!("{SUMMARY_API} of {node}: {e}"))
 }
 
 #[cfg(test)]

@@ -161,38 +161,32 @@ impl SshAccess {
             opt(check_ssh_option(o)?);
         }
         if let Some(identity) = &self.identity {
-            args.push("-i".into());
-            args.push(identity.clone().into());
-            args.push("-o".into());
-            args.push("IdentitiesOnly=yes".into());
+            args.extend([OsString::from("-i"), identity.into()]);
+            args.extend([OsString::from("-o"), "IdentitiesOnly=yes".into()]);
         }
         if let Some(jump) = &self.jump {
-            args.push("-J".into());
-            args.push(check_jump(jump)?.into());
+            args.extend([OsString::from("-J"), check_jump(jump)?.into()]);
         }
-        args.push("-p".into());
-        args.push(self.port.to_string().into());
-        args.push("-l".into());
-        args.push(User::new(self.user.as_str())?.as_str().into());
+        args.extend([OsString::from("-p"), self.port.to_string().into()]);
+        let user = User::new(self.user.as_str())?;
+        args.extend([OsString::from("-l"), user.as_str().into()]);
         Ok(args)
     }
 
     /// Full argv (without the program) running `remote` on the node.
     fn args_for(&self, remote: String) -> Result<Vec<OsString>, NodeError> {
         let mut args = self.base_args()?;
-        args.push("--".into());
-        args.push(Host::new(self.host.as_str())?.as_str().into());
-        args.push(remote.into());
+        let host = Host::new(self.host.as_str())?;
+        args.extend([OsString::from("--"), host.as_str().into(), remote.into()]);
         Ok(args)
     }
 
     /// argv for the ControlMaster check (`ssh -O check`): succeeds while a master runs.
     pub fn control_command(&self, op: ControlOp) -> Result<NodeCommand, NodeError> {
         let mut args = self.base_args()?;
-        args.push("-O".into());
-        args.push(op.as_str().into());
-        args.push("--".into());
-        args.push(Host::new(self.host.as_str())?.as_str().into());
+        let host = Host::new(self.host.as_str())?;
+        args.extend([OsString::from("-O"), op.as_str().into()]);
+        args.extend([OsString::from("--"), host.as_str().into()]);
         Ok(NodeCommand {
             program: "ssh".into(),
             args,
@@ -331,14 +325,10 @@ impl NodeAccess {
     pub fn target(&self) -> String {
         match self {
             Self::Ssh(s) => s.target(),
-            Self::Minikube {
-                profile: Some(p),
-                node,
-            } => format!("minikube -p {p} node {node}"),
-            Self::Minikube {
-                profile: None,
-                node,
-            } => format!("minikube node {node}"),
+            Self::Minikube { profile, node } => match profile {
+                Some(p) => format!("minikube -p {p} node {node}"),
+                None => format!("minikube node {node}"),
+            },
             Self::Kind { node } => format!("kind node {node}"),
             Self::Local => "local".to_owned(),
             Self::DebugPod { node, .. } => format!("debug pod on {node}"),
@@ -348,16 +338,12 @@ impl NodeAccess {
     /// Builds the argv running `script` on the node. Validates every value again, so a
     /// hand-built `NodeAccess` with a bad name is refused here, before any process starts.
     pub fn command(&self, script: RemoteScript) -> Result<NodeCommand, NodeError> {
-        match self {
+        let text = || -> OsString { script.text(ProcRoot::Proc).into() };
+        let (program, args, transport, control_dir) = match self {
             Self::Ssh(s) => {
-                let sudo = !s.user.is_root();
-                Ok(NodeCommand {
-                    program: "ssh".into(),
-                    args: s.args_for(script.remote_command(sudo))?,
-                    target: s.target(),
-                    transport: Transport::Ssh,
-                    control_dir: s.effective_control_dir(),
-                })
+                let remote = script.remote_command(!s.user.is_root());
+                let dir = s.effective_control_dir();
+                ("ssh", s.args_for(remote)?, Transport::Ssh, dir)
             }
             Self::Minikube { profile, node } => {
                 let node = NodeName::new(node.as_str())?;
@@ -372,55 +358,33 @@ impl NodeAccess {
                 args.push("--".into());
                 // minikube's user is `docker`, with passwordless sudo.
                 args.push(script.remote_command(true).into());
-                Ok(NodeCommand {
-                    program: "minikube".into(),
-                    args,
-                    target: self.target(),
-                    transport: Transport::Minikube,
-                    control_dir: None,
-                })
+                ("minikube", args, Transport::Minikube, None)
             }
             Self::Kind { node } => {
-                let node = NodeName::new(node.as_str())?;
-                Ok(NodeCommand {
-                    program: "docker".into(),
-                    args: vec![
-                        "exec".into(),
-                        node.as_str().into(),
-                        "sh".into(),
-                        "-c".into(),
-                        script.text(ProcRoot::Proc).into(),
-                    ],
-                    target: self.target(),
-                    transport: Transport::Docker,
-                    control_dir: None,
-                })
+                let node = NodeName::new(node.as_str())?.as_str().into();
+                let args = vec!["exec".into(), node, "sh".into(), "-c".into(), text()];
+                ("docker", args, Transport::Docker, None)
             }
-            Self::Local => {
-                let text: OsString = script.text(ProcRoot::Proc).into();
-                let (program, args): (OsString, Vec<OsString>) =
-                    if script.needs_root() && !is_effective_root() {
-                        (
-                            "sudo".into(),
-                            vec!["-n".into(), "sh".into(), "-c".into(), text],
-                        )
-                    } else {
-                        ("sh".into(), vec!["-c".into(), text])
-                    };
-                Ok(NodeCommand {
-                    program,
-                    args,
-                    target: self.target(),
-                    transport: Transport::Local,
-                    control_dir: None,
-                })
+            Self::Local if script.needs_root() && !is_effective_root() => {
+                let args = vec!["-n".into(), "sh".into(), "-c".into(), text()];
+                ("sudo", args, Transport::Local, None)
             }
-            Self::DebugPod { node, .. } => Err(NodeError::Unsupported {
-                target: format!("debug pod on {node}"),
-                what: "exec into a debug pod".into(),
-                hint: "a debug pod is reached through the Kubernetes API: use DebugPodSession (drop_caches_via, run_node_sampler) with a kube client".into(),
-            }),
-        }
+            Self::Local => ("sh", vec!["-c".into(), text()], Transport::Local, None),
+            Self::DebugPod { node, .. } => {
+                return Err(NodeError::Unsupported {
+                    target: format!("debug pod on {node}"),
+                    what: "exec into a debug pod".into(),
+                    hint: "a debug pod is reached through the Kubernetes API: use DebugPodSession (drop_caches_via, run_node_sampler) with a kube client".into(),
+                });
+            }
+        };
+        Ok(NodeCommand {
+            program: program.into(),
+            args,
+            target: self.target(),
+            transport,
+            control_dir,
+        })
     }
 }
 
@@ -433,11 +397,9 @@ pub fn debug_pod_exec_argv(script: RemoteScript) -> Vec<String> {
 /// that variable names an absolute path, else `/tmp/readygap-ctl-<uid>`. It is created
 /// 0700 and checked to be ours before use (see [`super::exec::prepare_control_dir`]).
 pub fn default_control_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
-        let dir = PathBuf::from(dir);
-        if dir.is_absolute() {
-            return dir.join("readygap-ssh");
-        }
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    if let Some(dir) = runtime.filter(|dir| dir.is_absolute()) {
+        return dir.join("readygap-ssh");
     }
     let uid = effective_uid().map_or_else(|| "unknown".to_owned(), |u| u.to_string());
     PathBuf::from(format!("/tmp/readygap-ctl-{uid}"))
@@ -447,21 +409,18 @@ pub fn default_control_dir() -> PathBuf {
 fn check_control_dir_path(dir: &Path) -> Result<(), NodeError> {
     let text = dir.to_string_lossy();
     let reason = if !dir.is_absolute() {
-        Some("it must be an absolute path")
+        "it must be an absolute path"
     } else if text.contains('%') || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        Some("it must not contain '%', spaces or control characters")
+        "it must not contain '%', spaces or control characters"
     } else if text.len() + 1 + 40 >= 104 {
-        Some("it is too long for a unix socket path (keep it under 60 characters)")
+        "it is too long for a unix socket path (keep it under 60 characters)"
     } else {
-        None
+        return Ok(());
     };
-    match reason {
-        None => Ok(()),
-        Some(r) => Err(NodeError::ControlDir {
-            path: text.into_owned(),
-            reason: r.to_owned(),
-        }),
-    }
+    Err(NodeError::ControlDir {
+        path: text.into_owned(),
+        reason: reason.to_owned(),
+    })
 }
 
 /// A path as an `-o Key=Value` value: no whitespace, control characters or `%`.
@@ -494,17 +453,10 @@ pub fn is_effective_root() -> bool {
 /// The current user's name for ssh: `$USER`, else `$LOGNAME`, else `root` when running
 /// as uid 0. `None` when none of these gives a valid name.
 pub fn current_user() -> Option<User> {
-    for var in ["USER", "LOGNAME"] {
-        if let Ok(name) = std::env::var(var)
-            && let Ok(user) = User::new(&name)
-        {
-            return Some(user);
-        }
-    }
-    if is_effective_root() {
-        return User::new("root").ok();
-    }
-    None
+    ["USER", "LOGNAME"]
+        .into_iter()
+        .find_map(|var| User::new(&std::env::var(var).ok()?).ok())
+        .or_else(|| User::new("root").ok().filter(|_| is_effective_root()))
 }
 
 #[cfg(test)]

@@ -77,27 +77,23 @@ impl NodesSection {
         Ok(section)
     }
 
-    /// The table that applies to `node`, with its pattern.
+    /// The table that applies to `node` (its exact name, else the most specific matching
+    /// pattern), with its pattern.
     pub fn lookup(&self, node: &str) -> Option<(&str, &NodeConfig)> {
-        if let Some((k, v)) = self.nodes.get_key_value(node) {
-            return Some((k.as_str(), v));
-        }
-        self.nodes
-            .iter()
-            .filter(|(pattern, _)| glob_match(pattern, node))
-            .max_by(|(a, _), (b, _)| literal_len(a).cmp(&literal_len(b)).then_with(|| b.cmp(a)))
-            .map(|(k, v)| (k.as_str(), v))
+        let by_pattern = || {
+            self.nodes
+                .iter()
+                .filter(|(pattern, _)| glob_match(pattern, node))
+                .max_by(|(a, _), (b, _)| literal_len(a).cmp(&literal_len(b)).then_with(|| b.cmp(a)))
+        };
+        let (k, v) = self.nodes.get_key_value(node).or_else(by_pattern)?;
+        Some((k.as_str(), v))
     }
 
     /// The access for a node: its table over the guess, or the guess alone. The string says
     /// why (which table, or what the guess was based on).
     pub fn resolve(&self, facts: &NodeFacts) -> Result<(NodeAccess, String), NodeError> {
-        let guessed = guess_access(
-            &facts.name,
-            &facts.labels,
-            facts.provider_id.as_deref(),
-            facts.internal_ip.as_deref(),
-        );
+        let guessed = facts.guess();
         match self.lookup(&facts.name) {
             None => guessed,
             Some((pattern, config)) => {
@@ -137,32 +133,29 @@ impl NodeFacts {
             internal_ip,
         }
     }
+
+    /// How to reach the node, guessed from these facts: see [`guess_access`].
+    pub fn guess(&self) -> Result<(NodeAccess, String), NodeError> {
+        let ip = self.internal_ip.as_deref();
+        guess_access(&self.name, &self.labels, self.provider_id.as_deref(), ip)
+    }
 }
 
 impl NodeConfig {
     /// Checks every field that can be checked without a node.
     pub fn check(&self) -> Result<(), NodeError> {
-        if let Some(via) = &self.via {
-            parse_via(via)?;
-        }
-        if let Some(u) = &self.user {
-            User::new(u)?;
-        }
-        if let Some(h) = &self.host {
-            Host::new(h)?;
-        }
+        // Each field given must pass its check, in this order.
+        self.via.as_deref().map(parse_via).transpose()?;
+        self.user.as_deref().map(User::new).transpose()?;
+        self.host.as_deref().map(Host::new).transpose()?;
         if self.port == Some(0) {
             return Err(NodeError::InvalidPort { port: "0".into() });
         }
-        if let Some(j) = &self.jump {
-            check_jump(j)?;
-        }
+        self.jump.as_deref().map(check_jump).transpose()?;
         for o in &self.options {
             check_ssh_option(o)?;
         }
-        if let Some(p) = &self.profile {
-            check_profile(p)?;
-        }
+        self.profile.as_deref().map(check_profile).transpose()?;
         if let Some(image) = &self.image
             && (image.is_empty() || image.chars().any(|c| c.is_whitespace() || c.is_control()))
         {
@@ -217,10 +210,6 @@ impl NodeConfig {
         url: Option<SshAccess>,
         guess: Option<NodeAccess>,
     ) -> Result<SshAccess, NodeError> {
-        let guessed_ssh = match guess {
-            Some(NodeAccess::Ssh(s)) => Some(s),
-            _ => None,
-        };
         let user = match (&self.user, &url) {
             (Some(u), _) => User::new(u)?,
             (None, Some(url)) => url.user.clone(),
@@ -228,12 +217,12 @@ impl NodeConfig {
                 NodeError::Config("no user configured and the current user is unknown".into())
             })?,
         };
-        let host = match (&self.host, &url, &guessed_ssh, &facts.internal_ip) {
+        let host = match (&self.host, &url, &guess, &facts.internal_ip) {
             (Some(h), _, _, _) => Host::new(h)?,
             (None, Some(url), _, _) => url.host.clone(),
-            (None, None, Some(g), _) => g.host.clone(),
-            (None, None, None, Some(ip)) => Host::new(ip)?,
-            (None, None, None, None) => Host::new(&facts.name)?,
+            (None, None, Some(NodeAccess::Ssh(g)), _) => g.host.clone(),
+            (None, None, _, Some(ip)) => Host::new(ip)?,
+            (None, None, _, None) => Host::new(&facts.name)?,
         };
         let port = self.port.or(url.as_ref().map(|u| u.port)).unwrap_or(22);
         let mut ssh = SshAccess::new(user, host, port);
@@ -245,10 +234,8 @@ impl NodeConfig {
         if let Some(secs) = self.connect_timeout_secs {
             ssh.connect_timeout = Duration::from_secs(secs.max(1));
         }
-        match self.control_persist_secs {
-            Some(0) => ssh.control_persist = None,
-            Some(secs) => ssh.control_persist = Some(Duration::from_secs(secs)),
-            None => {}
+        if let Some(secs) = self.control_persist_secs {
+            ssh.control_persist = (secs > 0).then(|| Duration::from_secs(secs));
         }
         ssh.control_dir = self.control_dir.as_deref().map(expand_tilde);
         Ok(ssh)
@@ -273,9 +260,8 @@ fn parse_via(via: &str) -> Result<Via, NodeError> {
         url if url.starts_with("ssh://") => {
             // The user defaults to the current user unless the URL names one.
             let fallback = current_user().unwrap_or(User::new("root")?);
-            Ok(Via::Ssh(Some(Box::new(SshAccess::parse_url(
-                url, &fallback,
-            )?))))
+            let ssh = SshAccess::parse_url(url, &fallback)?;
+            Ok(Via::Ssh(Some(Box::new(ssh))))
         }
         other => Err(NodeError::InvalidAccess {
             spec: other.to_owned(),

@@ -30,18 +30,16 @@ pub fn debug_pod_manifest_with_image(node: &NodeName, image: &str) -> Pod {
     name.truncate(63);
     // A pod name is a DNS subdomain: it may not end with '-' or '.'.
     let name = name.trim_end_matches(['-', '.']).to_owned();
-    let mut labels = BTreeMap::new();
-    labels.insert("app.kubernetes.io/name".to_owned(), "readygap".to_owned());
-    labels.insert(
-        "app.kubernetes.io/component".to_owned(),
-        "node-access".to_owned(),
-    );
-    let mut annotations = BTreeMap::new();
-    annotations.insert("readygap.io/node".to_owned(), node.to_string());
+    let labels = [
+        ("app.kubernetes.io/name", "readygap"),
+        ("app.kubernetes.io/component", "node-access"),
+    ];
+    let labels = labels.map(|(k, v)| (k.to_owned(), v.to_owned()));
+    let annotations = BTreeMap::from([("readygap.io/node".to_owned(), node.to_string())]);
     Pod {
         metadata: ObjectMeta {
             name: Some(name),
-            labels: Some(labels),
+            labels: Some(BTreeMap::from(labels)),
             annotations: Some(annotations),
             ..ObjectMeta::default()
         },

@@ -44,12 +44,8 @@ const STUCK_REASONS: &[&str] = &[
     "RunContainerError",
 ];
 
-/// What a script printed, and its exit code (0 here: failures are errors).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodOutput {
-    pub stdout: String,
-    pub stderr: String,
-}
+/// What a script printed (its exit code was 0: failures are errors), as a command's.
+pub type PodOutput = super::exec::CommandOutput;
 
 /// One node reached through a debug pod in `namespace`.
 pub struct DebugPodSession {
@@ -83,12 +79,10 @@ impl DebugPodSession {
         access: &NodeAccess,
     ) -> Result<Self, NodeError> {
         match access {
-            NodeAccess::DebugPod { node, image } => Ok(Self::new(
-                client,
-                namespace,
-                NodeName::new(node.as_str())?,
-                image,
-            )),
+            NodeAccess::DebugPod { node, image } => {
+                let node = NodeName::new(node.as_str())?;
+                Ok(Self::new(client, namespace, node, image))
+            }
             other => Err(NodeError::InvalidAccess {
                 spec: other.target(),
                 reason: "not a debug-pod access".into(),
@@ -99,11 +93,6 @@ impl DebugPodSession {
     /// The pod's name (`readygap-node-NODE`).
     pub fn pod_name(&self) -> &str {
         &self.pod_name
-    }
-
-    /// The namespace the pod lives in.
-    pub fn namespace(&self) -> &str {
-        &self.namespace
     }
 
     /// Whether this session created the pod (rather than finding it running).
@@ -125,6 +114,14 @@ impl DebugPodSession {
 
     fn kube_error(&self, verb: &str, resource: &str, e: &kube::Error) -> NodeError {
         kube_error(&self.target(), &self.namespace, verb, resource, e)
+    }
+
+    /// A [`NodeError::DebugPod`] of this session.
+    fn failed(&self, detail: impl Into<String>) -> NodeError {
+        NodeError::DebugPod {
+            target: self.target(),
+            detail: detail.into(),
+        }
     }
 
     /// Makes sure the pod runs on the node: reuses a Running one, replaces one that ended
@@ -171,12 +168,7 @@ impl DebugPodSession {
         .await;
         let pod = match waited {
             Some(Ok(pod)) => pod,
-            Some(Err(e)) => {
-                return Err(NodeError::DebugPod {
-                    target: self.target(),
-                    detail: format!("watching the pod failed: {e}"),
-                });
-            }
+            Some(Err(e)) => return Err(self.failed(format!("watching the pod failed: {e}"))),
             None => {
                 // Say where it stands: one last read, bounded on its own.
                 let last = tokio::time::timeout(
@@ -190,29 +182,19 @@ impl DebugPodSession {
                 let state = last
                     .as_ref()
                     .map_or_else(|| "it no longer exists".to_owned(), describe_pod);
-                return Err(NodeError::DebugPod {
-                    target: self.target(),
-                    detail: format!(
-                        "the pod did not start within {timeout:?}: {state}; is {} a node of this cluster, and can it pull {}?",
-                        self.node, self.image
-                    ),
-                });
+                return Err(self.failed(format!(
+                    "the pod did not start within {timeout:?}: {state}; is {} a node of this cluster, and can it pull {}?",
+                    self.node, self.image
+                )));
             }
         };
         match pod.as_ref().map(|p| pod_state(p, self.node.as_str())) {
             Some(PodState::Running) => Ok(()),
-            None => Err(NodeError::DebugPod {
-                target: self.target(),
-                detail: "the pod was deleted while starting".into(),
-            }),
-            Some(PodState::Stuck(why) | PodState::Unusable(why)) => Err(NodeError::DebugPod {
-                target: self.target(),
-                detail: format!("the pod cannot start: {why}"),
-            }),
-            Some(PodState::Starting) => Err(NodeError::DebugPod {
-                target: self.target(),
-                detail: "the pod is still starting".into(),
-            }),
+            None => Err(self.failed("the pod was deleted while starting")),
+            Some(PodState::Stuck(why) | PodState::Unusable(why)) => {
+                Err(self.failed(format!("the pod cannot start: {why}")))
+            }
+            Some(PodState::Starting) => Err(self.failed("the pod is still starting")),
         }
     }
 
@@ -222,31 +204,22 @@ impl DebugPodSession {
         deadline: Instant,
         timeout: Duration,
     ) -> Result<(), NodeError> {
-        let api = self.api();
-        match bounded(
-            deadline,
-            api.delete(&self.pod_name, &DeleteParams::default().grace_period(0)),
-        )
-        .await
-        {
-            None => return Err(self.timeout(timeout, "deleting the old pod")),
-            Some(Ok(_)) => {}
-            Some(Err(kube::Error::Api(s))) if s.code == 404 => return Ok(()),
-            Some(Err(e)) => return Err(self.kube_error("delete", "pods", &e)),
+        let existed = self
+            .delete_by(deadline, timeout, "deleting the old pod")
+            .await?;
+        if !existed {
+            return Ok(());
         }
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let gone = kube::runtime::wait::conditions::is_deleted(&uid);
         match bounded(
             deadline,
-            kube::runtime::wait::await_condition(api, &self.pod_name, gone),
+            kube::runtime::wait::await_condition(self.api(), &self.pod_name, gone),
         )
         .await
         {
             Some(Ok(_)) => Ok(()),
-            Some(Err(e)) => Err(NodeError::DebugPod {
-                target: self.target(),
-                detail: format!("watching the old pod go failed: {e}"),
-            }),
+            Some(Err(e)) => Err(self.failed(format!("watching the old pod go failed: {e}"))),
             None => Err(self.timeout(timeout, "waiting for the old pod to go")),
         }
     }
@@ -268,11 +241,8 @@ impl DebugPodSession {
     ) -> Result<AttachedProcess, NodeError> {
         let deadline = Instant::now() + timeout;
         self.ensure_running(timeout).await?;
-        let ap = AttachParams::default()
-            .container(CONTAINER)
-            .stdin(false)
-            .stdout(true)
-            .stderr(true);
+        // The defaults: no stdin, stdout and stderr piped.
+        let ap = AttachParams::default().container(CONTAINER);
         let argv = debug_pod_exec_argv(script);
         match bounded(deadline, self.api().exec(&self.pod_name, argv, &ap)).await {
             None => Err(self.timeout(timeout, "starting the exec")),
@@ -295,10 +265,8 @@ impl DebugPodSession {
             process.abort();
             return Err(self.timeout(timeout, "running the script"));
         };
-        let code = exit_code(status.as_ref()).map_err(|detail| NodeError::DebugPod {
-            target: self.target(),
-            detail: format!("{detail}; stderr: {}", stderr.trim()),
-        })?;
+        let code = exit_code(status.as_ref())
+            .map_err(|detail| self.failed(format!("{detail}; stderr: {}", stderr.trim())))?;
         match code {
             0 => Ok(PodOutput { stdout, stderr }),
             c if c == DROP_REFUSED_STATUS && script == RemoteScript::DropCaches => {
@@ -318,34 +286,39 @@ impl DebugPodSession {
     /// Why a spawned process ended: its exit status and stderr as an error.
     pub async fn ended(&self, mut process: AttachedProcess) -> NodeError {
         let limit = Duration::from_secs(5);
-        let collected = tokio::time::timeout(limit, collect(&mut process)).await;
-        let (stderr, status) = match collected {
-            Ok((_, stderr, status)) => (stderr, status),
-            Err(_) => (String::new(), None),
-        };
+        let (_, stderr, status) = tokio::time::timeout(limit, collect(&mut process))
+            .await
+            .unwrap_or_default();
         let detail = match exit_code(status.as_ref()) {
             Ok(code) => format!("the script ended with exit code {code}"),
             Err(why) => why,
         };
-        NodeError::DebugPod {
-            target: self.target(),
-            detail: format!("{detail}; stderr: {}", stderr.trim()),
-        }
+        self.failed(format!("{detail}; stderr: {}", stderr.trim()))
     }
 
     /// Deletes the pod (whoever created it), without waiting for it to go.
     pub async fn delete(&self) -> Result<(), NodeError> {
+        let limit = Duration::from_secs(10);
+        let deadline = Instant::now() + limit;
+        self.delete_by(deadline, limit, "deleting the pod")
+            .await
+            .map(drop)
+    }
+
+    /// Deletes the pod with no grace period unless `deadline` passes first (a timeout
+    /// after `timeout`, while `doing`); `false` when it was not there.
+    async fn delete_by(
+        &self,
+        deadline: Instant,
+        timeout: Duration,
+        doing: &str,
+    ) -> Result<bool, NodeError> {
         let dp = DeleteParams::default().grace_period(0);
-        match tokio::time::timeout(
-            Duration::from_secs(10),
-            self.api().delete(&self.pod_name, &dp),
-        )
-        .await
-        {
-            Err(_) => Err(self.timeout(Duration::from_secs(10), "deleting the pod")),
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(kube::Error::Api(s))) if s.code == 404 => Ok(()),
-            Ok(Err(e)) => Err(self.kube_error("delete", "pods", &e)),
+        match bounded(deadline, self.api().delete(&self.pod_name, &dp)).await {
+            None => Err(self.timeout(timeout, doing)),
+            Some(Ok(_)) => Ok(true),
+            Some(Err(kube::Error::Api(s))) if s.code == 404 => Ok(false),
+            Some(Err(e)) => Err(self.kube_error("delete", "pods", &e)),
         }
     }
 
@@ -367,28 +340,22 @@ async fn bounded<F: std::future::Future>(deadline: Instant, fut: F) -> Option<F:
 /// Everything on stdout and stderr, then the exec's status.
 async fn collect(process: &mut AttachedProcess) -> (String, String, Option<Status>) {
     let status = process.take_status();
-    let mut stdout = process.stdout();
-    let mut stderr = process.stderr();
-    let read_out = async {
-        let mut text = String::new();
-        if let Some(s) = stdout.as_mut() {
-            let _ = s.read_to_string(&mut text).await;
-        }
-        text
-    };
-    let read_err = async {
-        let mut text = String::new();
-        if let Some(s) = stderr.as_mut() {
-            let _ = s.read_to_string(&mut text).await;
-        }
-        text
-    };
-    let (out, err) = tokio::join!(read_out, read_err);
+    let (stdout, stderr) = (process.stdout(), process.stderr());
+    let (out, err) = tokio::join!(read_all(stdout), read_all(stderr));
     let status = match status {
         Some(s) => s.await,
         None => None,
     };
     (out, err, status)
+}
+
+/// Everything a stream gives until it ends (nothing without a stream; a read error ends it).
+async fn read_all(stream: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
+    let mut text = String::new();
+    if let Some(mut s) = stream {
+        let _ = s.read_to_string(&mut text).await;
+    }
+    text
 }
 
 /// Where a debug pod stands for a session on `node`.

@@ -157,14 +157,7 @@ pub fn parse_drop_output(stdout: &str) -> Result<(PageCache, Option<PageCache>),
 pub(crate) fn parse_kb(text: &str) -> Option<u64> {
     let mut parts = text.split_whitespace();
     let value = parts.next()?.parse::<u64>().ok()?;
-    match parts.next() {
-        None | Some("kB") => {}
-        Some(_) => return None,
-    }
-    if parts.next().is_some() {
-        return None;
-    }
-    Some(value)
+    matches!((parts.next(), parts.next()), (None | Some("kB"), None)).then_some(value)
 }
 
 /// Drops the page cache on one node and reports before/after. Never panics and never
@@ -179,11 +172,8 @@ pub async fn drop_caches(
         Ok(cmd) => cmd,
         Err(e) => return DropCachesResult::failed(node, e.to_string()),
     };
-    let output = match exec::run(&cmd, timeout).await {
-        Ok(out) => out,
-        Err(e) => return DropCachesResult::failed(node, e.to_string()),
-    };
-    judge_output(node, &cmd.target, &output.stdout, threshold)
+    let ran = exec::run(&cmd, timeout).await.map(|out| out.stdout);
+    judge_output(node, &cmd.target, ran, threshold)
 }
 
 /// Drops the page cache on one node like [`drop_caches`], reaching a
@@ -216,36 +206,38 @@ pub async fn drop_caches_in_pod(
     threshold: &DropThreshold,
     timeout: Duration,
 ) -> DropCachesResult {
-    match session.run(RemoteScript::DropCaches, timeout).await {
-        Ok(out) => judge_output(node, &session.target(), &out.stdout, threshold),
-        Err(e) => DropCachesResult::failed(node, e.to_string()),
-    }
+    let ran = session
+        .run(RemoteScript::DropCaches, timeout)
+        .await
+        .map(|out| out.stdout);
+    judge_output(node, &session.target(), ran, threshold)
 }
 
-/// The result for the drop script's output: both `Cached:` figures judged by `threshold`.
+/// The result for the drop script's run: a failure as it is, else both `Cached:` figures of
+/// its output judged by `threshold`.
 fn judge_output(
     node: &str,
     target: &str,
-    stdout: &str,
+    ran: Result<String, super::NodeError>,
     threshold: &DropThreshold,
 ) -> DropCachesResult {
-    match parse_drop_output(stdout) {
+    let parsed = match ran {
+        Err(e) => return DropCachesResult::failed(node, e.to_string()),
+        Ok(stdout) => parse_drop_output(&stdout),
+    };
+    match parsed {
         Err(detail) => {
             DropCachesResult::failed(node, format!("{target}: unexpected output: {detail}"))
         }
-        Ok((before, None)) => DropCachesResult {
-            node: node.to_owned(),
-            cached_kb_before: Some(before.cached_kb),
-            cached_kb_after: None,
-            dropped: false,
-            error: Some(format!("{target}: no \"Cached:\" after the drop")),
-        },
-        Ok((before, Some(after))) => {
-            let reason = threshold.judge(before, after);
+        Ok((before, after)) => {
+            let reason = match after {
+                None => Some(format!("{target}: no \"Cached:\" after the drop")),
+                Some(after) => threshold.judge(before, after),
+            };
             DropCachesResult {
                 node: node.to_owned(),
                 cached_kb_before: Some(before.cached_kb),
-                cached_kb_after: Some(after.cached_kb),
+                cached_kb_after: after.map(|a| a.cached_kb),
                 dropped: reason.is_none(),
                 error: reason,
             }

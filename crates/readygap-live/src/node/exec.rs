@@ -71,43 +71,21 @@ fn spawn_error(cmd: &NodeCommand, source: std::io::Error) -> NodeError {
     }
 }
 
-fn tokio_command(cmd: &NodeCommand) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(&cmd.program);
-    command
-        .args(&cmd.args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    command
-}
-
 /// Runs `cmd` to completion within `timeout` (the child is killed when the deadline
 /// passes). A non-zero exit is sorted by [`classify_failure`].
 pub async fn run(cmd: &NodeCommand, timeout: Duration) -> Result<CommandOutput, NodeError> {
-    if let Some(dir) = &cmd.control_dir {
-        prepare_control_dir(dir)?;
-    }
-    tracing::debug!(target = %cmd.target, program = ?cmd.program, args = ?cmd.args, "running node command");
-    let child = tokio_command(cmd)
-        .spawn()
-        .map_err(|e| spawn_error(cmd, e))?;
+    let child = spawn_streaming(cmd)?;
     // Dropping the future on timeout drops the child, and kill_on_drop kills it.
-    let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
-        Err(_) => {
-            return Err(NodeError::Timeout {
-                target: cmd.target.clone(),
-                after: timeout,
-            });
-        }
-        Ok(Err(source)) => {
-            return Err(NodeError::Io {
-                target: cmd.target.clone(),
-                source,
-            });
-        }
-        Ok(Ok(output)) => output,
-    };
+    let output = tokio::time::timeout(timeout, child.wait_with_output())
+        .await
+        .map_err(|_| NodeError::Timeout {
+            target: cmd.target.clone(),
+            after: timeout,
+        })?
+        .map_err(|source| NodeError::Io {
+            target: cmd.target.clone(),
+            source,
+        })?;
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     if output.status.success() {
@@ -122,13 +100,21 @@ pub async fn run(cmd: &NodeCommand, timeout: Duration) -> Result<CommandOutput, 
     }
 }
 
-/// Starts `cmd` with stdout piped for streaming (used by the remote host sampler). The
-/// child is killed when dropped.
+/// Starts `cmd` (its control directory prepared first) with stdout and stderr piped, for
+/// streaming (the remote host sampler) or for [`run`]. The child is killed when dropped.
 pub fn spawn_streaming(cmd: &NodeCommand) -> Result<tokio::process::Child, NodeError> {
     if let Some(dir) = &cmd.control_dir {
         prepare_control_dir(dir)?;
     }
-    tokio_command(cmd).spawn().map_err(|e| spawn_error(cmd, e))
+    tracing::debug!(target = %cmd.target, program = ?cmd.program, args = ?cmd.args, "running node command");
+    let mut command = tokio::process::Command::new(&cmd.program);
+    command
+        .args(&cmd.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command.spawn().map_err(|e| spawn_error(cmd, e))
 }
 
 /// Lines of ssh's stderr worth showing (drops the "Warning: Permanently added" chatter).
@@ -150,6 +136,9 @@ fn useful_stderr(stderr: &str) -> String {
     text
 }
 
+/// Builds an error from the target and the useful part of stderr.
+type MakeError = fn(String, String) -> NodeError;
+
 /// Sorts a failed command into a [`NodeError`] from its exit code and stderr. Pure, so it
 /// is tested on the messages OpenSSH, sudo, docker and minikube really print.
 pub fn classify_failure(
@@ -158,85 +147,69 @@ pub fn classify_failure(
     code: Option<i32>,
     stderr: &str,
 ) -> NodeError {
-    let target = target.to_owned();
     let text = useful_stderr(stderr);
     let has = |needle: &str| stderr.contains(needle);
-    // sudo's complaints, whichever transport carried them.
-    if has("sudo: a password is required")
-        || has("sudo: a terminal is required")
-        || has("is not in the sudoers file")
-        || has("sudo: no tty present")
-    {
-        return NodeError::SudoNeedsPassword { target };
-    }
-    if (has("sudo: not found") || has("sudo: command not found"))
-        || (has("sudo") && code == Some(127))
-    {
-        return NodeError::SudoMissing { target };
-    }
-    if transport == Transport::Ssh && code == Some(255) {
-        if has("REMOTE HOST IDENTIFICATION HAS CHANGED")
-            || has("has changed and you have requested strict checking")
-        {
-            return NodeError::HostKeyChanged {
-                target,
-                stderr: text,
-            };
-        }
-        if has("Host key verification failed") || (has("host key") && has("is known")) {
-            return NodeError::HostKeyUnknown {
-                target,
-                stderr: text,
-            };
-        }
-        if has("Permission denied (") || has("Too many authentication failures") {
-            return NodeError::KeyRefused {
-                target,
-                stderr: text,
-            };
-        }
-        if has("Connection refused") {
-            return NodeError::ConnectionRefused { target };
-        }
-        if has("Could not resolve hostname") {
-            return NodeError::HostUnresolved {
-                target,
-                stderr: text,
-            };
-        }
-        if has("timed out") {
-            return NodeError::ConnectTimeout {
-                target,
-                stderr: text,
-            };
-        }
-        if has("No route to host") || has("Network is unreachable") {
-            return NodeError::Unreachable {
-                target,
-                stderr: text,
-            };
-        }
-    }
-    if transport == Transport::Docker && (has("No such container") || has("is not running")) {
-        return NodeError::NodeNotFound {
-            target,
-            stderr: text,
-        };
-    }
+    let ssh = transport == Transport::Ssh && code == Some(255);
     // minikube: "Node m05 was not found", "Profile \"x\" not found", "profile … does not exist".
     let minikube_missing = has("was not found")
         || ((has("Profile") || has("profile")) && (has("not found") || has("not exist")));
-    if transport == Transport::Minikube && minikube_missing {
-        return NodeError::NodeNotFound {
-            target,
-            stderr: text,
-        };
-    }
-    if code == Some(DROP_REFUSED_STATUS) {
-        return NodeError::DropRefused {
-            target,
-            stderr: text,
-        };
+    // The first case that holds names the error (given the target and the useful stderr).
+    let cases: [(bool, MakeError); 12] = [
+        // sudo's complaints, whichever transport carried them.
+        (
+            has("sudo: a password is required")
+                || has("sudo: a terminal is required")
+                || has("is not in the sudoers file")
+                || has("sudo: no tty present"),
+            |target, _| NodeError::SudoNeedsPassword { target },
+        ),
+        (
+            (has("sudo: not found") || has("sudo: command not found"))
+                || (has("sudo") && code == Some(127)),
+            |target, _| NodeError::SudoMissing { target },
+        ),
+        (
+            ssh && (has("REMOTE HOST IDENTIFICATION HAS CHANGED")
+                || has("has changed and you have requested strict checking")),
+            |target, stderr| NodeError::HostKeyChanged { target, stderr },
+        ),
+        (
+            ssh && (has("Host key verification failed") || (has("host key") && has("is known"))),
+            |target, stderr| NodeError::HostKeyUnknown { target, stderr },
+        ),
+        (
+            ssh && (has("Permission denied (") || has("Too many authentication failures")),
+            |target, stderr| NodeError::KeyRefused { target, stderr },
+        ),
+        (ssh && has("Connection refused"), |target, _| {
+            NodeError::ConnectionRefused { target }
+        }),
+        (
+            ssh && has("Could not resolve hostname"),
+            |target, stderr| NodeError::HostUnresolved { target, stderr },
+        ),
+        (ssh && has("timed out"), |target, stderr| {
+            NodeError::ConnectTimeout { target, stderr }
+        }),
+        (
+            ssh && (has("No route to host") || has("Network is unreachable")),
+            |target, stderr| NodeError::Unreachable { target, stderr },
+        ),
+        (
+            transport == Transport::Docker && (has("No such container") || has("is not running")),
+            |target, stderr| NodeError::NodeNotFound { target, stderr },
+        ),
+        (
+            transport == Transport::Minikube && minikube_missing,
+            |target, stderr| NodeError::NodeNotFound { target, stderr },
+        ),
+        (code == Some(DROP_REFUSED_STATUS), |target, stderr| {
+            NodeError::DropRefused { target, stderr }
+        }),
+    ];
+    let target = target.to_owned();
+    if let Some((_, error)) = cases.into_iter().find(|(holds, _)| *holds) {
+        return error(target, text);
     }
     let status = match code {
         Some(c) => format!("exit status {c}"),

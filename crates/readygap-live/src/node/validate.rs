@@ -14,11 +14,33 @@ use serde::{Deserialize, Serialize};
 
 use super::NodeError;
 
+/// The shared surface of the checked names below: built only through `new` (serde too, by
+/// `TryFrom<String>`), read back with `as_str` (IPv6 hosts without brackets).
+macro_rules! checked_name {
+    ($($name:ident),*) => {$(
+        impl TryFrom<String> for $name {
+            type Error = NodeError;
+            fn try_from(value: String) -> Result<Self, Self::Error> {
+                Self::new(&value)
+            }
+        }
+
+        impl $name {
+            /// The checked text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+    )*};
+}
+
+checked_name!(NodeName, Host, User);
+
 /// A Kubernetes node name: an RFC 1123 DNS subdomain (lower-case alphanumerics, `-` and
 /// `.`, at most 253 characters, each label 1–63 characters starting and ending with an
 /// alphanumeric).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
+#[serde(try_from = "String")]
 pub struct NodeName(String);
 
 impl NodeName {
@@ -31,24 +53,6 @@ impl NodeName {
                 reason,
             }),
         }
-    }
-
-    /// The name as a string.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for NodeName {
-    type Error = NodeError;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        Self::new(&value)
-    }
-}
-
-impl From<NodeName> for String {
-    fn from(value: NodeName) -> Self {
-        value.0
     }
 }
 
@@ -96,7 +100,7 @@ fn dns_subdomain_problem(name: &str) -> Option<String> {
 /// A host to connect to: a DNS host name (letters, digits, `-`, `.`; RFC 1123 labels,
 /// upper case allowed) or an IPv4/IPv6 literal. Never starts with `-`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
+#[serde(try_from = "String")]
 pub struct Host(String);
 
 impl Host {
@@ -119,27 +123,9 @@ impl Host {
         }
     }
 
-    /// The host as given (IPv6 without brackets).
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     /// True for an IPv6 literal (needs brackets in `user@[host]:port` and known_hosts).
     pub fn is_ipv6(&self) -> bool {
         matches!(self.0.parse::<IpAddr>(), Ok(IpAddr::V6(_)))
-    }
-}
-
-impl TryFrom<String> for Host {
-    type Error = NodeError;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        Self::new(&value)
-    }
-}
-
-impl From<Host> for String {
-    fn from(value: Host) -> Self {
-        value.0
     }
 }
 
@@ -156,7 +142,7 @@ impl fmt::Display for Host {
 /// A remote user name: `[a-z_][a-z0-9_-]*`, at most 32 characters (the portable subset that
 /// `useradd` accepts).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
+#[serde(try_from = "String")]
 pub struct User(String);
 
 impl User {
@@ -186,27 +172,9 @@ impl User {
         }
     }
 
-    /// The user name.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     /// True for `root`, who needs no `sudo`.
     pub fn is_root(&self) -> bool {
         self.0 == "root"
-    }
-}
-
-impl TryFrom<String> for User {
-    type Error = NodeError;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        Self::new(&value)
-    }
-}
-
-impl From<User> for String {
-    fn from(value: User) -> Self {
-        value.0
     }
 }
 
@@ -228,8 +196,8 @@ pub fn parse_port(text: &str) -> Result<u16, NodeError> {
 
 /// Checks a minikube profile name (`[A-Za-z0-9][A-Za-z0-9._-]*`, at most 63 characters).
 pub fn check_profile(profile: &str) -> Result<(), NodeError> {
-    let ok = !profile.is_empty()
-        && profile.len() <= 63
+    // (An empty name has no first character, so it is refused too.)
+    let ok = profile.len() <= 63
         && profile
             .chars()
             .next()
