@@ -15,9 +15,11 @@
 //! - unload: router mode `POST /models/unload {"model"}`; a one-model server cannot unload.
 
 use super::sse::Completion;
-use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json, probe_get, stream};
+use super::{Answer, PodRef, RuntimeAccess, RuntimeAdapter, get_json, probe_get, stream};
 use futures::future::BoxFuture;
-use readygap_core::event::{DiskModel, InferenceResult, ResidentModel, RuntimeProbe};
+use readygap_core::event::{
+    DiskModel, InferenceResult, ResidentModel, RuntimeMetrics, RuntimeProbe,
+};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -115,10 +117,7 @@ impl RuntimeAdapter for LlamaCpp {
         ))
     }
 
-    fn residency<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Vec<ResidentModel>, String>> {
+    fn residency<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<ResidentModel>> {
         Box::pin(async move {
             match get_json(&self.access, pod, "/models").await {
                 Ok(v) => parse_models_resident(&v),
@@ -130,10 +129,7 @@ impl RuntimeAdapter for LlamaCpp {
         })
     }
 
-    fn models_on_disk<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Vec<DiskModel>, String>> {
+    fn models_on_disk<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<DiskModel>> {
         Box::pin(
             async move { parse_models_offered(&get_json(&self.access, pod, "/models").await?) },
         )
@@ -159,14 +155,11 @@ impl RuntimeAdapter for LlamaCpp {
         ))
     }
 
-    fn metrics<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Option<readygap_core::event::RuntimeMetrics>, String>> {
+    fn metrics<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Option<RuntimeMetrics>> {
         Box::pin(super::get_metrics(&self.access, pod))
     }
 
-    fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> Answer<'a, ()> {
         Box::pin(async move {
             let v = get_json(&self.access, pod, "/models").await?;
             if !is_router(&v) {
@@ -174,29 +167,24 @@ impl RuntimeAdapter for LlamaCpp {
                     "unload {model}: llama-server with one model (-m) cannot unload it (router mode can)"
                 ));
             }
-            let body = serde_json::json!({ "model": model })
-                .to_string()
-                .into_bytes();
-            let fut = async {
-                let r = self
-                    .access
-                    .send(pod, http::Method::POST, "/models/unload", Some(body))
-                    .await?;
-                let status = r.status;
-                let body = r.bytes().await?;
-                if status == 200 {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "unload {model}: HTTP {status}: {}",
-                        super::stream::error_message(&body)
-                            .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned())
-                    ))
-                }
-            };
-            tokio::time::timeout(Duration::from_secs(30), fut)
-                .await
-                .map_err(|_| format!("unload {model}: no answer within 30 s"))?
+            let body = Some(
+                serde_json::json!({ "model": model })
+                    .to_string()
+                    .into_bytes(),
+            );
+            let fut = self
+                .access
+                .fetch(pod, http::Method::POST, "/models/unload", body);
+            match tokio::time::timeout(Duration::from_secs(30), fut).await {
+                Err(_) => Err(format!("unload {model}: no answer within 30 s")),
+                Ok(Ok((200, _))) => Ok(()),
+                Ok(Ok((status, body))) => Err(format!(
+                    "unload {model}: HTTP {status}: {}",
+                    super::stream::error_message(&body)
+                        .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned())
+                )),
+                Ok(Err(e)) => Err(e),
+            }
         })
     }
 }

@@ -11,7 +11,7 @@
 //! when the user gave `--think`, so the default is the model's own behaviour.
 
 use super::stream::{self, Fold, Lines, Progress, error_message};
-use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json};
+use super::{Answer, PodRef, RuntimeAccess, RuntimeAdapter, get_json};
 use futures::future::BoxFuture;
 use readygap_core::event::{
     DiskModel, InferenceResult, ResidentModel, RuntimeDurations, RuntimeProbe,
@@ -50,20 +50,29 @@ fn parse_ts(v: &Value) -> Option<readygap_core::event::Timestamp> {
         .map(|t| t.with_timezone(&chrono::Utc))
 }
 
-/// Models of an `/api/ps` answer.
-pub fn parse_ps(v: &Value) -> Result<Vec<ResidentModel>, String> {
+/// The `models` of an answer of `route`: each one's name (`name`, else `model`), size and
+/// JSON object.
+fn models<'v>(v: &'v Value, route: &str) -> Result<Vec<(String, u64, &'v Value)>, String> {
     let models = v["models"]
         .as_array()
-        .ok_or("/api/ps: no \"models\" array")?;
+        .ok_or_else(|| format!("{route}: no \"models\" array"))?;
     Ok(models
         .iter()
-        .map(|m| ResidentModel {
-            name: m["name"]
-                .as_str()
-                .or(m["model"].as_str())
-                .unwrap_or_default()
-                .to_string(),
-            size: m["size"].as_u64().unwrap_or(0),
+        .map(|m| {
+            let name = m["name"].as_str().or(m["model"].as_str());
+            let size = m["size"].as_u64().unwrap_or(0);
+            (name.unwrap_or_default().to_string(), size, m)
+        })
+        .collect())
+}
+
+/// Models of an `/api/ps` answer.
+pub fn parse_ps(v: &Value) -> Result<Vec<ResidentModel>, String> {
+    Ok(models(v, "/api/ps")?
+        .into_iter()
+        .map(|(name, size, m)| ResidentModel {
+            name,
+            size,
             size_vram: m["size_vram"].as_u64().unwrap_or(0),
             expires_at: parse_ts(&m["expires_at"]),
             ..Default::default()
@@ -73,19 +82,9 @@ pub fn parse_ps(v: &Value) -> Result<Vec<ResidentModel>, String> {
 
 /// Models of an `/api/tags` answer.
 pub fn parse_tags(v: &Value) -> Result<Vec<DiskModel>, String> {
-    let models = v["models"]
-        .as_array()
-        .ok_or("/api/tags: no \"models\" array")?;
-    Ok(models
-        .iter()
-        .map(|m| DiskModel {
-            name: m["name"]
-                .as_str()
-                .or(m["model"].as_str())
-                .unwrap_or_default()
-                .to_string(),
-            size: m["size"].as_u64().unwrap_or(0),
-        })
+    Ok(models(v, "/api/tags")?
+        .into_iter()
+        .map(|(name, size, _)| DiskModel { name, size })
         .collect())
 }
 
@@ -219,17 +218,11 @@ impl RuntimeAdapter for Ollama {
         ))
     }
 
-    fn residency<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Vec<ResidentModel>, String>> {
+    fn residency<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<ResidentModel>> {
         Box::pin(async move { parse_ps(&get_json(&self.access, pod, "/api/ps").await?) })
     }
 
-    fn models_on_disk<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Vec<DiskModel>, String>> {
+    fn models_on_disk<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<DiskModel>> {
         Box::pin(async move { parse_tags(&get_json(&self.access, pod, "/api/tags").await?) })
     }
 
@@ -253,35 +246,21 @@ impl RuntimeAdapter for Ollama {
         ))
     }
 
-    fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> Answer<'a, ()> {
         Box::pin(async move {
-            let fut = async {
-                let r = self
-                    .access
-                    .send(
-                        pod,
-                        http::Method::POST,
-                        "/api/generate",
-                        Some(unload_body(model)),
-                    )
-                    .await?;
-                let status = r.status;
-                let body = r.bytes().await?;
-                if status == 200 {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "unload {model}: HTTP {status}: {}",
-                        String::from_utf8_lossy(&body)
-                            .chars()
-                            .take(200)
-                            .collect::<String>()
-                    ))
-                }
-            };
-            tokio::time::timeout(Duration::from_secs(30), fut)
-                .await
-                .map_err(|_| format!("unload {model}: no answer within 30 s"))?
+            let body = Some(unload_body(model));
+            let fut = self
+                .access
+                .fetch(pod, http::Method::POST, "/api/generate", body);
+            match tokio::time::timeout(Duration::from_secs(30), fut).await {
+                Err(_) => Err(format!("unload {model}: no answer within 30 s")),
+                Ok(Ok((200, _))) => Ok(()),
+                Ok(Ok((status, body))) => Err(format!(
+                    "unload {model}: HTTP {status}: {}",
+                    super::head(&body, 200)
+                )),
+                Ok(Err(e)) => Err(e),
+            }
         })
     }
 }

@@ -15,9 +15,11 @@
 //! - unload: the API has none.
 
 use super::sse::Completion;
-use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json, probe_get, stream};
+use super::{Answer, PodRef, RuntimeAccess, RuntimeAdapter, get_json, probe_get, stream};
 use futures::future::BoxFuture;
-use readygap_core::event::{DiskModel, InferenceResult, ResidentModel, RuntimeProbe};
+use readygap_core::event::{
+    DiskModel, InferenceResult, ResidentModel, RuntimeMetrics, RuntimeProbe,
+};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -79,17 +81,11 @@ impl RuntimeAdapter for OpenAi {
         ))
     }
 
-    fn residency<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Vec<ResidentModel>, String>> {
+    fn residency<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<ResidentModel>> {
         Box::pin(async move { parse_v1_models(&get_json(&self.access, pod, "/v1/models").await?) })
     }
 
-    fn models_on_disk<'a>(
-        &'a self,
-        _pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Vec<DiskModel>, String>> {
+    fn models_on_disk<'a>(&'a self, _pod: &'a PodRef) -> Answer<'a, Vec<DiskModel>> {
         Box::pin(async { Ok(Vec::new()) })
     }
 
@@ -113,14 +109,11 @@ impl RuntimeAdapter for OpenAi {
         ))
     }
 
-    fn metrics<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Option<readygap_core::event::RuntimeMetrics>, String>> {
+    fn metrics<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Option<RuntimeMetrics>> {
         Box::pin(super::get_metrics(&self.access, pod))
     }
 
-    fn unload<'a>(&'a self, _pod: &'a PodRef, model: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn unload<'a>(&'a self, _pod: &'a PodRef, model: &'a str) -> Answer<'a, ()> {
         Box::pin(async move {
             Err(format!(
                 "unload {model}: the OpenAI API has no unload (restart the server)"
