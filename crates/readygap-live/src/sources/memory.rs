@@ -323,6 +323,24 @@ async fn failed(tx: &mpsc::Sender<Event>, message: String) -> bool {
     send(tx, EventKind::SourceError { feed, message }).await
 }
 
+/// Say where the samples come from.
+async fn connected(tx: &mpsc::Sender<Event>, detail: String) -> bool {
+    let feed = FEED.into();
+    send(tx, EventKind::SourceConnected { feed, detail }).await
+}
+
+/// An exec reading stdout only, in the serving container when it is known.
+fn attach(cfg: &MemoryConfig) -> AttachParams {
+    let ap = AttachParams::default()
+        .stdout(true)
+        .stderr(false)
+        .stdin(false);
+    match &cfg.container {
+        Some(c) => ap.container(c.clone()),
+        None => ap,
+    }
+}
+
 /// Whether a kube error is an HTTP 403.
 pub fn is_forbidden(e: &kube::Error) -> bool {
     match e {
@@ -337,14 +355,9 @@ async fn exec_collect(
     cfg: &MemoryConfig,
     script: &str,
 ) -> Result<String, kube::Error> {
-    let mut ap = AttachParams::default()
-        .stdout(true)
-        .stderr(false)
-        .stdin(false);
-    if let Some(c) = &cfg.container {
-        ap = ap.container(c.clone());
-    }
-    let mut proc_ = api.exec(&cfg.pod, ["sh", "-c", script], &ap).await?;
+    let mut proc_ = api
+        .exec(&cfg.pod, ["sh", "-c", script], &attach(cfg))
+        .await?;
     let status = proc_.take_status();
     let mut out = String::new();
     if let Some(mut so) = proc_.stdout() {
@@ -383,19 +396,16 @@ async fn resolve_container(api: &Api<Pod>, cfg: &MemoryConfig) -> Option<String>
 /// a refused container (400) and on an image without `sh`.
 pub async fn run(
     client: kube::Client,
-    cfg: MemoryConfig,
+    mut cfg: MemoryConfig,
     tx: mpsc::Sender<Event>,
     cancel: CancellationToken,
 ) {
     let api: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
-    let mut cfg = cfg;
     cfg.container = resolve_container(&api, &cfg).await;
     let mut failures = 0u32;
     loop {
-        if cancel.is_cancelled() {
-            return;
-        }
         let result = tokio::select! {
+            biased;
             _ = cancel.cancelled() => return,
             r = exec_stream(&api, &cfg, &tx, &cancel) => r,
         };
@@ -454,40 +464,24 @@ async fn exec_stream(
             .into(),
         ));
     };
-    let mut ap = AttachParams::default()
-        .stdout(true)
-        .stderr(false)
-        .stdin(false);
-    if let Some(c) = &cfg.container {
-        ap = ap.container(c.clone());
-    }
     let script = stream_script(version, cfg.interval);
     let mut proc_ = api
-        .exec(&cfg.pod, ["sh", "-c", script.as_str()], &ap)
+        .exec(&cfg.pod, ["sh", "-c", script.as_str()], &attach(cfg))
         .await?;
     let Some(mut stdout) = proc_.stdout() else {
         return Err(kube::Error::Service("the exec has no stdout".into()));
     };
-    send(
-        tx,
-        EventKind::SourceConnected {
-            feed: FEED.into(),
-            detail: format!(
-                "cgroup {} via exec in {}{}",
-                if version == CgroupVersion::V2 {
-                    "v2"
-                } else {
-                    "v1"
-                },
-                cfg.pod,
-                cfg.container
-                    .as_deref()
-                    .map(|c| format!(" container {c}"))
-                    .unwrap_or_default()
-            ),
-        },
-    )
-    .await;
+    let v = if version == CgroupVersion::V2 {
+        "v2"
+    } else {
+        "v1"
+    };
+    let container = cfg
+        .container
+        .as_deref()
+        .map(|c| format!(" container {c}"))
+        .unwrap_or_default();
+    connected(tx, format!("cgroup {v} via exec in {}{container}", cfg.pod)).await;
     let mut splitter = BlockSplitter::default();
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -503,12 +497,8 @@ async fn exec_stream(
         for block in splitter.push(&buf[..n]) {
             match parse_block(version, &block) {
                 Ok(r) => {
-                    if !send(
-                        tx,
-                        EventKind::MemorySample(r.sample(&cfg.pod, version.source())),
-                    )
-                    .await
-                    {
+                    let sample = r.sample(&cfg.pod, version.source());
+                    if !send(tx, EventKind::MemorySample(sample)).await {
                         return Ok(());
                     }
                 }
@@ -535,23 +525,11 @@ async fn summary_loop(
         return;
     };
     // The serving container as the pod names it (not an assumed `ollama`).
-    let container = match cfg.container.clone() {
-        Some(c) => c,
-        None => {
-            let api: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
-            resolve_container(&api, &cfg)
-                .await
-                .unwrap_or_else(|| "ollama".into())
-        }
-    };
-    send(
-        &tx,
-        EventKind::SourceConnected {
-            feed: FEED.into(),
-            detail: format!("summary API ({why}), container {container}"),
-        },
-    )
-    .await;
+    let api: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
+    let container = resolve_container(&api, &cfg)
+        .await
+        .unwrap_or_else(|| "ollama".into());
+    connected(&tx, format!("summary API ({why}), container {container}")).await;
     let mut tick = tokio::time::interval(cfg.interval.max(Duration::from_millis(250)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing = false;
