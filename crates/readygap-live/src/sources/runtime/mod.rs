@@ -277,6 +277,38 @@ impl RuntimeAccess {
     }
 }
 
+/// What every adapter is given: the access to its runtime, the path probed for T2, and the
+/// bounds of a probe and of one generate request.
+#[derive(Clone)]
+pub struct Reach {
+    pub access: RuntimeAccess,
+    pub probe_path: String,
+    pub probe_timeout: Duration,
+    pub generate_timeout: Duration,
+}
+
+impl Reach {
+    /// The runtime's default probe path, probes bounded by 2 s, generates by 10 min.
+    pub fn new(access: RuntimeAccess, kind: RuntimeKind) -> Self {
+        Self {
+            access,
+            probe_path: kind.default_probe_path().into(),
+            probe_timeout: Duration::from_secs(2),
+            generate_timeout: Duration::from_secs(600),
+        }
+    }
+
+    /// One probe of `probe_path` ([`probe_get`]).
+    pub fn probe<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, RuntimeProbe> {
+        Box::pin(probe_get(
+            &self.access,
+            pod,
+            &self.probe_path,
+            self.probe_timeout,
+        ))
+    }
+}
+
 /// An error with its causes (reqwest hides the interesting part in `source`).
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();

@@ -11,7 +11,7 @@
 //! when the user gave `--think`, so the default is the model's own behaviour.
 
 use super::stream::{self, Fold, Lines, Progress, error_message};
-use super::{Answer, PodRef, RuntimeAccess, RuntimeAdapter, get_json};
+use super::{Answer, PodRef, Reach, RuntimeAccess, RuntimeAdapter, RuntimeKind, get_json};
 use futures::future::BoxFuture;
 use readygap_core::event::{
     DiskModel, InferenceResult, ResidentModel, RuntimeDurations, RuntimeProbe,
@@ -22,25 +22,16 @@ use std::time::Duration;
 /// The Ollama adapter over an access mode.
 #[derive(Clone)]
 pub struct Ollama {
-    pub access: RuntimeAccess,
-    /// Path probed for T2 (default `/api/tags`, as in the study).
-    pub probe_path: String,
-    pub probe_timeout: Duration,
-    /// Upper bound of one generate request.
-    pub generate_timeout: Duration,
+    /// Probed for T2 at `/api/tags` by default, as in the study.
+    pub reach: Reach,
     /// `think` of generate requests (`--think`); `None` leaves it out.
     pub think: Option<bool>,
 }
 
 impl Ollama {
     pub fn new(access: RuntimeAccess) -> Self {
-        Self {
-            access,
-            probe_path: "/api/tags".into(),
-            probe_timeout: Duration::from_secs(2),
-            generate_timeout: Duration::from_secs(600),
-            think: None,
-        }
+        let reach = Reach::new(access, RuntimeKind::Ollama);
+        Self { reach, think: None }
     }
 }
 
@@ -210,20 +201,15 @@ impl Fold for GenerateStream {
 
 impl RuntimeAdapter for Ollama {
     fn probe<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, RuntimeProbe> {
-        Box::pin(super::probe_get(
-            &self.access,
-            pod,
-            &self.probe_path,
-            self.probe_timeout,
-        ))
+        self.reach.probe(pod)
     }
 
     fn residency<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<ResidentModel>> {
-        Box::pin(async move { parse_ps(&get_json(&self.access, pod, "/api/ps").await?) })
+        Box::pin(async move { parse_ps(&get_json(&self.reach.access, pod, "/api/ps").await?) })
     }
 
     fn models_on_disk<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<DiskModel>> {
-        Box::pin(async move { parse_tags(&get_json(&self.access, pod, "/api/tags").await?) })
+        Box::pin(async move { parse_tags(&get_json(&self.reach.access, pod, "/api/tags").await?) })
     }
 
     fn generate<'a>(
@@ -235,13 +221,12 @@ impl RuntimeAdapter for Ollama {
         first_token: Box<dyn FnOnce() + Send + 'a>,
     ) -> BoxFuture<'a, InferenceResult> {
         Box::pin(stream::post::<GenerateStream>(
-            &self.access,
+            &self.reach,
             pod,
             "/api/generate",
             generate_body(model, prompt, self.think),
             request_id,
             first_token,
-            self.generate_timeout,
             "done: true",
         ))
     }
@@ -249,9 +234,8 @@ impl RuntimeAdapter for Ollama {
     fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> Answer<'a, ()> {
         Box::pin(async move {
             let body = Some(unload_body(model));
-            let fut = self
-                .access
-                .fetch(pod, http::Method::POST, "/api/generate", body);
+            let access = &self.reach.access;
+            let fut = access.fetch(pod, http::Method::POST, "/api/generate", body);
             match tokio::time::timeout(Duration::from_secs(30), fut).await {
                 Err(_) => Err(format!("unload {model}: no answer within 30 s")),
                 Ok(Ok((200, _))) => Ok(()),

@@ -5,11 +5,10 @@
 //! What the lines mean is each format's [`Fold`]: Ollama's NDJSON
 //! ([`super::ollama::GenerateStream`]), server-sent events ([`super::sse::Completion`]).
 
-use super::{HttpResponse, PodRef, RuntimeAccess};
+use super::{HttpResponse, PodRef, Reach};
 use chrono::Utc;
 use futures::StreamExt;
 use readygap_core::event::{InferenceResult, RuntimeDurations};
-use std::time::Duration;
 
 /// The longest line kept while waiting for its newline (Ollama's chunks and SSE lines are a
 /// few hundred bytes; a whole non-streamed answer stays far below this).
@@ -91,20 +90,19 @@ pub trait Fold: Default {
     fn http_error(status: u16, body: &[u8]) -> String;
 }
 
-/// `POST body` to `path` and read the streamed answer as `F` within `timeout`;
-/// `first_token` is called when the first token arrives; `ends` names what a complete
-/// answer ends with, for the messages ("done: true").
-#[allow(clippy::too_many_arguments)]
+/// `POST body` to `path` and read the streamed answer as `F` within the reach's
+/// `generate_timeout`; `first_token` is called when the first token arrives; `ends` names
+/// what a complete answer ends with, for the messages ("done: true").
 pub async fn post<F: Fold>(
-    access: &RuntimeAccess,
+    reach: &Reach,
     pod: &PodRef,
     path: &str,
     body: Vec<u8>,
     request_id: u64,
     first_token: Box<dyn FnOnce() + Send + '_>,
-    timeout: Duration,
     ends: &str,
 ) -> InferenceResult {
+    let timeout = reach.generate_timeout;
     let failed = |error: String| InferenceResult {
         request_id,
         ok: false,
@@ -112,7 +110,7 @@ pub async fn post<F: Fold>(
         ..InferenceResult::default()
     };
     let fut = async {
-        match access.post_timed(pod, path, body).await {
+        match reach.access.post_timed(pod, path, body).await {
             Ok(resp) => read::<F>(resp, request_id, first_token, ends).await,
             Err(e) => failed(e),
         }
