@@ -16,6 +16,7 @@
 //!   in current ones, whose request logger is off unless enabled (verbose). The line has no
 //!   latency: only T4.
 
+use chrono::Utc;
 use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::LogParams;
@@ -159,13 +160,9 @@ pub async fn follow(
                 },
             )
             .unwrap_or_else(|| format!("log of {}: {e}", f.pod));
-            let ev = EventKind::SourceError {
-                feed: "logs".into(),
-                message,
-            };
-            let _ = tx
-                .send(Event::new(chrono::Utc::now(), Source::Log, ev))
-                .await;
+            let feed = "logs".into();
+            let ev = EventKind::SourceError { feed, message };
+            let _ = tx.send(Event::new(Utc::now(), Source::Log, ev)).await;
             return;
         }
     };

@@ -53,21 +53,14 @@ pub async fn run(
         let Some(why) = why else {
             return; // cancelled, or the receiver is gone
         };
-        let said = tx
-            .send(Event::new(
-                Utc::now(),
-                Source::Kube,
-                EventKind::SourceError {
-                    feed: FEED.into(),
-                    // Said once about a refused Node watch.
-                    message: format!(
-                        "node details are unavailable ({why}); readygap stops asking for nodes \
-                         until the selected node changes (p picks a pod)"
-                    ),
-                },
-            ))
-            .await;
-        if said.is_err() {
+        // Said once about a refused Node watch.
+        let message = format!(
+            "node details are unavailable ({why}); readygap stops asking for nodes until the \
+             selected node changes (p picks a pod)"
+        );
+        let (feed, now) = (FEED.into(), Utc::now());
+        let ev = EventKind::SourceError { feed, message };
+        if tx.send(Event::new(now, Source::Kube, ev)).await.is_err() {
             return;
         }
         let Some(rx) = retry.as_mut() else {

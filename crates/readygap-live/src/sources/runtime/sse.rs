@@ -68,10 +68,8 @@ impl Completion {
         if line.starts_with(':') {
             return Progress::default(); // a comment: the keep-alive ping
         }
-        let (field, value) = match line.split_once(':') {
-            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-            None => (line, ""),
-        };
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
         match field {
             "data" => self.data.push(value.to_string()),
             // llama-server reports an error of a stream already begun as `error: {json}`.
@@ -115,23 +113,14 @@ impl Completion {
             self.error =
                 Some(error_message(data.as_bytes()).unwrap_or_else(|| v["error"].to_string()));
         }
-        let mut text = String::new();
         // llama.cpp native: `content`.
-        if let Some(c) = v["content"].as_str() {
-            text.push_str(c);
-        }
+        let mut text = v["content"].as_str().unwrap_or_default().to_string();
         if let Some(choices) = v["choices"].as_array() {
             for c in choices {
-                for t in [
-                    &c["text"],
-                    &c["delta"]["reasoning_content"],
-                    &c["delta"]["content"],
-                ] {
-                    if let Some(s) = t.as_str() {
-                        text.push_str(s);
-                    }
-                }
-                let tools = c["delta"]["tool_calls"]
+                let delta = &c["delta"];
+                let parts = [&c["text"], &delta["reasoning_content"], &delta["content"]];
+                text.extend(parts.into_iter().filter_map(Value::as_str));
+                let tools = delta["tool_calls"]
                     .as_array()
                     .is_some_and(|a| !a.is_empty());
                 if tools && text.is_empty() && !self.first_token_seen {
@@ -148,23 +137,19 @@ impl Completion {
             p.first_token = true;
         }
         self.text.push_str(&text);
+        let d = &mut self.durations;
         let t = &v["timings"];
         if t.is_object() {
             let ms = |k: &str| t[k].as_f64().map(|m| (m * 1e6).round() as u64);
-            self.durations.prompt_eval_ns = ms("prompt_ms");
-            self.durations.eval_ns = ms("predicted_ms");
-            self.durations.prompt_tokens = t["prompt_n"].as_u64();
-            self.durations.eval_tokens = t["predicted_n"].as_u64();
+            d.prompt_eval_ns = ms("prompt_ms");
+            d.eval_ns = ms("predicted_ms");
+            d.prompt_tokens = t["prompt_n"].as_u64();
+            d.eval_tokens = t["predicted_n"].as_u64();
         }
+        // `usage` fills what `timings` did not (a missing `usage` indexes as null).
         let u = &v["usage"];
-        if u.is_object() {
-            self.durations.prompt_tokens =
-                self.durations.prompt_tokens.or(u["prompt_tokens"].as_u64());
-            self.durations.eval_tokens = self
-                .durations
-                .eval_tokens
-                .or(u["completion_tokens"].as_u64());
-        }
+        d.prompt_tokens = d.prompt_tokens.or(u["prompt_tokens"].as_u64());
+        d.eval_tokens = d.eval_tokens.or(u["completion_tokens"].as_u64());
         // The native route's last chunk.
         if v["stop"].as_bool() == Some(true) {
             self.finished = true;
