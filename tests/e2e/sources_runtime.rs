@@ -5,6 +5,7 @@
 use readygap_lab::profile::Profile;
 use readygap_lab::serve::{LabHandle, LabOptions, serve};
 use readygap_live::sources::runtime::ollama::{GenerateStream, Ollama, parse_ps, parse_tags};
+use readygap_live::sources::runtime::stream::Fold;
 use readygap_live::sources::runtime::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

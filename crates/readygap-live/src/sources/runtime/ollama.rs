@@ -92,25 +92,13 @@ pub struct GenerateStream {
     lines: Lines,
 }
 
-impl GenerateStream {
-    /// Feed bytes (chunks may split lines, and characters, anywhere).
-    pub fn push(&mut self, bytes: &[u8]) -> Progress {
-        let mut p = Progress::default();
-        if let Err(e) = self.lines.push(bytes) {
-            self.error.get_or_insert(e);
-        }
-        while let Some(line) = self.lines.next_line() {
-            p |= self.line(&line);
-        }
-        p
+impl Fold for GenerateStream {
+    fn lines(&mut self) -> &mut Lines {
+        &mut self.lines
     }
-
-    /// Finish: a last line without a newline.
-    pub fn finish(&mut self) -> Progress {
-        let rest = self.lines.rest();
-        self.line(&rest)
+    fn fail(&mut self, e: String) {
+        self.error.get_or_insert(e);
     }
-
     fn line(&mut self, line: &[u8]) -> Progress {
         let mut p = Progress::default();
         let line = line.trim_ascii();
@@ -158,6 +146,19 @@ impl GenerateStream {
         }
         p
     }
+    fn done(&self) -> bool {
+        self.done
+    }
+    fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+    fn answer(self) -> (String, RuntimeDurations) {
+        (self.response, self.durations)
+    }
+    /// Ollama's `{"error": "…"}` (or the pod proxy's `Status` message).
+    fn http_error(status: u16, body: &[u8]) -> String {
+        error_message(body).unwrap_or_else(|| format!("HTTP {status}"))
+    }
 }
 
 /// The body of a streamed generate request; `think` only when given (absent: the model's
@@ -175,28 +176,6 @@ pub fn unload_body(model: &str) -> Vec<u8> {
     serde_json::json!({"model": model, "keep_alive": 0})
         .to_string()
         .into_bytes()
-}
-
-impl Fold for GenerateStream {
-    fn push(&mut self, bytes: &[u8]) -> Progress {
-        GenerateStream::push(self, bytes)
-    }
-    fn finish(&mut self) -> Progress {
-        GenerateStream::finish(self)
-    }
-    fn done(&self) -> bool {
-        self.done
-    }
-    fn error(&self) -> Option<&str> {
-        self.error.as_deref()
-    }
-    fn answer(self) -> (String, RuntimeDurations) {
-        (self.response, self.durations)
-    }
-    /// Ollama's `{"error": "…"}` (or the pod proxy's `Status` message).
-    fn http_error(status: u16, body: &[u8]) -> String {
-        error_message(body).unwrap_or_else(|| format!("HTTP {status}"))
-    }
 }
 
 impl RuntimeAdapter for Ollama {

@@ -33,22 +33,16 @@ pub struct Completion {
     lines: Lines,
 }
 
-impl Completion {
-    /// Feed bytes (pieces may split lines and characters anywhere).
-    pub fn push(&mut self, bytes: &[u8]) -> Progress {
-        let mut p = Progress::default();
-        if let Err(e) = self.lines.push(bytes) {
-            self.error.get_or_insert(e);
-        }
-        while let Some(line) = self.lines.next_line() {
-            p |= self.line(&line);
-        }
-        p
+impl Fold for Completion {
+    fn lines(&mut self) -> &mut Lines {
+        &mut self.lines
     }
-
+    fn fail(&mut self, e: String) {
+        self.error.get_or_insert(e);
+    }
     /// The stream ended: a last line without its newline, a last event without its blank
     /// line. A native stream that sent `stop: true` is done even without `[DONE]`.
-    pub fn finish(&mut self) -> Progress {
+    fn finish(&mut self) -> Progress {
         let rest = self.lines.rest();
         let mut p = self.line(&rest);
         p |= self.dispatch();
@@ -58,7 +52,6 @@ impl Completion {
         }
         p
     }
-
     fn line(&mut self, line: &[u8]) -> Progress {
         let line = String::from_utf8_lossy(line);
         let line = line.trim_end_matches(['\r', '\n']);
@@ -82,7 +75,22 @@ impl Completion {
         }
         Progress::default()
     }
+    fn done(&self) -> bool {
+        self.done
+    }
+    fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+    fn answer(self) -> (String, RuntimeDurations) {
+        (self.text, self.durations)
+    }
+    fn http_error(status: u16, body: &[u8]) -> String {
+        let msg = error_message(body).unwrap_or_else(|| super::head(body, 200));
+        format!("HTTP {status}: {msg}")
+    }
+}
 
+impl Completion {
     /// One whole event (its data lines).
     fn dispatch(&mut self) -> Progress {
         if self.data.is_empty() {
@@ -159,29 +167,6 @@ impl Completion {
             }
         }
         p
-    }
-}
-
-impl Fold for Completion {
-    fn push(&mut self, bytes: &[u8]) -> Progress {
-        Completion::push(self, bytes)
-    }
-    fn finish(&mut self) -> Progress {
-        Completion::finish(self)
-    }
-    fn done(&self) -> bool {
-        self.done
-    }
-    fn error(&self) -> Option<&str> {
-        self.error.as_deref()
-    }
-    fn answer(self) -> (String, RuntimeDurations) {
-        (self.text, self.durations)
-    }
-    fn http_error(status: u16, body: &[u8]) -> String {
-        let msg = error_message(body)
-            .unwrap_or_else(|| String::from_utf8_lossy(body).chars().take(200).collect());
-        format!("HTTP {status}: {msg}")
     }
 }
 

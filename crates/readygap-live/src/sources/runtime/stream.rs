@@ -74,12 +74,30 @@ impl Lines {
     }
 }
 
-/// The fold of one streamed answer in one format.
+/// The fold of one streamed answer in one format, line by line.
 pub trait Fold: Default {
-    /// Feed a piece of the body.
-    fn push(&mut self, bytes: &[u8]) -> Progress;
-    /// The body ended: what is left in the buffers.
-    fn finish(&mut self) -> Progress;
+    /// The buffer of the line not yet ended.
+    fn lines(&mut self) -> &mut Lines;
+    /// Keep `e` as the answer's error, unless one came first.
+    fn fail(&mut self, e: String);
+    /// One line: with its `\n`, or the last one without.
+    fn line(&mut self, line: &[u8]) -> Progress;
+    /// Feed a piece of the body (pieces may split lines, and characters, anywhere).
+    fn push(&mut self, bytes: &[u8]) -> Progress {
+        let mut p = Progress::default();
+        if let Err(e) = self.lines().push(bytes) {
+            self.fail(e);
+        }
+        while let Some(line) = self.lines().next_line() {
+            p |= self.line(&line);
+        }
+        p
+    }
+    /// The body ended: what is left in the buffers (a last line without its newline).
+    fn finish(&mut self) -> Progress {
+        let rest = self.lines().rest();
+        self.line(&rest)
+    }
     /// The answer's end was seen.
     fn done(&self) -> bool;
     /// The first error the answer carried.
