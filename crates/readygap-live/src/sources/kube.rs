@@ -122,7 +122,6 @@ pub fn endpoint_slice_view(s: &EndpointSlice) -> EndpointSliceView {
                 let c = e.conditions.as_ref();
                 // k8s.io/api discovery/v1 types.go EndpointConditions: a nil ready and a nil
                 // serving are both "true", a nil terminating is "false".
-                let ready = c.and_then(|c| c.ready).unwrap_or(true);
                 EndpointView {
                     addresses: e.addresses.clone(),
                     pod: e
@@ -130,7 +129,7 @@ pub fn endpoint_slice_view(s: &EndpointSlice) -> EndpointSliceView {
                         .as_ref()
                         .filter(|r| r.kind.as_deref().is_none_or(|k| k == "Pod"))
                         .and_then(|r| r.name.clone()),
-                    ready,
+                    ready: c.and_then(|c| c.ready).unwrap_or(true),
                     serving: c.and_then(|c| c.serving).unwrap_or(true),
                     terminating: c.and_then(|c| c.terminating).unwrap_or(false),
                 }

@@ -409,40 +409,34 @@ pub async fn run(
             _ = cancel.cancelled() => return,
             r = exec_stream(&api, &cfg, &tx, &cancel) => r,
         };
-        match result {
-            Ok(()) => return,
-            Err(e) if is_forbidden(&e) => {
-                let why = crate::rbac::explain_kube_error(
-                    &e,
-                    &crate::rbac::Request {
-                        verb: "create",
-                        group: "",
-                        resource: "pods/exec",
-                        namespace: Some(&cfg.namespace),
-                    },
-                )
-                .unwrap_or_else(|| e.to_string());
-                summary_loop(client, cfg, tx, cancel, format!("exec forbidden: {why}")).await;
-                return;
-            }
-            Err(e) => {
-                // A refused container or an image without `sh` never gets better.
-                let container = cfg.container.as_deref().unwrap_or("(unnamed)");
-                if let Some(why) = super::container::permanent_exec_failure(&e, &cfg.pod, container)
-                {
-                    summary_loop(client, cfg, tx, cancel, why).await;
-                    return;
-                }
-                failures += 1;
-                if !failed(&tx, format!("memory of {}: {e}", cfg.pod)).await {
-                    return;
-                }
-                let backoff = Duration::from_millis(500 * u64::from(failures.min(10)));
-                tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = tokio::time::sleep(backoff) => {}
-                }
-            }
+        let Err(e) = result else { return };
+        // A 403, a refused container or an image without `sh` never gets better.
+        let fallback = if is_forbidden(&e) {
+            let request = crate::rbac::Request {
+                verb: "create",
+                group: "",
+                resource: "pods/exec",
+                namespace: Some(&cfg.namespace),
+            };
+            let why =
+                crate::rbac::explain_kube_error(&e, &request).unwrap_or_else(|| e.to_string());
+            Some(format!("exec forbidden: {why}"))
+        } else {
+            let container = cfg.container.as_deref().unwrap_or("(unnamed)");
+            super::container::permanent_exec_failure(&e, &cfg.pod, container)
+        };
+        if let Some(why) = fallback {
+            summary_loop(client, cfg, tx, cancel, why).await;
+            return;
+        }
+        failures += 1;
+        if !failed(&tx, format!("memory of {}: {e}", cfg.pod)).await {
+            return;
+        }
+        let backoff = Duration::from_millis(500 * u64::from(failures.min(10)));
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(backoff) => {}
         }
     }
 }

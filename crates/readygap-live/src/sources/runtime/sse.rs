@@ -123,24 +123,18 @@ impl Completion {
         }
         // llama.cpp native: `content`.
         let mut text = v["content"].as_str().unwrap_or_default().to_string();
-        if let Some(choices) = v["choices"].as_array() {
-            for c in choices {
-                let delta = &c["delta"];
-                let parts = [&c["text"], &delta["reasoning_content"], &delta["content"]];
-                text.extend(parts.into_iter().filter_map(Value::as_str));
-                let tools = delta["tool_calls"]
-                    .as_array()
-                    .is_some_and(|a| !a.is_empty());
-                if tools && text.is_empty() && !self.first_token_seen {
-                    self.first_token_seen = true;
-                    p.first_token = true;
-                }
-                if c["finish_reason"].is_string() {
-                    self.finished = true;
-                }
-            }
+        // A tool call is a first token too.
+        let mut tools = false;
+        for c in v["choices"].as_array().into_iter().flatten() {
+            let delta = &c["delta"];
+            let parts = [&c["text"], &delta["reasoning_content"], &delta["content"]];
+            text.extend(parts.into_iter().filter_map(Value::as_str));
+            tools |= delta["tool_calls"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty());
+            self.finished |= c["finish_reason"].is_string();
         }
-        if !text.is_empty() && !self.first_token_seen {
+        if (tools || !text.is_empty()) && !self.first_token_seen {
             self.first_token_seen = true;
             p.first_token = true;
         }
