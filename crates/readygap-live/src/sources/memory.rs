@@ -222,13 +222,12 @@ impl BlockSplitter {
         self.buf.push_str(&text);
         let mut blocks = Vec::new();
         while let Some(pos) = find_marker_line(&self.buf) {
-            let block = self.buf[..pos].to_string();
+            blocks.push(self.buf[..pos].to_string());
             let rest_start = self.buf[pos..]
                 .find('\n')
                 .map(|n| pos + n + 1)
                 .unwrap_or(self.buf.len());
             self.buf.drain(..rest_start);
-            blocks.push(block);
         }
         // Bound the buffer if the marker never comes.
         if self.buf.len() > 1 << 20 {
@@ -450,13 +449,11 @@ async fn exec_stream(
 ) -> Result<(), kube::Error> {
     let detected = exec_collect(api, cfg, DETECT_SCRIPT).await?;
     let Some(version) = parse_detection(&detected) else {
-        return Err(kube::Error::Service(
-            format!(
-                "no cgroup memory files readable in {} (output {detected:?})",
-                cfg.pod
-            )
-            .into(),
-        ));
+        let why = format!(
+            "no cgroup memory files readable in {} (output {detected:?})",
+            cfg.pod
+        );
+        return Err(kube::Error::Service(why.into()));
     };
     let script = stream_script(version, cfg.interval);
     let mut proc_ = api
@@ -484,9 +481,8 @@ async fn exec_stream(
             n = stdout.read(&mut buf) => n.map_err(|e| kube::Error::Service(Box::new(e)))?,
         };
         if n == 0 {
-            return Err(kube::Error::Service(
-                format!("the memory exec in {} ended", cfg.pod).into(),
-            ));
+            let why = format!("the memory exec in {} ended", cfg.pod);
+            return Err(kube::Error::Service(why.into()));
         }
         for block in splitter.push(&buf[..n]) {
             match parse_block(version, &block) {

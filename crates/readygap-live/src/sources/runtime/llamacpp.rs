@@ -108,7 +108,7 @@ pub fn completion_body(model: &str, prompt: &str, n_predict: i64) -> Vec<u8> {
 
 impl RuntimeAdapter for LlamaCpp {
     fn probe<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, RuntimeProbe> {
-        self.reach.probe(pod)
+        Box::pin(self.reach.probe(pod))
     }
 
     fn residency<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<ResidentModel>> {

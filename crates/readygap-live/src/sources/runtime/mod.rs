@@ -298,14 +298,37 @@ impl Reach {
         }
     }
 
-    /// One probe of `probe_path` ([`probe_get`]).
-    pub fn probe<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, RuntimeProbe> {
-        Box::pin(probe_get(
-            &self.access,
-            pod,
-            &self.probe_path,
-            self.probe_timeout,
-        ))
+    /// One probe: `GET probe_path`, the whole body read (so the probe measures a complete
+    /// answer); `ok` is HTTP 200, `http_answered` any answer of the runtime itself
+    /// ([`answered_by_runtime`]).
+    pub async fn probe(&self, pod: &PodRef) -> RuntimeProbe {
+        let timeout = self.probe_timeout;
+        let fut = self
+            .access
+            .fetch(pod, http::Method::GET, &self.probe_path, None);
+        let start = Instant::now();
+        let res = tokio::time::timeout(timeout, fut).await;
+        let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
+        let (ok, status, error, http_answered) = match res {
+            Ok(Ok((200, _))) => (true, Some(200), None, true),
+            Ok(Ok((s, body))) => {
+                let error = format!("HTTP {s}: {}", head(&body, 120));
+                (false, Some(s), Some(error), answered_by_runtime(s, &body))
+            }
+            Ok(Err(e)) => (false, None, Some(e), false),
+            Err(_) => {
+                let error = format!("no answer within {timeout:?}");
+                (false, None, Some(error), false)
+            }
+        };
+        RuntimeProbe {
+            pod: pod.name.clone(),
+            ok,
+            status,
+            latency_ms,
+            error,
+            http_answered,
+        }
     }
 }
 
@@ -488,13 +511,6 @@ pub async fn poll_pod(
     }
 }
 
-/// Time a future, for probe latency.
-pub(crate) async fn timed<T>(f: impl std::future::Future<Output = T>) -> (T, f64) {
-    let start = Instant::now();
-    let out = f.await;
-    (out, start.elapsed().as_secs_f64() * 1000.0)
-}
-
 /// Which runtime serves the pods (`--runtime`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -600,46 +616,9 @@ impl RuntimeKind {
 /// Whether an HTTP answer came from the runtime itself, not from the API server's pod proxy
 /// (whose errors, such as 503 "error trying to reach service", are a `kind: Status` object).
 pub fn answered_by_runtime(status: u16, body: &[u8]) -> bool {
-    if status == 200 {
-        return true;
-    }
-    !serde_json::from_slice::<serde_json::Value>(body)
-        .is_ok_and(|v| v["kind"] == "Status" && v["apiVersion"] == "v1")
-}
-
-/// One probe: `GET path`, the whole body read; `ok` is HTTP 200, `http_answered` any
-/// answer of the runtime itself ([`answered_by_runtime`]).
-pub(crate) async fn probe_get(
-    access: &RuntimeAccess,
-    pod: &PodRef,
-    path: &str,
-    timeout: Duration,
-) -> RuntimeProbe {
-    // The whole body is read, so the probe measures a complete answer.
-    let fut = access.fetch(pod, http::Method::GET, path, None);
-    let (res, ms) = timed(tokio::time::timeout(timeout, fut)).await;
-    let (ok, status, error, http_answered) = match res {
-        Ok(Ok((200, _))) => (true, Some(200), None, true),
-        Ok(Ok((s, body))) => {
-            let error = format!("HTTP {s}: {}", head(&body, 120));
-            (false, Some(s), Some(error), answered_by_runtime(s, &body))
-        }
-        Ok(Err(e)) => (false, None, Some(e), false),
-        Err(_) => (
-            false,
-            None,
-            Some(format!("no answer within {timeout:?}")),
-            false,
-        ),
-    };
-    RuntimeProbe {
-        pod: pod.name.clone(),
-        ok,
-        status,
-        latency_ms: ms,
-        error,
-        http_answered,
-    }
+    status == 200
+        || !serde_json::from_slice::<serde_json::Value>(body)
+            .is_ok_and(|v| v["kind"] == "Status" && v["apiVersion"] == "v1")
 }
 
 /// `GET path` as JSON (HTTP 200 only), bounded by 5 s.

@@ -180,7 +180,7 @@ pub fn unload_body(model: &str) -> Vec<u8> {
 
 impl RuntimeAdapter for Ollama {
     fn probe<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, RuntimeProbe> {
-        self.reach.probe(pod)
+        Box::pin(self.reach.probe(pod))
     }
 
     fn residency<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<ResidentModel>> {

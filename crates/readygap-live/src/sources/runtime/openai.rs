@@ -72,7 +72,7 @@ pub fn completions_body(model: &str, prompt: &str, max_tokens: u32) -> Vec<u8> {
 
 impl RuntimeAdapter for OpenAi {
     fn probe<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, RuntimeProbe> {
-        self.reach.probe(pod)
+        Box::pin(self.reach.probe(pod))
     }
 
     fn residency<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<ResidentModel>> {
