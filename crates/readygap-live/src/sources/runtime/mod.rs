@@ -90,15 +90,6 @@ impl HttpResponse {
             arrival,
         }
     }
-
-    /// The whole body.
-    pub async fn bytes(mut self) -> Result<Vec<u8>, String> {
-        let mut out = Vec::new();
-        while let Some(chunk) = self.body.next().await {
-            out.extend_from_slice(&chunk?);
-        }
-        Ok(out)
-    }
 }
 
 /// Reaching runtimes, in one of the three modes.
@@ -271,9 +262,12 @@ impl RuntimeAccess {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<(u16, Vec<u8>), String> {
-        let r = self.send(pod, method, path, body).await?;
-        let status = r.status;
-        Ok((status, r.bytes().await?))
+        let mut r = self.send(pod, method, path, body).await?;
+        let mut out = Vec::new();
+        while let Some(chunk) = r.body.next().await {
+            out.extend_from_slice(&chunk?);
+        }
+        Ok((r.status, out))
     }
 }
 
