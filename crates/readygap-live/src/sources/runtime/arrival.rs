@@ -68,13 +68,9 @@ impl StampedTcp {
         inner.set_nodelay(true)?;
         set_timestamping(inner.as_raw_fd())?;
         let last = Arrival::default();
-        Ok((
-            Self {
-                inner,
-                last: last.clone(),
-            },
-            last,
-        ))
+        let stream = Self { inner, last };
+        let arrival = stream.last.clone();
+        Ok((stream, arrival))
     }
 }
 
