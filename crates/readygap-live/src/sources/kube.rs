@@ -73,10 +73,7 @@ pub fn pod_view(pod: &Pod) -> PodView {
             ready: c.ready,
             restart_count: c.restart_count.max(0) as u32,
             state: container_state(c.state.as_ref()),
-            last_state: c
-                .last_state
-                .as_ref()
-                .map(|s| container_state(Some(s)))
+            last_state: Some(container_state(c.last_state.as_ref()))
                 .filter(|s| *s != ContainerState::Unknown),
             spec: None,
         })

@@ -108,8 +108,7 @@ impl Fold for GenerateStream {
         let v: Value = match serde_json::from_slice(line) {
             Ok(v) => v,
             Err(e) => {
-                self.error
-                    .get_or_insert_with(|| format!("invalid chunk: {e}"));
+                self.fail(format!("invalid chunk: {e}"));
                 return p;
             }
         };

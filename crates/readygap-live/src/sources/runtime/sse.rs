@@ -66,11 +66,7 @@ impl Fold for Completion {
         match field {
             "data" => self.data.push(value.to_string()),
             // llama-server reports an error of a stream already begun as `error: {json}`.
-            "error" => {
-                self.error.get_or_insert_with(|| {
-                    error_message(value.as_bytes()).unwrap_or(value.to_string())
-                });
-            }
+            "error" => self.fail(error_message(value.as_bytes()).unwrap_or(value.to_string())),
             _ => {} // event:, id:, retry:
         }
         Progress::default()
@@ -112,8 +108,7 @@ impl Completion {
         let v: Value = match serde_json::from_str(data) {
             Ok(v) => v,
             Err(e) => {
-                self.error
-                    .get_or_insert_with(|| format!("invalid chunk: {e}"));
+                self.fail(format!("invalid chunk: {e}"));
                 return p;
             }
         };
