@@ -33,7 +33,6 @@ pub fn go_duration_ms(s: &str) -> Option<f64> {
     }
     let mut rest = s;
     let mut total = 0.0;
-    let mut any = false;
     while !rest.is_empty() {
         let num_len = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -57,9 +56,8 @@ pub fn go_duration_ms(s: &str) -> Option<f64> {
         };
         rest = &rest[unit_len..];
         total += n * factor;
-        any = true;
     }
-    any.then_some(total)
+    (!s.is_empty()).then_some(total)
 }
 
 /// Split `2026-12-01T22:40:00.1234Z rest` (the kubelet's `timestamps=true` prefix).

@@ -507,11 +507,8 @@ async fn summary_loop(
     why: String,
 ) {
     let Some(node) = cfg.node.clone() else {
-        failed(
-            &tx,
-            format!("{why}; and pod {} has no node for the Summary API", cfg.pod),
-        )
-        .await;
+        let message = format!("{why}; and pod {} has no node for the Summary API", cfg.pod);
+        failed(&tx, message).await;
         return;
     };
     // The serving container as the pod names it (not an assumed `ollama`).
