@@ -542,9 +542,9 @@ async fn summary_loop(
                         pod: cfg.pod.clone(),
                         current: usage,
                         working_set: ws,
-                        limit: None,
-                        oom_kill: None,
                         source: MemorySource::SummaryApi,
+                        // The Summary API gives no limit and no OOM kills.
+                        ..MemorySample::default()
                     };
                     if !send(&tx, EventKind::MemorySample(s)).await {
                         return;
