@@ -5,6 +5,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use readygap_live::sources::runtime::ollama::{GenerateStream, parse_ps, parse_tags};
+use readygap_live::sources::runtime::stream::Fold;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&cut, body)) = data.split_first() else {

@@ -9,6 +9,7 @@ use readygap_core::fixtures::*;
 use readygap_core::record::jsonl;
 use readygap_core::state::State;
 use readygap_live::sources::runtime::ollama::GenerateStream;
+use readygap_live::sources::runtime::stream::Fold;
 use serde_json::Value;
 use std::process::Command;
 

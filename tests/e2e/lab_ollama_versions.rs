@@ -9,6 +9,7 @@ use readygap_lab::profile::{Profile, thinking_model};
 use readygap_lab::runtime::RuntimeEvent;
 use readygap_lab::testkit::runtime::{Options, client, fixed, post_json, profile, start_listening};
 use readygap_live::sources::runtime::ollama::GenerateStream;
+use readygap_live::sources::runtime::stream::Fold;
 use serde_json::{Value, json};
 
 fn with_version(mut p: Profile, v: &str) -> Profile {

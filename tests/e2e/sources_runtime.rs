@@ -5,6 +5,7 @@
 use readygap_lab::profile::Profile;
 use readygap_lab::serve::{LabHandle, LabOptions, serve};
 use readygap_live::sources::runtime::ollama::{GenerateStream, Ollama, parse_ps, parse_tags};
+use readygap_live::sources::runtime::stream::Fold;
 use readygap_live::sources::runtime::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -200,7 +201,7 @@ async fn adapter_in_mode(mode: AccessMode, seed: u64) {
     // A hanging runtime: the probe gives up after its timeout, with the reason.
     lab.runtime_faults().set_hang(true);
     let mut short = o.clone();
-    short.probe_timeout = Duration::from_millis(300);
+    short.reach.probe_timeout = Duration::from_millis(300);
     let p = short.probe(&pod).await;
     assert!(
         !p.ok && p.error.as_deref().unwrap_or("").contains("no answer"),

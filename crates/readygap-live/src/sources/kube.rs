@@ -23,9 +23,7 @@ pub use super::watch::{Watched, adapt, convert, watch_error_message};
 
 fn ts(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Timestamp {
     // k8s-openapi 0.29 wraps jiff::Timestamp.
-    let t = t.0;
-    chrono::DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().max(0) as u32)
-        .unwrap_or_default()
+    micro_ts(&t.0)
 }
 
 fn container_state(s: Option<&k8s_openapi::api::core::v1::ContainerState>) -> ContainerState {
@@ -57,38 +55,30 @@ pub fn pod_view(pod: &Pod) -> PodView {
     let status = pod.status.as_ref();
     let conditions = status
         .and_then(|s| s.conditions.as_ref())
-        .map(|cs| {
-            cs.iter()
-                .map(|c| PodCondition {
-                    type_: c.type_.clone(),
-                    status: c.status == "True",
-                    last_transition: c.last_transition_time.as_ref().map(ts),
-                    reason: c.reason.clone(),
-                })
-                .collect()
+        .into_iter()
+        .flatten()
+        .map(|c| PodCondition {
+            type_: c.type_.clone(),
+            status: c.status == "True",
+            last_transition: c.last_transition_time.as_ref().map(ts),
+            reason: c.reason.clone(),
         })
-        .unwrap_or_default();
-    let containers: Vec<ContainerView> = status
+        .collect();
+    let mut containers: Vec<ContainerView> = status
         .and_then(|s| s.container_statuses.as_ref())
-        .map(|cs| {
-            cs.iter()
-                .map(|c| ContainerView {
-                    name: c.name.clone(),
-                    ready: c.ready,
-                    restart_count: c.restart_count.max(0) as u32,
-                    state: container_state(c.state.as_ref()),
-                    last_state: c
-                        .last_state
-                        .as_ref()
-                        .map(|s| container_state(Some(s)))
-                        .filter(|s| *s != ContainerState::Unknown),
-                    spec: None,
-                })
-                .collect()
+        .into_iter()
+        .flatten()
+        .map(|c| ContainerView {
+            name: c.name.clone(),
+            ready: c.ready,
+            restart_count: c.restart_count.max(0) as u32,
+            state: container_state(c.state.as_ref()),
+            last_state: Some(container_state(c.last_state.as_ref()))
+                .filter(|s| *s != ContainerState::Unknown),
+            spec: None,
         })
-        .unwrap_or_default();
+        .collect();
     // The serving container's view carries the spec facts.
-    let mut containers = containers;
     if let Some((serving, facts)) = super::pod_spec::pod_spec_facts(pod)
         && let Some(c) = containers.iter_mut().find(|c| c.name == serving)
     {
@@ -129,7 +119,6 @@ pub fn endpoint_slice_view(s: &EndpointSlice) -> EndpointSliceView {
                 let c = e.conditions.as_ref();
                 // k8s.io/api discovery/v1 types.go EndpointConditions: a nil ready and a nil
                 // serving are both "true", a nil terminating is "false".
-                let ready = c.and_then(|c| c.ready).unwrap_or(true);
                 EndpointView {
                     addresses: e.addresses.clone(),
                     pod: e
@@ -137,7 +126,7 @@ pub fn endpoint_slice_view(s: &EndpointSlice) -> EndpointSliceView {
                         .as_ref()
                         .filter(|r| r.kind.as_deref().is_none_or(|k| k == "Pod"))
                         .and_then(|r| r.name.clone()),
-                    ready,
+                    ready: c.and_then(|c| c.ready).unwrap_or(true),
                     serving: c.and_then(|c| c.serving).unwrap_or(true),
                     terminating: c.and_then(|c| c.terminating).unwrap_or(false),
                 }
@@ -217,18 +206,12 @@ impl Watched for CoreEvent {
     fn applied(&self) -> Option<EventKind> {
         Some(EventKind::KubeEvent(kube_event_view(self)))
     }
-    fn deleted(&self) -> Option<EventKind> {
-        None
-    }
 }
 
 impl Watched for Node {
     const RESOURCE: &'static str = "nodes";
     fn applied(&self) -> Option<EventKind> {
         Some(EventKind::NodeApplied(node_view(self)))
-    }
-    fn deleted(&self) -> Option<EventKind> {
-        None
     }
 }
 

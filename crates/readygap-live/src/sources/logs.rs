@@ -16,6 +16,7 @@
 //!   in current ones, whose request logger is off unless enabled (verbose). The line has no
 //!   latency: only T4.
 
+use chrono::Utc;
 use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::LogParams;
@@ -32,7 +33,6 @@ pub fn go_duration_ms(s: &str) -> Option<f64> {
     }
     let mut rest = s;
     let mut total = 0.0;
-    let mut any = false;
     while !rest.is_empty() {
         let num_len = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -56,9 +56,8 @@ pub fn go_duration_ms(s: &str) -> Option<f64> {
         };
         rest = &rest[unit_len..];
         total += n * factor;
-        any = true;
     }
-    any.then_some(total)
+    (!s.is_empty()).then_some(total)
 }
 
 /// Split `2026-12-01T22:40:00.1234Z rest` (the kubelet's `timestamps=true` prefix).
@@ -159,13 +158,9 @@ pub async fn follow(
                 },
             )
             .unwrap_or_else(|| format!("log of {}: {e}", f.pod));
-            let ev = EventKind::SourceError {
-                feed: "logs".into(),
-                message,
-            };
-            let _ = tx
-                .send(Event::new(chrono::Utc::now(), Source::Log, ev))
-                .await;
+            let feed = "logs".into();
+            let ev = EventKind::SourceError { feed, message };
+            let _ = tx.send(Event::new(Utc::now(), Source::Log, ev)).await;
             return;
         }
     };

@@ -222,13 +222,12 @@ impl BlockSplitter {
         self.buf.push_str(&text);
         let mut blocks = Vec::new();
         while let Some(pos) = find_marker_line(&self.buf) {
-            let block = self.buf[..pos].to_string();
+            blocks.push(self.buf[..pos].to_string());
             let rest_start = self.buf[pos..]
                 .find('\n')
                 .map(|n| pos + n + 1)
                 .unwrap_or(self.buf.len());
             self.buf.drain(..rest_start);
-            blocks.push(block);
         }
         // Bound the buffer if the marker never comes.
         if self.buf.len() > 1 << 20 {
@@ -323,6 +322,24 @@ async fn failed(tx: &mpsc::Sender<Event>, message: String) -> bool {
     send(tx, EventKind::SourceError { feed, message }).await
 }
 
+/// Say where the samples come from.
+async fn connected(tx: &mpsc::Sender<Event>, detail: String) -> bool {
+    let feed = FEED.into();
+    send(tx, EventKind::SourceConnected { feed, detail }).await
+}
+
+/// An exec reading stdout only, in the serving container when it is known.
+fn attach(cfg: &MemoryConfig) -> AttachParams {
+    let ap = AttachParams::default()
+        .stdout(true)
+        .stderr(false)
+        .stdin(false);
+    match &cfg.container {
+        Some(c) => ap.container(c.clone()),
+        None => ap,
+    }
+}
+
 /// Whether a kube error is an HTTP 403.
 pub fn is_forbidden(e: &kube::Error) -> bool {
     match e {
@@ -337,14 +354,9 @@ async fn exec_collect(
     cfg: &MemoryConfig,
     script: &str,
 ) -> Result<String, kube::Error> {
-    let mut ap = AttachParams::default()
-        .stdout(true)
-        .stderr(false)
-        .stdin(false);
-    if let Some(c) = &cfg.container {
-        ap = ap.container(c.clone());
-    }
-    let mut proc_ = api.exec(&cfg.pod, ["sh", "-c", script], &ap).await?;
+    let mut proc_ = api
+        .exec(&cfg.pod, ["sh", "-c", script], &attach(cfg))
+        .await?;
     let status = proc_.take_status();
     let mut out = String::new();
     if let Some(mut so) = proc_.stdout() {
@@ -383,56 +395,47 @@ async fn resolve_container(api: &Api<Pod>, cfg: &MemoryConfig) -> Option<String>
 /// a refused container (400) and on an image without `sh`.
 pub async fn run(
     client: kube::Client,
-    cfg: MemoryConfig,
+    mut cfg: MemoryConfig,
     tx: mpsc::Sender<Event>,
     cancel: CancellationToken,
 ) {
     let api: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
-    let mut cfg = cfg;
     cfg.container = resolve_container(&api, &cfg).await;
     let mut failures = 0u32;
     loop {
-        if cancel.is_cancelled() {
-            return;
-        }
         let result = tokio::select! {
+            biased;
             _ = cancel.cancelled() => return,
             r = exec_stream(&api, &cfg, &tx, &cancel) => r,
         };
-        match result {
-            Ok(()) => return,
-            Err(e) if is_forbidden(&e) => {
-                let why = crate::rbac::explain_kube_error(
-                    &e,
-                    &crate::rbac::Request {
-                        verb: "create",
-                        group: "",
-                        resource: "pods/exec",
-                        namespace: Some(&cfg.namespace),
-                    },
-                )
-                .unwrap_or_else(|| e.to_string());
-                summary_loop(client, cfg, tx, cancel, format!("exec forbidden: {why}")).await;
-                return;
-            }
-            Err(e) => {
-                // A refused container or an image without `sh` never gets better.
-                let container = cfg.container.as_deref().unwrap_or("(unnamed)");
-                if let Some(why) = super::container::permanent_exec_failure(&e, &cfg.pod, container)
-                {
-                    summary_loop(client, cfg, tx, cancel, why).await;
-                    return;
-                }
-                failures += 1;
-                if !failed(&tx, format!("memory of {}: {e}", cfg.pod)).await {
-                    return;
-                }
-                let backoff = Duration::from_millis(500 * u64::from(failures.min(10)));
-                tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = tokio::time::sleep(backoff) => {}
-                }
-            }
+        let Err(e) = result else { return };
+        // A 403, a refused container or an image without `sh` never gets better.
+        let fallback = if is_forbidden(&e) {
+            let request = crate::rbac::Request {
+                verb: "create",
+                group: "",
+                resource: "pods/exec",
+                namespace: Some(&cfg.namespace),
+            };
+            let why =
+                crate::rbac::explain_kube_error(&e, &request).unwrap_or_else(|| e.to_string());
+            Some(format!("exec forbidden: {why}"))
+        } else {
+            let container = cfg.container.as_deref().unwrap_or("(unnamed)");
+            super::container::permanent_exec_failure(&e, &cfg.pod, container)
+        };
+        if let Some(why) = fallback {
+            summary_loop(client, cfg, tx, cancel, why).await;
+            return;
+        }
+        failures += 1;
+        if !failed(&tx, format!("memory of {}: {e}", cfg.pod)).await {
+            return;
+        }
+        let backoff = Duration::from_millis(500 * u64::from(failures.min(10)));
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(backoff) => {}
         }
     }
 }
@@ -446,48 +449,30 @@ async fn exec_stream(
 ) -> Result<(), kube::Error> {
     let detected = exec_collect(api, cfg, DETECT_SCRIPT).await?;
     let Some(version) = parse_detection(&detected) else {
-        return Err(kube::Error::Service(
-            format!(
-                "no cgroup memory files readable in {} (output {detected:?})",
-                cfg.pod
-            )
-            .into(),
-        ));
+        let why = format!(
+            "no cgroup memory files readable in {} (output {detected:?})",
+            cfg.pod
+        );
+        return Err(kube::Error::Service(why.into()));
     };
-    let mut ap = AttachParams::default()
-        .stdout(true)
-        .stderr(false)
-        .stdin(false);
-    if let Some(c) = &cfg.container {
-        ap = ap.container(c.clone());
-    }
     let script = stream_script(version, cfg.interval);
     let mut proc_ = api
-        .exec(&cfg.pod, ["sh", "-c", script.as_str()], &ap)
+        .exec(&cfg.pod, ["sh", "-c", script.as_str()], &attach(cfg))
         .await?;
     let Some(mut stdout) = proc_.stdout() else {
         return Err(kube::Error::Service("the exec has no stdout".into()));
     };
-    send(
-        tx,
-        EventKind::SourceConnected {
-            feed: FEED.into(),
-            detail: format!(
-                "cgroup {} via exec in {}{}",
-                if version == CgroupVersion::V2 {
-                    "v2"
-                } else {
-                    "v1"
-                },
-                cfg.pod,
-                cfg.container
-                    .as_deref()
-                    .map(|c| format!(" container {c}"))
-                    .unwrap_or_default()
-            ),
-        },
-    )
-    .await;
+    let v = if version == CgroupVersion::V2 {
+        "v2"
+    } else {
+        "v1"
+    };
+    let container = cfg
+        .container
+        .as_deref()
+        .map(|c| format!(" container {c}"))
+        .unwrap_or_default();
+    connected(tx, format!("cgroup {v} via exec in {}{container}", cfg.pod)).await;
     let mut splitter = BlockSplitter::default();
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -496,19 +481,14 @@ async fn exec_stream(
             n = stdout.read(&mut buf) => n.map_err(|e| kube::Error::Service(Box::new(e)))?,
         };
         if n == 0 {
-            return Err(kube::Error::Service(
-                format!("the memory exec in {} ended", cfg.pod).into(),
-            ));
+            let why = format!("the memory exec in {} ended", cfg.pod);
+            return Err(kube::Error::Service(why.into()));
         }
         for block in splitter.push(&buf[..n]) {
             match parse_block(version, &block) {
                 Ok(r) => {
-                    if !send(
-                        tx,
-                        EventKind::MemorySample(r.sample(&cfg.pod, version.source())),
-                    )
-                    .await
-                    {
+                    let sample = r.sample(&cfg.pod, version.source());
+                    if !send(tx, EventKind::MemorySample(sample)).await {
                         return Ok(());
                     }
                 }
@@ -527,31 +507,16 @@ async fn summary_loop(
     why: String,
 ) {
     let Some(node) = cfg.node.clone() else {
-        failed(
-            &tx,
-            format!("{why}; and pod {} has no node for the Summary API", cfg.pod),
-        )
-        .await;
+        let message = format!("{why}; and pod {} has no node for the Summary API", cfg.pod);
+        failed(&tx, message).await;
         return;
     };
     // The serving container as the pod names it (not an assumed `ollama`).
-    let container = match cfg.container.clone() {
-        Some(c) => c,
-        None => {
-            let api: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
-            resolve_container(&api, &cfg)
-                .await
-                .unwrap_or_else(|| "ollama".into())
-        }
-    };
-    send(
-        &tx,
-        EventKind::SourceConnected {
-            feed: FEED.into(),
-            detail: format!("summary API ({why}), container {container}"),
-        },
-    )
-    .await;
+    let api: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
+    let container = resolve_container(&api, &cfg)
+        .await
+        .unwrap_or_else(|| "ollama".into());
+    connected(&tx, format!("summary API ({why}), container {container}")).await;
     let mut tick = tokio::time::interval(cfg.interval.max(Duration::from_millis(250)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing = false;
@@ -577,9 +542,9 @@ async fn summary_loop(
                         pod: cfg.pod.clone(),
                         current: usage,
                         working_set: ws,
-                        limit: None,
-                        oom_kill: None,
                         source: MemorySource::SummaryApi,
+                        // The Summary API gives no limit and no OOM kills.
+                        ..MemorySample::default()
                     };
                     if !send(&tx, EventKind::MemorySample(s)).await {
                         return;

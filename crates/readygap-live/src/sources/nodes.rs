@@ -4,7 +4,7 @@
 //! with the RBAC explanation) and the feed stops asking until the user asks again: a new
 //! value on `retry` (the selected node changing, e.g. after `p`).
 
-use super::watch::{adapt, watch_error_message};
+use super::watch::{adapt, api_error, watch_error_message};
 use chrono::Utc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -20,22 +20,7 @@ pub const FEED: &str = "nodes";
 
 /// Whether a watcher error is the API server refusing access (HTTP 403).
 fn is_forbidden(e: &watcher::Error) -> bool {
-    match e {
-        watcher::Error::InitialListFailed(k)
-        | watcher::Error::WatchStartFailed(k)
-        | watcher::Error::WatchFailed(k) => {
-            matches!(k, kube::Error::Api(s) if s.code == 403 || s.reason == "Forbidden")
-        }
-        _ => false,
-    }
-}
-
-/// What readygap says once about a refused Node watch.
-pub fn unavailable_message(explanation: &str) -> String {
-    format!(
-        "node details are unavailable ({explanation}); readygap stops asking for nodes until \
-         the selected node changes (p picks a pod)"
-    )
+    matches!(api_error(e), Some(kube::Error::Api(s)) if s.code == 403 || s.reason == "Forbidden")
 }
 
 /// Watch Nodes until cancelled; after a 403, wait for `retry` to change (never, when None).
@@ -68,17 +53,14 @@ pub async fn run(
         let Some(why) = why else {
             return; // cancelled, or the receiver is gone
         };
-        let said = tx
-            .send(Event::new(
-                Utc::now(),
-                Source::Kube,
-                EventKind::SourceError {
-                    feed: FEED.into(),
-                    message: unavailable_message(&why),
-                },
-            ))
-            .await;
-        if said.is_err() {
+        // Said once about a refused Node watch.
+        let message = format!(
+            "node details are unavailable ({why}); readygap stops asking for nodes until the \
+             selected node changes (p picks a pod)"
+        );
+        let (feed, now) = (FEED.into(), Utc::now());
+        let ev = EventKind::SourceError { feed, message };
+        if tx.send(Event::new(now, Source::Kube, ev)).await.is_err() {
             return;
         }
         let Some(rx) = retry.as_mut() else {

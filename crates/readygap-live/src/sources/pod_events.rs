@@ -164,6 +164,9 @@ pub async fn run(
     let mut watches: BTreeMap<String, CancellationToken> = BTreeMap::new();
     // What the namespace-wide watch keeps, as `scopes` has it after each change.
     let (keep_tx, keep_rx) = watch::channel(BTreeSet::<String>::new());
+    let events_of = |fields: &str| {
+        watcher(api.clone(), watcher::Config::default().fields(fields)).default_backoff()
+    };
     loop {
         let due = scopes.next_due();
         let orders = tokio::select! {
@@ -180,16 +183,11 @@ pub async fn run(
             match order {
                 Order::Watch(name) => {
                     let token = cancel.child_token();
-                    let fields = format!("involvedObject.kind=Pod,involvedObject.name={name}");
-                    let stream = watcher(api.clone(), watcher::Config::default().fields(&fields))
-                        .default_backoff();
-                    tokio::spawn(adapt(
-                        stream,
-                        "events",
-                        |_: &CoreEvent| true,
-                        tx.clone(),
-                        token.clone(),
+                    let stream = events_of(&format!(
+                        "involvedObject.kind=Pod,involvedObject.name={name}"
                     ));
+                    let all = |_: &CoreEvent| true;
+                    tokio::spawn(adapt(stream, "events", all, tx.clone(), token.clone()));
                     watches.insert(name, token);
                 }
                 Order::Stop(name) => {
@@ -198,24 +196,16 @@ pub async fn run(
                     }
                 }
                 Order::WatchNamespace => {
-                    let stream = watcher(
-                        api.clone(),
-                        watcher::Config::default().fields("involvedObject.kind=Pod"),
-                    )
-                    .default_backoff();
+                    let stream = events_of("involvedObject.kind=Pod");
                     let keep = keep_rx.clone();
-                    tokio::spawn(adapt(
-                        stream,
-                        "events",
-                        move |e: &CoreEvent| {
-                            e.involved_object
-                                .name
-                                .as_ref()
-                                .is_some_and(|n| keep.borrow().contains(n))
-                        },
-                        tx.clone(),
-                        cancel.child_token(),
-                    ));
+                    let kept = move |e: &CoreEvent| {
+                        e.involved_object
+                            .name
+                            .as_ref()
+                            .is_some_and(|n| keep.borrow().contains(n))
+                    };
+                    let token = cancel.child_token();
+                    tokio::spawn(adapt(stream, "events", kept, tx.clone(), token));
                 }
             }
         }

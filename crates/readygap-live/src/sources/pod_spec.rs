@@ -63,15 +63,11 @@ fn probe_facts(p: &Probe) -> ProbeFacts {
         ("tcpSocket", port(&t.port))
     } else if let Some(e) = &p.exec {
         let cmd = e.command.as_deref().unwrap_or(&[]).join(" ");
-        let short: String = cmd.chars().take(80).collect();
-        (
-            "exec",
-            if short.len() < cmd.len() {
-                format!("{short}…")
-            } else {
-                short
-            },
-        )
+        let mut short: String = cmd.chars().take(80).collect();
+        if short.len() < cmd.len() {
+            short.push('…');
+        }
+        ("exec", short)
     } else if let Some(g) = &p.grpc {
         ("grpc", format!(":{}", g.port))
     } else {

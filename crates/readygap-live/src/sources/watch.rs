@@ -16,7 +16,10 @@ pub trait Watched: Sized {
     /// The resource name in `resync_*` events.
     const RESOURCE: &'static str;
     fn applied(&self) -> Option<EventKind>;
-    fn deleted(&self) -> Option<EventKind>;
+    /// What a deletion becomes; by default nothing (Events and Nodes).
+    fn deleted(&self) -> Option<EventKind> {
+        None
+    }
 }
 
 /// Turn one raw watcher event into event kinds.
@@ -96,15 +99,19 @@ pub async fn adapt<K, S>(
     }
 }
 
-/// A readable message for a watch error, with an RBAC explanation for 403s.
-pub fn watch_error_message(e: &watcher::Error, resource: &str) -> String {
-    let api_err = match e {
+/// The API server's error behind a watch error, if it answered.
+pub fn api_error(e: &watcher::Error) -> Option<&kube::Error> {
+    match e {
         watcher::Error::InitialListFailed(k)
         | watcher::Error::WatchStartFailed(k)
         | watcher::Error::WatchFailed(k) => Some(k),
         _ => None,
-    };
-    if let Some(k) = api_err {
+    }
+}
+
+/// A readable message for a watch error, with an RBAC explanation for 403s.
+pub fn watch_error_message(e: &watcher::Error, resource: &str) -> String {
+    if let Some(k) = api_error(e) {
         let group = match resource {
             "endpointslices" => "discovery.k8s.io",
             "deployments" => "apps",

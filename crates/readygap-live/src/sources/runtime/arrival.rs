@@ -17,8 +17,6 @@
 
 use super::HttpResponse;
 use chrono::{DateTime, Utc};
-use futures::{StreamExt, TryStreamExt};
-use http_body_util::BodyExt;
 use hyper::body::Bytes;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -70,13 +68,9 @@ impl StampedTcp {
         inner.set_nodelay(true)?;
         set_timestamping(inner.as_raw_fd())?;
         let last = Arrival::default();
-        Ok((
-            Self {
-                inner,
-                last: last.clone(),
-            },
-            last,
-        ))
+        let stream = Self { inner, last };
+        let arrival = stream.last.clone();
+        Ok((stream, arrival))
     }
 }
 
@@ -93,11 +87,10 @@ fn set_timestamping(fd: RawFd) -> io::Result<()> {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+    if r != 0 {
+        return Err(io::Error::last_os_error());
     }
+    Ok(())
 }
 
 /// One recvmsg(2): the bytes read and the receive time (ns since the epoch) it carried.
@@ -197,29 +190,22 @@ pub async fn send(
     };
     let host = authority.trim_start_matches('[').trim_end_matches(']');
     let port = url.port_or_known_default().unwrap_or(80);
-    let (stream, arrival) =
-        match tokio::time::timeout(connect_timeout, StampedTcp::connect(host, port)).await {
-            Ok(r) => r.map_err(|e| fail(&e))?,
-            Err(_) => {
-                return Err(fail(&format!(
-                    "connect timed out after {connect_timeout:?}"
-                )));
-            }
-        };
+    let (stream, arrival) = tokio::time::timeout(connect_timeout, StampedTcp::connect(host, port))
+        .await
+        .map_err(|_| fail(&format!("connect timed out after {connect_timeout:?}")))?
+        .map_err(|e| fail(&e))?;
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
             .await
             .map_err(|e| fail(&e))?;
     // The connection lives until the body is read or dropped.
     tokio::spawn(conn);
-    let authority = match url.port() {
-        Some(p) => format!("{authority}:{p}"),
-        None => authority.to_string(),
-    };
-    let path = match url.query() {
-        Some(q) => format!("{}?{q}", url.path()),
-        None => url.path().to_string(),
-    };
+    let authority = url
+        .port()
+        .map_or(authority.to_string(), |p| format!("{authority}:{p}"));
+    let path = url
+        .query()
+        .map_or(url.path().to_string(), |q| format!("{}?{q}", url.path()));
     let mut req = http::Request::builder()
         .method(method)
         .uri(path)
@@ -236,20 +222,13 @@ pub async fn send(
         .send_request(req)
         .await
         .map_err(|e| fail(&super::error_chain(&e)))?;
-    Ok(HttpResponse {
-        status: resp.status().as_u16(),
-        body: resp
-            .into_body()
-            .into_data_stream()
-            .map_err(|e| super::error_chain(&e))
-            .boxed(),
-        arrival: Some(arrival),
-    })
+    Ok(HttpResponse::from_http(resp, Some(arrival)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::StreamExt;
     use std::io::{Read, Write};
 
     /// Wait until the kernel stamps a fresh loopback connection's reads, as it does once

@@ -8,7 +8,7 @@
 use super::llamacpp::LlamaCpp;
 use super::ollama::Ollama;
 use super::openai::OpenAi;
-use super::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter, RuntimeKind};
+use super::{AccessMode, PodRef, Reach, RuntimeAccess, RuntimeAdapter, RuntimeKind};
 use k8s_openapi::api::core::v1::Pod;
 use std::sync::Arc;
 use std::time::Duration;
@@ -158,26 +158,15 @@ pub fn adapter(
     generate_timeout: Duration,
     think: Option<bool>,
 ) -> Arc<dyn RuntimeAdapter> {
+    let reach = Reach {
+        probe_path: choice.probe_path.clone(),
+        generate_timeout,
+        ..Reach::new(access, choice.kind)
+    };
     match choice.kind {
-        RuntimeKind::Ollama => {
-            let mut a = Ollama::new(access);
-            a.probe_path = choice.probe_path.clone();
-            a.generate_timeout = generate_timeout;
-            a.think = think;
-            Arc::new(a)
-        }
-        RuntimeKind::Llamacpp => {
-            let mut a = LlamaCpp::new(access);
-            a.probe_path = choice.probe_path.clone();
-            a.generate_timeout = generate_timeout;
-            Arc::new(a)
-        }
-        RuntimeKind::Openai => {
-            let mut a = OpenAi::new(access);
-            a.probe_path = choice.probe_path.clone();
-            a.generate_timeout = generate_timeout;
-            Arc::new(a)
-        }
+        RuntimeKind::Ollama => Arc::new(Ollama { reach, think }),
+        RuntimeKind::Llamacpp => Arc::new(LlamaCpp::over(reach)),
+        RuntimeKind::Openai => Arc::new(OpenAi::over(reach)),
     }
 }
 

@@ -15,20 +15,19 @@
 //! - unload: router mode `POST /models/unload {"model"}`; a one-model server cannot unload.
 
 use super::sse::Completion;
-use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json, probe_get, stream};
+use super::{Answer, PodRef, Reach, RuntimeAccess, RuntimeAdapter, RuntimeKind, get_json, stream};
 use futures::future::BoxFuture;
-use readygap_core::event::{DiskModel, InferenceResult, ResidentModel, RuntimeProbe};
+use readygap_core::event::{
+    DiskModel, InferenceResult, ResidentModel, RuntimeMetrics, RuntimeProbe,
+};
 use serde_json::Value;
 use std::time::Duration;
 
 /// The llama-server adapter over an access mode.
 #[derive(Clone)]
 pub struct LlamaCpp {
-    pub access: RuntimeAccess,
-    /// Path probed for T2 (default `/health`).
-    pub probe_path: String,
-    pub probe_timeout: Duration,
-    pub generate_timeout: Duration,
+    /// Probed for T2 at `/health` by default.
+    pub reach: Reach,
     /// `n_predict` of generate requests (llama-server's default, -1, runs to the end of the
     /// context for a model that does not stop).
     pub n_predict: i64,
@@ -36,11 +35,13 @@ pub struct LlamaCpp {
 
 impl LlamaCpp {
     pub fn new(access: RuntimeAccess) -> Self {
+        Self::over(Reach::new(access, RuntimeKind::Llamacpp))
+    }
+
+    /// The adapter over a reach, with the default `n_predict`.
+    pub fn over(reach: Reach) -> Self {
         Self {
-            access,
-            probe_path: "/health".into(),
-            probe_timeout: Duration::from_secs(2),
-            generate_timeout: Duration::from_secs(600),
+            reach,
             n_predict: 64,
         }
     }
@@ -107,20 +108,12 @@ pub fn completion_body(model: &str, prompt: &str, n_predict: i64) -> Vec<u8> {
 
 impl RuntimeAdapter for LlamaCpp {
     fn probe<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, RuntimeProbe> {
-        Box::pin(probe_get(
-            &self.access,
-            pod,
-            &self.probe_path,
-            self.probe_timeout,
-        ))
+        Box::pin(self.reach.probe(pod))
     }
 
-    fn residency<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Vec<ResidentModel>, String>> {
+    fn residency<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<ResidentModel>> {
         Box::pin(async move {
-            match get_json(&self.access, pod, "/models").await {
+            match get_json(&self.reach.access, pod, "/models").await {
                 Ok(v) => parse_models_resident(&v),
                 // Loading its one model: nothing is resident yet (and the server does not
                 // say which model it loads).
@@ -130,13 +123,10 @@ impl RuntimeAdapter for LlamaCpp {
         })
     }
 
-    fn models_on_disk<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Vec<DiskModel>, String>> {
-        Box::pin(
-            async move { parse_models_offered(&get_json(&self.access, pod, "/models").await?) },
-        )
+    fn models_on_disk<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<DiskModel>> {
+        Box::pin(async move {
+            parse_models_offered(&get_json(&self.reach.access, pod, "/models").await?)
+        })
     }
 
     fn generate<'a>(
@@ -148,27 +138,24 @@ impl RuntimeAdapter for LlamaCpp {
         first_token: Box<dyn FnOnce() + Send + 'a>,
     ) -> BoxFuture<'a, InferenceResult> {
         Box::pin(stream::post::<Completion>(
-            &self.access,
+            &self.reach,
             pod,
             "/completion",
             completion_body(model, prompt, self.n_predict),
             request_id,
             first_token,
-            self.generate_timeout,
             "last chunk",
         ))
     }
 
-    fn metrics<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Option<readygap_core::event::RuntimeMetrics>, String>> {
-        Box::pin(super::get_metrics(&self.access, pod))
+    fn metrics<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Option<RuntimeMetrics>> {
+        Box::pin(super::get_metrics(&self.reach.access, pod))
     }
 
-    fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> Answer<'a, ()> {
         Box::pin(async move {
-            let v = get_json(&self.access, pod, "/models").await?;
+            let access = &self.reach.access;
+            let v = get_json(access, pod, "/models").await?;
             if !is_router(&v) {
                 return Err(format!(
                     "unload {model}: llama-server with one model (-m) cannot unload it (router mode can)"
@@ -177,26 +164,17 @@ impl RuntimeAdapter for LlamaCpp {
             let body = serde_json::json!({ "model": model })
                 .to_string()
                 .into_bytes();
-            let fut = async {
-                let r = self
-                    .access
-                    .send(pod, http::Method::POST, "/models/unload", Some(body))
-                    .await?;
-                let status = r.status;
-                let body = r.bytes().await?;
-                if status == 200 {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "unload {model}: HTTP {status}: {}",
-                        super::stream::error_message(&body)
-                            .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned())
-                    ))
-                }
-            };
-            tokio::time::timeout(Duration::from_secs(30), fut)
-                .await
-                .map_err(|_| format!("unload {model}: no answer within 30 s"))?
+            let fut = access.fetch(pod, http::Method::POST, "/models/unload", Some(body));
+            match tokio::time::timeout(Duration::from_secs(30), fut).await {
+                Err(_) => Err(format!("unload {model}: no answer within 30 s")),
+                Ok(Ok((200, _))) => Ok(()),
+                Ok(Ok((status, body))) => Err(format!(
+                    "unload {model}: HTTP {status}: {}",
+                    super::stream::error_message(&body)
+                        .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned())
+                )),
+                Ok(Err(e)) => Err(e),
+            }
         })
     }
 }

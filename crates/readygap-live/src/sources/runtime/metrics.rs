@@ -56,24 +56,19 @@ fn sample(line: &str) -> Option<(&str, f64)> {
 /// The figures of a `/metrics` body; `None` when it has none of them (not a runtime that
 /// exports these, or not Prometheus text).
 pub fn parse(text: &str) -> Option<RuntimeMetrics> {
-    let mut sums: [(Option<f64>, &[&str]); 4] = [
-        (None, RUNNING),
-        (None, WAITING),
-        (None, KV_CACHE),
-        (None, TOKENS),
-    ];
+    let mut sums: [Option<f64>; 4] = [None; 4];
     // The name that fed each figure: a second family of the same figure does not add to it.
     let mut fed: [Option<&str>; 4] = [None; 4];
     for (name, value) in text.lines().filter_map(sample) {
-        for (i, (sum, names)) in sums.iter_mut().enumerate() {
+        for (i, names) in [RUNNING, WAITING, KV_CACHE, TOKENS].iter().enumerate() {
             if names.contains(&name) && fed[i].is_none_or(|n| n == name) {
                 fed[i] = Some(name);
-                *sum = Some(sum.unwrap_or(0.0) + value);
+                sums[i] = Some(sums[i].unwrap_or(0.0) + value);
             }
         }
     }
     // A sum past f64's range is no figure.
-    let [running, waiting, kv_cache, tokens] = sums.map(|(s, _)| s.filter(|v| v.is_finite()));
+    let [running, waiting, kv_cache, tokens] = sums.map(|s| s.filter(|v| v.is_finite()));
     let m = RuntimeMetrics {
         running,
         waiting,

@@ -26,7 +26,8 @@ use http_body_util::BodyExt;
 use hyper::body::Bytes;
 use k8s_openapi::api::core::v1::Pod;
 use readygap_core::event::{
-    DiskModel, Event, EventKind, InferenceResult, ResidentModel, RuntimeProbe, Source,
+    DiskModel, Event, EventKind, InferenceResult, ResidentModel, RuntimeMetrics, RuntimeProbe,
+    Source,
 };
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -73,13 +74,21 @@ pub struct HttpResponse {
 }
 
 impl HttpResponse {
-    /// The whole body.
-    pub async fn bytes(mut self) -> Result<Vec<u8>, String> {
-        let mut out = Vec::new();
-        while let Some(chunk) = self.body.next().await {
-            out.extend_from_slice(&chunk?);
+    /// A response of the `http` crate; the errors of its body are said with their causes.
+    pub fn from_http<B>(resp: http::Response<B>, arrival: Option<arrival::Arrival>) -> Self
+    where
+        B: hyper::body::Body<Data = Bytes> + Send + 'static,
+        B::Error: std::error::Error,
+    {
+        Self {
+            status: resp.status().as_u16(),
+            body: resp
+                .into_body()
+                .into_data_stream()
+                .map_err(|e| error_chain(&e))
+                .boxed(),
+            arrival,
         }
-        Ok(out)
     }
 }
 
@@ -175,13 +184,10 @@ impl RuntimeAccess {
                     .send()
                     .await
                     .map_err(|e| format!("{url}: {}", error_chain(&e)))?;
-                let status = resp.status().as_u16();
-                let body = resp.bytes_stream().map_err(|e| error_chain(&e)).boxed();
-                Ok(HttpResponse {
-                    status,
-                    body,
-                    arrival: None,
-                })
+                Ok(HttpResponse::from_http(
+                    http::Response::<reqwest::Body>::from(resp),
+                    None,
+                ))
             }
             AccessMode::Proxy => {
                 let uri = format!(
@@ -199,38 +205,28 @@ impl RuntimeAccess {
                     .send(req)
                     .await
                     .map_err(|e| format!("pod proxy {}: {e}", pod.name))?;
-                let status = resp.status().as_u16();
-                let body = resp
-                    .into_body()
-                    .into_data_stream()
-                    .map_err(|e| e.to_string())
-                    .boxed();
-                Ok(HttpResponse {
-                    status,
-                    body,
-                    arrival: None,
-                })
+                Ok(HttpResponse::from_http(resp, None))
             }
             AccessMode::PortForward => {
                 let api: kube::Api<Pod> =
                     kube::Api::namespaced(self.client.clone(), &self.namespace);
+                let fail = |e: &dyn std::fmt::Display| format!("port-forward to {}: {e}", pod.name);
                 let mut pf = api
                     .portforward(&pod.name, &[self.port])
                     .await
-                    .map_err(|e| format!("port-forward to {}: {e}", pod.name))?;
+                    .map_err(|e| fail(&e))?;
                 let stream = pf
                     .take_stream(self.port)
-                    .ok_or_else(|| format!("port-forward to {}: no stream", pod.name))?;
+                    .ok_or_else(|| fail(&"no stream"))?;
                 // The API server reports a refused connection on the error channel and
                 // keeps the WebSocket open: watch it, or the request would hang.
                 let pf_error = pf.take_error(self.port);
                 let port = self.port;
-                let name = pod.name.clone();
                 let exchange = async move {
                     let (mut sender, conn) =
                         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
                             .await
-                            .map_err(|e| format!("port-forward to {name}: {e}"))?;
+                            .map_err(|e| fail(&e))?;
                     tokio::spawn(async move {
                         let _ = conn.await;
                         pf.abort();
@@ -244,30 +240,88 @@ impl RuntimeAccess {
                             body.unwrap_or_default(),
                         )))
                         .map_err(|e| e.to_string())?;
-                    sender
-                        .send_request(req)
-                        .await
-                        .map_err(|e| format!("port-forward to {name}: {e}"))
+                    sender.send_request(req).await.map_err(|e| fail(&e))
                 };
                 let resp = match pf_error {
                     Some(err) => tokio::select! {
                         r = exchange => r?,
-                        Some(e) = err => return Err(format!("port-forward to {}: {e}", pod.name)),
+                        Some(e) = err => return Err(fail(&e)),
                     },
                     None => exchange.await?,
                 };
-                let status = resp.status().as_u16();
-                let body = resp
-                    .into_body()
-                    .into_data_stream()
-                    .map_err(|e| e.to_string())
-                    .boxed();
-                Ok(HttpResponse {
-                    status,
-                    body,
-                    arrival: None,
-                })
+                Ok(HttpResponse::from_http(resp, None))
             }
+        }
+    }
+
+    /// Send one request and read its whole answer: the status and the body.
+    pub async fn fetch(
+        &self,
+        pod: &PodRef,
+        method: http::Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(u16, Vec<u8>), String> {
+        let mut r = self.send(pod, method, path, body).await?;
+        let mut out = Vec::new();
+        while let Some(chunk) = r.body.next().await {
+            out.extend_from_slice(&chunk?);
+        }
+        Ok((r.status, out))
+    }
+}
+
+/// What every adapter is given: the access to its runtime, the path probed for T2, and the
+/// bounds of a probe and of one generate request.
+#[derive(Clone)]
+pub struct Reach {
+    pub access: RuntimeAccess,
+    pub probe_path: String,
+    pub probe_timeout: Duration,
+    pub generate_timeout: Duration,
+}
+
+impl Reach {
+    /// The runtime's default probe path, probes bounded by 2 s, generates by 10 min.
+    pub fn new(access: RuntimeAccess, kind: RuntimeKind) -> Self {
+        Self {
+            access,
+            probe_path: kind.default_probe_path().into(),
+            probe_timeout: Duration::from_secs(2),
+            generate_timeout: Duration::from_secs(600),
+        }
+    }
+
+    /// One probe: `GET probe_path`, the whole body read (so the probe measures a complete
+    /// answer); `ok` is HTTP 200, `http_answered` any answer of the runtime itself
+    /// ([`answered_by_runtime`]).
+    pub async fn probe(&self, pod: &PodRef) -> RuntimeProbe {
+        let timeout = self.probe_timeout;
+        let fut = self
+            .access
+            .fetch(pod, http::Method::GET, &self.probe_path, None);
+        let start = Instant::now();
+        let res = tokio::time::timeout(timeout, fut).await;
+        let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
+        let (ok, status, error, http_answered) = match res {
+            Ok(Ok((200, _))) => (true, Some(200), None, true),
+            Ok(Ok((s, body))) => {
+                let error = format!("HTTP {s}: {}", head(&body, 120));
+                (false, Some(s), Some(error), answered_by_runtime(s, &body))
+            }
+            Ok(Err(e)) => (false, None, Some(e), false),
+            Err(_) => {
+                let error = format!("no answer within {timeout:?}");
+                (false, None, Some(error), false)
+            }
+        };
+        RuntimeProbe {
+            pod: pod.name.clone(),
+            ok,
+            status,
+            latency_ms,
+            error,
+            http_answered,
         }
     }
 }
@@ -284,20 +338,17 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// The answer of an adapter's request, or why there is none.
+pub type Answer<'a, T> = BoxFuture<'a, Result<T, String>>;
+
 /// What a runtime adapter can do with a pod's runtime.
 pub trait RuntimeAdapter: Send + Sync {
     /// One probe (`GET` of the probe path); never fails, the error is in the result.
     fn probe<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, RuntimeProbe>;
     /// The models resident in memory.
-    fn residency<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Vec<ResidentModel>, String>>;
+    fn residency<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<ResidentModel>>;
     /// The models on disk.
-    fn models_on_disk<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Vec<DiskModel>, String>>;
+    fn models_on_disk<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<DiskModel>>;
     /// Run one generation, streamed; `first_token` is called when the first token arrives.
     /// `request_id` is copied into the result.
     fn generate<'a>(
@@ -309,13 +360,10 @@ pub trait RuntimeAdapter: Send + Sync {
         first_token: Box<dyn FnOnce() + Send + 'a>,
     ) -> BoxFuture<'a, InferenceResult>;
     /// Unload a model from memory.
-    fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> BoxFuture<'a, Result<(), String>>;
+    fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> Answer<'a, ()>;
     /// The runtime's own load figures from `/metrics`; `Ok(None)` when it exports none
     /// (Ollama has no `/metrics`; llama-server only with `--metrics`).
-    fn metrics<'a>(
-        &'a self,
-        _pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Option<readygap_core::event::RuntimeMetrics>, String>> {
+    fn metrics<'a>(&'a self, _pod: &'a PodRef) -> Answer<'a, Option<RuntimeMetrics>> {
         Box::pin(async { Ok(None) })
     }
 }
@@ -353,7 +401,7 @@ pub async fn until_not_resident(
 pub(crate) async fn get_metrics(
     access: &RuntimeAccess,
     pod: &PodRef,
-) -> Result<Option<readygap_core::event::RuntimeMetrics>, String> {
+) -> Result<Option<RuntimeMetrics>, String> {
     const LIMIT: usize = 1 << 20;
     let fut = async {
         let mut r = access
@@ -409,18 +457,19 @@ pub async fn poll_pod(
     tx: mpsc::Sender<Event>,
     cancel: CancellationToken,
 ) {
-    let mut res_tick = tokio::time::interval(cfg.residency);
-    res_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut tag_tick = tokio::time::interval(cfg.tags);
-    tag_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut probe_tick = tokio::time::interval(cfg.probe.unwrap_or(Duration::from_secs(3600)));
-    probe_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let ticker = |period| {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick
+    };
+    let mut res_tick = ticker(cfg.residency);
+    let mut tag_tick = ticker(cfg.tags);
+    let mut probe_tick = ticker(cfg.probe.unwrap_or(Duration::from_secs(3600)));
     // The runtime's /metrics, read as often as the models on disk but at least every second.
-    let mut metrics_tick = tokio::time::interval(cfg.tags.min(Duration::from_secs(1)));
-    metrics_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut metrics_tick = ticker(cfg.tags.min(Duration::from_secs(1)));
     let mut last_res: Option<Vec<ResidentModel>> = None;
     let mut last_tags: Option<Vec<DiskModel>> = None;
-    let mut last_metrics: Option<readygap_core::event::RuntimeMetrics> = None;
+    let mut last_metrics: Option<RuntimeMetrics> = None;
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -456,13 +505,6 @@ pub async fn poll_pod(
     }
 }
 
-/// Time a future, for probe latency.
-pub(crate) async fn timed<T>(f: impl std::future::Future<Output = T>) -> (T, f64) {
-    let start = Instant::now();
-    let out = f.await;
-    (out, start.elapsed().as_secs_f64() * 1000.0)
-}
-
 /// Which runtime serves the pods (`--runtime`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -476,19 +518,16 @@ pub enum RuntimeKind {
 }
 
 impl RuntimeKind {
-    /// The names on the command line.
+    /// The names on the command line, in the enum's order ([`Self::name`] indexes it).
     pub const NAMES: [(&'static str, RuntimeKind); 3] = [
         ("ollama", RuntimeKind::Ollama),
         ("llamacpp", RuntimeKind::Llamacpp),
         ("openai", RuntimeKind::Openai),
     ];
 
+    /// Its name on the command line.
     pub fn name(self) -> &'static str {
-        match self {
-            RuntimeKind::Ollama => "ollama",
-            RuntimeKind::Llamacpp => "llamacpp",
-            RuntimeKind::Openai => "openai",
-        }
+        Self::NAMES[self as usize].0
     }
 
     /// The runtime's usual port in a pod.
@@ -537,11 +576,7 @@ impl RuntimeKind {
     /// `/v1/models`. `None`: nothing answered yet.
     pub async fn from_answers(access: &RuntimeAccess, pod: &PodRef) -> Option<RuntimeKind> {
         let get = |path: &'static str| async move {
-            let fut = async {
-                let r = access.send(pod, http::Method::GET, path, None).await?;
-                let status = r.status;
-                Ok::<_, String>((status, r.bytes().await?))
-            };
+            let fut = access.fetch(pod, http::Method::GET, path, None);
             tokio::time::timeout(Duration::from_secs(3), fut)
                 .await
                 .ok()?
@@ -575,56 +610,9 @@ impl RuntimeKind {
 /// Whether an HTTP answer came from the runtime itself, not from the API server's pod proxy
 /// (whose errors, such as 503 "error trying to reach service", are a `kind: Status` object).
 pub fn answered_by_runtime(status: u16, body: &[u8]) -> bool {
-    if status == 200 {
-        return true;
-    }
-    !serde_json::from_slice::<serde_json::Value>(body)
-        .is_ok_and(|v| v["kind"] == "Status" && v["apiVersion"] == "v1")
-}
-
-/// One probe: `GET path`, the whole body read; `ok` is HTTP 200, `http_answered` any
-/// answer of the runtime itself ([`answered_by_runtime`]).
-pub(crate) async fn probe_get(
-    access: &RuntimeAccess,
-    pod: &PodRef,
-    path: &str,
-    timeout: Duration,
-) -> RuntimeProbe {
-    let fut = async {
-        let r = access.send(pod, http::Method::GET, path, None).await?;
-        let status = r.status;
-        // Read the body so the probe measures a complete answer.
-        let body = r.bytes().await?;
-        Ok::<(u16, Vec<u8>), String>((status, body))
-    };
-    let (res, ms) = timed(tokio::time::timeout(timeout, fut)).await;
-    let (ok, status, error, http_answered) = match res {
-        Ok(Ok((200, _))) => (true, Some(200), None, true),
-        Ok(Ok((s, body))) => {
-            let text: String = String::from_utf8_lossy(&body).chars().take(120).collect();
-            (
-                false,
-                Some(s),
-                Some(format!("HTTP {s}: {text}")),
-                answered_by_runtime(s, &body),
-            )
-        }
-        Ok(Err(e)) => (false, None, Some(e), false),
-        Err(_) => (
-            false,
-            None,
-            Some(format!("no answer within {timeout:?}")),
-            false,
-        ),
-    };
-    RuntimeProbe {
-        pod: pod.name.clone(),
-        ok,
-        status,
-        latency_ms: ms,
-        error,
-        http_answered,
-    }
+    status == 200
+        || !serde_json::from_slice::<serde_json::Value>(body)
+            .is_ok_and(|v| v["kind"] == "Status" && v["apiVersion"] == "v1")
 }
 
 /// `GET path` as JSON (HTTP 200 only), bounded by 5 s.
@@ -633,24 +621,19 @@ pub(crate) async fn get_json(
     pod: &PodRef,
     path: &str,
 ) -> Result<serde_json::Value, String> {
-    let fut = async {
-        let r = access.send(pod, http::Method::GET, path, None).await?;
-        let status = r.status;
-        let body = r.bytes().await?;
-        if status != 200 {
-            return Err(format!(
-                "{path}: HTTP {status}: {}",
-                String::from_utf8_lossy(&body)
-                    .chars()
-                    .take(200)
-                    .collect::<String>()
-            ));
-        }
-        serde_json::from_slice(&body).map_err(|e| format!("{path}: invalid JSON: {e}"))
-    };
-    tokio::time::timeout(Duration::from_secs(5), fut)
+    let fut = access.fetch(pod, http::Method::GET, path, None);
+    let (status, body) = tokio::time::timeout(Duration::from_secs(5), fut)
         .await
-        .map_err(|_| format!("{path}: no answer within 5 s"))?
+        .map_err(|_| format!("{path}: no answer within 5 s"))??;
+    if status != 200 {
+        return Err(format!("{path}: HTTP {status}: {}", head(&body, 200)));
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("{path}: invalid JSON: {e}"))
+}
+
+/// The first `n` characters of a body, as text.
+pub(crate) fn head(body: &[u8], n: usize) -> String {
+    String::from_utf8_lossy(body).chars().take(n).collect()
 }
 
 #[cfg(test)]

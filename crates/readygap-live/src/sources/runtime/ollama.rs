@@ -11,7 +11,7 @@
 //! when the user gave `--think`, so the default is the model's own behaviour.
 
 use super::stream::{self, Fold, Lines, Progress, error_message};
-use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json};
+use super::{Answer, PodRef, Reach, RuntimeAccess, RuntimeAdapter, RuntimeKind, get_json};
 use futures::future::BoxFuture;
 use readygap_core::event::{
     DiskModel, InferenceResult, ResidentModel, RuntimeDurations, RuntimeProbe,
@@ -22,25 +22,16 @@ use std::time::Duration;
 /// The Ollama adapter over an access mode.
 #[derive(Clone)]
 pub struct Ollama {
-    pub access: RuntimeAccess,
-    /// Path probed for T2 (default `/api/tags`, as in the study).
-    pub probe_path: String,
-    pub probe_timeout: Duration,
-    /// Upper bound of one generate request.
-    pub generate_timeout: Duration,
+    /// Probed for T2 at `/api/tags` by default, as in the study.
+    pub reach: Reach,
     /// `think` of generate requests (`--think`); `None` leaves it out.
     pub think: Option<bool>,
 }
 
 impl Ollama {
     pub fn new(access: RuntimeAccess) -> Self {
-        Self {
-            access,
-            probe_path: "/api/tags".into(),
-            probe_timeout: Duration::from_secs(2),
-            generate_timeout: Duration::from_secs(600),
-            think: None,
-        }
+        let reach = Reach::new(access, RuntimeKind::Ollama);
+        Self { reach, think: None }
     }
 }
 
@@ -50,20 +41,29 @@ fn parse_ts(v: &Value) -> Option<readygap_core::event::Timestamp> {
         .map(|t| t.with_timezone(&chrono::Utc))
 }
 
-/// Models of an `/api/ps` answer.
-pub fn parse_ps(v: &Value) -> Result<Vec<ResidentModel>, String> {
+/// The `models` of an answer of `route`: each one's name (`name`, else `model`), size and
+/// JSON object.
+fn models<'v>(v: &'v Value, route: &str) -> Result<Vec<(String, u64, &'v Value)>, String> {
     let models = v["models"]
         .as_array()
-        .ok_or("/api/ps: no \"models\" array")?;
+        .ok_or_else(|| format!("{route}: no \"models\" array"))?;
     Ok(models
         .iter()
-        .map(|m| ResidentModel {
-            name: m["name"]
-                .as_str()
-                .or(m["model"].as_str())
-                .unwrap_or_default()
-                .to_string(),
-            size: m["size"].as_u64().unwrap_or(0),
+        .map(|m| {
+            let name = m["name"].as_str().or(m["model"].as_str());
+            let size = m["size"].as_u64().unwrap_or(0);
+            (name.unwrap_or_default().to_string(), size, m)
+        })
+        .collect())
+}
+
+/// Models of an `/api/ps` answer.
+pub fn parse_ps(v: &Value) -> Result<Vec<ResidentModel>, String> {
+    Ok(models(v, "/api/ps")?
+        .into_iter()
+        .map(|(name, size, m)| ResidentModel {
+            name,
+            size,
             size_vram: m["size_vram"].as_u64().unwrap_or(0),
             expires_at: parse_ts(&m["expires_at"]),
             ..Default::default()
@@ -73,19 +73,9 @@ pub fn parse_ps(v: &Value) -> Result<Vec<ResidentModel>, String> {
 
 /// Models of an `/api/tags` answer.
 pub fn parse_tags(v: &Value) -> Result<Vec<DiskModel>, String> {
-    let models = v["models"]
-        .as_array()
-        .ok_or("/api/tags: no \"models\" array")?;
-    Ok(models
-        .iter()
-        .map(|m| DiskModel {
-            name: m["name"]
-                .as_str()
-                .or(m["model"].as_str())
-                .unwrap_or_default()
-                .to_string(),
-            size: m["size"].as_u64().unwrap_or(0),
-        })
+    Ok(models(v, "/api/tags")?
+        .into_iter()
+        .map(|(name, size, _)| DiskModel { name, size })
         .collect())
 }
 
@@ -102,25 +92,13 @@ pub struct GenerateStream {
     lines: Lines,
 }
 
-impl GenerateStream {
-    /// Feed bytes (chunks may split lines, and characters, anywhere).
-    pub fn push(&mut self, bytes: &[u8]) -> Progress {
-        let mut p = Progress::default();
-        if let Err(e) = self.lines.push(bytes) {
-            self.error.get_or_insert(e);
-        }
-        while let Some(line) = self.lines.next_line() {
-            p |= self.line(&line);
-        }
-        p
+impl Fold for GenerateStream {
+    fn lines(&mut self) -> &mut Lines {
+        &mut self.lines
     }
-
-    /// Finish: a last line without a newline.
-    pub fn finish(&mut self) -> Progress {
-        let rest = self.lines.rest();
-        self.line(&rest)
+    fn fail(&mut self, e: String) {
+        self.error.get_or_insert(e);
     }
-
     fn line(&mut self, line: &[u8]) -> Progress {
         let mut p = Progress::default();
         let line = line.trim_ascii();
@@ -130,8 +108,7 @@ impl GenerateStream {
         let v: Value = match serde_json::from_slice(line) {
             Ok(v) => v,
             Err(e) => {
-                self.error
-                    .get_or_insert_with(|| format!("invalid chunk: {e}"));
+                self.fail(format!("invalid chunk: {e}"));
                 return p;
             }
         };
@@ -168,6 +145,19 @@ impl GenerateStream {
         }
         p
     }
+    fn done(&self) -> bool {
+        self.done
+    }
+    fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+    fn answer(self) -> (String, RuntimeDurations) {
+        (self.response, self.durations)
+    }
+    /// Ollama's `{"error": "…"}` (or the pod proxy's `Status` message).
+    fn http_error(status: u16, body: &[u8]) -> String {
+        error_message(body).unwrap_or_else(|| format!("HTTP {status}"))
+    }
 }
 
 /// The body of a streamed generate request; `think` only when given (absent: the model's
@@ -187,50 +177,17 @@ pub fn unload_body(model: &str) -> Vec<u8> {
         .into_bytes()
 }
 
-impl Fold for GenerateStream {
-    fn push(&mut self, bytes: &[u8]) -> Progress {
-        GenerateStream::push(self, bytes)
-    }
-    fn finish(&mut self) -> Progress {
-        GenerateStream::finish(self)
-    }
-    fn done(&self) -> bool {
-        self.done
-    }
-    fn error(&self) -> Option<&str> {
-        self.error.as_deref()
-    }
-    fn answer(self) -> (String, RuntimeDurations) {
-        (self.response, self.durations)
-    }
-    /// Ollama's `{"error": "…"}` (or the pod proxy's `Status` message).
-    fn http_error(status: u16, body: &[u8]) -> String {
-        error_message(body).unwrap_or_else(|| format!("HTTP {status}"))
-    }
-}
-
 impl RuntimeAdapter for Ollama {
     fn probe<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, RuntimeProbe> {
-        Box::pin(super::probe_get(
-            &self.access,
-            pod,
-            &self.probe_path,
-            self.probe_timeout,
-        ))
+        Box::pin(self.reach.probe(pod))
     }
 
-    fn residency<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Vec<ResidentModel>, String>> {
-        Box::pin(async move { parse_ps(&get_json(&self.access, pod, "/api/ps").await?) })
+    fn residency<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<ResidentModel>> {
+        Box::pin(async move { parse_ps(&get_json(&self.reach.access, pod, "/api/ps").await?) })
     }
 
-    fn models_on_disk<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Vec<DiskModel>, String>> {
-        Box::pin(async move { parse_tags(&get_json(&self.access, pod, "/api/tags").await?) })
+    fn models_on_disk<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<DiskModel>> {
+        Box::pin(async move { parse_tags(&get_json(&self.reach.access, pod, "/api/tags").await?) })
     }
 
     fn generate<'a>(
@@ -242,46 +199,30 @@ impl RuntimeAdapter for Ollama {
         first_token: Box<dyn FnOnce() + Send + 'a>,
     ) -> BoxFuture<'a, InferenceResult> {
         Box::pin(stream::post::<GenerateStream>(
-            &self.access,
+            &self.reach,
             pod,
             "/api/generate",
             generate_body(model, prompt, self.think),
             request_id,
             first_token,
-            self.generate_timeout,
             "done: true",
         ))
     }
 
-    fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn unload<'a>(&'a self, pod: &'a PodRef, model: &'a str) -> Answer<'a, ()> {
         Box::pin(async move {
-            let fut = async {
-                let r = self
-                    .access
-                    .send(
-                        pod,
-                        http::Method::POST,
-                        "/api/generate",
-                        Some(unload_body(model)),
-                    )
-                    .await?;
-                let status = r.status;
-                let body = r.bytes().await?;
-                if status == 200 {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "unload {model}: HTTP {status}: {}",
-                        String::from_utf8_lossy(&body)
-                            .chars()
-                            .take(200)
-                            .collect::<String>()
-                    ))
-                }
-            };
-            tokio::time::timeout(Duration::from_secs(30), fut)
-                .await
-                .map_err(|_| format!("unload {model}: no answer within 30 s"))?
+            let body = Some(unload_body(model));
+            let access = &self.reach.access;
+            let fut = access.fetch(pod, http::Method::POST, "/api/generate", body);
+            match tokio::time::timeout(Duration::from_secs(30), fut).await {
+                Err(_) => Err(format!("unload {model}: no answer within 30 s")),
+                Ok(Ok((200, _))) => Ok(()),
+                Ok(Ok((status, body))) => Err(format!(
+                    "unload {model}: HTTP {status}: {}",
+                    super::head(&body, 200)
+                )),
+                Ok(Err(e)) => Err(e),
+            }
         })
     }
 }

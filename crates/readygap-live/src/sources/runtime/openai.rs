@@ -15,30 +15,31 @@
 //! - unload: the API has none.
 
 use super::sse::Completion;
-use super::{PodRef, RuntimeAccess, RuntimeAdapter, get_json, probe_get, stream};
+use super::{Answer, PodRef, Reach, RuntimeAccess, RuntimeAdapter, RuntimeKind, get_json, stream};
 use futures::future::BoxFuture;
-use readygap_core::event::{DiskModel, InferenceResult, ResidentModel, RuntimeProbe};
+use readygap_core::event::{
+    DiskModel, InferenceResult, ResidentModel, RuntimeMetrics, RuntimeProbe,
+};
 use serde_json::Value;
-use std::time::Duration;
 
 /// The OpenAI-compatible adapter over an access mode.
 #[derive(Clone)]
 pub struct OpenAi {
-    pub access: RuntimeAccess,
-    pub probe_path: String,
-    pub probe_timeout: Duration,
-    pub generate_timeout: Duration,
+    /// Probed for T2 at `/health` by default.
+    pub reach: Reach,
     /// `max_tokens` of generate requests.
     pub max_tokens: u32,
 }
 
 impl OpenAi {
     pub fn new(access: RuntimeAccess) -> Self {
+        Self::over(Reach::new(access, RuntimeKind::Openai))
+    }
+
+    /// The adapter over a reach, with the default `max_tokens`.
+    pub fn over(reach: Reach) -> Self {
         Self {
-            access,
-            probe_path: "/health".into(),
-            probe_timeout: Duration::from_secs(2),
-            generate_timeout: Duration::from_secs(600),
+            reach,
             max_tokens: 64,
         }
     }
@@ -71,25 +72,16 @@ pub fn completions_body(model: &str, prompt: &str, max_tokens: u32) -> Vec<u8> {
 
 impl RuntimeAdapter for OpenAi {
     fn probe<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, RuntimeProbe> {
-        Box::pin(probe_get(
-            &self.access,
-            pod,
-            &self.probe_path,
-            self.probe_timeout,
-        ))
+        Box::pin(self.reach.probe(pod))
     }
 
-    fn residency<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Vec<ResidentModel>, String>> {
-        Box::pin(async move { parse_v1_models(&get_json(&self.access, pod, "/v1/models").await?) })
+    fn residency<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<ResidentModel>> {
+        Box::pin(
+            async move { parse_v1_models(&get_json(&self.reach.access, pod, "/v1/models").await?) },
+        )
     }
 
-    fn models_on_disk<'a>(
-        &'a self,
-        _pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Vec<DiskModel>, String>> {
+    fn models_on_disk<'a>(&'a self, _pod: &'a PodRef) -> Answer<'a, Vec<DiskModel>> {
         Box::pin(async { Ok(Vec::new()) })
     }
 
@@ -102,25 +94,21 @@ impl RuntimeAdapter for OpenAi {
         first_token: Box<dyn FnOnce() + Send + 'a>,
     ) -> BoxFuture<'a, InferenceResult> {
         Box::pin(stream::post::<Completion>(
-            &self.access,
+            &self.reach,
             pod,
             "/v1/completions",
             completions_body(model, prompt, self.max_tokens),
             request_id,
             first_token,
-            self.generate_timeout,
             "data: [DONE]",
         ))
     }
 
-    fn metrics<'a>(
-        &'a self,
-        pod: &'a PodRef,
-    ) -> BoxFuture<'a, Result<Option<readygap_core::event::RuntimeMetrics>, String>> {
-        Box::pin(super::get_metrics(&self.access, pod))
+    fn metrics<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Option<RuntimeMetrics>> {
+        Box::pin(super::get_metrics(&self.reach.access, pod))
     }
 
-    fn unload<'a>(&'a self, _pod: &'a PodRef, model: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn unload<'a>(&'a self, _pod: &'a PodRef, model: &'a str) -> Answer<'a, ()> {
         Box::pin(async move {
             Err(format!(
                 "unload {model}: the OpenAI API has no unload (restart the server)"

@@ -33,22 +33,16 @@ pub struct Completion {
     lines: Lines,
 }
 
-impl Completion {
-    /// Feed bytes (pieces may split lines and characters anywhere).
-    pub fn push(&mut self, bytes: &[u8]) -> Progress {
-        let mut p = Progress::default();
-        if let Err(e) = self.lines.push(bytes) {
-            self.error.get_or_insert(e);
-        }
-        while let Some(line) = self.lines.next_line() {
-            p |= self.line(&line);
-        }
-        p
+impl Fold for Completion {
+    fn lines(&mut self) -> &mut Lines {
+        &mut self.lines
     }
-
+    fn fail(&mut self, e: String) {
+        self.error.get_or_insert(e);
+    }
     /// The stream ended: a last line without its newline, a last event without its blank
     /// line. A native stream that sent `stop: true` is done even without `[DONE]`.
-    pub fn finish(&mut self) -> Progress {
+    fn finish(&mut self) -> Progress {
         let rest = self.lines.rest();
         let mut p = self.line(&rest);
         p |= self.dispatch();
@@ -58,7 +52,6 @@ impl Completion {
         }
         p
     }
-
     fn line(&mut self, line: &[u8]) -> Progress {
         let line = String::from_utf8_lossy(line);
         let line = line.trim_end_matches(['\r', '\n']);
@@ -68,23 +61,32 @@ impl Completion {
         if line.starts_with(':') {
             return Progress::default(); // a comment: the keep-alive ping
         }
-        let (field, value) = match line.split_once(':') {
-            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-            None => (line, ""),
-        };
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
         match field {
             "data" => self.data.push(value.to_string()),
             // llama-server reports an error of a stream already begun as `error: {json}`.
-            "error" => {
-                self.error.get_or_insert_with(|| {
-                    error_message(value.as_bytes()).unwrap_or(value.to_string())
-                });
-            }
+            "error" => self.fail(error_message(value.as_bytes()).unwrap_or(value.to_string())),
             _ => {} // event:, id:, retry:
         }
         Progress::default()
     }
+    fn done(&self) -> bool {
+        self.done
+    }
+    fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+    fn answer(self) -> (String, RuntimeDurations) {
+        (self.text, self.durations)
+    }
+    fn http_error(status: u16, body: &[u8]) -> String {
+        let msg = error_message(body).unwrap_or_else(|| super::head(body, 200));
+        format!("HTTP {status}: {msg}")
+    }
+}
 
+impl Completion {
     /// One whole event (its data lines).
     fn dispatch(&mut self) -> Progress {
         if self.data.is_empty() {
@@ -106,8 +108,7 @@ impl Completion {
         let v: Value = match serde_json::from_str(data) {
             Ok(v) => v,
             Err(e) => {
-                self.error
-                    .get_or_insert_with(|| format!("invalid chunk: {e}"));
+                self.fail(format!("invalid chunk: {e}"));
                 return p;
             }
         };
@@ -115,56 +116,37 @@ impl Completion {
             self.error =
                 Some(error_message(data.as_bytes()).unwrap_or_else(|| v["error"].to_string()));
         }
-        let mut text = String::new();
         // llama.cpp native: `content`.
-        if let Some(c) = v["content"].as_str() {
-            text.push_str(c);
+        let mut text = v["content"].as_str().unwrap_or_default().to_string();
+        // A tool call is a first token too.
+        let mut tools = false;
+        for c in v["choices"].as_array().into_iter().flatten() {
+            let delta = &c["delta"];
+            let parts = [&c["text"], &delta["reasoning_content"], &delta["content"]];
+            text.extend(parts.into_iter().filter_map(Value::as_str));
+            tools |= delta["tool_calls"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty());
+            self.finished |= c["finish_reason"].is_string();
         }
-        if let Some(choices) = v["choices"].as_array() {
-            for c in choices {
-                for t in [
-                    &c["text"],
-                    &c["delta"]["reasoning_content"],
-                    &c["delta"]["content"],
-                ] {
-                    if let Some(s) = t.as_str() {
-                        text.push_str(s);
-                    }
-                }
-                let tools = c["delta"]["tool_calls"]
-                    .as_array()
-                    .is_some_and(|a| !a.is_empty());
-                if tools && text.is_empty() && !self.first_token_seen {
-                    self.first_token_seen = true;
-                    p.first_token = true;
-                }
-                if c["finish_reason"].is_string() {
-                    self.finished = true;
-                }
-            }
-        }
-        if !text.is_empty() && !self.first_token_seen {
+        if (tools || !text.is_empty()) && !self.first_token_seen {
             self.first_token_seen = true;
             p.first_token = true;
         }
         self.text.push_str(&text);
+        let d = &mut self.durations;
         let t = &v["timings"];
         if t.is_object() {
             let ms = |k: &str| t[k].as_f64().map(|m| (m * 1e6).round() as u64);
-            self.durations.prompt_eval_ns = ms("prompt_ms");
-            self.durations.eval_ns = ms("predicted_ms");
-            self.durations.prompt_tokens = t["prompt_n"].as_u64();
-            self.durations.eval_tokens = t["predicted_n"].as_u64();
+            d.prompt_eval_ns = ms("prompt_ms");
+            d.eval_ns = ms("predicted_ms");
+            d.prompt_tokens = t["prompt_n"].as_u64();
+            d.eval_tokens = t["predicted_n"].as_u64();
         }
+        // `usage` fills what `timings` did not (a missing `usage` indexes as null).
         let u = &v["usage"];
-        if u.is_object() {
-            self.durations.prompt_tokens =
-                self.durations.prompt_tokens.or(u["prompt_tokens"].as_u64());
-            self.durations.eval_tokens = self
-                .durations
-                .eval_tokens
-                .or(u["completion_tokens"].as_u64());
-        }
+        d.prompt_tokens = d.prompt_tokens.or(u["prompt_tokens"].as_u64());
+        d.eval_tokens = d.eval_tokens.or(u["completion_tokens"].as_u64());
         // The native route's last chunk.
         if v["stop"].as_bool() == Some(true) {
             self.finished = true;
@@ -174,29 +156,6 @@ impl Completion {
             }
         }
         p
-    }
-}
-
-impl Fold for Completion {
-    fn push(&mut self, bytes: &[u8]) -> Progress {
-        Completion::push(self, bytes)
-    }
-    fn finish(&mut self) -> Progress {
-        Completion::finish(self)
-    }
-    fn done(&self) -> bool {
-        self.done
-    }
-    fn error(&self) -> Option<&str> {
-        self.error.as_deref()
-    }
-    fn answer(self) -> (String, RuntimeDurations) {
-        (self.text, self.durations)
-    }
-    fn http_error(status: u16, body: &[u8]) -> String {
-        let msg = error_message(body)
-            .unwrap_or_else(|| String::from_utf8_lossy(body).chars().take(200).collect());
-        format!("HTTP {status}: {msg}")
     }
 }
 

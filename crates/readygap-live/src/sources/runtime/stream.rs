@@ -5,11 +5,10 @@
 //! What the lines mean is each format's [`Fold`]: Ollama's NDJSON
 //! ([`super::ollama::GenerateStream`]), server-sent events ([`super::sse::Completion`]).
 
-use super::{HttpResponse, PodRef, RuntimeAccess};
+use super::{HttpResponse, PodRef, Reach};
 use chrono::Utc;
 use futures::StreamExt;
 use readygap_core::event::{InferenceResult, RuntimeDurations};
-use std::time::Duration;
 
 /// The longest line kept while waiting for its newline (Ollama's chunks and SSE lines are a
 /// few hundred bytes; a whole non-streamed answer stays far below this).
@@ -75,12 +74,30 @@ impl Lines {
     }
 }
 
-/// The fold of one streamed answer in one format.
+/// The fold of one streamed answer in one format, line by line.
 pub trait Fold: Default {
-    /// Feed a piece of the body.
-    fn push(&mut self, bytes: &[u8]) -> Progress;
-    /// The body ended: what is left in the buffers.
-    fn finish(&mut self) -> Progress;
+    /// The buffer of the line not yet ended.
+    fn lines(&mut self) -> &mut Lines;
+    /// Keep `e` as the answer's error, unless one came first.
+    fn fail(&mut self, e: String);
+    /// One line: with its `\n`, or the last one without.
+    fn line(&mut self, line: &[u8]) -> Progress;
+    /// Feed a piece of the body (pieces may split lines, and characters, anywhere).
+    fn push(&mut self, bytes: &[u8]) -> Progress {
+        let mut p = Progress::default();
+        if let Err(e) = self.lines().push(bytes) {
+            self.fail(e);
+        }
+        while let Some(line) = self.lines().next_line() {
+            p |= self.line(&line);
+        }
+        p
+    }
+    /// The body ended: what is left in the buffers (a last line without its newline).
+    fn finish(&mut self) -> Progress {
+        let rest = self.lines().rest();
+        self.line(&rest)
+    }
     /// The answer's end was seen.
     fn done(&self) -> bool;
     /// The first error the answer carried.
@@ -91,20 +108,19 @@ pub trait Fold: Default {
     fn http_error(status: u16, body: &[u8]) -> String;
 }
 
-/// `POST body` to `path` and read the streamed answer as `F` within `timeout`;
-/// `first_token` is called when the first token arrives; `ends` names what a complete
-/// answer ends with, for the messages ("done: true").
-#[allow(clippy::too_many_arguments)]
+/// `POST body` to `path` and read the streamed answer as `F` within the reach's
+/// `generate_timeout`; `first_token` is called when the first token arrives; `ends` names
+/// what a complete answer ends with, for the messages ("done: true").
 pub async fn post<F: Fold>(
-    access: &RuntimeAccess,
+    reach: &Reach,
     pod: &PodRef,
     path: &str,
     body: Vec<u8>,
     request_id: u64,
     first_token: Box<dyn FnOnce() + Send + '_>,
-    timeout: Duration,
     ends: &str,
 ) -> InferenceResult {
+    let timeout = reach.generate_timeout;
     let failed = |error: String| InferenceResult {
         request_id,
         ok: false,
@@ -112,7 +128,7 @@ pub async fn post<F: Fold>(
         ..InferenceResult::default()
     };
     let fut = async {
-        match access.post_timed(pod, path, body).await {
+        match reach.access.post_timed(pod, path, body).await {
             Ok(resp) => read::<F>(resp, request_id, first_token, ends).await,
             Err(e) => failed(e),
         }
