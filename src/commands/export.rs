@@ -3,11 +3,21 @@
 use color_eyre::eyre::{Result, WrapErr};
 use readygap_core::record::labcsv;
 use readygap_core::report;
-use std::path::Path;
+use std::path::PathBuf;
+
+/// The command-line arguments of `readygap export`.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    pub file: PathBuf,
+    /// The CSV to write (`-` for stdout).
+    #[arg(long)]
+    pub csv: PathBuf,
+}
 
 /// `readygap export FILE --csv OUT` (`-` for stdout).
-pub fn export(file: &Path, csv: &Path) -> Result<i32> {
-    let loaded = report::load_trials(file)?;
+pub fn export(args: &ExportArgs) -> Result<i32> {
+    let csv = &args.csv;
+    let loaded = report::load_trials(&args.file)?;
     let trials = loaded.trials;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
