@@ -223,43 +223,25 @@ async fn trials(AxState(s): AxState<Arc<Shared>>) -> Response {
     axum::Json(json!({ "deployments": deployments })).into_response()
 }
 
-/// `readygap watch` until Ctrl-C (or SIGTERM, as Kubernetes stops a pod).
+/// `readygap watch` until Ctrl-C (or SIGTERM, as Kubernetes stops a pod, or SIGHUP: the
+/// signals of [`crate::signals::quit`]).
 pub async fn watch(args: WatchArgs) -> Result<i32> {
     let cancel = CancellationToken::new();
-    {
-        let c = cancel.clone();
-        tokio::spawn(async move {
-            #[cfg(unix)]
-            {
-                use tokio::signal::unix::{SignalKind, signal};
-                let mut term = match signal(SignalKind::terminate()) {
-                    Ok(t) => t,
-                    Err(_) => {
-                        let _ = tokio::signal::ctrl_c().await;
-                        c.cancel();
-                        return;
-                    }
-                };
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            #[cfg(not(unix))]
-            let _ = tokio::signal::ctrl_c().await;
-            c.cancel();
-        });
-    }
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        crate::signals::quit().await;
+        c.cancel();
+    });
     let w = start(&args, cancel).await?;
     eprintln!(
         "readygap watch: deployments {} in {}, metrics on http://{}/metrics",
         args.selector,
         if args.all_namespaces {
-            "all namespaces".to_string()
+            "all namespaces"
         } else {
             args.namespace
-                .clone()
-                .unwrap_or_else(|| "the context's namespace".into())
+                .as_deref()
+                .unwrap_or("the context's namespace")
         },
         w.addr
     );
