@@ -13,12 +13,11 @@
 //! that still takes the whole namespace's objects of that kind, such as
 //! `involvedObject.kind=Pod` for Events), or `none` (no selector at all).
 
-use super::bench::{Bench, BenchArgs, Kubectl, start_lab};
+use super::bench::{BenchArgs, Kubectl, start_lab};
 use color_eyre::eyre::{Result, WrapErr, eyre};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Replicas of each extra Deployment.
@@ -254,15 +253,7 @@ fn proc_cost(pid: u32) -> Result<(f64, f64)> {
     Ok((hwm_kib / 1024.0, (tick(11)? + tick(12)?) / hz))
 }
 
-/// The scale bench in `dir`.
-/// `readygap lab bench --scale PODS`.
-pub fn scale(args: BenchArgs, pods: usize) -> Result<i32> {
-    let b = Bench::prepare(&args)?;
-    let report =
-        scale_in(&args, pods, &b.model, &b.kubectl, &b.dir).map(|r| (r.to_json(), r.to_table()));
-    b.finish(args.format, report)
-}
-
+/// `readygap lab bench --scale PODS`: the scale bench in `dir`.
 pub fn scale_in(
     args: &BenchArgs,
     pods: usize,
@@ -305,22 +296,7 @@ pub fn scale_in(
 
     let before = tally(&k)?;
     let started = Instant::now();
-    let mut child = Command::new(&exe)
-        .arg("run")
-        .arg("--kubeconfig")
-        .arg(&k.kubeconfig)
-        .args(["-n", &k.namespace, "--model", model])
-        .args(["--trials", "1000000"])
-        .arg("--cooldown")
-        .arg(format!("{}ms", args.cooldown.as_millis()))
-        .args(["--format", "json"])
-        .env("HOME", &k.home)
-        .env_remove("KUBECONFIG")
-        .stdout(std::fs::File::create(dir.join("readygap-run.json"))?)
-        .stderr(std::fs::File::create(dir.join("readygap-run.log"))?)
-        .spawn()
-        .wrap_err("starting `readygap run`")?;
-    let pid = child.id();
+    let mut child = k.readygap_run(&exe, model, 1_000_000, args.cooldown, dir, &[])?;
     // The measuring window is a fixed time by design (CPU per minute); readygap ending
     // early is a failure of the bench.
     while started.elapsed() < args.duration {
@@ -332,19 +308,9 @@ pub fn scale_in(
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (peak_rss_mib, cpu_s) = proc_cost(pid)?;
+    let (peak_rss_mib, cpu_s) = proc_cost(child.id())?;
     let duration_s = started.elapsed().as_secs_f64();
-    // SAFETY: kill(2) on our own child, not yet reaped.
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while child.try_wait()?.is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    super::bench::interrupt(&mut child, Duration::from_secs(20));
     let after = tally(&k)?;
     drop(lab);
 
@@ -376,11 +342,6 @@ pub fn scale_in(
         })
         .collect();
     served.sort_by_key(|s| std::cmp::Reverse(s.bytes));
-    let mut settings = BTreeMap::new();
-    settings.insert("profile".to_string(), json!(args.profile));
-    settings.insert("speed".to_string(), json!(args.speed));
-    settings.insert("cooldown_s".to_string(), json!(args.cooldown.as_secs_f64()));
-    settings.insert("seed".to_string(), json!(args.seed));
     Ok(ScaleReport {
         pods,
         deployments,
@@ -388,7 +349,7 @@ pub fn scale_in(
         peak_rss_mib,
         cpu_s,
         served,
-        settings,
+        settings: args.settings(),
     })
 }
 

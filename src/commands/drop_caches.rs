@@ -133,9 +133,7 @@ async fn kube_client(args: &DropCachesArgs) -> Result<(kube::Client, String), No
         kubeconfig: args.kubeconfig.clone(),
         context: args.context.clone(),
         namespace: args.namespace.clone(),
-        deployment: String::new(),
-        selector: None,
-        service: None,
+        ..Default::default()
     };
     let (cfg, _) = readygap_live::cluster::config(&cluster)
         .await
