@@ -104,10 +104,7 @@ pub fn layout(area: Rect) -> Areas {
 
 /// Draw the whole dashboard into `buf`.
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
-        return;
-    }
+    let Some(area) = clip(area, buf) else { return };
     buf.set_style(area, theme.base());
     // In a replay the bottom line is the replay bar.
     let (area, bar) = match &view.replay {
@@ -135,15 +132,23 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     dialog::render(state, view, theme, area, buf);
 }
 
-/// A panel's frame with its title; returns the inner area.
-pub(crate) fn panel(title: &str, theme: &Theme, area: Rect, buf: &mut Buffer) -> Rect {
+/// A panel's frame with its title, in `area` clipped to the buffer; returns the inner area,
+/// `None` (and nothing drawn inside) when the panel or its inside is empty.
+pub(crate) fn panel(title: &str, theme: &Theme, area: Rect, buf: &mut Buffer) -> Option<Rect> {
+    let area = clip(area, buf)?;
     let block = Block::bordered()
         .border_type(BorderType::Rounded)
         .border_style(theme.border())
         .title(Line::styled(format!(" {title} "), theme.title()));
     let inner = block.inner(area);
     block.render(area, buf);
-    inner
+    (!inner.is_empty()).then_some(inner)
+}
+
+/// `area` clipped to the buffer; `None` when nothing of it is left.
+pub(crate) fn clip(area: Rect, buf: &Buffer) -> Option<Rect> {
+    let area = area.intersection(buf.area);
+    (!area.is_empty()).then_some(area)
 }
 
 /// Seconds between two instants (negative when `b` is before `a`).
@@ -192,6 +197,15 @@ pub(crate) fn put_line(buf: &mut Buffer, area: Rect, y: u16, line: &Line) -> boo
     }
     buf.set_line(area.x, area.y + y, line, area.width);
     true
+}
+
+/// Write lines into `area` from its top row, as many as fit.
+pub(crate) fn put_lines(buf: &mut Buffer, area: Rect, lines: &[Line]) {
+    for (y, line) in lines.iter().enumerate() {
+        if !put_line(buf, area, y as u16, line) {
+            break;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -56,11 +56,10 @@ pub fn help_lines(view: &ViewState, theme: &Theme) -> Vec<Line<'static>> {
 }
 
 pub fn render(_state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
     let Some(dialog) = &view.dialog else { return };
-    if area.is_empty() {
+    let Some(area) = crate::ui::clip(area, buf) else {
         return;
-    }
+    };
     let (title, lines): (&str, Vec<Line>) = match dialog {
         Dialog::Help => ("Help", help_lines(view, theme)),
         Dialog::Confirm { intent } => (
@@ -96,21 +95,13 @@ pub fn render(_state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: 
         .title(Line::styled(format!(" {title} "), theme.title()));
     let inner = block.inner(popup);
     block.render(popup, buf);
-    for (y, line) in lines.iter().enumerate() {
-        if !crate::ui::put_line(
-            buf,
-            Rect::new(
-                inner.x + 1,
-                inner.y,
-                inner.width.saturating_sub(1),
-                inner.height,
-            ),
-            y as u16,
-            line,
-        ) {
-            break;
-        }
-    }
+    let text = Rect::new(
+        inner.x + 1,
+        inner.y,
+        inner.width.saturating_sub(1),
+        inner.height,
+    );
+    crate::ui::put_lines(buf, text, &lines);
 }
 
 fn pick_lines(items: &[String], index: usize, theme: &Theme) -> Vec<Line<'static>> {

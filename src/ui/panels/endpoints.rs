@@ -69,14 +69,9 @@ fn since(state: &State, holds: impl Fn(&EndpointCounts) -> bool) -> Option<Times
 }
 
 pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
+    let Some(inner) = panel("Endpoints", theme, area, buf) else {
         return;
-    }
-    let inner = panel("Endpoints", theme, area, buf);
-    if inner.is_empty() {
-        return;
-    }
+    };
     let (Some(now), Some(last)) = (state.now, state.endpoints.last_value().copied()) else {
         put_line(
             buf,

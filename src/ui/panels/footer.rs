@@ -2,6 +2,7 @@
 //! "read-only" said when read-only), then the latest message coloured by severity: a UI notice
 //! (refused key, bad theme file) if there is one, else `State::last_message()`.
 
+use crate::ui::clip;
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
 use ratatui::buffer::Buffer;
@@ -20,10 +21,7 @@ pub fn severity_style(theme: &Theme, s: Severity) -> Style {
 }
 
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
-        return;
-    }
+    let Some(area) = clip(area, buf) else { return };
     let mut spans = Vec::new();
     if view.read_only {
         spans.push(Span::styled("read-only ", theme.warn()));

@@ -1,6 +1,7 @@
 //! The header line: session context (context, namespace, target, model from the session
 //! event), the trial number, live/replay, frozen, and the recording indicator.
 
+use crate::ui::clip;
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
 use ratatui::buffer::Buffer;
@@ -10,10 +11,7 @@ use ratatui::text::{Line, Span};
 use readygap_core::state::State;
 
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
-        return;
-    }
+    let Some(area) = clip(area, buf) else { return };
     let s = &state.session;
     let dash = |v: &str| {
         if v.is_empty() {

@@ -7,7 +7,7 @@
 
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
-use crate::ui::{panel, put_line};
+use crate::ui::{panel, put_lines};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -22,14 +22,9 @@ fn bar(fraction: f64, width: usize) -> (String, String) {
 }
 
 pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
+    let Some(inner) = panel("Host", theme, area, buf) else {
         return;
-    }
-    let inner = panel("Host", theme, area, buf);
-    if inner.is_empty() {
-        return;
-    }
+    };
     let mut lines: Vec<Line> = Vec::new();
     let bar_w = (inner.width as usize).saturating_sub(14).min(24);
     // Nodes with samples or an access announcement; `None` (local) sorts first.
@@ -59,11 +54,7 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
     if lines.is_empty() {
         lines.push(Line::styled("no host samples yet", theme.muted()));
     }
-    for (y, line) in lines.iter().enumerate() {
-        if !put_line(buf, inner, y as u16, line) {
-            break;
-        }
-    }
+    put_lines(buf, inner, &lines);
 }
 
 /// Word-wraps `text` into at most `max` lines of `width` characters (each indented by one

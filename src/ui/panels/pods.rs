@@ -35,14 +35,9 @@ pub fn state_label(pod: &PodView) -> String {
 }
 
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
+    let Some(inner) = panel("Pods", theme, area, buf) else {
         return;
-    }
-    let inner = panel("Pods", theme, area, buf);
-    if inner.is_empty() {
-        return;
-    }
+    };
     if state.pods.is_empty() {
         buf.set_line(
             inner.x,

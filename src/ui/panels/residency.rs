@@ -8,7 +8,7 @@
 
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
-use crate::ui::{fmt_age, panel, put_line, secs};
+use crate::ui::{fmt_age, panel, put_lines, secs};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;
@@ -54,14 +54,9 @@ pub fn metrics_line(m: &readygap_core::event::RuntimeMetrics) -> Option<String> 
 }
 
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
+    let Some(inner) = panel("Residency", theme, area, buf) else {
         return;
-    }
-    let inner = panel("Residency", theme, area, buf);
-    if inner.is_empty() {
-        return;
-    }
+    };
     let mut lines: Vec<Line> = Vec::new();
     if let Some(rt) = &state.session.runtime {
         lines.push(Line::from(vec![
@@ -151,9 +146,5 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             }
         }
     }
-    for (y, line) in lines.iter().enumerate() {
-        if !put_line(buf, inner, y as u16, line) {
-            break;
-        }
-    }
+    put_lines(buf, inner, &lines);
 }

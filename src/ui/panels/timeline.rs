@@ -86,14 +86,9 @@ pub fn segments(trial: &Trial, now: Option<Timestamp>) -> Vec<Segment> {
 }
 
 pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
+    let Some(inner) = panel("Timeline", theme, area, buf) else {
         return;
-    }
-    let inner = panel("Timeline", theme, area, buf);
-    if inner.is_empty() {
-        return;
-    }
+    };
     let mut y = 0u16;
     match state.timeline.current() {
         Some(trial) => {
