@@ -228,71 +228,43 @@ impl VerdictArgs {
         file: &crate::config::ConfigFile,
         path: Option<&std::path::Path>,
     ) -> color_eyre::Result<readygap_core::verdict::VerdictThresholds> {
-        let flags = self;
         use color_eyre::eyre::eyre;
         use readygap_core::verdict::VerdictThresholds;
         let name = path.map_or_else(|| "config".into(), |p| p.display().to_string());
         let v = file.verdicts.clone().unwrap_or_default();
         let mut t = VerdictThresholds::default();
-        let secs = |flag: Option<std::time::Duration>,
-                    text: &Option<String>,
-                    key: &str,
-                    into: &mut f64| {
-            let d = match (flag, text) {
-                (Some(d), _) => Some(d),
-                (None, Some(text)) => Some(
-                    readygap_core::units::parse_duration_or_zero(text)
-                        .map_err(|e| eyre!("config {name}: [verdicts] {key}: {e}"))?,
-                ),
-                (None, None) => None,
+        // `--verdict-FLAG`, else `[verdicts] KEY` of the file (read only then), else the
+        // default already in `t.FIELD`.
+        macro_rules! secs {
+            ($flag:ident, $key:ident, $field:ident) => {
+                if let Some(d) = self.$flag {
+                    t.$field = d.as_secs_f64();
+                } else if let Some(text) = &v.$key {
+                    let d = units::parse_duration_or_zero(text).map_err(|e| {
+                        eyre!("config {name}: [verdicts] {}: {e}", stringify!($key))
+                    })?;
+                    t.$field = d.as_secs_f64();
+                }
             };
-            if let Some(d) = d {
-                *into = d.as_secs_f64();
-            }
-            Ok::<(), color_eyre::Report>(())
-        };
-        secs(
-            flags.verdict_rollout_stall_after,
-            &v.rollout_stall_after,
-            "rollout_stall_after",
-            &mut t.rollout_stall_after_s,
-        )?;
-        secs(
-            flags.verdict_shallow_min,
-            &v.shallow_min,
-            "shallow_min",
-            &mut t.shallow_min_s,
-        )?;
-        secs(
-            flags.verdict_kill_window,
-            &v.kill_window,
-            "kill_window",
-            &mut t.kill_window_s,
-        )?;
-        secs(
-            flags.verdict_resident_slack,
-            &v.resident_slack,
-            "resident_slack",
-            &mut t.resident_slack_s,
-        )?;
-        secs(
-            flags.verdict_no_load,
-            &v.no_load,
-            "no_load",
-            &mut t.no_load_s,
-        )?;
-        match (flags.verdict_runtime_memory, &v.runtime_memory) {
-            (Some(b), _) => t.runtime_only_bytes = b,
-            (None, Some(text)) => {
-                t.runtime_only_bytes =
-                    readygap_core::units::parse_memory(text).ok_or_else(|| {
-                        eyre!(
-                            "config {name}: [verdicts] runtime_memory: not a memory size: {text:?} \
-                         (e.g. 128Mi, 1Gi or a number of bytes)"
-                        )
-                    })?
-            }
-            (None, None) => {}
+        }
+        secs!(
+            verdict_rollout_stall_after,
+            rollout_stall_after,
+            rollout_stall_after_s
+        );
+        secs!(verdict_shallow_min, shallow_min, shallow_min_s);
+        secs!(verdict_kill_window, kill_window, kill_window_s);
+        secs!(verdict_resident_slack, resident_slack, resident_slack_s);
+        secs!(verdict_no_load, no_load, no_load_s);
+        if let Some(b) = self.verdict_runtime_memory {
+            t.runtime_only_bytes = b;
+        } else if let Some(text) = &v.runtime_memory {
+            t.runtime_only_bytes = units::parse_memory(text).ok_or_else(|| {
+                eyre!(
+                    "config {name}: [verdicts] runtime_memory: not a memory size: {text:?} \
+                     (e.g. 128Mi, 1Gi or a number of bytes)"
+                )
+            })?;
         }
         t.check().map_err(|e| eyre!("config {name}: {e}"))?;
         Ok(t)
@@ -475,17 +447,13 @@ pub fn configured_nodes(config: Option<&std::path::Path>, lab: bool) -> AccessPo
 impl RunArgs {
     /// The run's configuration (the lab fields are the binary's: it starts the lab).
     pub fn to_config(&self) -> RunConfig {
-        let mut extra = serde_json::Map::new();
-        extra.insert("lab".into(), serde_json::json!(self.lab));
-        extra.insert("lab_speed".into(), serde_json::json!(self.lab_speed));
-        extra.insert(
-            "lab_memory_limit".into(),
-            serde_json::json!(self.lab_memory_limit),
-        );
-        extra.insert(
-            "lab_ollama_version".into(),
-            serde_json::json!(self.lab_ollama_version),
-        );
+        use serde_json::json;
+        let extra = [
+            ("lab", json!(self.lab)),
+            ("lab_speed", json!(self.lab_speed)),
+            ("lab_memory_limit", json!(self.lab_memory_limit)),
+            ("lab_ollama_version", json!(self.lab_ollama_version)),
+        ];
         RunConfig {
             session: self.session.to_config(self.lab.is_some()),
             trials: self.trials,
@@ -493,7 +461,7 @@ impl RunArgs {
             cooldown: self.cooldown,
             format: self.format,
             csv: self.csv.clone(),
-            extra_settings: extra,
+            extra_settings: extra.into_iter().map(|(k, v)| (k.into(), v)).collect(),
             local_host: None,
         }
     }
