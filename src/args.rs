@@ -49,6 +49,14 @@ pub fn memory_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("not a size: {text:?} (e.g. 640Mi, 1Gi or a number of bytes)"))
 }
 
+/// A speed factor of the lab (`--speed`): a positive number.
+pub fn speed(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .ok_or_else(|| format!("--speed must be a positive number, got {text}"))
+}
+
 /// Which cluster and which workload.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ClusterArgs {

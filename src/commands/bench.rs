@@ -49,7 +49,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "simulated", value_parser = one_of(&EngineKind::NAMES))]
     pub engine: EngineKind,
     /// Divide every lab timing by this factor (the samplers' intervals stay the study's).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::args::speed)]
     pub speed: f64,
     /// Pause between trials (both methods).
     #[arg(long, default_value = "2s", value_parser = readygap_core::units::parse_duration_or_zero)]
@@ -169,23 +169,14 @@ pub(super) fn interrupt(child: &mut Child, grace: Duration) {
 /// it and every descendant it waited for.
 fn wait_with_cost(child: Child, timeout: Duration, what: &str) -> Result<(i32, Cost)> {
     let pid = child.id() as libc::pid_t;
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + timeout;
-            while std::time::Instant::now() < deadline {
-                if done.load(std::sync::atomic::Ordering::Acquire) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            if !done.load(std::sync::atomic::Ordering::Acquire) {
-                // SAFETY: kill(2) with a pid we spawned and have not reaped yet.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-        });
-    }
+    // Dropped once the child is reaped (or the wait failed): the killer then stands down.
+    let (done, reaped) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if reaped.recv_timeout(timeout) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+            // SAFETY: kill(2) with a pid we spawned and have not reaped yet.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero rusage is a valid value of the plain C struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -197,11 +188,10 @@ fn wait_with_cost(child: Child, timeout: Duration, what: &str) -> Result<(i32, C
         }
         let e = std::io::Error::last_os_error();
         if e.kind() != std::io::ErrorKind::Interrupted {
-            done.store(true, std::sync::atomic::Ordering::Release);
             return Err(eyre!("waiting for {what}: {e}"));
         }
     }
-    done.store(true, std::sync::atomic::Ordering::Release);
+    drop(done);
     // The child is reaped: std must not wait for it again (dropping a Child does not).
     drop(child);
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
@@ -210,15 +200,13 @@ fn wait_with_cost(child: Child, timeout: Duration, what: &str) -> Result<(i32, C
         // Linux reports ru_maxrss in KiB.
         peak_rss_mib: ru.ru_maxrss as f64 / 1024.0,
     };
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
+    if !libc::WIFEXITED(status) {
         return Err(eyre!(
             "{what} was killed (signal {}; after {timeout:?} the bench kills it)",
             libc::WTERMSIG(status)
         ));
-    };
-    Ok((code, cost))
+    }
+    Ok((libc::WEXITSTATUS(status), cost))
 }
 
 /// The real kubectl with the lab's kubeconfig and a HOME of its own.
@@ -352,14 +340,12 @@ fn first(gt: &[GroundTruthEntry], pod: &str, t: Transition, after: Timestamp) ->
         .min()
 }
 
-const ENDPOINT_TRANSITIONS: [EndpointChange; 5] = EndpointChange::ALL;
-
 /// The ground truth's endpoint transitions in `[from, to]`, as instants.
 fn endpoint_truth(gt: &[GroundTruthEntry], from: Timestamp, to: Timestamp) -> Vec<Instant> {
     gt.iter()
         .filter(|e| e.ts >= from && e.ts <= to)
         .filter_map(|e| {
-            let c = ENDPOINT_TRANSITIONS
+            let c = EndpointChange::ALL
                 .iter()
                 .find(|c| Transition::of_endpoint(**c) == e.transition)?;
             Some(Instant::new(&e.pod, c.name(), e.ts))
@@ -427,12 +413,6 @@ fn method_result(
 pub fn bench(args: BenchArgs) -> Result<i32> {
     if args.trials == 0 {
         return Err(eyre!("--trials must be at least 1"));
-    }
-    if !(args.speed.is_finite() && args.speed > 0.0) {
-        return Err(eyre!(
-            "--speed must be a positive number, got {}",
-            args.speed
-        ));
     }
     let profile = readygap_lab::engine::profiles::resolve(args.engine, &args.profile, None)
         .map_err(|e| eyre!("--profile: {e}"))?;

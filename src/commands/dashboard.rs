@@ -156,23 +156,17 @@ pub async fn dashboard(
     };
 
     // Runner sink → dashboard (the runner records).
-    {
-        let ui_tx = ui_tx.clone();
-        tokio::spawn(async move {
-            while let Some(ev) = fwd_rx.recv().await {
-                if ui_tx.send(ev).await.is_err() {
-                    break;
-                }
-            }
-        });
-    }
+    tokio::spawn(async move {
+        while let Some(ev) = fwd_rx.recv().await
+            && ui_tx.send(ev).await.is_ok()
+        {}
+    });
     // Recording status: the header's indicator (the status line is a note of the stream).
-    let recording = Arc::new(AtomicBool::new(false));
+    let recording = Arc::new(AtomicBool::new(record_to.is_some()));
     let (st_tx, mut st_rx) = mpsc::unbounded_channel();
     runner.report_recording(st_tx);
     let (control_tx, control_rx) = mpsc::unbounded_channel::<Feed>();
     if let Some(p) = &record_to {
-        recording.store(true, Ordering::SeqCst);
         control_tx
             .send(Feed::Recording(Some(p.display().to_string())))
             .ok();

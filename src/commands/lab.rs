@@ -19,7 +19,7 @@ pub struct LabArgs {
     #[arg(long, default_value = "baseline")]
     pub scenario: Scenario,
     /// Divide every timing by this factor.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::args::speed)]
     pub speed: f64,
     /// Port of the API server on 127.0.0.1 (0: pick a free one).
     #[arg(long, default_value_t = 0)]
@@ -58,20 +58,13 @@ pub struct LabArgs {
 impl LabArgs {
     /// Resolve the arguments (profile by name, ground-truth file opened).
     pub fn to_options(&self) -> Result<LabOptions> {
-        let profile = readygap_lab::engine::profiles::resolve(self.engine, &self.profile, None)
+        let mut profile = readygap_lab::engine::profiles::resolve(self.engine, &self.profile, None)
             .map_err(|e| eyre!(e))?;
-        if !(self.speed.is_finite() && self.speed > 0.0) {
-            return Err(eyre!(
-                "--speed must be a positive number, got {}",
-                self.speed
-            ));
-        }
         let ground_truth = match &self.ground_truth {
             Some(p) => GroundTruth::to_file(p)
                 .wrap_err_with(|| format!("opening the ground-truth log {}", p.display()))?,
             None => GroundTruth::in_memory(),
         };
-        let mut profile = profile;
         if let Some(v) = &self.ollama_version {
             profile.ollama_version =
                 readygap_lab::ollama_version::check(v).map_err(|e| eyre!(e))?;
