@@ -40,26 +40,7 @@ pub enum Command {
     },
     /// Replay a recording in the dashboard (read-only) with a replay bar: space pauses,
     /// ←/→ previous/next mark, [/] previous/next trial, +/- speed, Home/End; `q` quits.
-    Replay {
-        file: PathBuf,
-        /// Pace: a factor of the recorded pace (`2` = twice as fast), or `0`/`max` for as fast
-        /// as possible.
-        #[arg(long, default_value = "1")]
-        speed: readygap_core::replay::Speed,
-        /// Where to start: an RFC 3339 time, an offset from the start (`90s`, `1m30s`), or
-        /// `t0:N` / `trial:N` (T0 of trial N).
-        #[arg(long)]
-        from: Option<readygap_core::replay::StartAt>,
-        /// Pause whenever the playhead reaches a T0–T4 mark (space resumes).
-        #[arg(long)]
-        pause_at_marks: bool,
-        /// Colour theme (a preset or a file in ~/.config/readygap/themes).
-        #[arg(long)]
-        theme: Option<String>,
-        /// Config file (default ~/.config/readygap/config.toml).
-        #[arg(long)]
-        config: Option<PathBuf>,
-    },
+    Replay(commands::replay::ReplayArgs),
     /// Render a recording offscreen through the dashboard into an asciicast v2 file (plays in
     /// asciinema players; markers at every T0–T4).
     Cast(commands::cast::CastArgs),
@@ -111,28 +92,20 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::DropCaches(args) => {
             runtime()?.block_on(commands::drop_caches::drop_caches_cli(args))
         }
-        Command::Lab {
-            command: LabCommand::Serve(args),
-        } => runtime()?.block_on(commands::lab::lab_serve(args)),
-        Command::Lab {
-            command: LabCommand::Bench(args),
-        } => commands::bench::bench(args),
-        Command::Replay {
-            file,
-            speed,
-            from,
-            pause_at_marks,
-            theme,
-            config,
-        } => {
-            let (cfg, cfg_path) = crate::config::load(config.as_deref())?;
-            let cfg = crate::config::resolve(&cfg, cfg_path.as_deref(), theme.as_deref(), true)?;
+        Command::Lab { command } => match command {
+            LabCommand::Serve(args) => runtime()?.block_on(commands::lab::lab_serve(args)),
+            LabCommand::Bench(args) => commands::bench::bench(args),
+        },
+        Command::Replay(args) => {
+            let (cfg, cfg_path) = crate::config::load(args.config.as_deref())?;
+            let theme = args.theme.as_deref();
+            let cfg = crate::config::resolve(&cfg, cfg_path.as_deref(), theme, true)?;
             let replay = readygap_core::replay::ReplayOptions {
-                speed,
-                from,
-                pause_at_marks,
+                speed: args.speed,
+                from: args.from,
+                pause_at_marks: args.pause_at_marks,
             };
-            commands::replay::run(&file, &replay, cfg.dashboard_options("replay", ""))
+            commands::replay::run(&args.file, &replay, cfg.dashboard_options("replay", ""))
         }
         Command::Cast(args) => commands::cast::cast(&args),
         Command::Watch(args) => runtime()?.block_on(commands::watch::watch(*args)),

@@ -109,7 +109,6 @@ pub fn load(explicit: Option<&Path>) -> Result<(ConfigFile, Option<PathBuf>)> {
     }
 }
 
-/// Resolve the file against the command line (`--theme`, `--read-only` win).
 /// The `[nodes]` tables of the config file, checked.
 pub fn nodes_section(file: &ConfigFile) -> Result<readygap_live::node::config::NodesSection> {
     let section = readygap_live::node::config::NodesSection {
@@ -123,6 +122,7 @@ pub fn nodes_section(file: &ConfigFile) -> Result<readygap_live::node::config::N
     Ok(section)
 }
 
+/// Resolve the file against the command line (`--theme`, `--read-only` win).
 pub fn resolve(
     file: &ConfigFile,
     path: Option<&Path>,

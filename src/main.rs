@@ -19,7 +19,7 @@ fn main() -> color_eyre::Result<()> {
         .with_target("kube_client::client::builder", LevelFilter::OFF);
     let full_screen = matches!(
         cli.command,
-        None | Some(readygap::cli::Command::Demo(_)) | Some(readygap::cli::Command::Replay { .. })
+        None | Some(readygap::cli::Command::Demo(_)) | Some(readygap::cli::Command::Replay(_))
     );
     let layer = tracing_subscriber::fmt::layer();
     let layer = match std::env::var_os("READYGAP_LOG") {

@@ -79,7 +79,7 @@ pub fn pattern_of(path: &str) -> String {
 }
 
 /// One row of what the lab served readygap.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Served {
     pub method: String,
     pub path: String,
@@ -114,14 +114,6 @@ impl ScaleReport {
 
     pub fn to_json(&self) -> Value {
         let (requests, bytes) = self.totals();
-        let rows: Vec<Value> = self
-            .served
-            .iter()
-            .map(|s| {
-                json!({"method": s.method, "path": s.path, "query": s.query,
-                       "requests": s.requests, "bytes": s.bytes, "scope": s.scope})
-            })
-            .collect();
         json!({"scale": {
             "pods": self.pods,
             "deployments": self.deployments,
@@ -129,7 +121,7 @@ impl ScaleReport {
             "rss_mib": {"peak": self.peak_rss_mib},
             "cpu_s": self.cpu_s,
             "cpu_s_per_min": self.cpu_s_per_min(),
-            "api": {"requests": requests, "bytes": bytes, "by_request": rows},
+            "api": {"requests": requests, "bytes": bytes, "by_request": self.served},
             "settings": self.settings,
         }})
     }

@@ -258,9 +258,7 @@ pub async fn drop_caches_cli(args: DropCachesArgs) -> color_eyre::Result<i32> {
     let result = drop_caches_for_args(&args).await;
     let text = match args.format {
         OutputFormat::Json => {
-            let mut s = serde_json::to_string(&result).wrap_err("encoding the result as JSON")?;
-            s.push('\n');
-            s
+            serde_json::to_string(&result).wrap_err("encoding the result as JSON")? + "\n"
         }
         OutputFormat::Table => render_table(std::slice::from_ref(&result)),
     };

@@ -18,16 +18,16 @@ pub struct ExportArgs {
 pub fn export(args: &ExportArgs) -> Result<i32> {
     let csv = &args.csv;
     let loaded = report::load_trials(&args.file)?;
-    let trials = loaded.trials;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
     if csv.as_os_str() == "-" {
-        labcsv::export(&trials, std::io::stdout().lock())?;
+        labcsv::export(&loaded.trials, std::io::stdout().lock())?;
     } else {
         let out =
             std::fs::File::create(csv).wrap_err_with(|| format!("creating {}", csv.display()))?;
-        labcsv::export(&trials, out).wrap_err_with(|| format!("writing {}", csv.display()))?;
+        labcsv::export(&loaded.trials, out)
+            .wrap_err_with(|| format!("writing {}", csv.display()))?;
     }
     Ok(0)
 }

@@ -191,15 +191,14 @@ async fn metrics(AxState(s): AxState<Arc<Shared>>, headers: HeaderMap) -> Respon
     ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
 }
 
-async fn readyz(AxState(s): AxState<Arc<Shared>>) -> Response {
+async fn readyz(AxState(s): AxState<Arc<Shared>>) -> (StatusCode, &'static str) {
     if s.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ready\n").into_response()
+        (StatusCode::OK, "ready\n")
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
             "listing the Deployments and their pods\n",
         )
-            .into_response()
     }
 }
 
