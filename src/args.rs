@@ -191,9 +191,6 @@ pub struct SessionArgs {
     /// the model before the experimenter's own request does.
     #[arg(long)]
     pub probe_external: bool,
-    /// Only GET requests, anywhere (the dashboard's `--read-only`).
-    #[arg(skip)]
-    pub read_only: bool,
     #[command(flatten)]
     pub verdicts: VerdictArgs,
 }
@@ -306,7 +303,7 @@ pub struct RunArgs {
     /// Scenario of the built-in lab (baseline, http-readiness, inference-readiness, emptydir,
     /// overlap-oom, rollout, gpu, gpu-surge, aggressive-liveness).
     #[arg(long, default_value = "baseline")]
-    pub lab_scenario: String,
+    pub lab_scenario: readygap_lab::scenario::Scenario,
     /// The Ollama version the built-in lab imitates (0.12.x: a load that does not fit next to
     /// a resident model is OOM-killed; 0.13 and later on cgroup v2: the resident model is
     /// evicted, or the load refused). Default: the profile's.
@@ -386,8 +383,8 @@ impl SessionArgs {
             container: self.container.clone(),
             think: self.think,
             probe_external: self.probe_external,
-            read_only: self.read_only,
-            verdicts: Default::default(),
+            // `read_only` is the dashboard's (`--read-only`), `verdicts` the caller's.
+            ..SessionConfig::default()
         }
     }
 
@@ -396,9 +393,6 @@ impl SessionArgs {
     /// access a user's cluster offers too; else the config file's `[nodes]` tables.
     pub fn node_policy(&self, lab: bool) -> AccessPolicy {
         if let Some(via) = &self.node_access {
-            if self.read_only && via == "debug-pod" {
-                return AccessPolicy::Unavailable(DEBUG_POD_READ_ONLY.into());
-            }
             return AccessPolicy::Explicit {
                 via: via.clone(),
                 identity: self.node_identity.clone(),

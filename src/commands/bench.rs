@@ -383,7 +383,8 @@ fn marks_against(trials: &[Measured], gt: &[GroundTruthEntry]) -> (Vec<Instant>,
     (truth, measured)
 }
 
-/// One method's result: its marks and the endpoint transitions it saw in its window.
+/// One method's result: its marks and the endpoint transitions it saw in its window, from
+/// its first T0 (`window.0` when it has none) to `window.1`.
 fn method_result(
     trials: &[Measured],
     endpoint_seen: &[Instant],
@@ -391,6 +392,8 @@ fn method_result(
     window: (Timestamp, Timestamp),
     cost: Cost,
 ) -> MethodResult {
+    let from = trials.iter().map(|m| m.t0).min().unwrap_or(window.0);
+    let window = (from, window.1);
     let (truth, measured) = marks_against(trials, gt);
     let all_endpoints = endpoint_truth(gt, window.0, Timestamp::MAX_UTC);
     let ep_truth = endpoint_truth(gt, window.0, window.1);
@@ -662,21 +665,8 @@ fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Re
     drop(lab);
 
     let gt = read_ground_truth(&gt_path)?;
-    let first_t0 = |t: &[Measured]| t.iter().map(|m| m.t0).min().unwrap_or(rg_from);
-    let readygap = method_result(
-        &rg_trials,
-        &rg_seen,
-        &gt,
-        (first_t0(&rg_trials), rg_to),
-        rg_cost,
-    );
-    let baseline = method_result(
-        &base_trials,
-        &base_seen,
-        &gt,
-        (first_t0(&base_trials), base_to),
-        base_cost,
-    );
+    let readygap = method_result(&rg_trials, &rg_seen, &gt, (rg_from, rg_to), rg_cost);
+    let baseline = method_result(&base_trials, &base_seen, &gt, (rg_from, base_to), base_cost);
     let mut settings = args.settings();
     settings.insert("engine".to_string(), json!(engine_name(args.engine)));
     settings.insert("access".to_string(), json!(args.access));

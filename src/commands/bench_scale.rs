@@ -307,15 +307,10 @@ pub fn scale_in(
     drop(lab);
 
     let mut rows: BTreeMap<(String, String, String), (u64, u64)> = BTreeMap::new();
-    for ((ua, method, path, query), (r, b)) in after {
-        if ua.starts_with("kubectl") {
-            continue;
-        }
-        let (r0, b0) = before
-            .get(&(ua.clone(), method.clone(), path.clone(), query.clone()))
-            .copied()
-            .unwrap_or((0, 0));
-        if r == r0 && b == b0 {
+    for (key, (r, b)) in after {
+        let (r0, b0) = before.get(&key).copied().unwrap_or((0, 0));
+        let (ua, method, path, query) = key;
+        if ua.starts_with("kubectl") || (r, b) == (r0, b0) {
             continue;
         }
         let row = rows.entry((method, pattern_of(&path), query)).or_default();

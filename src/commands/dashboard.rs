@@ -53,7 +53,7 @@ pub struct DemoArgs {
     pub profile: String,
     /// Lab scenario (baseline, http-readiness, inference-readiness, emptydir, overlap-oom, rollout, gpu, gpu-surge, aggressive-liveness).
     #[arg(long, default_value = "baseline")]
-    pub scenario: String,
+    pub scenario: readygap_lab::scenario::Scenario,
     /// Run the lab's timings this many times faster.
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
@@ -275,10 +275,7 @@ pub async fn demo(d: DemoArgs) -> Result<i32> {
     let mut o = readygap_lab::serve::LabOptions::new(profile);
     o.engine = d.engine;
     o.speed = d.speed;
-    o.scenario = d
-        .scenario
-        .parse()
-        .map_err(|e| color_eyre::eyre::eyre!("{e}"))?;
+    o.scenario = d.scenario;
     let lab = readygap_lab::serve::serve(o).await?;
     lab.wait_ready(std::time::Duration::from_secs(120)).await?;
     let mut session = SessionConfig::default();

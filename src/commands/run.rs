@@ -51,7 +51,7 @@ pub async fn run_with(args: RunArgs, cancel: CancellationToken) -> Result<RunOut
         if let Some(limit) = args.lab_memory_limit {
             o.profile.memory_limit_bytes = limit;
         }
-        o.scenario = args.lab_scenario.parse().map_err(|e: String| eyre!(e))?;
+        o.scenario = args.lab_scenario;
         let h = readygap_lab::serve::serve(o).await?;
         h.wait_ready(Duration::from_secs(120)).await?;
         config.session.cluster.kubeconfig = Some(h.kubeconfig.clone());
