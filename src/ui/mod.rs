@@ -49,56 +49,26 @@ pub fn layout(area: Rect) -> Areas {
         Constraint::Length(1),
     ])
     .areas(area);
-    if area.width >= WIDE {
-        let [top, bottom] =
-            Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(body);
-        let [pods, timeline, residency] = Layout::horizontal([
-            Constraint::Percentage(37),
-            Constraint::Percentage(38),
-            Constraint::Percentage(25),
-        ])
-        .areas(top);
-        let [memory, endpoints, host] = Layout::horizontal([
-            Constraint::Percentage(50),
-            Constraint::Percentage(25),
-            Constraint::Percentage(25),
-        ])
-        .areas(bottom);
-        Areas {
-            header,
-            pods,
-            timeline,
-            residency,
-            memory,
-            endpoints,
-            host,
-            footer,
-        }
+    let percent = |p: [u16; 3]| p.map(Constraint::Percentage);
+    let (pods, timeline, residency, bottom, split) = if area.width >= WIDE {
+        let [top, bottom] = Layout::vertical([45, 55].map(Constraint::Percentage)).areas(body);
+        let [pods, timeline, residency] = Layout::horizontal(percent([37, 38, 25])).areas(top);
+        (pods, timeline, residency, bottom, [50, 25, 25])
     } else {
-        let [top, middle, bottom] = Layout::vertical([
-            Constraint::Percentage(28),
-            Constraint::Percentage(32),
-            Constraint::Percentage(40),
-        ])
-        .areas(body);
-        let [pods, residency] =
-            Layout::horizontal([Constraint::Percentage(62), Constraint::Percentage(38)]).areas(top);
-        let [memory, endpoints, host] = Layout::horizontal([
-            Constraint::Percentage(46),
-            Constraint::Percentage(28),
-            Constraint::Percentage(26),
-        ])
-        .areas(bottom);
-        Areas {
-            header,
-            pods,
-            timeline: middle,
-            residency,
-            memory,
-            endpoints,
-            host,
-            footer,
-        }
+        let [top, timeline, bottom] = Layout::vertical(percent([28, 32, 40])).areas(body);
+        let [pods, residency] = Layout::horizontal([62, 38].map(Constraint::Percentage)).areas(top);
+        (pods, timeline, residency, bottom, [46, 28, 26])
+    };
+    let [memory, endpoints, host] = Layout::horizontal(percent(split)).areas(bottom);
+    Areas {
+        header,
+        pods,
+        timeline,
+        residency,
+        memory,
+        endpoints,
+        host,
+        footer,
     }
 }
 

@@ -94,28 +94,29 @@ fn access_lines(
     width: usize,
     lines: &mut Vec<Line<'static>>,
 ) {
+    let mut wrapped = |text: &str, max, style| {
+        lines.extend(
+            wrap(text, width, max)
+                .into_iter()
+                .map(|l| Line::styled(l, style)),
+        );
+    };
     if let Some(a) = state.node_access.get(node) {
         let text = if a.sampling {
             format!("via {} · {}", a.target, a.origin)
         } else {
             format!("{} · {}", a.target, a.origin)
         };
-        for l in wrap(&text, width, 4) {
-            lines.push(Line::styled(l, theme.muted()));
-        }
+        wrapped(&text, 4, theme.muted());
         if !a.sampling {
             let by = a.sampled_via.as_deref().unwrap_or("nothing");
-            for l in wrap(&format!("samples: {by}"), width, 2) {
-                lines.push(Line::styled(l, theme.muted()));
-            }
+            wrapped(&format!("samples: {by}"), 2, theme.muted());
         }
     }
     if let Some(f) = state.feeds.get(&readygap_core::event::host_feed(node))
         && !f.connected
     {
-        for l in wrap(&format!("✗ {}", f.detail), width, 3) {
-            lines.push(Line::styled(l, theme.error()));
-        }
+        wrapped(&format!("✗ {}", f.detail), 3, theme.error());
     }
 }
 

@@ -196,22 +196,17 @@ fn trial_title(trial: &Trial, now: Option<Timestamp>, theme: &Theme) -> Line<'st
         (Some(a), Some(b)) => fmt_secs(secs(a, b)),
         _ => "–".into(),
     };
-    if trial.is_running() {
-        spans.push(Span::styled(
-            format!("  running {}", elapsed(now)),
-            theme.accent(),
-        ));
+    let (end, style) = if trial.is_running() {
+        (format!("  running {}", elapsed(now)), theme.accent())
     } else if trial.is_ok() {
-        spans.push(Span::styled(
-            format!("  ✓ {}", elapsed(trial.marks.t4)),
-            theme.ok(),
-        ));
+        (format!("  ✓ {}", elapsed(trial.marks.t4)), theme.ok())
     } else {
-        spans.push(Span::styled(
+        (
             format!("  ✗ {}", trial.reason().unwrap_or("failed")),
             theme.error(),
-        ));
-    }
+        )
+    };
+    spans.push(Span::styled(end, style));
     Line::from(spans)
 }
 
