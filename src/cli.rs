@@ -99,13 +99,13 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Replay(args) => {
             let (cfg, cfg_path) = crate::config::load(args.config.as_deref())?;
             let theme = args.theme.as_deref();
-            let cfg = crate::config::resolve(&cfg, cfg_path.as_deref(), theme, true)?;
+            let opts = crate::config::resolve(&cfg, cfg_path.as_deref(), theme, true)?;
             let replay = readygap_core::replay::ReplayOptions {
                 speed: args.speed,
                 from: args.from,
                 pause_at_marks: args.pause_at_marks,
             };
-            commands::replay::run(&args.file, &replay, cfg.dashboard_options("replay", ""))
+            commands::replay::run(&args.file, &replay, opts)
         }
         Command::Cast(args) => commands::cast::cast(&args),
         Command::Watch(args) => runtime()?.block_on(commands::watch::watch(*args)),

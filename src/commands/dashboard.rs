@@ -92,12 +92,14 @@ pub async fn dashboard(
     hint: &str,
 ) -> Result<i32> {
     let (file, file_path) = crate::config::load(screen.config.as_deref())?;
-    let cfg = crate::config::resolve(
+    let mut opts = crate::config::resolve(
         &file,
         file_path.as_deref(),
         screen.theme.as_deref(),
         screen.read_only,
     )?;
+    opts.mode_label = mode.into();
+    opts.title = hint.into();
     // The runner is built as `run` builds it; trials start one at a time from the keys.
     let mut args = RunConfig {
         session,
@@ -107,7 +109,6 @@ pub async fn dashboard(
         ..RunConfig::default()
     };
     let record_to = args.session.record.clone();
-    let mut opts = cfg.dashboard_options(mode, hint);
     let read_only = opts.read_only;
     // --read-only reaches the runner and the executor: only GETs leave readygap (and no
     // debug pod is created for node access).
