@@ -380,20 +380,18 @@ fn send(dash: &mut Dashboard, actions: Option<&mpsc::Sender<Intent>>, intent: In
                 dash.view.notice = Some((Severity::Error, format!("{}: {why}", intent.label())));
             }
         }
+        // Choices and replay keys still change the view; nothing to say.
+        None if matches!(
+            intent,
+            Intent::ChoosePod(_) | Intent::ChooseModel(_) | Intent::Replay(_)
+        ) => {}
         None => {
-            if !matches!(
-                intent,
-                Intent::ChoosePod(_) | Intent::ChooseModel(_) | Intent::Replay(_)
-            ) {
-                dash.view.notice = Some((
-                    Severity::Warn,
-                    format!(
-                        "{}: not available in {}",
-                        intent.label(),
-                        dash.view.mode_label
-                    ),
-                ));
-            }
+            let text = format!(
+                "{}: not available in {}",
+                intent.label(),
+                dash.view.mode_label
+            );
+            dash.view.notice = Some((Severity::Warn, text));
         }
     }
 }

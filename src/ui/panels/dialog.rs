@@ -17,15 +17,12 @@ pub fn help_lines(view: &ViewState, theme: &Theme) -> Vec<Line<'static>> {
         let disabled = e.destructive && view.read_only;
         let replay_only = e.command.is_replay() && view.replay.is_none();
         let shadowed = view.replay.is_some() && view.keymap.shadowed_in_replay(e.command);
+        let dim = disabled || replay_only || shadowed;
         let mut spans = vec![
             Span::styled(format!("{:>12}  ", e.keys), theme.accent()),
             Span::styled(
-                e.description.to_string(),
-                if disabled || replay_only || shadowed {
-                    theme.muted()
-                } else {
-                    theme.text()
-                },
+                e.description,
+                if dim { theme.muted() } else { theme.text() },
             ),
         ];
         if disabled {

@@ -47,23 +47,19 @@ pub fn runs(
     log: bool,
     value: impl Fn(&readygap_core::state::MemoryPoint) -> Option<u64>,
 ) -> Vec<Vec<(f64, f64)>> {
-    let mut out: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
-    for p in mem.series.since(from) {
-        match p.value.as_ref().and_then(&value) {
-            Some(v) => {
-                if let Some(run) = out.last_mut() {
-                    run.push((secs(from, p.ts), y_of(v as f64, log)));
-                }
-            }
-            None => {
-                if out.last().is_some_and(|r| !r.is_empty()) {
-                    out.push(Vec::new());
-                }
-            }
-        }
-    }
-    out.retain(|r| !r.is_empty());
-    out
+    let points: Vec<Option<(f64, f64)>> = mem
+        .series
+        .since(from)
+        .map(|p| {
+            let v = p.value.as_ref().and_then(&value)?;
+            Some((secs(from, p.ts), y_of(v as f64, log)))
+        })
+        .collect();
+    points
+        .split(Option::is_none)
+        .filter(|run| !run.is_empty())
+        .map(|run| run.iter().flatten().copied().collect())
+        .collect()
 }
 
 /// The pod whose memory is shown: the focused pod if it has samples, else the pod with the

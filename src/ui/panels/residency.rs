@@ -37,19 +37,16 @@ pub fn can_tell(runtime: &str) -> &'static str {
 /// The runtime's `/metrics` figures in one line: requests running and waiting, KV cache in
 /// use, tokens generated; `None` when it exported none.
 pub fn metrics_line(m: &readygap_core::event::RuntimeMetrics) -> Option<String> {
-    let mut parts = Vec::new();
-    if let Some(r) = m.running {
-        parts.push(format!("running {r:.0}"));
-    }
-    if let Some(w) = m.waiting {
-        parts.push(format!("waiting {w:.0}"));
-    }
-    if let Some(k) = m.kv_cache {
-        parts.push(format!("KV cache {:.0}%", 100.0 * k));
-    }
-    if let Some(t) = m.tokens_generated {
-        parts.push(format!("{t:.0} tokens generated"));
-    }
+    let parts: Vec<String> = [
+        m.running.map(|r| format!("running {r:.0}")),
+        m.waiting.map(|w| format!("waiting {w:.0}")),
+        m.kv_cache.map(|k| format!("KV cache {:.0}%", 100.0 * k)),
+        m.tokens_generated
+            .map(|t| format!("{t:.0} tokens generated")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     (!parts.is_empty()).then(|| format!("  /metrics: {}", parts.join(" · ")))
 }
 

@@ -120,24 +120,14 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
     let stats = TrialStats::of(&state.timeline.trials);
     if stats.trials > 0 && y + sep < inner.height {
         y += sep;
+        let trials = readygap_core::report::trials_text(stats.trials);
+        let title = format!("{trials}, {} failed", stats.failed);
         let head = format!(
-            "{:<20}{:>3}{:>9}{:>9}{:>9}",
-            format!(
-                "{}, {} failed",
-                readygap_core::report::trials_text(stats.trials),
-                stats.failed
-            ),
-            "n",
-            "mean",
-            "median",
-            "p95"
+            "{title:<20}{:>3}{:>9}{:>9}{:>9}",
+            "n", "mean", "median", "p95"
         );
-        put_line(
-            buf,
-            inner,
-            y,
-            &Line::styled(head, theme.muted().add_modifier(Modifier::BOLD)),
-        );
+        let bold = theme.muted().add_modifier(Modifier::BOLD);
+        put_line(buf, inner, y, &Line::styled(head, bold));
         y += 1;
         for m in SHOWN {
             let Some(s) = stats.get(m) else { continue };
