@@ -329,19 +329,6 @@ pub struct RunArgs {
     pub lab_server: Shape,
 }
 
-impl ClusterArgs {
-    pub fn to_config(&self) -> ClusterConfig {
-        ClusterConfig {
-            kubeconfig: self.kubeconfig.clone(),
-            context: self.context.clone(),
-            namespace: self.namespace.clone(),
-            deployment: self.deployment.clone(),
-            selector: self.selector.clone(),
-            service: self.service.clone(),
-        }
-    }
-}
-
 impl SessionArgs {
     /// The verdict thresholds in force: the flags over `[verdicts]` of the config file
     /// (`--config`, else the default file) over the defaults.
@@ -356,8 +343,16 @@ impl SessionArgs {
     /// (its nodes are reached through debug pods unless `--node-access` or an explicit
     /// config file says otherwise).
     pub fn to_config(&self, lab: bool) -> SessionConfig {
+        let c = &self.cluster;
         SessionConfig {
-            cluster: self.cluster.to_config(),
+            cluster: ClusterConfig {
+                kubeconfig: c.kubeconfig.clone(),
+                context: c.context.clone(),
+                namespace: c.namespace.clone(),
+                deployment: c.deployment.clone(),
+                selector: c.selector.clone(),
+                service: c.service.clone(),
+            },
             model: self.model.clone(),
             prompt: self.prompt.clone(),
             record: self.record.clone(),

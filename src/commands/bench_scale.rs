@@ -165,26 +165,28 @@ impl ScaleReport {
 /// (user agent, method, path, query) → (requests, bytes).
 type Tally = BTreeMap<(String, String, String, String), (u64, u64)>;
 
+/// One row of the lab's `GET /lab/requests`.
+#[derive(serde::Deserialize)]
+struct Row {
+    user_agent: String,
+    method: String,
+    path: String,
+    query: String,
+    requests: u64,
+    bytes: u64,
+}
+
 /// The lab's tally of requests served.
 fn tally(k: &Kubectl) -> Result<Tally> {
     let text = k.get(&["get", "--raw", "/lab/requests"])?;
-    let rows: Vec<Value> = serde_json::from_str(&text)
+    let rows: Vec<Row> = serde_json::from_str(&text)
         .wrap_err_with(|| format!("the lab's /lab/requests: {text:.200}"))?;
-    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
     Ok(rows
-        .iter()
+        .into_iter()
         .map(|r| {
             (
-                (
-                    s(&r["user_agent"]),
-                    s(&r["method"]),
-                    s(&r["path"]),
-                    s(&r["query"]),
-                ),
-                (
-                    r["requests"].as_u64().unwrap_or(0),
-                    r["bytes"].as_u64().unwrap_or(0),
-                ),
+                (r.user_agent, r.method, r.path, r.query),
+                (r.requests, r.bytes),
             )
         })
         .collect())

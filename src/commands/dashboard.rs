@@ -172,21 +172,19 @@ pub async fn dashboard(
             .send(Feed::Recording(Some(p.display().to_string())))
             .ok();
     }
-    {
-        let recording = recording.clone();
-        tokio::spawn(async move {
-            while let Some(s) = st_rx.recv().await {
-                let now = match s {
-                    RecordStatus::Recording(p) => Some(p.display().to_string()),
-                    RecordStatus::Stopped { .. } | RecordStatus::Failed(_) => None,
-                };
-                recording.store(now.is_some(), Ordering::SeqCst);
-                if control_tx.send(Feed::Recording(now)).is_err() {
-                    break;
-                }
+    let recording_now = recording.clone();
+    tokio::spawn(async move {
+        while let Some(s) = st_rx.recv().await {
+            let now = match s {
+                RecordStatus::Recording(p) => Some(p.display().to_string()),
+                RecordStatus::Stopped { .. } | RecordStatus::Failed(_) => None,
+            };
+            recording_now.store(now.is_some(), Ordering::SeqCst);
+            if control_tx.send(Feed::Recording(now)).is_err() {
+                break;
             }
-        });
-    }
+        }
+    });
 
     // The runner serves commands until the dashboard closes.
     let (cmd_tx, cmd_rx) = mpsc::channel::<RunnerCommand>(16);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use color_eyre::eyre::WrapErr;
 
-use readygap_live::node::access::{HostKeyPolicy, NodeAccess};
+use readygap_live::node::access::{DEFAULT_CONNECT_TIMEOUT, HostKeyPolicy, NodeAccess};
 use readygap_live::node::config::{NodeFacts, NodesSection, access_from_via};
 use readygap_live::node::debug_session::DebugPodSession;
 use readygap_live::node::drop_caches::{
@@ -99,10 +99,9 @@ async fn access_for(args: &DropCachesArgs) -> Result<NodeAccess, NodeError> {
             if args.no_connection_sharing {
                 ssh.control_persist = None;
             }
-            let budget = args
+            ssh.connect_timeout = args
                 .timeout
-                .min(readygap_live::node::access::DEFAULT_CONNECT_TIMEOUT);
-            ssh.connect_timeout = budget.max(Duration::from_secs(1));
+                .clamp(Duration::from_secs(1), DEFAULT_CONNECT_TIMEOUT);
         }
         NodeAccess::Minikube { profile, .. } => {
             if let Some(p) = &args.profile {

@@ -12,14 +12,12 @@ use tokio_util::sync::CancellationToken;
 /// `readygap run`.
 pub async fn run(args: RunArgs) -> Result<i32> {
     let cancel = CancellationToken::new();
-    {
-        let c = cancel.clone();
-        tokio::spawn(async move {
-            let signal = crate::signals::quit().await;
-            eprintln!("interrupted ({signal}): ending the current trial");
-            c.cancel();
-        });
-    }
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        let signal = crate::signals::quit().await;
+        eprintln!("interrupted ({signal}): ending the current trial");
+        c.cancel();
+    });
     let out = run_with(args, cancel).await?;
     std::io::stdout().write_all(out.stdout.as_bytes())?;
     Ok(out.code)
