@@ -34,6 +34,11 @@ pub fn state_label(pod: &PodView) -> String {
     }
 }
 
+/// The widest of `widths`, kept within `lo..=hi`.
+fn widest(widths: impl Iterator<Item = usize>, lo: usize, hi: usize) -> u16 {
+    widths.max().unwrap_or(lo).clamp(lo, hi) as u16
+}
+
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
     let Some(inner) = panel("Pods", theme, area, buf) else {
         return;
@@ -47,34 +52,14 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         );
         return;
     }
-    let phase_w = state
-        .pods
-        .values()
-        .map(|p| {
-            if p.deletion_timestamp.is_some() {
-                11
-            } else {
-                p.phase.chars().count()
-            }
-        })
-        .max()
-        .unwrap_or(5)
-        .clamp(5, 11) as u16;
-    let name_w = state
-        .pods
-        .keys()
-        .map(|n| n.chars().count())
-        .max()
-        .unwrap_or(4)
-        .clamp(4, 40) as u16;
-    // The node column only when there is room for it.
-    let node_w = state
-        .pods
-        .values()
-        .filter_map(|p| p.node.as_ref().map(|n| n.chars().count()))
-        .max()
-        .unwrap_or(1)
-        .clamp(4, 24) as u16;
+    let phase = |p: &PodView| match p.deletion_timestamp {
+        Some(_) => "Terminating".len(),
+        None => p.phase.chars().count(),
+    };
+    let phase_w = widest(state.pods.values().map(phase), 5, 11);
+    let name_w = widest(state.pods.keys().map(|n| n.chars().count()), 4, 40);
+    let nodes = state.pods.values().filter_map(|p| p.node.as_ref());
+    let node_w = widest(nodes.map(|n| n.chars().count()), 4, 24);
     // The node column only when the state label keeps 15 cells.
     let show_node = inner.width >= name_w + phase_w + 9 + node_w + 3 + 15 + 5;
     let mut widths = vec![
