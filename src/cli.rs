@@ -78,8 +78,7 @@ pub enum LabCommand {
 /// Run a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32> {
     let Some(command) = cli.command else {
-        let hint = "t: trial · c: cold · d: delete · ? help".to_string();
-        return runtime()?.block_on(commands::dashboard::live(*cli.live, cli.screen, &hint));
+        return runtime()?.block_on(commands::dashboard::live(*cli.live, cli.screen));
     };
     match command {
         Command::Demo(args) => runtime()?.block_on(commands::dashboard::demo(*args)),

@@ -332,14 +332,6 @@ fn read_ground_truth(path: &Path) -> Result<Vec<GroundTruthEntry>> {
         .collect()
 }
 
-/// The ground truth's first instant of `t` for `pod` at or after `after`.
-fn first(gt: &[GroundTruthEntry], pod: &str, t: Transition, after: Timestamp) -> Option<Timestamp> {
-    gt.iter()
-        .filter(|e| e.pod == pod && e.transition == t && e.ts >= after)
-        .map(|e| e.ts)
-        .min()
-}
-
 /// The ground truth's endpoint transitions in `[from, to]`, as instants.
 fn endpoint_truth(gt: &[GroundTruthEntry], from: Timestamp, to: Timestamp) -> Vec<Instant> {
     gt.iter()
@@ -372,7 +364,9 @@ fn marks_against(trials: &[Measured], gt: &[GroundTruthEntry]) -> (Vec<Instant>,
             ("t2", Transition::RuntimeListening, t.t2),
             ("t4", Transition::InferenceDone, t.t4),
         ] {
-            if let Some(ts) = first(gt, &t.pod, tr, t.t0) {
+            // The ground truth's first instant of `tr` for the pod at or after T0.
+            let first = gt.iter().filter(|e| e.pod == t.pod && e.transition == tr);
+            if let Some(ts) = first.map(|e| e.ts).filter(|ts| *ts >= t.t0).min() {
                 truth.push(Instant::new(&t.pod, name, ts));
             }
             if let Some(m) = m {

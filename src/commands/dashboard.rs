@@ -71,17 +71,16 @@ pub struct DemoArgs {
     pub screen: ScreenArgs,
 }
 
+/// The keys the header shows.
+const HINT: &str = "t: trial · c: cold · d: delete · ? help";
+
 /// `readygap` without a subcommand: the dashboard on the cluster the session names.
-pub async fn live(
-    mut session: crate::args::SessionArgs,
-    screen: ScreenArgs,
-    hint: &str,
-) -> Result<i32> {
+pub async fn live(mut session: crate::args::SessionArgs, screen: ScreenArgs) -> Result<i32> {
     // The `[nodes]` tables of the dashboard's --config apply.
     session.node_config = screen.config.clone();
     let mut config = session.to_config(false);
     config.verdicts = session.verdict_thresholds()?;
-    dashboard(config, screen, "live", hint).await
+    dashboard(config, screen, "live", HINT).await
 }
 
 /// The dashboard on the cluster named by `session`.
@@ -286,10 +285,7 @@ pub async fn demo(d: DemoArgs) -> Result<i32> {
     // The lab's node through a debug pod, as a user's cluster offers it (the `[nodes]`
     // tables of an explicit --config instead, if given).
     session.nodes = crate::args::configured_nodes(d.screen.config.as_deref(), true);
-    let hint = format!(
-        "t: trial · c: cold · d: delete · ? help — lab {} {}",
-        d.profile, d.scenario
-    );
+    let hint = format!("{HINT} — lab {} {}", d.profile, d.scenario);
     let code = dashboard(session, d.screen, "demo", &hint).await;
     lab.shutdown().await;
     code

@@ -28,7 +28,6 @@ pub struct ReportArgs {
 /// `--warnings`; the report into `--output` when given (Markdown then links the bars,
 /// written as SVG next to it).
 pub fn report(args: &ReportArgs) -> Result<i32> {
-    let format = args.format;
     let mut files_out = Vec::new();
     for path in report::expand_paths(&args.files)? {
         let r = report::report_file(&path)?;
@@ -40,12 +39,12 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
         files_out.push(r);
     }
     let report = Report { files: files_out };
-    let mut text = report::render(&report, format)?;
+    let mut text = report::render(&report, args.format)?;
     let Some(out) = &args.output else {
         std::io::stdout().write_all(text.as_bytes())?;
         return Ok(0);
     };
-    if format == Format::Markdown {
+    if args.format == Format::Markdown {
         let svg_path = out.with_extension("svg");
         if &svg_path == out {
             color_eyre::eyre::bail!(

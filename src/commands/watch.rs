@@ -163,12 +163,11 @@ pub async fn start(args: &WatchArgs, cancel: CancellationToken) -> Result<Watchi
         .route("/readyz", get(readyz))
         .route("/trials", get(trials))
         .with_state(shared.clone());
-    let stop = cancel.clone();
-    let server = tokio::spawn(async move {
+    let server = tokio::spawn(
         axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stop.cancelled().await })
-            .await
-    });
+            .with_graceful_shutdown(cancel.clone().cancelled_owned())
+            .into_future(),
+    );
     let s = shared.clone();
     let task = tokio::spawn(async move {
         let r = readygap_live::fleet::run(cfg, s, cancel.clone()).await;
@@ -182,12 +181,10 @@ pub async fn start(args: &WatchArgs, cancel: CancellationToken) -> Result<Watchi
 
 async fn metrics(AxState(s): AxState<Arc<Shared>>, headers: HeaderMap) -> Response {
     let format = negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-    let body = match s.metrics.lock() {
-        Ok(m) => exposition::encode(&m, format),
-        Err(_) => {
-            return (StatusCode::INTERNAL_SERVER_ERROR, "metrics unavailable\n").into_response();
-        }
+    let Ok(m) = s.metrics.lock() else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "metrics unavailable\n").into_response();
     };
+    let body = exposition::encode(&m, format);
     ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
 }
 
