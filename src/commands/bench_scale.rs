@@ -148,14 +148,10 @@ impl ScaleReport {
             "bytes"
         );
         for s in &self.served {
-            let q = if s.query.is_empty() {
-                String::new()
-            } else {
-                format!("?{}", s.query)
-            };
+            let q = if s.query.is_empty() { "" } else { "?" };
             t.push_str(&format!(
-                "{:<7} {:<10} {:>8} {:>11}  {}{q}\n",
-                s.method, s.scope, s.requests, s.bytes, s.path
+                "{:<7} {:<10} {:>8} {:>11}  {}{q}{}\n",
+                s.method, s.scope, s.requests, s.bytes, s.path, s.query
             ));
         }
         t

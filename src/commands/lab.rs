@@ -39,7 +39,7 @@ pub struct LabArgs {
     pub no_workload: bool,
     /// The Ollama version the runtimes imitate (default: the profile's, 0.12.6). 0.12.x loads
     /// next to resident models and is OOM-killed; 0.13+ on cgroup v2 evicts or refuses.
-    #[arg(long, value_name = "VERSION")]
+    #[arg(long, value_name = "VERSION", value_parser = readygap_lab::ollama_version::check)]
     pub ollama_version: Option<String>,
     /// What runs each pod's serving container: the lab's simulated runtime, or a real
     /// `ollama serve` per pod (peers from scripts/peers.sh; profile `real-smollm2`).
@@ -66,8 +66,7 @@ impl LabArgs {
             None => GroundTruth::in_memory(),
         };
         if let Some(v) = &self.ollama_version {
-            profile.ollama_version =
-                readygap_lab::ollama_version::check(v).map_err(|e| eyre!(e))?;
+            profile.ollama_version = v.clone();
         }
         let mut o = LabOptions::new(profile);
         o.scenario = self.scenario;
