@@ -118,8 +118,6 @@ pub async fn dashboard(
 
     let cancel = CancellationToken::new();
     let (fwd_tx, mut fwd_rx) = mpsc::unbounded_channel::<Event>();
-    let built = build(&args, cancel.clone(), Some(fwd_tx), mode).await;
-
     let (ui_tx, ui_rx) = mpsc::channel::<Event>(8192);
     let Built {
         mut runner,
@@ -128,7 +126,7 @@ pub async fn dashboard(
         target,
         node_feed,
         ..
-    } = match built {
+    } = match build(&args, cancel.clone(), Some(fwd_tx), mode).await {
         Ok(b) => b,
         Err(e) => {
             // No cluster: the screen says so, and stays until `q`; a recording asked for

@@ -78,12 +78,10 @@ impl LabArgs {
         o.engine = self.engine;
         o.shape = self.server;
         o.tls = self.tls;
-        o.seed = self.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0)
-        });
+        // Without --seed: the clock's nanoseconds.
+        o.seed = self
+            .seed
+            .unwrap_or_else(|| chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0) as u64);
         Ok(o)
     }
 }
