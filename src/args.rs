@@ -399,10 +399,6 @@ impl SessionArgs {
     }
 }
 
-/// Why `--read-only` has no debug-pod access.
-pub const DEBUG_POD_READ_ONLY: &str =
-    "--read-only: the debug pod would be created (a POST); use ssh or local access";
-
 /// The node access of a `--read-only` session: nothing that creates a debug pod. The lab's
 /// nodes are then sampled through the kubelet Summary API (GETs), as a cluster without
 /// `[nodes]` tables is.
@@ -412,9 +408,10 @@ pub fn read_only_nodes(policy: AccessPolicy) -> AccessPolicy {
             section: Default::default(),
             lab: true,
         },
-        AccessPolicy::Explicit { via, .. } if via == "debug-pod" => {
-            AccessPolicy::Unavailable(DEBUG_POD_READ_ONLY.into())
-        }
+        // Why `--read-only` has no debug-pod access.
+        AccessPolicy::Explicit { via, .. } if via == "debug-pod" => AccessPolicy::Unavailable(
+            "--read-only: the debug pod would be created (a POST); use ssh or local access".into(),
+        ),
         other => other,
     }
 }

@@ -245,8 +245,8 @@ impl Kubectl {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// A child `readygap run` of `exe` on the lab: `trials` trials `cooldown` apart, then
-    /// `extra`; its JSON output in `DIR/readygap-run.json`, its log in `DIR/readygap-run.log`.
+    /// The command of a child `readygap run` of `exe` on the lab: `trials` trials `cooldown`
+    /// apart, its JSON output in `DIR/readygap-run.json`, its log in `DIR/readygap-run.log`.
     pub(super) fn readygap_run(
         &self,
         exe: &Path,
@@ -254,10 +254,9 @@ impl Kubectl {
         trials: usize,
         cooldown: Duration,
         dir: &Path,
-        extra: &[&std::ffi::OsStr],
-    ) -> Result<Child> {
-        Command::new(exe)
-            .arg("run")
+    ) -> Result<Command> {
+        let mut run = Command::new(exe);
+        run.arg("run")
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args(["-n", &self.namespace, "--model", model])
@@ -265,13 +264,11 @@ impl Kubectl {
             .arg("--cooldown")
             .arg(format!("{}ms", cooldown.as_millis()))
             .args(["--format", "json"])
-            .args(extra)
             .env("HOME", &self.home)
             .env_remove("KUBECONFIG")
             .stdout(std::fs::File::create(dir.join("readygap-run.json"))?)
-            .stderr(std::fs::File::create(dir.join("readygap-run.log"))?)
-            .spawn()
-            .wrap_err("starting `readygap run`")
+            .stderr(std::fs::File::create(dir.join("readygap-run.log"))?);
+        Ok(run)
     }
 
     /// Poll (0.2 s) until `f` holds, at most `timeout`.
@@ -521,19 +518,12 @@ fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Re
     let _ = std::fs::remove_file(&rec);
     let rg_from = chrono::Utc::now();
     let access = name_of(&AccessMode::NAMES, args.access, "proxy");
-    let child = k.readygap_run(
-        &exe,
-        model,
-        args.trials,
-        args.cooldown,
-        dir,
-        &[
-            "--access".as_ref(),
-            access.as_ref(),
-            "--record".as_ref(),
-            rec.as_os_str(),
-        ],
-    )?;
+    let child = k
+        .readygap_run(&exe, model, args.trials, args.cooldown, dir)?
+        .args(["--access", access, "--record"])
+        .arg(&rec)
+        .spawn()
+        .wrap_err("starting `readygap run`")?;
     let (code, rg_cost) = wait_with_cost(child, timeout, "`readygap run`")?;
     let rg_to = chrono::Utc::now();
     let recording = readygap_core::record::jsonl::read(&rec).map_err(|e| {

@@ -286,7 +286,10 @@ pub fn scale_in(
 
     let before = tally(&k)?;
     let started = Instant::now();
-    let mut child = k.readygap_run(&exe, model, 1_000_000, args.cooldown, dir, &[])?;
+    let mut child = k
+        .readygap_run(&exe, model, 1_000_000, args.cooldown, dir)?
+        .spawn()
+        .wrap_err("starting `readygap run`")?;
     // The measuring window is a fixed time by design (CPU per minute); readygap ending
     // early is a failure of the bench.
     while started.elapsed() < args.duration {
