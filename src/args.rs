@@ -49,6 +49,14 @@ pub fn memory_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("not a size: {text:?} (e.g. 640Mi, 1Gi or a number of bytes)"))
 }
 
+/// A speed factor of the lab (`--speed`): a positive number.
+pub fn speed(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .ok_or_else(|| format!("--speed must be a positive number, got {text}"))
+}
+
 /// Which cluster and which workload.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ClusterArgs {
@@ -183,9 +191,6 @@ pub struct SessionArgs {
     /// the model before the experimenter's own request does.
     #[arg(long)]
     pub probe_external: bool,
-    /// Only GET requests, anywhere (the dashboard's `--read-only`).
-    #[arg(skip)]
-    pub read_only: bool,
     #[command(flatten)]
     pub verdicts: VerdictArgs,
 }
@@ -228,71 +233,43 @@ impl VerdictArgs {
         file: &crate::config::ConfigFile,
         path: Option<&std::path::Path>,
     ) -> color_eyre::Result<readygap_core::verdict::VerdictThresholds> {
-        let flags = self;
         use color_eyre::eyre::eyre;
         use readygap_core::verdict::VerdictThresholds;
         let name = path.map_or_else(|| "config".into(), |p| p.display().to_string());
         let v = file.verdicts.clone().unwrap_or_default();
         let mut t = VerdictThresholds::default();
-        let secs = |flag: Option<std::time::Duration>,
-                    text: &Option<String>,
-                    key: &str,
-                    into: &mut f64| {
-            let d = match (flag, text) {
-                (Some(d), _) => Some(d),
-                (None, Some(text)) => Some(
-                    readygap_core::units::parse_duration_or_zero(text)
-                        .map_err(|e| eyre!("config {name}: [verdicts] {key}: {e}"))?,
-                ),
-                (None, None) => None,
+        // `--verdict-FLAG`, else `[verdicts] KEY` of the file (read only then), else the
+        // default already in `t.FIELD`.
+        macro_rules! secs {
+            ($flag:ident, $key:ident, $field:ident) => {
+                if let Some(d) = self.$flag {
+                    t.$field = d.as_secs_f64();
+                } else if let Some(text) = &v.$key {
+                    let d = units::parse_duration_or_zero(text).map_err(|e| {
+                        eyre!("config {name}: [verdicts] {}: {e}", stringify!($key))
+                    })?;
+                    t.$field = d.as_secs_f64();
+                }
             };
-            if let Some(d) = d {
-                *into = d.as_secs_f64();
-            }
-            Ok::<(), color_eyre::Report>(())
-        };
-        secs(
-            flags.verdict_rollout_stall_after,
-            &v.rollout_stall_after,
-            "rollout_stall_after",
-            &mut t.rollout_stall_after_s,
-        )?;
-        secs(
-            flags.verdict_shallow_min,
-            &v.shallow_min,
-            "shallow_min",
-            &mut t.shallow_min_s,
-        )?;
-        secs(
-            flags.verdict_kill_window,
-            &v.kill_window,
-            "kill_window",
-            &mut t.kill_window_s,
-        )?;
-        secs(
-            flags.verdict_resident_slack,
-            &v.resident_slack,
-            "resident_slack",
-            &mut t.resident_slack_s,
-        )?;
-        secs(
-            flags.verdict_no_load,
-            &v.no_load,
-            "no_load",
-            &mut t.no_load_s,
-        )?;
-        match (flags.verdict_runtime_memory, &v.runtime_memory) {
-            (Some(b), _) => t.runtime_only_bytes = b,
-            (None, Some(text)) => {
-                t.runtime_only_bytes =
-                    readygap_core::units::parse_memory(text).ok_or_else(|| {
-                        eyre!(
-                            "config {name}: [verdicts] runtime_memory: not a memory size: {text:?} \
-                         (e.g. 128Mi, 1Gi or a number of bytes)"
-                        )
-                    })?
-            }
-            (None, None) => {}
+        }
+        secs!(
+            verdict_rollout_stall_after,
+            rollout_stall_after,
+            rollout_stall_after_s
+        );
+        secs!(verdict_shallow_min, shallow_min, shallow_min_s);
+        secs!(verdict_kill_window, kill_window, kill_window_s);
+        secs!(verdict_resident_slack, resident_slack, resident_slack_s);
+        secs!(verdict_no_load, no_load, no_load_s);
+        if let Some(b) = self.verdict_runtime_memory {
+            t.runtime_only_bytes = b;
+        } else if let Some(text) = &v.runtime_memory {
+            t.runtime_only_bytes = units::parse_memory(text).ok_or_else(|| {
+                eyre!(
+                    "config {name}: [verdicts] runtime_memory: not a memory size: {text:?} \
+                     (e.g. 128Mi, 1Gi or a number of bytes)"
+                )
+            })?;
         }
         t.check().map_err(|e| eyre!("config {name}: {e}"))?;
         Ok(t)
@@ -326,7 +303,7 @@ pub struct RunArgs {
     /// Scenario of the built-in lab (baseline, http-readiness, inference-readiness, emptydir,
     /// overlap-oom, rollout, gpu, gpu-surge, aggressive-liveness).
     #[arg(long, default_value = "baseline")]
-    pub lab_scenario: String,
+    pub lab_scenario: readygap_lab::scenario::Scenario,
     /// The Ollama version the built-in lab imitates (0.12.x: a load that does not fit next to
     /// a resident model is OOM-killed; 0.13 and later on cgroup v2: the resident model is
     /// evicted, or the load refused). Default: the profile's.
@@ -352,19 +329,6 @@ pub struct RunArgs {
     pub lab_server: Shape,
 }
 
-impl ClusterArgs {
-    pub fn to_config(&self) -> ClusterConfig {
-        ClusterConfig {
-            kubeconfig: self.kubeconfig.clone(),
-            context: self.context.clone(),
-            namespace: self.namespace.clone(),
-            deployment: self.deployment.clone(),
-            selector: self.selector.clone(),
-            service: self.service.clone(),
-        }
-    }
-}
-
 impl SessionArgs {
     /// The verdict thresholds in force: the flags over `[verdicts]` of the config file
     /// (`--config`, else the default file) over the defaults.
@@ -379,8 +343,16 @@ impl SessionArgs {
     /// (its nodes are reached through debug pods unless `--node-access` or an explicit
     /// config file says otherwise).
     pub fn to_config(&self, lab: bool) -> SessionConfig {
+        let c = &self.cluster;
         SessionConfig {
-            cluster: self.cluster.to_config(),
+            cluster: ClusterConfig {
+                kubeconfig: c.kubeconfig.clone(),
+                context: c.context.clone(),
+                namespace: c.namespace.clone(),
+                deployment: c.deployment.clone(),
+                selector: c.selector.clone(),
+                service: c.service.clone(),
+            },
             model: self.model.clone(),
             prompt: self.prompt.clone(),
             record: self.record.clone(),
@@ -406,8 +378,8 @@ impl SessionArgs {
             container: self.container.clone(),
             think: self.think,
             probe_external: self.probe_external,
-            read_only: self.read_only,
-            verdicts: Default::default(),
+            // `read_only` is the dashboard's (`--read-only`), `verdicts` the caller's.
+            ..SessionConfig::default()
         }
     }
 
@@ -416,9 +388,6 @@ impl SessionArgs {
     /// access a user's cluster offers too; else the config file's `[nodes]` tables.
     pub fn node_policy(&self, lab: bool) -> AccessPolicy {
         if let Some(via) = &self.node_access {
-            if self.read_only && via == "debug-pod" {
-                return AccessPolicy::Unavailable(DEBUG_POD_READ_ONLY.into());
-            }
             return AccessPolicy::Explicit {
                 via: via.clone(),
                 identity: self.node_identity.clone(),
@@ -430,10 +399,6 @@ impl SessionArgs {
     }
 }
 
-/// Why `--read-only` has no debug-pod access.
-pub const DEBUG_POD_READ_ONLY: &str =
-    "--read-only: the debug pod would be created (a POST); use ssh or local access";
-
 /// The node access of a `--read-only` session: nothing that creates a debug pod. The lab's
 /// nodes are then sampled through the kubelet Summary API (GETs), as a cluster without
 /// `[nodes]` tables is.
@@ -443,9 +408,10 @@ pub fn read_only_nodes(policy: AccessPolicy) -> AccessPolicy {
             section: Default::default(),
             lab: true,
         },
-        AccessPolicy::Explicit { via, .. } if via == "debug-pod" => {
-            AccessPolicy::Unavailable(DEBUG_POD_READ_ONLY.into())
-        }
+        // Why `--read-only` has no debug-pod access.
+        AccessPolicy::Explicit { via, .. } if via == "debug-pod" => AccessPolicy::Unavailable(
+            "--read-only: the debug pod would be created (a POST); use ssh or local access".into(),
+        ),
         other => other,
     }
 }
@@ -475,17 +441,13 @@ pub fn configured_nodes(config: Option<&std::path::Path>, lab: bool) -> AccessPo
 impl RunArgs {
     /// The run's configuration (the lab fields are the binary's: it starts the lab).
     pub fn to_config(&self) -> RunConfig {
-        let mut extra = serde_json::Map::new();
-        extra.insert("lab".into(), serde_json::json!(self.lab));
-        extra.insert("lab_speed".into(), serde_json::json!(self.lab_speed));
-        extra.insert(
-            "lab_memory_limit".into(),
-            serde_json::json!(self.lab_memory_limit),
-        );
-        extra.insert(
-            "lab_ollama_version".into(),
-            serde_json::json!(self.lab_ollama_version),
-        );
+        use serde_json::json;
+        let extra = [
+            ("lab", json!(self.lab)),
+            ("lab_speed", json!(self.lab_speed)),
+            ("lab_memory_limit", json!(self.lab_memory_limit)),
+            ("lab_ollama_version", json!(self.lab_ollama_version)),
+        ];
         RunConfig {
             session: self.session.to_config(self.lab.is_some()),
             trials: self.trials,
@@ -493,7 +455,7 @@ impl RunArgs {
             cooldown: self.cooldown,
             format: self.format,
             csv: self.csv.clone(),
-            extra_settings: extra,
+            extra_settings: extra.into_iter().map(|(k, v)| (k.into(), v)).collect(),
             local_host: None,
         }
     }

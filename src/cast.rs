@@ -6,6 +6,7 @@
 //! Frames are ratatui buffers; each is written as the difference from the previous one
 //! (cursor moves, SGR colour changes, text), so a cast stays small.
 
+use crate::ui::panels::timeline::http_apart;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier};
@@ -83,11 +84,10 @@ impl Cast {
 /// before `/health` 200); where they are one instant (Ollama, vLLM) T2 is one marker.
 fn marks_of(t: &Trial) -> [(Option<Timestamp>, &'static str); 6] {
     let m = &t.marks;
-    let http_apart = m.t2_http.filter(|h| m.t2.is_none_or(|t2| *h < t2));
     [
         (m.t0, "T0 replacement requested"),
         (m.t1, "T1 Ready"),
-        (http_apart, "T2 HTTP answers"),
+        (http_apart(t), "T2 HTTP answers"),
         (m.t2, "T2 runtime answers"),
         (m.t3, "T3 inference sent"),
         (m.t4, "T4 inference done"),
@@ -106,7 +106,7 @@ pub fn export(
     let frame_gap = 1.0 / opts.fps.max(0.1);
     let mut state = State::new();
     let mut prev = Buffer::empty(area);
-    let mut out: Vec<(f64, &'static str, String)> = Vec::new();
+    let mut out = vec![(0.0, "o", "\x1b[?25l\x1b[2J".to_string())];
     // Cast time runs with the recording (÷ speed) but long idle stretches are cut.
     let mut clock = CastClock::new(opts.idle_limit);
     let mut last_frame_at: Option<f64> = None;
@@ -118,7 +118,6 @@ pub fn export(
         })
     };
 
-    out.push((0.0, "o", "\x1b[?25l\x1b[2J".to_string()));
     for (i, ev) in events.iter().enumerate() {
         state.apply(ev);
         let t = rel(ev.ts);
@@ -222,20 +221,15 @@ fn sgr_color(c: Color, fg: bool) -> String {
 
 fn sgr(fg: Color, bg: Color, m: Modifier) -> String {
     let mut s = String::from("\x1b[0");
-    if m.contains(Modifier::BOLD) {
-        s.push_str(";1");
-    }
-    if m.contains(Modifier::DIM) {
-        s.push_str(";2");
-    }
-    if m.contains(Modifier::ITALIC) {
-        s.push_str(";3");
-    }
-    if m.contains(Modifier::UNDERLINED) {
-        s.push_str(";4");
-    }
-    if m.contains(Modifier::REVERSED) {
-        s.push_str(";7");
+    let codes = [
+        (Modifier::BOLD, ";1"),
+        (Modifier::DIM, ";2"),
+        (Modifier::ITALIC, ";3"),
+        (Modifier::UNDERLINED, ";4"),
+        (Modifier::REVERSED, ";7"),
+    ];
+    for (_, code) in codes.into_iter().filter(|(flag, _)| m.contains(*flag)) {
+        s.push_str(code);
     }
     let _ = write!(s, ";{};{}m", sgr_color(fg, true), sgr_color(bg, false));
     s

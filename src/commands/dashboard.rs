@@ -53,7 +53,7 @@ pub struct DemoArgs {
     pub profile: String,
     /// Lab scenario (baseline, http-readiness, inference-readiness, emptydir, overlap-oom, rollout, gpu, gpu-surge, aggressive-liveness).
     #[arg(long, default_value = "baseline")]
-    pub scenario: String,
+    pub scenario: readygap_lab::scenario::Scenario,
     /// Run the lab's timings this many times faster.
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
@@ -71,17 +71,16 @@ pub struct DemoArgs {
     pub screen: ScreenArgs,
 }
 
+/// The keys the header shows.
+const HINT: &str = "t: trial · c: cold · d: delete · ? help";
+
 /// `readygap` without a subcommand: the dashboard on the cluster the session names.
-pub async fn live(
-    mut session: crate::args::SessionArgs,
-    screen: ScreenArgs,
-    hint: &str,
-) -> Result<i32> {
+pub async fn live(mut session: crate::args::SessionArgs, screen: ScreenArgs) -> Result<i32> {
     // The `[nodes]` tables of the dashboard's --config apply.
     session.node_config = screen.config.clone();
     let mut config = session.to_config(false);
     config.verdicts = session.verdict_thresholds()?;
-    dashboard(config, screen, "live", hint).await
+    dashboard(config, screen, "live", HINT).await
 }
 
 /// The dashboard on the cluster named by `session`.
@@ -92,12 +91,14 @@ pub async fn dashboard(
     hint: &str,
 ) -> Result<i32> {
     let (file, file_path) = crate::config::load(screen.config.as_deref())?;
-    let cfg = crate::config::resolve(
+    let mut opts = crate::config::resolve(
         &file,
         file_path.as_deref(),
         screen.theme.as_deref(),
         screen.read_only,
     )?;
+    opts.mode_label = mode.into();
+    opts.title = hint.into();
     // The runner is built as `run` builds it; trials start one at a time from the keys.
     let mut args = RunConfig {
         session,
@@ -107,7 +108,6 @@ pub async fn dashboard(
         ..RunConfig::default()
     };
     let record_to = args.session.record.clone();
-    let mut opts = cfg.dashboard_options(mode, hint);
     let read_only = opts.read_only;
     // --read-only reaches the runner and the executor: only GETs leave readygap (and no
     // debug pod is created for node access).
@@ -118,8 +118,6 @@ pub async fn dashboard(
 
     let cancel = CancellationToken::new();
     let (fwd_tx, mut fwd_rx) = mpsc::unbounded_channel::<Event>();
-    let built = build(&args, cancel.clone(), Some(fwd_tx), mode).await;
-
     let (ui_tx, ui_rx) = mpsc::channel::<Event>(8192);
     let Built {
         mut runner,
@@ -128,7 +126,7 @@ pub async fn dashboard(
         target,
         node_feed,
         ..
-    } = match built {
+    } = match build(&args, cancel.clone(), Some(fwd_tx), mode).await {
         Ok(b) => b,
         Err(e) => {
             // No cluster: the screen says so, and stays until `q`; a recording asked for
@@ -156,42 +154,34 @@ pub async fn dashboard(
     };
 
     // Runner sink → dashboard (the runner records).
-    {
-        let ui_tx = ui_tx.clone();
-        tokio::spawn(async move {
-            while let Some(ev) = fwd_rx.recv().await {
-                if ui_tx.send(ev).await.is_err() {
-                    break;
-                }
-            }
-        });
-    }
+    tokio::spawn(async move {
+        while let Some(ev) = fwd_rx.recv().await
+            && ui_tx.send(ev).await.is_ok()
+        {}
+    });
     // Recording status: the header's indicator (the status line is a note of the stream).
-    let recording = Arc::new(AtomicBool::new(false));
+    let recording = Arc::new(AtomicBool::new(record_to.is_some()));
     let (st_tx, mut st_rx) = mpsc::unbounded_channel();
     runner.report_recording(st_tx);
     let (control_tx, control_rx) = mpsc::unbounded_channel::<Feed>();
     if let Some(p) = &record_to {
-        recording.store(true, Ordering::SeqCst);
         control_tx
             .send(Feed::Recording(Some(p.display().to_string())))
             .ok();
     }
-    {
-        let recording = recording.clone();
-        tokio::spawn(async move {
-            while let Some(s) = st_rx.recv().await {
-                let now = match s {
-                    RecordStatus::Recording(p) => Some(p.display().to_string()),
-                    RecordStatus::Stopped { .. } | RecordStatus::Failed(_) => None,
-                };
-                recording.store(now.is_some(), Ordering::SeqCst);
-                if control_tx.send(Feed::Recording(now)).is_err() {
-                    break;
-                }
+    let recording_now = recording.clone();
+    tokio::spawn(async move {
+        while let Some(s) = st_rx.recv().await {
+            let now = match s {
+                RecordStatus::Recording(p) => Some(p.display().to_string()),
+                RecordStatus::Stopped { .. } | RecordStatus::Failed(_) => None,
+            };
+            recording_now.store(now.is_some(), Ordering::SeqCst);
+            if control_tx.send(Feed::Recording(now)).is_err() {
+                break;
             }
-        });
-    }
+        }
+    });
 
     // The runner serves commands until the dashboard closes.
     let (cmd_tx, cmd_rx) = mpsc::channel::<RunnerCommand>(16);
@@ -281,10 +271,7 @@ pub async fn demo(d: DemoArgs) -> Result<i32> {
     let mut o = readygap_lab::serve::LabOptions::new(profile);
     o.engine = d.engine;
     o.speed = d.speed;
-    o.scenario = d
-        .scenario
-        .parse()
-        .map_err(|e| color_eyre::eyre::eyre!("{e}"))?;
+    o.scenario = d.scenario;
     let lab = readygap_lab::serve::serve(o).await?;
     lab.wait_ready(std::time::Duration::from_secs(120)).await?;
     let mut session = SessionConfig::default();
@@ -296,10 +283,7 @@ pub async fn demo(d: DemoArgs) -> Result<i32> {
     // The lab's node through a debug pod, as a user's cluster offers it (the `[nodes]`
     // tables of an explicit --config instead, if given).
     session.nodes = crate::args::configured_nodes(d.screen.config.as_deref(), true);
-    let hint = format!(
-        "t: trial · c: cold · d: delete · ? help — lab {} {}",
-        d.profile, d.scenario
-    );
+    let hint = format!("{HINT} — lab {} {}", d.profile, d.scenario);
     let code = dashboard(session, d.screen, "demo", &hint).await;
     lab.shutdown().await;
     code

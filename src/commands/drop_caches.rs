@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use color_eyre::eyre::WrapErr;
 
-use readygap_live::node::access::{HostKeyPolicy, NodeAccess};
+use readygap_live::node::access::{DEFAULT_CONNECT_TIMEOUT, HostKeyPolicy, NodeAccess};
 use readygap_live::node::config::{NodeFacts, NodesSection, access_from_via};
 use readygap_live::node::debug_session::DebugPodSession;
 use readygap_live::node::drop_caches::{
@@ -91,22 +91,17 @@ async fn access_for(args: &DropCachesArgs) -> Result<NodeAccess, NodeError> {
     };
     match &mut access {
         NodeAccess::Ssh(ssh) => {
-            if let Some(id) = &args.identity {
-                ssh.identity = Some(id.clone());
-            }
-            if let Some(kh) = &args.known_hosts {
-                ssh.known_hosts = Some(kh.clone());
-            }
+            ssh.identity = args.identity.clone().or(ssh.identity.take());
+            ssh.known_hosts = args.known_hosts.clone().or(ssh.known_hosts.take());
             if args.accept_new_host_key {
                 ssh.host_key_policy = HostKeyPolicy::AcceptNew;
             }
             if args.no_connection_sharing {
                 ssh.control_persist = None;
             }
-            let budget = args
+            ssh.connect_timeout = args
                 .timeout
-                .min(readygap_live::node::access::DEFAULT_CONNECT_TIMEOUT);
-            ssh.connect_timeout = budget.max(Duration::from_secs(1));
+                .clamp(Duration::from_secs(1), DEFAULT_CONNECT_TIMEOUT);
         }
         NodeAccess::Minikube { profile, .. } => {
             if let Some(p) = &args.profile {
@@ -133,9 +128,7 @@ async fn kube_client(args: &DropCachesArgs) -> Result<(kube::Client, String), No
         kubeconfig: args.kubeconfig.clone(),
         context: args.context.clone(),
         namespace: args.namespace.clone(),
-        deployment: String::new(),
-        selector: None,
-        service: None,
+        ..Default::default()
     };
     let (cfg, _) = readygap_live::cluster::config(&cluster)
         .await
@@ -171,25 +164,23 @@ async fn access_from_cluster(
 /// Drops the caches as the arguments say and returns the result (never fails: errors are
 /// in the result).
 pub async fn drop_caches_for_args(args: &DropCachesArgs) -> DropCachesResult {
-    let access = match access_for(args).await {
-        Ok(a) => a,
-        Err(e) => return DropCachesResult::failed(&args.node, e.to_string()),
-    };
+    drop_with(args)
+        .await
+        .unwrap_or_else(|e| DropCachesResult::failed(&args.node, e.to_string()))
+}
+
+/// [`drop_caches_for_args`], with an error that kept the drop from running.
+async fn drop_with(args: &DropCachesArgs) -> Result<DropCachesResult, NodeError> {
+    let access = access_for(args).await?;
     let threshold = DropThreshold {
         min_drop_kb: args.min_drop_kb,
         ..DropThreshold::default()
     };
     if !matches!(access, NodeAccess::DebugPod { .. }) {
-        return drop_caches(&args.node, &access, &threshold, args.timeout).await;
+        return Ok(drop_caches(&args.node, &access, &threshold, args.timeout).await);
     }
-    let (client, namespace) = match kube_client(args).await {
-        Ok(k) => k,
-        Err(e) => return DropCachesResult::failed(&args.node, e.to_string()),
-    };
-    let session = match DebugPodSession::for_access(client, &namespace, &access) {
-        Ok(s) => s,
-        Err(e) => return DropCachesResult::failed(&args.node, e.to_string()),
-    };
+    let (client, namespace) = kube_client(args).await?;
+    let session = DebugPodSession::for_access(client, &namespace, &access)?;
     let mut result = drop_caches_in_pod(&args.node, &session, &threshold, args.timeout).await;
     if !args.keep_pod
         && let Err(e) = session.delete_if_created().await
@@ -201,7 +192,7 @@ pub async fn drop_caches_for_args(args: &DropCachesArgs) -> DropCachesResult {
             None => note,
         });
     }
-    result
+    Ok(result)
 }
 
 /// The exit status for a result: 0 dropped, 2 ran but not enough, 1 failed.
@@ -244,21 +235,19 @@ pub fn render_table(results: &[DropCachesResult]) -> String {
         }
     }
     let mut out = String::new();
+    // Every cell padded to its column's width, two spaces apart; the line's end trimmed.
     let mut line = |cells: [&str; 5]| {
-        let mut text = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            if i == 4 {
-                text.push_str(cell);
-            } else {
-                text.push_str(&format!("{cell:<width$}  ", width = widths[i]));
-            }
-        }
+        let text: String = cells
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}  "))
+            .collect();
         out.push_str(text.trim_end());
         out.push('\n');
     };
     line(header);
     for row in &rows {
-        line([&row[0], &row[1], &row[2], &row[3], &row[4]]);
+        line(row.each_ref().map(String::as_str));
     }
     out
 }
@@ -268,9 +257,7 @@ pub async fn drop_caches_cli(args: DropCachesArgs) -> color_eyre::Result<i32> {
     let result = drop_caches_for_args(&args).await;
     let text = match args.format {
         OutputFormat::Json => {
-            let mut s = serde_json::to_string(&result).wrap_err("encoding the result as JSON")?;
-            s.push('\n');
-            s
+            serde_json::to_string(&result).wrap_err("encoding the result as JSON")? + "\n"
         }
         OutputFormat::Table => render_table(std::slice::from_ref(&result)),
     };

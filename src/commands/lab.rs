@@ -19,7 +19,7 @@ pub struct LabArgs {
     #[arg(long, default_value = "baseline")]
     pub scenario: Scenario,
     /// Divide every timing by this factor.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::args::speed)]
     pub speed: f64,
     /// Port of the API server on 127.0.0.1 (0: pick a free one).
     #[arg(long, default_value_t = 0)]
@@ -39,7 +39,7 @@ pub struct LabArgs {
     pub no_workload: bool,
     /// The Ollama version the runtimes imitate (default: the profile's, 0.12.6). 0.12.x loads
     /// next to resident models and is OOM-killed; 0.13+ on cgroup v2 evicts or refuses.
-    #[arg(long, value_name = "VERSION")]
+    #[arg(long, value_name = "VERSION", value_parser = readygap_lab::ollama_version::check)]
     pub ollama_version: Option<String>,
     /// What runs each pod's serving container: the lab's simulated runtime, or a real
     /// `ollama serve` per pod (peers from scripts/peers.sh; profile `real-smollm2`).
@@ -58,23 +58,15 @@ pub struct LabArgs {
 impl LabArgs {
     /// Resolve the arguments (profile by name, ground-truth file opened).
     pub fn to_options(&self) -> Result<LabOptions> {
-        let profile = readygap_lab::engine::profiles::resolve(self.engine, &self.profile, None)
+        let mut profile = readygap_lab::engine::profiles::resolve(self.engine, &self.profile, None)
             .map_err(|e| eyre!(e))?;
-        if !(self.speed.is_finite() && self.speed > 0.0) {
-            return Err(eyre!(
-                "--speed must be a positive number, got {}",
-                self.speed
-            ));
-        }
         let ground_truth = match &self.ground_truth {
             Some(p) => GroundTruth::to_file(p)
                 .wrap_err_with(|| format!("opening the ground-truth log {}", p.display()))?,
             None => GroundTruth::in_memory(),
         };
-        let mut profile = profile;
         if let Some(v) = &self.ollama_version {
-            profile.ollama_version =
-                readygap_lab::ollama_version::check(v).map_err(|e| eyre!(e))?;
+            profile.ollama_version = v.clone();
         }
         let mut o = LabOptions::new(profile);
         o.scenario = self.scenario;
@@ -86,12 +78,10 @@ impl LabArgs {
         o.engine = self.engine;
         o.shape = self.server;
         o.tls = self.tls;
-        o.seed = self.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0)
-        });
+        // Without --seed: the clock's nanoseconds.
+        o.seed = self
+            .seed
+            .unwrap_or_else(|| chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0) as u64);
         Ok(o)
     }
 }

@@ -10,9 +10,32 @@ use readygap_core::event::Event;
 use readygap_core::record::index::ReplayIndex;
 use readygap_core::record::jsonl;
 use readygap_core::replay::{BATCH, ReplayOptions, Replayer, Speed, Step};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+
+/// The command-line arguments of `readygap replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    pub file: PathBuf,
+    /// Pace: a factor of the recorded pace (`2` = twice as fast), or `0`/`max` for as fast
+    /// as possible.
+    #[arg(long, default_value = "1")]
+    pub speed: readygap_core::replay::Speed,
+    /// Where to start: an RFC 3339 time, an offset from the start (`90s`, `1m30s`), or
+    /// `t0:N` / `trial:N` (T0 of trial N).
+    #[arg(long)]
+    pub from: Option<readygap_core::replay::StartAt>,
+    /// Pause whenever the playhead reaches a T0–T4 mark (space resumes).
+    #[arg(long)]
+    pub pause_at_marks: bool,
+    /// Colour theme (a preset or a file in ~/.config/readygap/themes).
+    #[arg(long)]
+    pub theme: Option<String>,
+    /// Config file (default ~/.config/readygap/config.toml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
 
 /// The replayer's steps as the dashboard's feed.
 fn feeds(steps: Vec<Step>) -> Vec<Feed> {

@@ -12,14 +12,12 @@ use tokio_util::sync::CancellationToken;
 /// `readygap run`.
 pub async fn run(args: RunArgs) -> Result<i32> {
     let cancel = CancellationToken::new();
-    {
-        let c = cancel.clone();
-        tokio::spawn(async move {
-            let signal = crate::signals::quit().await;
-            eprintln!("interrupted ({signal}): ending the current trial");
-            c.cancel();
-        });
-    }
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        let signal = crate::signals::quit().await;
+        eprintln!("interrupted ({signal}): ending the current trial");
+        c.cancel();
+    });
     let out = run_with(args, cancel).await?;
     std::io::stdout().write_all(out.stdout.as_bytes())?;
     Ok(out.code)
@@ -51,7 +49,7 @@ pub async fn run_with(args: RunArgs, cancel: CancellationToken) -> Result<RunOut
         if let Some(limit) = args.lab_memory_limit {
             o.profile.memory_limit_bytes = limit;
         }
-        o.scenario = args.lab_scenario.parse().map_err(|e: String| eyre!(e))?;
+        o.scenario = args.lab_scenario;
         let h = readygap_lab::serve::serve(o).await?;
         h.wait_ready(Duration::from_secs(120)).await?;
         config.session.cluster.kubeconfig = Some(h.kubeconfig.clone());

@@ -163,12 +163,11 @@ pub async fn start(args: &WatchArgs, cancel: CancellationToken) -> Result<Watchi
         .route("/readyz", get(readyz))
         .route("/trials", get(trials))
         .with_state(shared.clone());
-    let stop = cancel.clone();
-    let server = tokio::spawn(async move {
+    let server = tokio::spawn(
         axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stop.cancelled().await })
-            .await
-    });
+            .with_graceful_shutdown(cancel.clone().cancelled_owned())
+            .into_future(),
+    );
     let s = shared.clone();
     let task = tokio::spawn(async move {
         let r = readygap_live::fleet::run(cfg, s, cancel.clone()).await;
@@ -182,24 +181,21 @@ pub async fn start(args: &WatchArgs, cancel: CancellationToken) -> Result<Watchi
 
 async fn metrics(AxState(s): AxState<Arc<Shared>>, headers: HeaderMap) -> Response {
     let format = negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-    let body = match s.metrics.lock() {
-        Ok(m) => exposition::encode(&m, format),
-        Err(_) => {
-            return (StatusCode::INTERNAL_SERVER_ERROR, "metrics unavailable\n").into_response();
-        }
+    let Ok(m) = s.metrics.lock() else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "metrics unavailable\n").into_response();
     };
+    let body = exposition::encode(&m, format);
     ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
 }
 
-async fn readyz(AxState(s): AxState<Arc<Shared>>) -> Response {
+async fn readyz(AxState(s): AxState<Arc<Shared>>) -> (StatusCode, &'static str) {
     if s.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ready\n").into_response()
+        (StatusCode::OK, "ready\n")
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
             "listing the Deployments and their pods\n",
         )
-            .into_response()
     }
 }
 
@@ -223,43 +219,25 @@ async fn trials(AxState(s): AxState<Arc<Shared>>) -> Response {
     axum::Json(json!({ "deployments": deployments })).into_response()
 }
 
-/// `readygap watch` until Ctrl-C (or SIGTERM, as Kubernetes stops a pod).
+/// `readygap watch` until Ctrl-C (or SIGTERM, as Kubernetes stops a pod, or SIGHUP: the
+/// signals of [`crate::signals::quit`]).
 pub async fn watch(args: WatchArgs) -> Result<i32> {
     let cancel = CancellationToken::new();
-    {
-        let c = cancel.clone();
-        tokio::spawn(async move {
-            #[cfg(unix)]
-            {
-                use tokio::signal::unix::{SignalKind, signal};
-                let mut term = match signal(SignalKind::terminate()) {
-                    Ok(t) => t,
-                    Err(_) => {
-                        let _ = tokio::signal::ctrl_c().await;
-                        c.cancel();
-                        return;
-                    }
-                };
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            #[cfg(not(unix))]
-            let _ = tokio::signal::ctrl_c().await;
-            c.cancel();
-        });
-    }
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        crate::signals::quit().await;
+        c.cancel();
+    });
     let w = start(&args, cancel).await?;
     eprintln!(
         "readygap watch: deployments {} in {}, metrics on http://{}/metrics",
         args.selector,
         if args.all_namespaces {
-            "all namespaces".to_string()
+            "all namespaces"
         } else {
             args.namespace
-                .clone()
-                .unwrap_or_else(|| "the context's namespace".into())
+                .as_deref()
+                .unwrap_or("the context's namespace")
         },
         w.addr
     );

@@ -162,7 +162,7 @@ pub async fn run_dashboard<F: FeedSource>(
             opts,
             feed,
             actions,
-            Some(super::terminal::panic_release()),
+            Some(&super::terminal::PANIC_RELEASE),
         ) => r,
         _ = crate::signals::quit() => Ok(()),
     };
@@ -184,7 +184,12 @@ impl Dashboard {
     pub fn new(opts: &DashboardOptions) -> Dashboard {
         let (themes, errors) = Themes::load(opts.themes_dir.as_deref());
         let (theme, unknown) = themes.pick(&opts.theme);
-        let mut view = ViewState {
+        let notice = errors
+            .first()
+            .map(|e| (Severity::Error, format!("{e}; using default")))
+            .or(unknown.map(|u| (Severity::Error, u)))
+            .or(opts.notices.first().map(|n| (Severity::Warn, n.clone())));
+        let view = ViewState {
             keymap: opts.keymap.clone(),
             read_only: opts.read_only,
             theme: theme.name.clone(),
@@ -192,14 +197,9 @@ impl Dashboard {
             mode_label: opts.mode_label.clone(),
             title: opts.title.clone(),
             recording: opts.recording.clone(),
+            notice,
             ..ViewState::default()
         };
-        let problem = errors
-            .first()
-            .map(|e| (Severity::Error, format!("{e}; using default")))
-            .or(unknown.map(|u| (Severity::Error, u)))
-            .or(opts.notices.first().map(|n| (Severity::Warn, n.clone())));
-        view.notice = problem;
         Dashboard {
             state: State::new(),
             view,
@@ -306,12 +306,7 @@ where
         if let Some(due) = due
             && due <= Instant::now()
         {
-            match release {
-                Some(r) => r
-                    .write(|| dash.draw(terminal))
-                    .ok_or_else(|| eyre!("a panic gave the terminal back"))??,
-                None => dash.draw(terminal)?,
-            }
+            write(release, || dash.draw(terminal))??;
             dirty = false;
             last_draw = Some(Instant::now());
             continue;
@@ -330,13 +325,7 @@ where
                     }
                 }
                 Some(Ok(TermEvent::Resize(..))) => {
-                    match release {
-                        Some(r) => r
-                            .write(|| terminal.autoresize())
-                            .ok_or_else(|| eyre!("a panic gave the terminal back"))?,
-                        None => terminal.autoresize(),
-                    }
-                    .wrap_err("resizing")?;
+                    write(release, || terminal.autoresize())?.wrap_err("resizing")?;
                     dirty = true;
                 }
                 Some(Ok(_)) => {}
@@ -366,16 +355,22 @@ where
     }
 }
 
+/// Write to the terminal, through `release` when given: an error once a panic gave the
+/// terminal back.
+fn write<T>(release: Option<&PanicRelease>, write: impl FnOnce() -> T) -> Result<T> {
+    match release {
+        Some(r) => r
+            .write(write)
+            .ok_or_else(|| eyre!("a panic gave the terminal back")),
+        None => Ok(write()),
+    }
+}
+
 /// Hand an intent to the executor, or say why it cannot be done.
 fn send(dash: &mut Dashboard, actions: Option<&mpsc::Sender<Intent>>, intent: Intent) {
     // In a replay the actions channel goes to the replay controller: only replay intents.
     let in_replay = dash.view.replay.is_some();
-    let to_executor = if in_replay && !matches!(intent, Intent::Replay(_)) {
-        None
-    } else {
-        actions
-    };
-    match to_executor {
+    match actions.filter(|_| !in_replay || matches!(intent, Intent::Replay(_))) {
         Some(tx) => {
             if let Err(e) = tx.try_send(intent.clone()) {
                 let why = match e {
@@ -385,20 +380,18 @@ fn send(dash: &mut Dashboard, actions: Option<&mpsc::Sender<Intent>>, intent: In
                 dash.view.notice = Some((Severity::Error, format!("{}: {why}", intent.label())));
             }
         }
+        // Choices and replay keys still change the view; nothing to say.
+        None if matches!(
+            intent,
+            Intent::ChoosePod(_) | Intent::ChooseModel(_) | Intent::Replay(_)
+        ) => {}
         None => {
-            if !matches!(
-                intent,
-                Intent::ChoosePod(_) | Intent::ChooseModel(_) | Intent::Replay(_)
-            ) {
-                dash.view.notice = Some((
-                    Severity::Warn,
-                    format!(
-                        "{}: not available in {}",
-                        intent.label(),
-                        dash.view.mode_label
-                    ),
-                ));
-            }
+            let text = format!(
+                "{}: not available in {}",
+                intent.label(),
+                dash.view.mode_label
+            );
+            dash.view.notice = Some((Severity::Warn, text));
         }
     }
 }

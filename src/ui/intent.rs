@@ -33,18 +33,6 @@ pub enum Intent {
 pub use readygap_core::replay::ReplayCommand;
 
 impl Intent {
-    /// Whether this changes the cluster (needs a confirmation; refused when read-only).
-    pub fn is_destructive(&self) -> bool {
-        matches!(
-            self,
-            Intent::DeletePod { .. }
-                | Intent::RolloutRestart
-                | Intent::ColdTrial
-                | Intent::FullTrial
-                | Intent::Unload
-        )
-    }
-
     /// A short label for prompts and messages.
     pub fn label(&self) -> String {
         match self {

@@ -7,155 +7,105 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// What a key does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Command {
-    DeletePod,
-    RolloutRestart,
-    ColdTrial,
-    FullTrial,
-    InferNow,
-    Unload,
-    ToggleRecord,
-    ChooseModel,
-    ChoosePod,
-    NextTheme,
-    ToggleLog,
-    Freeze,
-    Help,
-    Acknowledge,
-    PauseResume,
-    PrevMark,
-    NextMark,
-    PrevTrial,
-    NextTrial,
-    Faster,
-    Slower,
-    SeekStart,
-    SeekEnd,
-    Quit,
+/// The commands, one table row each: `Variant "name in [keys]" default key, "footer hint"`,
+/// then the help screen's description. Generates [`Command`] with its tables and the default
+/// [`Keymap`] (in the rows' order).
+macro_rules! commands {
+    ($($command:ident $name:literal $key:expr, $hint:literal: $description:literal;)*) => {
+        /// What a key does.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Command {
+            $($command,)*
+        }
+
+        impl Command {
+            pub const ALL: [Command; [$(Command::$command),*].len()] = [$(Command::$command),*];
+
+            /// The name used in the config file's `[keys]` table.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Command::$command => $name,)*
+                }
+            }
+
+            /// What it does, for the help screen.
+            pub fn description(self) -> &'static str {
+                match self {
+                    $(Command::$command => $description,)*
+                }
+            }
+
+            /// A one-word hint for the footer.
+            pub fn hint(self) -> &'static str {
+                match self {
+                    $(Command::$command => $hint,)*
+                }
+            }
+        }
+
+        impl Default for Keymap {
+            fn default() -> Self {
+                let bindings = vec![$(Binding { key: $key, command: Command::$command }),*];
+                Keymap { bindings }
+            }
+        }
+    };
+}
+
+commands! {
+    DeletePod "delete_pod" Key::char('d'), "delete":
+        "delete the selected pod (starts a trial)";
+    RolloutRestart "rollout_restart" Key::char('r'), "restart":
+        "rollout restart the target (starts a trial)";
+    ColdTrial "cold_trial" Key::char('c'), "cold":
+        "cold-cache trial: drop the node's page cache, then replace";
+    FullTrial "full_trial" Key::char('t'), "trial":
+        "full trial: replace the pod, wait for Ready, probe, infer";
+    InferNow "infer_now" Key::char('i'), "infer":
+        "send one inference now";
+    Unload "unload" Key::char('u'), "unload":
+        "unload the model from memory";
+    ToggleRecord "toggle_record" Key::char('R'), "rec":
+        "start/stop recording";
+    ChooseModel "choose_model" Key::char('m'), "model":
+        "choose the model (from the models on disk)";
+    ChoosePod "choose_pod" Key::char('p'), "pod":
+        "choose the pod";
+    NextTheme "next_theme" Key::char('T'), "theme":
+        "next colour theme";
+    ToggleLog "toggle_log" Key::char('l'), "log":
+        "memory chart: log/linear scale";
+    Freeze "freeze" Key::char(' '), "freeze":
+        "freeze/unfreeze the display (events keep coming)";
+    Help "help" Key::char('?'), "help":
+        "this help";
+    Acknowledge "acknowledge" Key::char('a'), "ack":
+        "acknowledge the OOM banner";
+    PauseResume "pause_resume" Key::char(' '), "pause":
+        "replay: pause/resume playback (at the end: play again)";
+    PrevMark "prev_mark" Key::code(KeyCode::Left), "mark◂":
+        "replay: previous T0–T4 mark";
+    NextMark "next_mark" Key::code(KeyCode::Right), "mark▸":
+        "replay: next T0–T4 mark";
+    PrevTrial "prev_trial" Key::char('['), "trial◂":
+        "replay: previous trial (its T0)";
+    NextTrial "next_trial" Key::char(']'), "trial▸":
+        "replay: next trial (its T0)";
+    Faster "faster" Key::char('+'), "faster":
+        "replay: speed ×2 (up to ×1024)";
+    Slower "slower" Key::char('-'), "slower":
+        "replay: speed ÷2 (down to ×1/64)";
+    SeekStart "seek_start" Key::code(KeyCode::Home), "start":
+        "replay: go to the start";
+    SeekEnd "seek_end" Key::code(KeyCode::End), "end":
+        "replay: go to the end";
+    Quit "quit" Key::char('q'), "quit":
+        "quit";
 }
 
 impl Command {
-    pub const ALL: [Command; 24] = [
-        Command::DeletePod,
-        Command::RolloutRestart,
-        Command::ColdTrial,
-        Command::FullTrial,
-        Command::InferNow,
-        Command::Unload,
-        Command::ToggleRecord,
-        Command::ChooseModel,
-        Command::ChoosePod,
-        Command::NextTheme,
-        Command::ToggleLog,
-        Command::Freeze,
-        Command::Help,
-        Command::Acknowledge,
-        Command::PauseResume,
-        Command::PrevMark,
-        Command::NextMark,
-        Command::PrevTrial,
-        Command::NextTrial,
-        Command::Faster,
-        Command::Slower,
-        Command::SeekStart,
-        Command::SeekEnd,
-        Command::Quit,
-    ];
-
-    /// The name used in the config file's `[keys]` table.
-    pub fn name(self) -> &'static str {
-        match self {
-            Command::DeletePod => "delete_pod",
-            Command::RolloutRestart => "rollout_restart",
-            Command::ColdTrial => "cold_trial",
-            Command::FullTrial => "full_trial",
-            Command::InferNow => "infer_now",
-            Command::Unload => "unload",
-            Command::ToggleRecord => "toggle_record",
-            Command::ChooseModel => "choose_model",
-            Command::ChoosePod => "choose_pod",
-            Command::NextTheme => "next_theme",
-            Command::ToggleLog => "toggle_log",
-            Command::Freeze => "freeze",
-            Command::Help => "help",
-            Command::Acknowledge => "acknowledge",
-            Command::PauseResume => "pause_resume",
-            Command::PrevMark => "prev_mark",
-            Command::NextMark => "next_mark",
-            Command::PrevTrial => "prev_trial",
-            Command::NextTrial => "next_trial",
-            Command::Faster => "faster",
-            Command::Slower => "slower",
-            Command::SeekStart => "seek_start",
-            Command::SeekEnd => "seek_end",
-            Command::Quit => "quit",
-        }
-    }
-
     pub fn from_name(name: &str) -> Option<Command> {
         Command::ALL.into_iter().find(|c| c.name() == name)
-    }
-
-    /// What it does, for the help screen.
-    pub fn description(self) -> &'static str {
-        match self {
-            Command::DeletePod => "delete the selected pod (starts a trial)",
-            Command::RolloutRestart => "rollout restart the target (starts a trial)",
-            Command::ColdTrial => "cold-cache trial: drop the node's page cache, then replace",
-            Command::FullTrial => "full trial: replace the pod, wait for Ready, probe, infer",
-            Command::InferNow => "send one inference now",
-            Command::Unload => "unload the model from memory",
-            Command::ToggleRecord => "start/stop recording",
-            Command::ChooseModel => "choose the model (from the models on disk)",
-            Command::ChoosePod => "choose the pod",
-            Command::NextTheme => "next colour theme",
-            Command::ToggleLog => "memory chart: log/linear scale",
-            Command::Freeze => "freeze/unfreeze the display (events keep coming)",
-            Command::Help => "this help",
-            Command::Acknowledge => "acknowledge the OOM banner",
-            Command::PauseResume => "replay: pause/resume playback (at the end: play again)",
-            Command::PrevMark => "replay: previous T0–T4 mark",
-            Command::NextMark => "replay: next T0–T4 mark",
-            Command::PrevTrial => "replay: previous trial (its T0)",
-            Command::NextTrial => "replay: next trial (its T0)",
-            Command::Faster => "replay: speed ×2 (up to ×1024)",
-            Command::Slower => "replay: speed ÷2 (down to ×1/64)",
-            Command::SeekStart => "replay: go to the start",
-            Command::SeekEnd => "replay: go to the end",
-            Command::Quit => "quit",
-        }
-    }
-
-    /// A one-word hint for the footer.
-    pub fn hint(self) -> &'static str {
-        match self {
-            Command::DeletePod => "delete",
-            Command::RolloutRestart => "restart",
-            Command::ColdTrial => "cold",
-            Command::FullTrial => "trial",
-            Command::InferNow => "infer",
-            Command::Unload => "unload",
-            Command::ToggleRecord => "rec",
-            Command::ChooseModel => "model",
-            Command::ChoosePod => "pod",
-            Command::NextTheme => "theme",
-            Command::ToggleLog => "log",
-            Command::Freeze => "freeze",
-            Command::Help => "help",
-            Command::Acknowledge => "ack",
-            Command::PauseResume => "pause",
-            Command::PrevMark => "mark◂",
-            Command::NextMark => "mark▸",
-            Command::PrevTrial => "trial◂",
-            Command::NextTrial => "trial▸",
-            Command::Faster => "faster",
-            Command::Slower => "slower",
-            Command::SeekStart => "start",
-            Command::SeekEnd => "end",
-            Command::Quit => "quit",
-        }
     }
 
     /// Only meaningful in a replay (the replay controller carries it out); in a replay these
@@ -198,18 +148,13 @@ pub struct Key {
 
 impl Key {
     pub const fn char(c: char) -> Key {
-        Key {
-            code: KeyCode::Char(c),
-            ctrl: false,
-            alt: false,
-        }
+        Key::code(KeyCode::Char(c))
     }
 
     pub const fn ctrl(c: char) -> Key {
         Key {
-            code: KeyCode::Char(c),
             ctrl: true,
-            alt: false,
+            ..Key::char(c)
         }
     }
 
@@ -244,14 +189,10 @@ impl Key {
         let mut rest = s;
         loop {
             let lower = rest.to_ascii_lowercase();
-            if rest.chars().count() > 1
-                && (lower.starts_with("ctrl-") || lower.starts_with("ctrl+"))
-            {
+            if lower.starts_with("ctrl-") || lower.starts_with("ctrl+") {
                 ctrl = true;
                 rest = &rest[5..];
-            } else if rest.chars().count() > 1
-                && (lower.starts_with("alt-") || lower.starts_with("alt+"))
-            {
+            } else if lower.starts_with("alt-") || lower.starts_with("alt+") {
                 alt = true;
                 rest = &rest[4..];
             } else {
@@ -349,80 +290,36 @@ pub struct Keymap {
     bindings: Vec<Binding>,
 }
 
-impl Default for Keymap {
-    fn default() -> Self {
-        let b = |key, command| Binding { key, command };
-        Keymap {
-            bindings: vec![
-                b(Key::char('d'), Command::DeletePod),
-                b(Key::char('r'), Command::RolloutRestart),
-                b(Key::char('c'), Command::ColdTrial),
-                b(Key::char('t'), Command::FullTrial),
-                b(Key::char('i'), Command::InferNow),
-                b(Key::char('u'), Command::Unload),
-                b(Key::char('R'), Command::ToggleRecord),
-                b(Key::char('m'), Command::ChooseModel),
-                b(Key::char('p'), Command::ChoosePod),
-                b(Key::char('T'), Command::NextTheme),
-                b(Key::char('l'), Command::ToggleLog),
-                b(Key::char(' '), Command::Freeze),
-                b(Key::char('?'), Command::Help),
-                b(Key::char('a'), Command::Acknowledge),
-                b(Key::char(' '), Command::PauseResume),
-                b(Key::code(KeyCode::Left), Command::PrevMark),
-                b(Key::code(KeyCode::Right), Command::NextMark),
-                b(Key::char('['), Command::PrevTrial),
-                b(Key::char(']'), Command::NextTrial),
-                b(Key::char('+'), Command::Faster),
-                b(Key::char('-'), Command::Slower),
-                b(Key::code(KeyCode::Home), Command::SeekStart),
-                b(Key::code(KeyCode::End), Command::SeekEnd),
-                b(Key::char('q'), Command::Quit),
-            ],
-        }
-    }
-}
-
 impl Keymap {
     /// The defaults with the keys of some commands replaced: command name → keys.
     pub fn with_overrides(
         overrides: &BTreeMap<String, Vec<String>>,
     ) -> Result<Keymap, KeymapError> {
         let mut map = Keymap::default();
+        let mut overridden = Vec::new();
         for (name, keys) in overrides {
             let command = Command::from_name(name).ok_or_else(|| {
                 KeymapError::UnknownCommand(name.clone(), Command::ALL.map(|c| c.name()).join(", "))
             })?;
-            let mut parsed = Vec::new();
+            let bad = |message: String| KeymapError::BadKey {
+                command: name.clone(),
+                message,
+            };
+            overridden.push(command);
+            map.bindings.retain(|b| b.command != command);
             for k in keys {
-                let key = Key::parse(k).map_err(|message| KeymapError::BadKey {
-                    command: name.clone(),
-                    message,
-                })?;
+                let key = Key::parse(k).map_err(bad)?;
                 if key == Key::ctrl('c') && command != Command::Quit {
-                    return Err(KeymapError::BadKey {
-                        command: name.clone(),
-                        message: "ctrl-c is reserved for quit".into(),
-                    });
+                    return Err(bad("ctrl-c is reserved for quit".into()));
                 }
                 if key.code == KeyCode::Esc {
-                    return Err(KeymapError::BadKey {
-                        command: name.clone(),
-                        message: "esc is reserved for closing dialogs".into(),
-                    });
+                    return Err(bad("esc is reserved for closing dialogs".into()));
                 }
-                parsed.push(key);
+                map.bindings.push(Binding { key, command });
             }
-            map.bindings.retain(|b| b.command != command);
-            map.bindings
-                .extend(parsed.into_iter().map(|key| Binding { key, command }));
         }
         // A key taken by an overridden command is removed from a default command that kept it;
         // two overrides claiming one key is an error.
-        let overridden: Vec<Command> = overrides
-            .keys()
-            .filter_map(|n| Command::from_name(n))
-            .collect();
         let mut seen: BTreeMap<String, Command> = BTreeMap::new();
         for b in map
             .bindings
@@ -441,12 +338,8 @@ impl Keymap {
         }
         map.bindings
             .retain(|b| overridden.contains(&b.command) || !seen.contains_key(&b.key.to_string()));
-        map.bindings.sort_by_key(|b| {
-            Command::ALL
-                .iter()
-                .position(|c| *c == b.command)
-                .unwrap_or(usize::MAX)
-        });
+        // `Command`'s order is `Command::ALL`'s.
+        map.bindings.sort_by_key(|b| b.command);
         Ok(map)
     }
 
@@ -470,12 +363,12 @@ impl Keymap {
         let mut found = self
             .bindings
             .iter()
-            .filter(|b| b.key == key && (replay || !b.command.is_replay()));
-        if replay {
-            let all: Vec<Command> = found.map(|b| b.command).collect();
-            return all.iter().find(|c| c.is_replay()).or(all.first()).copied();
-        }
-        found.next().map(|b| b.command)
+            .filter(|b| b.key == key && (replay || !b.command.is_replay()))
+            .map(|b| b.command);
+        found
+            .clone()
+            .find(|c| c.is_replay())
+            .or_else(|| found.next())
     }
 
     /// Whether every key of a (non-replay) command is taken by a replay command, so the

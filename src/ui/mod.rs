@@ -49,65 +49,32 @@ pub fn layout(area: Rect) -> Areas {
         Constraint::Length(1),
     ])
     .areas(area);
-    if area.width >= WIDE {
-        let [top, bottom] =
-            Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(body);
-        let [pods, timeline, residency] = Layout::horizontal([
-            Constraint::Percentage(37),
-            Constraint::Percentage(38),
-            Constraint::Percentage(25),
-        ])
-        .areas(top);
-        let [memory, endpoints, host] = Layout::horizontal([
-            Constraint::Percentage(50),
-            Constraint::Percentage(25),
-            Constraint::Percentage(25),
-        ])
-        .areas(bottom);
-        Areas {
-            header,
-            pods,
-            timeline,
-            residency,
-            memory,
-            endpoints,
-            host,
-            footer,
-        }
+    let percent = |p: [u16; 3]| p.map(Constraint::Percentage);
+    let (pods, timeline, residency, bottom, split) = if area.width >= WIDE {
+        let [top, bottom] = Layout::vertical([45, 55].map(Constraint::Percentage)).areas(body);
+        let [pods, timeline, residency] = Layout::horizontal(percent([37, 38, 25])).areas(top);
+        (pods, timeline, residency, bottom, [50, 25, 25])
     } else {
-        let [top, middle, bottom] = Layout::vertical([
-            Constraint::Percentage(28),
-            Constraint::Percentage(32),
-            Constraint::Percentage(40),
-        ])
-        .areas(body);
-        let [pods, residency] =
-            Layout::horizontal([Constraint::Percentage(62), Constraint::Percentage(38)]).areas(top);
-        let [memory, endpoints, host] = Layout::horizontal([
-            Constraint::Percentage(46),
-            Constraint::Percentage(28),
-            Constraint::Percentage(26),
-        ])
-        .areas(bottom);
-        Areas {
-            header,
-            pods,
-            timeline: middle,
-            residency,
-            memory,
-            endpoints,
-            host,
-            footer,
-        }
+        let [top, timeline, bottom] = Layout::vertical(percent([28, 32, 40])).areas(body);
+        let [pods, residency] = Layout::horizontal([62, 38].map(Constraint::Percentage)).areas(top);
+        (pods, timeline, residency, bottom, [46, 28, 26])
+    };
+    let [memory, endpoints, host] = Layout::horizontal(percent(split)).areas(bottom);
+    Areas {
+        header,
+        pods,
+        timeline,
+        residency,
+        memory,
+        endpoints,
+        host,
+        footer,
     }
 }
 
 /// Draw the whole dashboard into `buf`.
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
-        return;
-    }
+    let Some(area) = clip(area, buf) else { return };
     buf.set_style(area, theme.base());
     // In a replay the bottom line is the replay bar.
     let (area, bar) = match &view.replay {
@@ -135,15 +102,23 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     dialog::render(state, view, theme, area, buf);
 }
 
-/// A panel's frame with its title; returns the inner area.
-pub(crate) fn panel(title: &str, theme: &Theme, area: Rect, buf: &mut Buffer) -> Rect {
+/// A panel's frame with its title, in `area` clipped to the buffer; returns the inner area,
+/// `None` (and nothing drawn inside) when the panel or its inside is empty.
+pub(crate) fn panel(title: &str, theme: &Theme, area: Rect, buf: &mut Buffer) -> Option<Rect> {
+    let area = clip(area, buf)?;
     let block = Block::bordered()
         .border_type(BorderType::Rounded)
         .border_style(theme.border())
         .title(Line::styled(format!(" {title} "), theme.title()));
     let inner = block.inner(area);
     block.render(area, buf);
-    inner
+    (!inner.is_empty()).then_some(inner)
+}
+
+/// `area` clipped to the buffer; `None` when nothing of it is left.
+pub(crate) fn clip(area: Rect, buf: &Buffer) -> Option<Rect> {
+    let area = area.intersection(buf.area);
+    (!area.is_empty()).then_some(area)
 }
 
 /// Seconds between two instants (negative when `b` is before `a`).
@@ -192,6 +167,15 @@ pub(crate) fn put_line(buf: &mut Buffer, area: Rect, y: u16, line: &Line) -> boo
     }
     buf.set_line(area.x, area.y + y, line, area.width);
     true
+}
+
+/// Write lines into `area` from its top row, as many as fit.
+pub(crate) fn put_lines(buf: &mut Buffer, area: Rect, lines: &[Line]) {
+    for (y, line) in lines.iter().enumerate() {
+        if !put_line(buf, area, y as u16, line) {
+            break;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -29,11 +29,11 @@ thread_local! {
     static IN_DRAW: Cell<bool> = const { Cell::new(false) };
 }
 
-/// The real terminal's [`PanicRelease`].
-static PANIC_RELEASE: PanicRelease = PanicRelease::new();
+/// The real terminal's [`PanicRelease`], for the dashboard loop.
+pub static PANIC_RELEASE: PanicRelease = PanicRelease::new();
 
 impl PanicRelease {
-    pub const fn new() -> Self {
+    const fn new() -> Self {
         PanicRelease {
             active: AtomicBool::new(false),
             released: AtomicBool::new(false),
@@ -78,53 +78,37 @@ impl PanicRelease {
         IN_DRAW.with(|d| d.set(false));
         Some(out)
     }
-
-    /// Install the panic hook (once per process), then enable raw mode and enter the
-    /// alternate screen under the drawing lock.
-    fn init_terminal(&'static self) -> Result<ratatui::DefaultTerminal> {
-        static HOOK: std::sync::Once = std::sync::Once::new();
-        HOOK.call_once(|| {
-            let previous = std::panic::take_hook();
-            std::panic::set_hook(Box::new(move |info| {
-                if self.active.load(Ordering::SeqCst) {
-                    self.release();
-                    ratatui::restore();
-                }
-                previous(info);
-            }));
-        });
-        self.released.store(false, Ordering::SeqCst);
-        self.active.store(true, Ordering::SeqCst);
-        let terminal = self
-            .write(|| -> std::io::Result<ratatui::DefaultTerminal> {
-                crossterm::terminal::enable_raw_mode()?;
-                crossterm::execute!(std::io::stdout(), crossterm::terminal::EnterAlternateScreen)?;
-                Terminal::new(ratatui::backend::CrosstermBackend::new(std::io::stdout()))
-            })
-            .ok_or_else(|| eyre!("a panic happened while the terminal was being set up"))
-            .and_then(|t| t.wrap_err("setting up the terminal"));
-        if terminal.is_err() {
-            self.active.store(false, Ordering::SeqCst);
-            ratatui::restore();
-        }
-        terminal
-    }
 }
 
-impl Default for PanicRelease {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// The real terminal's release, for the dashboard loop.
-pub fn panic_release() -> &'static PanicRelease {
-    &PANIC_RELEASE
-}
-
-/// Install the panic hook (once per process), enable raw mode, enter the alternate screen.
+/// Install the panic hook (once per process), then enable raw mode and enter the alternate
+/// screen under the drawing lock.
 pub fn setup() -> Result<ratatui::DefaultTerminal> {
-    PANIC_RELEASE.init_terminal()
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if PANIC_RELEASE.active.load(Ordering::SeqCst) {
+                PANIC_RELEASE.release();
+                ratatui::restore();
+            }
+            previous(info);
+        }));
+    });
+    PANIC_RELEASE.released.store(false, Ordering::SeqCst);
+    PANIC_RELEASE.active.store(true, Ordering::SeqCst);
+    let terminal = PANIC_RELEASE
+        .write(|| -> std::io::Result<ratatui::DefaultTerminal> {
+            crossterm::terminal::enable_raw_mode()?;
+            crossterm::execute!(std::io::stdout(), crossterm::terminal::EnterAlternateScreen)?;
+            Terminal::new(ratatui::backend::CrosstermBackend::new(std::io::stdout()))
+        })
+        .ok_or_else(|| eyre!("a panic happened while the terminal was being set up"))
+        .and_then(|t| t.wrap_err("setting up the terminal"));
+    if terminal.is_err() {
+        PANIC_RELEASE.active.store(false, Ordering::SeqCst);
+        ratatui::restore();
+    }
+    terminal
 }
 
 /// Restore the terminal unless the panic hook did it already (restoring twice would move the

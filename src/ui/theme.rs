@@ -8,7 +8,6 @@
 //! (every role a [`Color`]).
 
 use ratatui::style::{Color, Modifier, Style};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -179,11 +178,6 @@ impl Theme {
         Theme::parse_over(&Theme::default_theme(), &name, &file, &text)
     }
 
-    /// Foreground in a role's colour.
-    pub fn fg(&self, c: Color) -> Style {
-        Style::new().fg(c)
-    }
-
     pub fn text(&self) -> Style {
         Style::new().fg(self.text)
     }
@@ -247,30 +241,24 @@ pub fn parse_color(s: &str) -> Option<Color> {
 /// All themes available: presets, then user themes (which may replace a preset by name).
 #[derive(Debug, Clone)]
 pub struct Themes {
-    themes: BTreeMap<String, Theme>,
-    order: Vec<String>,
+    /// In cycling order.
+    themes: Vec<Theme>,
 }
 
 impl Themes {
     /// The presets only.
     pub fn builtin() -> Themes {
-        let mut t = Themes {
-            themes: BTreeMap::new(),
-            order: Vec::new(),
-        };
-        for (name, _) in BUILTIN {
-            if let Some(theme) = Theme::builtin(name) {
-                t.add(theme);
-            }
+        let themes = BUILTIN.iter().filter_map(|(name, _)| Theme::builtin(name));
+        Themes {
+            themes: themes.collect(),
         }
-        t
     }
 
     fn add(&mut self, theme: Theme) {
-        if !self.themes.contains_key(&theme.name) {
-            self.order.push(theme.name.clone());
+        match self.themes.iter_mut().find(|t| t.name == theme.name) {
+            Some(t) => *t = theme,
+            None => self.themes.push(theme),
         }
-        self.themes.insert(theme.name.clone(), theme);
     }
 
     /// Presets plus the `*.toml` files of `dir` (when it exists). Bad files are skipped and
@@ -307,11 +295,11 @@ impl Themes {
 
     /// Theme names in cycling order (presets first).
     pub fn names(&self) -> Vec<String> {
-        self.order.clone()
+        self.themes.iter().map(|t| t.name.clone()).collect()
     }
 
     pub fn get(&self, name: &str) -> Option<&Theme> {
-        self.themes.get(name)
+        self.themes.iter().find(|t| t.name == name)
     }
 
     /// The named theme, or the default with an error message when there is none.
@@ -322,7 +310,7 @@ impl Themes {
                 Theme::default_theme(),
                 Some(format!(
                     "unknown theme {name:?} (have: {}); using default",
-                    self.order.join(", ")
+                    self.names().join(", ")
                 )),
             ),
         }

@@ -123,28 +123,26 @@ pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, 
         ));
         return (view, None);
     }
-    let confirm = |mut view: ViewState, intent: Intent| {
-        view.dialog = Some(Dialog::Confirm { intent });
-        (view, None)
-    };
+    let confirm = |intent| Some(Dialog::Confirm { intent });
+    // Replay commands are only looked up in a replay; they go to the replay controller.
+    let in_replay = view.replay.is_some();
+    let replay = |command| in_replay.then_some(Intent::Replay(command));
+    let mut intent = None;
     match command {
         Command::Quit => {
             view.quit = true;
-            (view, Some(Intent::Quit))
+            intent = Some(Intent::Quit);
         }
         Command::DeletePod => match view.focus_pod(state) {
-            Some(pod) => confirm(view, Intent::DeletePod { pod }),
-            None => {
-                view.notice = Some((Severity::Warn, "no pod to delete".into()));
-                (view, None)
-            }
+            Some(pod) => view.dialog = confirm(Intent::DeletePod { pod }),
+            None => view.notice = Some((Severity::Warn, "no pod to delete".into())),
         },
-        Command::RolloutRestart => confirm(view, Intent::RolloutRestart),
-        Command::ColdTrial => confirm(view, Intent::ColdTrial),
-        Command::FullTrial => confirm(view, Intent::FullTrial),
-        Command::Unload => confirm(view, Intent::Unload),
-        Command::InferNow => (view, Some(Intent::InferNow)),
-        Command::ToggleRecord => (view, Some(Intent::ToggleRecord)),
+        Command::RolloutRestart => view.dialog = confirm(Intent::RolloutRestart),
+        Command::ColdTrial => view.dialog = confirm(Intent::ColdTrial),
+        Command::FullTrial => view.dialog = confirm(Intent::FullTrial),
+        Command::Unload => view.dialog = confirm(Intent::Unload),
+        Command::InferNow => intent = Some(Intent::InferNow),
+        Command::ToggleRecord => intent = Some(Intent::ToggleRecord),
         Command::ChoosePod => {
             let items: Vec<String> = state.pods.keys().cloned().collect();
             if items.is_empty() {
@@ -156,7 +154,6 @@ pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, 
                     .unwrap_or(0);
                 view.dialog = Some(Dialog::ChoosePod { items, index });
             }
-            (view, None)
         }
         Command::ChooseModel => {
             let mut items: Vec<String> = state
@@ -177,7 +174,6 @@ pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, 
                     .unwrap_or(0);
                 view.dialog = Some(Dialog::ChooseModel { items, index });
             }
-            (view, None)
         }
         Command::NextTheme => {
             if !view.theme_names.is_empty() {
@@ -188,84 +184,52 @@ pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, 
                     .map_or(0, |i| (i + 1) % view.theme_names.len());
                 view.theme = view.theme_names[at].clone();
             }
-            (view, None)
         }
-        Command::ToggleLog => {
-            view.log_scale = !view.log_scale;
-            (view, None)
-        }
-        Command::Freeze => {
-            view.frozen = !view.frozen;
-            (view, None)
-        }
-        Command::Help => {
-            view.dialog = Some(Dialog::Help);
-            (view, None)
-        }
-        Command::Acknowledge => {
-            view.acknowledged = state.oom.verdicts.len();
-            (view, None)
-        }
-        Command::PauseResume => replay(view, ReplayCommand::PauseResume),
-        Command::PrevMark => replay(view, ReplayCommand::PrevMark),
-        Command::NextMark => replay(view, ReplayCommand::NextMark),
-        Command::PrevTrial => replay(view, ReplayCommand::PrevTrial),
-        Command::NextTrial => replay(view, ReplayCommand::NextTrial),
-        Command::Faster => replay(view, ReplayCommand::Faster),
-        Command::Slower => replay(view, ReplayCommand::Slower),
-        Command::SeekStart => replay(view, ReplayCommand::Start),
-        Command::SeekEnd => replay(view, ReplayCommand::End),
+        Command::ToggleLog => view.log_scale = !view.log_scale,
+        Command::Freeze => view.frozen = !view.frozen,
+        Command::Help => view.dialog = Some(Dialog::Help),
+        Command::Acknowledge => view.acknowledged = state.oom.verdicts.len(),
+        Command::PauseResume => intent = replay(ReplayCommand::PauseResume),
+        Command::PrevMark => intent = replay(ReplayCommand::PrevMark),
+        Command::NextMark => intent = replay(ReplayCommand::NextMark),
+        Command::PrevTrial => intent = replay(ReplayCommand::PrevTrial),
+        Command::NextTrial => intent = replay(ReplayCommand::NextTrial),
+        Command::Faster => intent = replay(ReplayCommand::Faster),
+        Command::Slower => intent = replay(ReplayCommand::Slower),
+        Command::SeekStart => intent = replay(ReplayCommand::Start),
+        Command::SeekEnd => intent = replay(ReplayCommand::End),
     }
-}
-
-/// A replay key: an intent for the replay controller, only in replay mode.
-fn replay(view: ViewState, command: ReplayCommand) -> (ViewState, Option<Intent>) {
-    if view.replay.is_some() {
-        (view, Some(Intent::Replay(command)))
-    } else {
-        (view, None)
-    }
+    (view, intent)
 }
 
 fn dialog_key(mut view: ViewState, dialog: Dialog, key: KeyEvent) -> (ViewState, Option<Intent>) {
     let code = key.code;
-    if code == KeyCode::Esc {
-        return (view, None);
-    }
+    let mut sent = None;
     match dialog {
-        Dialog::Help => {
-            // Any key closes help; `?` again too.
-            (view, None)
-        }
+        // Esc closes any dialog; any key closes help (`?` again too).
+        _ if code == KeyCode::Esc => {}
+        Dialog::Help => {}
         Dialog::Confirm { intent } => match code {
-            KeyCode::Char('y') | KeyCode::Char('Y') => (view, Some(intent)),
-            KeyCode::Char('n') | KeyCode::Char('N') => (view, None),
-            _ => {
-                view.dialog = Some(Dialog::Confirm { intent });
-                (view, None)
-            }
+            KeyCode::Char('y' | 'Y') => sent = Some(intent),
+            KeyCode::Char('n' | 'N') => {}
+            _ => view.dialog = Some(Dialog::Confirm { intent }),
         },
         Dialog::ChoosePod { items, index } => match pick(code, &items, index) {
-            Pick::Move(index) => {
-                view.dialog = Some(Dialog::ChoosePod { items, index });
-                (view, None)
-            }
+            Pick::Move(index) => view.dialog = Some(Dialog::ChoosePod { items, index }),
             Pick::Chosen(p) => {
                 view.selected_pod = Some(p.clone());
-                (view, Some(Intent::ChoosePod(p)))
+                sent = Some(Intent::ChoosePod(p));
             }
         },
         Dialog::ChooseModel { items, index } => match pick(code, &items, index) {
-            Pick::Move(index) => {
-                view.dialog = Some(Dialog::ChooseModel { items, index });
-                (view, None)
-            }
+            Pick::Move(index) => view.dialog = Some(Dialog::ChooseModel { items, index }),
             Pick::Chosen(m) => {
                 view.selected_model = Some(m.clone());
-                (view, Some(Intent::ChooseModel(m)))
+                sent = Some(Intent::ChooseModel(m));
             }
         },
     }
+    (view, sent)
 }
 
 enum Pick {

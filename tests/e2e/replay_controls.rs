@@ -391,13 +391,9 @@ fn from_trial_offset_and_time() {
     ])
     .expect("parses");
     match cli.command.expect("a subcommand") {
-        CliCommand::Replay {
-            from,
-            pause_at_marks,
-            ..
-        } => {
-            assert_eq!(from, Some(StartAt::Trial(2)));
-            assert!(pause_at_marks);
+        CliCommand::Replay(r) => {
+            assert_eq!(r.from, Some(StartAt::Trial(2)));
+            assert!(r.pause_at_marks);
         }
         other => panic!("parsed as {other:?}"),
     }

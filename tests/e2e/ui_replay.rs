@@ -73,12 +73,10 @@ fn speeds_parse() {
     ])
     .expect("replay parses");
     match cli.command.expect("a subcommand") {
-        Command::Replay {
-            file, speed, theme, ..
-        } => {
-            assert_eq!(file.to_str(), Some("r.jsonl"));
-            assert_eq!(speed, Speed::Max);
-            assert_eq!(theme.as_deref(), Some("light"));
+        Command::Replay(r) => {
+            assert_eq!(r.file.to_str(), Some("r.jsonl"));
+            assert_eq!(r.speed, Speed::Max);
+            assert_eq!(r.theme.as_deref(), Some("light"));
         }
         other => panic!("parsed as {other:?}"),
     }

@@ -17,15 +17,12 @@ pub fn help_lines(view: &ViewState, theme: &Theme) -> Vec<Line<'static>> {
         let disabled = e.destructive && view.read_only;
         let replay_only = e.command.is_replay() && view.replay.is_none();
         let shadowed = view.replay.is_some() && view.keymap.shadowed_in_replay(e.command);
+        let dim = disabled || replay_only || shadowed;
         let mut spans = vec![
             Span::styled(format!("{:>12}  ", e.keys), theme.accent()),
             Span::styled(
-                e.description.to_string(),
-                if disabled || replay_only || shadowed {
-                    theme.muted()
-                } else {
-                    theme.text()
-                },
+                e.description,
+                if dim { theme.muted() } else { theme.text() },
             ),
         ];
         if disabled {
@@ -56,11 +53,10 @@ pub fn help_lines(view: &ViewState, theme: &Theme) -> Vec<Line<'static>> {
 }
 
 pub fn render(_state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
     let Some(dialog) = &view.dialog else { return };
-    if area.is_empty() {
+    let Some(area) = crate::ui::clip(area, buf) else {
         return;
-    }
+    };
     let (title, lines): (&str, Vec<Line>) = match dialog {
         Dialog::Help => ("Help", help_lines(view, theme)),
         Dialog::Confirm { intent } => (
@@ -96,21 +92,13 @@ pub fn render(_state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: 
         .title(Line::styled(format!(" {title} "), theme.title()));
     let inner = block.inner(popup);
     block.render(popup, buf);
-    for (y, line) in lines.iter().enumerate() {
-        if !crate::ui::put_line(
-            buf,
-            Rect::new(
-                inner.x + 1,
-                inner.y,
-                inner.width.saturating_sub(1),
-                inner.height,
-            ),
-            y as u16,
-            line,
-        ) {
-            break;
-        }
-    }
+    let text = Rect::new(
+        inner.x + 1,
+        inner.y,
+        inner.width.saturating_sub(1),
+        inner.height,
+    );
+    crate::ui::put_lines(buf, text, &lines);
 }
 
 fn pick_lines(items: &[String], index: usize, theme: &Theme) -> Vec<Line<'static>> {

@@ -48,11 +48,6 @@ pub fn columns(
     out
 }
 
-/// Since when no endpoint has been ready (the start of the current zero-ready interval).
-pub fn zero_ready_since(state: &State) -> Option<Timestamp> {
-    since(state, |c| c.ready == 0)
-}
-
 /// The start of the current interval where `holds` held for every point.
 fn since(state: &State, holds: impl Fn(&EndpointCounts) -> bool) -> Option<Timestamp> {
     let mut since = None;
@@ -69,14 +64,9 @@ fn since(state: &State, holds: impl Fn(&EndpointCounts) -> bool) -> Option<Times
 }
 
 pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
+    let Some(inner) = panel("Endpoints", theme, area, buf) else {
         return;
-    }
-    let inner = panel("Endpoints", theme, area, buf);
-    if inner.is_empty() {
-        return;
-    }
+    };
     let (Some(now), Some(last)) = (state.now, state.endpoints.last_value().copied()) else {
         put_line(
             buf,
@@ -91,21 +81,16 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
     } else {
         ("rdy", "srv", "term")
     };
-    let head = vec![
-        Span::styled(
-            format!("{r} {} ", last.ready),
-            Style::new().fg(theme.chart_ready),
-        ),
-        Span::styled(
-            format!("{s} {} ", last.serving),
-            Style::new().fg(theme.chart_serving),
-        ),
-        Span::styled(
-            format!("{t} {} ", last.terminating),
-            Style::new().fg(theme.chart_terminating),
-        ),
-        Span::styled(format!("of {}", last.total), theme.muted()),
+    let counts = [
+        (r, last.ready, theme.chart_ready),
+        (s, last.serving, theme.chart_serving),
+        (t, last.terminating, theme.chart_terminating),
     ];
+    let mut head: Vec<Span> = counts
+        .into_iter()
+        .map(|(label, n, colour)| Span::styled(format!("{label} {n} "), Style::new().fg(colour)))
+        .collect();
+    head.push(Span::styled(format!("of {}", last.total), theme.muted()));
     put_line(buf, inner, 0, &Line::from(head));
     // While no endpoint is ready, say for how long on its own line; the bars move down.
     let mut top = 1u16;
@@ -120,7 +105,7 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
         put_line(buf, inner, 1, &Line::styled(text, theme.warn()));
         top = 2;
     } else if last.ready == 0
-        && let Some(since) = zero_ready_since(state)
+        && let Some(since) = since(state, |c| c.ready == 0)
     {
         let text = format!("none ready for {}", fmt_secs(secs(since, now)));
         put_line(buf, inner, 1, &Line::styled(text, theme.error()));

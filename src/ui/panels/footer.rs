@@ -2,6 +2,8 @@
 //! "read-only" said when read-only), then the latest message coloured by severity: a UI notice
 //! (refused key, bad theme file) if there is one, else `State::last_message()`.
 
+use crate::ui::clip;
+use crate::ui::keymap::HelpEntry;
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
 use ratatui::buffer::Buffer;
@@ -20,21 +22,15 @@ pub fn severity_style(theme: &Theme, s: Severity) -> Style {
 }
 
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
-        return;
-    }
+    let Some(area) = clip(area, buf) else { return };
     let mut spans = Vec::new();
     if view.read_only {
         spans.push(Span::styled("read-only ", theme.warn()));
     }
-    for entry in view.keymap.help() {
-        if entry.destructive && view.read_only {
-            continue;
-        }
-        if entry.command.is_replay() && view.replay.is_none() {
-            continue;
-        }
+    let hidden = |e: &HelpEntry| {
+        (e.destructive && view.read_only) || (e.command.is_replay() && view.replay.is_none())
+    };
+    for entry in view.keymap.help().into_iter().filter(|e| !hidden(e)) {
         let key = entry.keys.split('/').next().unwrap_or_default().to_string();
         spans.push(Span::styled(key, theme.accent()));
         spans.push(Span::styled(
@@ -42,17 +38,12 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             theme.muted(),
         ));
     }
-    let message = match &view.notice {
-        Some((sev, text)) => Some((*sev, text.clone())),
-        None => state.last_message().map(|m| (m.severity, m.text.clone())),
-    };
+    let latest = || state.last_message().map(|m| (m.severity, m.text.clone()));
+    let message = view.notice.clone().or_else(latest);
     // The message goes on the right; hints are cut to leave it room.
-    let hints = Line::from(spans);
-    match message {
+    let hint_width = match message {
         Some((sev, text)) => {
             let msg_width = (text.chars().count() as u16 + 1).min(area.width * 3 / 5);
-            let hint_width = area.width.saturating_sub(msg_width).saturating_sub(1);
-            buf.set_line(area.x, area.y, &hints, hint_width);
             let x = area.x + area.width - msg_width;
             buf.set_line(
                 x,
@@ -60,9 +51,9 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
                 &Line::from(Span::styled(format!("{text} "), severity_style(theme, sev))),
                 msg_width,
             );
+            area.width.saturating_sub(msg_width).saturating_sub(1)
         }
-        None => {
-            buf.set_line(area.x, area.y, &hints, area.width);
-        }
-    }
+        None => area.width,
+    };
+    buf.set_line(area.x, area.y, &Line::from(spans), hint_width);
 }

@@ -7,7 +7,7 @@
 
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
-use crate::ui::{panel, put_line};
+use crate::ui::{panel, put_lines};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -22,14 +22,9 @@ fn bar(fraction: f64, width: usize) -> (String, String) {
 }
 
 pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
+    let Some(inner) = panel("Host", theme, area, buf) else {
         return;
-    }
-    let inner = panel("Host", theme, area, buf);
-    if inner.is_empty() {
-        return;
-    }
+    };
     let mut lines: Vec<Line> = Vec::new();
     let bar_w = (inner.width as usize).saturating_sub(14).min(24);
     // Nodes with samples or an access announcement; `None` (local) sorts first.
@@ -59,11 +54,7 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
     if lines.is_empty() {
         lines.push(Line::styled("no host samples yet", theme.muted()));
     }
-    for (y, line) in lines.iter().enumerate() {
-        if !put_line(buf, inner, y as u16, line) {
-            break;
-        }
-    }
+    put_lines(buf, inner, &lines);
 }
 
 /// Word-wraps `text` into at most `max` lines of `width` characters (each indented by one
@@ -103,28 +94,29 @@ fn access_lines(
     width: usize,
     lines: &mut Vec<Line<'static>>,
 ) {
+    let mut wrapped = |text: &str, max, style| {
+        lines.extend(
+            wrap(text, width, max)
+                .into_iter()
+                .map(|l| Line::styled(l, style)),
+        );
+    };
     if let Some(a) = state.node_access.get(node) {
         let text = if a.sampling {
             format!("via {} · {}", a.target, a.origin)
         } else {
             format!("{} · {}", a.target, a.origin)
         };
-        for l in wrap(&text, width, 4) {
-            lines.push(Line::styled(l, theme.muted()));
-        }
+        wrapped(&text, 4, theme.muted());
         if !a.sampling {
             let by = a.sampled_via.as_deref().unwrap_or("nothing");
-            for l in wrap(&format!("samples: {by}"), width, 2) {
-                lines.push(Line::styled(l, theme.muted()));
-            }
+            wrapped(&format!("samples: {by}"), 2, theme.muted());
         }
     }
     if let Some(f) = state.feeds.get(&readygap_core::event::host_feed(node))
         && !f.connected
     {
-        for l in wrap(&format!("✗ {}", f.detail), width, 3) {
-            lines.push(Line::styled(l, theme.error()));
-        }
+        wrapped(&format!("✗ {}", f.detail), 3, theme.error());
     }
 }
 

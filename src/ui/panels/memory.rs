@@ -47,23 +47,19 @@ pub fn runs(
     log: bool,
     value: impl Fn(&readygap_core::state::MemoryPoint) -> Option<u64>,
 ) -> Vec<Vec<(f64, f64)>> {
-    let mut out: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
-    for p in mem.series.since(from) {
-        match p.value.as_ref().and_then(&value) {
-            Some(v) => {
-                if let Some(run) = out.last_mut() {
-                    run.push((secs(from, p.ts), y_of(v as f64, log)));
-                }
-            }
-            None => {
-                if out.last().is_some_and(|r| !r.is_empty()) {
-                    out.push(Vec::new());
-                }
-            }
-        }
-    }
-    out.retain(|r| !r.is_empty());
-    out
+    let points: Vec<Option<(f64, f64)>> = mem
+        .series
+        .since(from)
+        .map(|p| {
+            let v = p.value.as_ref().and_then(&value)?;
+            Some((secs(from, p.ts), y_of(v as f64, log)))
+        })
+        .collect();
+    points
+        .split(Option::is_none)
+        .filter(|run| !run.is_empty())
+        .map(|run| run.iter().flatten().copied().collect())
+        .collect()
 }
 
 /// The pod whose memory is shown: the focused pod if it has samples, else the pod with the
@@ -82,14 +78,9 @@ pub fn chart_pod(state: &State, view: &ViewState) -> Option<String> {
 }
 
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
+    let Some(inner) = panel("Memory", theme, area, buf) else {
         return;
-    }
-    let inner = panel("Memory", theme, area, buf);
-    if inner.is_empty() {
-        return;
-    }
+    };
     let (Some(pod), Some(now)) = (chart_pod(state, view), state.now) else {
         put_line(
             buf,
@@ -182,7 +173,6 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         .map(|(x, _)| [(*x, y_min), (*x, y_max)])
         .collect();
 
-    let mut datasets = Vec::new();
     let mark_colour = |k: usize| {
         if k == 5 {
             theme.error
@@ -190,42 +180,24 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             theme.segment(k.max(1))
         }
     };
-    for (k, line) in marks.iter().map(|(_, k)| *k).zip(&mark_lines) {
-        datasets.push(
-            Dataset::default()
-                .marker(Marker::Braille)
-                .graph_type(GraphType::Line)
-                .style(Style::new().fg(mark_colour(k)))
-                .data(line),
-        );
-    }
+    let line = |colour, data| {
+        Dataset::default()
+            .marker(Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(Style::new().fg(colour))
+            .data(data)
+    };
+    // Marks, then the limit, the working set and the usage on top.
+    let mut datasets: Vec<Dataset> = marks
+        .iter()
+        .zip(&mark_lines)
+        .map(|((_, k), l)| line(mark_colour(*k), l))
+        .collect();
     if !limit_line.is_empty() {
-        datasets.push(
-            Dataset::default()
-                .marker(Marker::Braille)
-                .graph_type(GraphType::Line)
-                .style(Style::new().fg(theme.chart_limit))
-                .data(&limit_line),
-        );
+        datasets.push(line(theme.chart_limit, &limit_line));
     }
-    for run in &ws {
-        datasets.push(
-            Dataset::default()
-                .marker(Marker::Braille)
-                .graph_type(GraphType::Line)
-                .style(Style::new().fg(theme.chart_working_set))
-                .data(run),
-        );
-    }
-    for run in &usage {
-        datasets.push(
-            Dataset::default()
-                .marker(Marker::Braille)
-                .graph_type(GraphType::Line)
-                .style(Style::new().fg(theme.chart_usage))
-                .data(run),
-        );
-    }
+    datasets.extend(ws.iter().map(|r| line(theme.chart_working_set, r)));
+    datasets.extend(usage.iter().map(|r| line(theme.chart_usage, r)));
     // Y labels are padded to one width so the graph's left edge is known for the mark labels.
     let labels: Vec<String> = [y_min, (y_min + y_max) / 2.0, y_max]
         .iter()

@@ -8,7 +8,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Row, Table, Widget};
+use ratatui::widgets::{Row, Table, Widget};
 use readygap_core::event::{ContainerState, PodView};
 use readygap_core::state::State;
 
@@ -34,15 +34,15 @@ pub fn state_label(pod: &PodView) -> String {
     }
 }
 
+/// The widest of `widths`, kept within `lo..=hi`.
+fn widest(widths: impl Iterator<Item = usize>, lo: usize, hi: usize) -> u16 {
+    widths.max().unwrap_or(lo).clamp(lo, hi) as u16
+}
+
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
+    let Some(inner) = panel("Pods", theme, area, buf) else {
         return;
-    }
-    let inner = panel("Pods", theme, area, buf);
-    if inner.is_empty() {
-        return;
-    }
+    };
     if state.pods.is_empty() {
         buf.set_line(
             inner.x,
@@ -51,6 +51,29 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             inner.width,
         );
         return;
+    }
+    let phase = |p: &PodView| match p.deletion_timestamp {
+        Some(_) => "Terminating".len(),
+        None => p.phase.chars().count(),
+    };
+    let phase_w = widest(state.pods.values().map(phase), 5, 11);
+    let name_w = widest(state.pods.keys().map(|n| n.chars().count()), 4, 40);
+    let nodes = state.pods.values().filter_map(|p| p.node.as_ref());
+    let node_w = widest(nodes.map(|n| n.chars().count()), 4, 24);
+    // The node column only when the state label keeps 15 cells.
+    let show_node = inner.width >= name_w + phase_w + 9 + node_w + 3 + 15 + 5;
+    let mut widths = vec![
+        Constraint::Length(name_w),
+        Constraint::Length(phase_w),
+        Constraint::Length(9),
+        Constraint::Length(node_w),
+        Constraint::Length(3),
+        Constraint::Fill(1),
+    ];
+    let mut header = vec!["NAME", "PHASE", "READY", "NODE", "RST", "STATE"];
+    if !show_node {
+        widths.remove(3);
+        header.remove(3);
     }
     let focus = view.focus_pod(state);
     let rows = state.pods.values().map(|p| {
@@ -94,90 +117,26 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         } else {
             theme.text()
         };
-        vec![
-            Cell::from(Span::styled(p.name.clone(), name_style)),
-            Cell::from(phase),
-            Cell::from(ready),
-            Cell::from(Span::styled(
-                p.node.clone().unwrap_or_else(|| "–".into()),
-                theme.muted(),
-            )),
-            Cell::from(Span::styled(
-                restarts.to_string(),
-                if restarts > 0 {
-                    theme.warn()
-                } else {
-                    theme.text()
-                },
-            )),
-            Cell::from(Span::styled(label, state_style)),
-        ]
+        let restarts_style = if restarts > 0 {
+            theme.warn()
+        } else {
+            theme.text()
+        };
+        let node = p.node.clone().unwrap_or_else(|| "–".into());
+        let mut cells = vec![
+            Span::styled(p.name.clone(), name_style),
+            phase,
+            ready,
+            Span::styled(node, theme.muted()),
+            Span::styled(restarts.to_string(), restarts_style),
+            Span::styled(label, state_style),
+        ];
+        if !show_node {
+            cells.remove(3);
+        }
+        Row::new(cells)
     });
-    let phase_w = state
-        .pods
-        .values()
-        .map(|p| {
-            if p.deletion_timestamp.is_some() {
-                11
-            } else {
-                p.phase.chars().count()
-            }
-        })
-        .max()
-        .unwrap_or(5)
-        .clamp(5, 11) as u16;
-    let name_w = state
-        .pods
-        .keys()
-        .map(|n| n.chars().count())
-        .max()
-        .unwrap_or(4)
-        .clamp(4, 40) as u16;
-    // The node column only when there is room for it.
-    let node_w = state
-        .pods
-        .values()
-        .filter_map(|p| p.node.as_ref().map(|n| n.chars().count()))
-        .max()
-        .unwrap_or(1)
-        .clamp(4, 24) as u16;
-    // The node column only when the state label keeps 15 cells.
-    let show_node = inner.width >= name_w + phase_w + 9 + node_w + 3 + 15 + 5;
-    let widths: Vec<Constraint> = if show_node {
-        vec![
-            Constraint::Length(name_w),
-            Constraint::Length(phase_w),
-            Constraint::Length(9),
-            Constraint::Length(node_w),
-            Constraint::Length(3),
-            Constraint::Fill(1),
-        ]
-    } else {
-        vec![
-            Constraint::Length(name_w),
-            Constraint::Length(phase_w),
-            Constraint::Length(9),
-            Constraint::Length(3),
-            Constraint::Fill(1),
-        ]
-    };
-    let rows: Vec<Row> = rows
-        .map(|cells: Vec<Cell<'static>>| {
-            let cells = cells
-                .into_iter()
-                .enumerate()
-                .filter(|(i, _)| show_node || *i != 3)
-                .map(|(_, c)| c);
-            Row::new(cells)
-        })
-        .collect();
-    let header_cells: Vec<&str> = ["NAME", "PHASE", "READY", "NODE", "RST", "STATE"]
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| show_node || *i != 3)
-        .map(|(_, c)| c)
-        .collect();
-    let header = Row::new(header_cells).style(theme.muted().add_modifier(Modifier::BOLD));
+    let header = Row::new(header).style(theme.muted().add_modifier(Modifier::BOLD));
     Table::new(rows, widths)
         .header(header)
         .column_spacing(1)

@@ -3,6 +3,7 @@
 //! then a track across the rest of the line with a tick for every T0–T4 mark (coloured like
 //! the timeline's segments) and a cursor at the playhead.
 
+use crate::ui::clip;
 use crate::ui::theme::Theme;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -26,10 +27,7 @@ fn column(ms: i64, duration_ms: i64, width: u16) -> u16 {
 }
 
 pub fn render(_state: &State, bar: &ReplayBar, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
-        return;
-    }
+    let Some(area) = clip(area, buf) else { return };
     let (icon, word, style) = if bar.ended {
         ("■", "end", theme.muted())
     } else if bar.paused {

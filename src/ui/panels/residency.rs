@@ -8,7 +8,7 @@
 
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
-use crate::ui::{fmt_age, panel, put_line, secs};
+use crate::ui::{fmt_age, panel, put_lines, secs};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;
@@ -37,31 +37,23 @@ pub fn can_tell(runtime: &str) -> &'static str {
 /// The runtime's `/metrics` figures in one line: requests running and waiting, KV cache in
 /// use, tokens generated; `None` when it exported none.
 pub fn metrics_line(m: &readygap_core::event::RuntimeMetrics) -> Option<String> {
-    let mut parts = Vec::new();
-    if let Some(r) = m.running {
-        parts.push(format!("running {r:.0}"));
-    }
-    if let Some(w) = m.waiting {
-        parts.push(format!("waiting {w:.0}"));
-    }
-    if let Some(k) = m.kv_cache {
-        parts.push(format!("KV cache {:.0}%", 100.0 * k));
-    }
-    if let Some(t) = m.tokens_generated {
-        parts.push(format!("{t:.0} tokens generated"));
-    }
+    let parts: Vec<String> = [
+        m.running.map(|r| format!("running {r:.0}")),
+        m.waiting.map(|w| format!("waiting {w:.0}")),
+        m.kv_cache.map(|k| format!("KV cache {:.0}%", 100.0 * k)),
+        m.tokens_generated
+            .map(|t| format!("{t:.0} tokens generated")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     (!parts.is_empty()).then(|| format!("  /metrics: {}", parts.join(" · ")))
 }
 
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
+    let Some(inner) = panel("Residency", theme, area, buf) else {
         return;
-    }
-    let inner = panel("Residency", theme, area, buf);
-    if inner.is_empty() {
-        return;
-    }
+    };
     let mut lines: Vec<Line> = Vec::new();
     if let Some(rt) = &state.session.runtime {
         lines.push(Line::from(vec![
@@ -151,9 +143,5 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             }
         }
     }
-    for (y, line) in lines.iter().enumerate() {
-        if !put_line(buf, inner, y as u16, line) {
-            break;
-        }
-    }
+    put_lines(buf, inner, &lines);
 }

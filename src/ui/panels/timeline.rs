@@ -86,14 +86,9 @@ pub fn segments(trial: &Trial, now: Option<Timestamp>) -> Vec<Segment> {
 }
 
 pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
+    let Some(inner) = panel("Timeline", theme, area, buf) else {
         return;
-    }
-    let inner = panel("Timeline", theme, area, buf);
-    if inner.is_empty() {
-        return;
-    }
+    };
     let mut y = 0u16;
     match state.timeline.current() {
         Some(trial) => {
@@ -125,24 +120,14 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
     let stats = TrialStats::of(&state.timeline.trials);
     if stats.trials > 0 && y + sep < inner.height {
         y += sep;
+        let trials = readygap_core::report::trials_text(stats.trials);
+        let title = format!("{trials}, {} failed", stats.failed);
         let head = format!(
-            "{:<20}{:>3}{:>9}{:>9}{:>9}",
-            format!(
-                "{}, {} failed",
-                readygap_core::report::trials_text(stats.trials),
-                stats.failed
-            ),
-            "n",
-            "mean",
-            "median",
-            "p95"
+            "{title:<20}{:>3}{:>9}{:>9}{:>9}",
+            "n", "mean", "median", "p95"
         );
-        put_line(
-            buf,
-            inner,
-            y,
-            &Line::styled(head, theme.muted().add_modifier(Modifier::BOLD)),
-        );
+        let bold = theme.muted().add_modifier(Modifier::BOLD);
+        put_line(buf, inner, y, &Line::styled(head, bold));
         y += 1;
         for m in SHOWN {
             let Some(s) = stats.get(m) else { continue };
@@ -201,22 +186,17 @@ fn trial_title(trial: &Trial, now: Option<Timestamp>, theme: &Theme) -> Line<'st
         (Some(a), Some(b)) => fmt_secs(secs(a, b)),
         _ => "–".into(),
     };
-    if trial.is_running() {
-        spans.push(Span::styled(
-            format!("  running {}", elapsed(now)),
-            theme.accent(),
-        ));
+    let (end, style) = if trial.is_running() {
+        (format!("  running {}", elapsed(now)), theme.accent())
     } else if trial.is_ok() {
-        spans.push(Span::styled(
-            format!("  ✓ {}", elapsed(trial.marks.t4)),
-            theme.ok(),
-        ));
+        (format!("  ✓ {}", elapsed(trial.marks.t4)), theme.ok())
     } else {
-        spans.push(Span::styled(
+        (
             format!("  ✗ {}", trial.reason().unwrap_or("failed")),
             theme.error(),
-        ));
-    }
+        )
+    };
+    spans.push(Span::styled(end, style));
     Line::from(spans)
 }
 
