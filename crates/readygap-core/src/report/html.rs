@@ -7,7 +7,7 @@
 
 use super::figures::{FileFigures, RecordingFigures, secs};
 use super::markup::{chart_css, esc, gib};
-use super::{FileReport, Report, cell, ordered, trials_text, unit};
+use super::{FileReport, Report, STATS, cell, ordered, trials_text, unit};
 use eyre::Result;
 use std::fmt::Write as _;
 
@@ -42,11 +42,6 @@ pub fn render(report: &Report) -> Result<String> {
         .iter()
         .map(super::figures::of_file)
         .collect::<Result<Vec<_>>>()?;
-    page(report, &figures)
-}
-
-/// The page from a report and its figures (one per file, in order).
-pub fn page(report: &Report, figures: &[FileFigures]) -> Result<String> {
     let mut out = String::new();
     writeln!(out, "<!DOCTYPE html>")?;
     writeln!(out, r#"<html lang="en"><head><meta charset="utf-8"/>"#)?;
@@ -84,9 +79,9 @@ pub fn page(report: &Report, figures: &[FileFigures]) -> Result<String> {
     writeln!(
         out,
         r#"<section class="comparison"><h2>Recovery timeline of every input</h2><figure>{}<figcaption>Each bar is one trial: its segments end at the mark of their colour, with their seconds written on them where they fit, and the trial's T4 (or why it failed) at its end. The bold bar under each input is its mean: each mark at the mean of the statistic that ends there (T1 <code>k8s_recovery</code>, T2 <code>runtime_recovery</code>, T4 <code>functional_recovery</code>, T3 = T4 − <code>inference_wall</code>), as in the tables below. All inputs share one time axis.</figcaption></figure></section>"#,
-        super::svg::bars(figures, false)
+        super::svg::bars(&figures, false)
     )?;
-    for (i, (f, fig)) in report.files.iter().zip(figures).enumerate() {
+    for (i, (f, fig)) in report.files.iter().zip(&figures).enumerate() {
         file_section(&mut out, i, f, fig)?;
     }
     writeln!(out, "</body></html>")?;
@@ -182,13 +177,8 @@ fn stats_table(out: &mut String, f: &FileReport) -> Result<()> {
             unit(name),
             s.n
         )?;
-        for (stat, v) in [
-            ("mean", s.mean),
-            ("median", s.median),
-            ("p95", s.p95),
-            ("min", s.min),
-            ("max", s.max),
-        ] {
+        for (stat, get) in STATS {
+            let v = get(s);
             write!(
                 out,
                 r#"<td class="num" data-stat="{stat}" data-value="{v}">{}</td>"#,
