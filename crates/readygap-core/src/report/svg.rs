@@ -36,6 +36,16 @@ fn mark_colour(k: usize) -> &'static str {
     ][k]
 }
 
+/// A `<text>` of class `class` anchored at (`x`, `y`); `body` is markup (escaped already).
+fn text(out: &mut String, class: &str, x: f64, y: f64, anchor: &str, body: &str) {
+    let _ = write!(
+        out,
+        r#"<text class="{class}" x="{}" y="{}" text-anchor="{anchor}">{body}</text>"#,
+        px(x),
+        px(y)
+    );
+}
+
 /// How an `<svg>` element starts: standalone (a file of its own, with the XML namespace
 /// and the style sheet) or inline in the HTML page (which holds the style sheet).
 fn open_svg(out: &mut String, class: &str, height: f64, label: &str, standalone: bool) {
@@ -91,27 +101,19 @@ impl TimeAxis {
 }
 
 fn axis_row(out: &mut String, axis: &TimeAxis, y: f64, top: bool) {
-    let _ = write!(
-        out,
-        r#"<g class="axis" data-side="{}">"#,
-        if top { "top" } else { "bottom" }
-    );
+    let side = if top { "top" } else { "bottom" };
+    let _ = write!(out, r#"<g class="axis" data-side="{side}">"#);
     for t in &axis.ticks {
-        let _ = write!(
-            out,
-            r#"<text class="tick" x="{}" y="{}" text-anchor="middle">{} s</text>"#,
-            px(axis.x(*t)),
-            px(y),
-            tick_label(*t, axis.step)
-        );
+        let label = format!("{} s", tick_label(*t, axis.step));
+        text(out, "tick", axis.x(*t), y, "middle", &label);
     }
-    let label_y = if top { y - 16.0 } else { y + 18.0 };
-    let _ = write!(
-        out,
-        r#"<text class="axis-label" x="{}" y="{}" text-anchor="middle">seconds since T0 (replacement requested)</text></g>"#,
-        px(LEFT + (WIDTH - LEFT - RIGHT) / 2.0),
-        px(label_y)
+    let (x, label_y) = (
+        LEFT + (WIDTH - LEFT - RIGHT) / 2.0,
+        y + if top { -16.0 } else { 18.0 },
     );
+    let label = "seconds since T0 (replacement requested)";
+    text(out, "axis-label", x, label_y, "middle", label);
+    out.push_str("</g>");
 }
 
 fn legend(out: &mut String, y: f64) {
@@ -203,12 +205,14 @@ fn bar_shapes(out: &mut String, axis: &TimeAxis, bar: &Bar, y: f64, h: f64) {
         );
         if w >= 34.0 {
             let cls = if *k == 1 { "on-dark" } else { "on-light" };
-            let _ = write!(
+            let label = seconds_label(v - prev);
+            text(
                 out,
-                r#"<text class="seg-label {cls}" x="{}" y="{}" text-anchor="middle">{}</text>"#,
-                px(x0 + w / 2.0),
-                px(y + h - 3.0),
-                seconds_label(v - prev)
+                &format!("seg-label {cls}"),
+                x0 + w / 2.0,
+                y + h - 3.0,
+                "middle",
+                &label,
             );
         }
         (prev, prev_k) = (*v, *k);
@@ -229,32 +233,17 @@ fn bar_shapes(out: &mut String, axis: &TimeAxis, bar: &Bar, y: f64, h: f64) {
         );
         prev = at;
     }
-    let x = axis.x(prev) + 6.0;
-    let ty = y + h - 2.0;
-    if let Some(reason) = &bar.failed {
-        let _ = write!(
-            out,
-            r#"<text class="failed" x="{}" y="{}">failed: {}</text>"#,
-            px(x),
-            px(ty),
-            esc(&short(reason, 30))
-        );
-    } else if let Some(t4) = bar.marks[4] {
-        let _ = write!(
-            out,
-            r#"<text class="total" x="{}" y="{}">{} s</text>"#,
-            px(x),
-            px(ty),
-            seconds_label(t4)
-        );
-    } else {
-        let _ = write!(
-            out,
-            r#"<text class="muted" x="{}" y="{}">no T4</text>"#,
-            px(x),
-            px(ty)
-        );
-    }
+    let (cls, label) = match (&bar.failed, bar.marks[4]) {
+        (Some(reason), _) => ("failed", format!("failed: {}", esc(&short(reason, 30)))),
+        (None, Some(t4)) => ("total", format!("{} s", seconds_label(t4))),
+        (None, None) => ("muted", "no T4".to_string()),
+    };
+    let _ = write!(
+        out,
+        r#"<text class="{cls}" x="{}" y="{}">{label}</text>"#,
+        px(axis.x(prev) + 6.0),
+        px(y + h - 2.0)
+    );
 }
 
 /// The bars of every input on one time axis (`report --format svg`, and the page's first
@@ -276,44 +265,41 @@ pub fn bars(files: &[FileFigures], standalone: bool) -> String {
             esc(&f.path)
         );
         y += 20.0;
-        for b in &f.bars {
-            let n = b.trial.unwrap_or(0);
-            let mut who = format!("trial {n}");
-            if b.cold {
-                who.push_str(" (cold)");
-            }
-            if b.external {
-                who.push_str(" (observed)");
-            }
+        // A bar's group: its marks as `data-` attributes, its text as title and label.
+        let group = |body: &mut String, head: &str, cls: &str, who: &str, b: &Bar, y, h, ly| {
+            let t = esc(&bar_text(b, who));
+            let marks = data_marks(b);
             let _ = write!(
                 body,
-                r#"<g class="trial-bar" data-trial="{n}"{} role="img" aria-label="{}"><title>{}</title><text class="muted" x="{}" y="{}" text-anchor="end">{}</text>"#,
-                data_marks(b),
-                esc(&bar_text(b, &who)),
-                esc(&bar_text(b, &who)),
-                px(LEFT - 8.0),
-                px(y + BAR_H - 2.0),
-                esc(&who)
+                r#"{head}{marks} role="img" aria-label="{t}"><title>{t}</title>"#
             );
-            bar_shapes(&mut body, &axis, b, y, BAR_H);
+            text(body, cls, LEFT - 8.0, ly, "end", &esc(who));
+            bar_shapes(body, &axis, b, y, h);
             body.push_str("</g>");
+        };
+        for b in &f.bars {
+            let n = b.trial.unwrap_or(0);
+            let cold = if b.cold { " (cold)" } else { "" };
+            let observed = if b.external { " (observed)" } else { "" };
+            let who = format!("trial {n}{cold}{observed}");
+            let head = format!(r#"<g class="trial-bar" data-trial="{n}""#);
+            group(
+                &mut body,
+                &head,
+                "muted",
+                &who,
+                b,
+                y,
+                BAR_H,
+                y + BAR_H - 2.0,
+            );
             y += ROW;
         }
         if let Some(m) = &f.mean {
             let who = format!("mean of {}", super::trials_text(f.bars.len()));
             let h = BAR_H + 5.0;
-            let _ = write!(
-                body,
-                r#"<g class="mean-bar"{} role="img" aria-label="{}"><title>{}</title><text class="total" x="{}" y="{}" text-anchor="end">{}</text>"#,
-                data_marks(m),
-                esc(&bar_text(m, &who)),
-                esc(&bar_text(m, &who)),
-                px(LEFT - 8.0),
-                px(y + h - 4.0),
-                esc(&who)
-            );
-            bar_shapes(&mut body, &axis, m, y, h);
-            body.push_str("</g>");
+            let head = r#"<g class="mean-bar""#;
+            group(&mut body, head, "total", &who, m, y, h, y + h - 4.0);
             y += h + 5.0;
         }
         body.push_str("</g>");
@@ -423,13 +409,8 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
         .iter()
         .filter(|s| **s >= lo - 1e-9 && **s <= hi + 1e-9)
     {
-        let _ = write!(
-            out,
-            r#"<text class="tick" x="{}" y="{}" text-anchor="middle">{} s</text>"#,
-            px(x(*s)),
-            px(y1 + 14.0),
-            tick_label(*s, xstep)
-        );
+        let label = format!("{} s", tick_label(*s, xstep));
+        text(&mut out, "tick", x(*s), y1 + 14.0, "middle", &label);
     }
     let _ = write!(
         out,
@@ -520,11 +501,14 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
         );
     }
     if pods.is_empty() {
-        let _ = write!(
-            out,
-            r#"<text class="muted" x="{}" y="{}" text-anchor="middle">no memory samples in this window</text>"#,
-            px((x0 + x1) / 2.0),
-            px((y0 + y1) / 2.0)
+        let (x, y) = ((x0 + x1) / 2.0, (y0 + y1) / 2.0);
+        text(
+            &mut out,
+            "muted",
+            x,
+            y,
+            "middle",
+            "no memory samples in this window",
         );
     }
     // Verdicts in the window: kills as solid marks, warnings dashed.
@@ -595,12 +579,14 @@ pub fn session_band(rec: &RecordingFigures) -> String {
         .chain(models.iter().cloned())
         .enumerate()
     {
-        let _ = write!(
-            out,
-            r#"<text class="muted" x="{}" y="{}" text-anchor="end">{}</text>"#,
-            px(LEFT - 8.0),
-            px(lane_y(i) + lane_h - 5.0),
-            esc(&short(&n, 20))
+        let y = lane_y(i) + lane_h - 5.0;
+        text(
+            &mut out,
+            "muted",
+            LEFT - 8.0,
+            y,
+            "end",
+            &esc(&short(&n, 20)),
         );
     }
     // Trials.
@@ -655,48 +641,42 @@ pub fn session_band(rec: &RecordingFigures) -> String {
             let (a, b) = (x(at(*ts)), x(at(until)));
             let w = (b - a).max(0.0);
             let n = get(v);
-            let yy = px(lane_y(lane));
-            if n > 0 {
+            // A count above zero in the lane's colour; zero ready highlighted.
+            let (class, style, what, label, label_class, min_w) = if n > 0 {
                 let extra = if lane == 3 && v.serving_terminating > 0 {
                     format!(", {} still serving", v.serving_terminating)
                 } else {
                     String::new()
                 };
-                let _ = write!(
-                    out,
-                    r#"<rect x="{}" y="{yy}" width="{}" height="{}" style="fill: {c}"><title>{n} {name}{extra} from {:.3} s to {:.3} s</title></rect>"#,
-                    px(a),
-                    px(w),
-                    px(lane_h),
-                    at(*ts),
-                    at(until)
-                );
-                if w >= 16.0 {
-                    let _ = write!(
-                        out,
-                        r#"<text class="on-light" x="{}" y="{}" text-anchor="middle">{n}</text>"#,
-                        px(a + w / 2.0),
-                        px(lane_y(lane) + lane_h - 5.0)
-                    );
-                }
+                let style = format!(r#" style="fill: {c}""#);
+                let what = format!("{n} {name}{extra}");
+                ("", style, what, n.to_string(), "on-light", 16.0)
             } else if lane == 1 {
-                let _ = write!(
-                    out,
-                    r#"<rect class="zero-ready" x="{}" y="{yy}" width="{}" height="{}"><title>0 ready endpoints from {:.3} s to {:.3} s</title></rect>"#,
-                    px(a),
-                    px(w),
-                    px(lane_h),
-                    at(*ts),
-                    at(until)
-                );
-                if w >= 44.0 {
-                    let _ = write!(
-                        out,
-                        r#"<text class="muted" x="{}" y="{}" text-anchor="middle">0 ready</text>"#,
-                        px(a + w / 2.0),
-                        px(lane_y(lane) + lane_h - 5.0)
-                    );
-                }
+                let what = "0 ready endpoints".to_string();
+                (
+                    r#" class="zero-ready""#,
+                    String::new(),
+                    what,
+                    "0 ready".into(),
+                    "muted",
+                    44.0,
+                )
+            } else {
+                continue;
+            };
+            let _ = write!(
+                out,
+                r#"<rect{class} x="{}" y="{}" width="{}" height="{}"{style}><title>{what} from {:.3} s to {:.3} s</title></rect>"#,
+                px(a),
+                px(lane_y(lane)),
+                px(w),
+                px(lane_h),
+                at(*ts),
+                at(until)
+            );
+            if w >= min_w {
+                let y = lane_y(lane) + lane_h - 5.0;
+                text(&mut out, label_class, a + w / 2.0, y, "middle", &label);
             }
         }
         out.push_str("</g>");
@@ -758,19 +738,18 @@ pub fn session_band(rec: &RecordingFigures) -> String {
     let (step, xt) = ticks(0.0, total, 10);
     out.push_str(r#"<g class="axis">"#);
     for s in xt.iter().filter(|s| **s <= total + 1e-9) {
-        let _ = write!(
-            out,
-            r#"<text class="tick" x="{}" y="{}" text-anchor="middle">{} s</text>"#,
-            px(x(*s)),
-            px(bottom + 12.0),
-            tick_label(*s, step)
-        );
+        let label = format!("{} s", tick_label(*s, step));
+        text(&mut out, "tick", x(*s), bottom + 12.0, "middle", &label);
     }
-    let _ = write!(
-        out,
-        r#"<text class="axis-label" x="{}" y="{}" text-anchor="middle">seconds since the recording started</text></g></svg>"#,
-        px((x0 + x1) / 2.0),
-        px(bottom + 30.0)
+    let label = "seconds since the recording started";
+    text(
+        &mut out,
+        "axis-label",
+        (x0 + x1) / 2.0,
+        bottom + 30.0,
+        "middle",
+        label,
     );
+    out.push_str("</g></svg>");
     out
 }
