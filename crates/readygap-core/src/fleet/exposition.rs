@@ -9,7 +9,7 @@
 //!
 //! [`negotiate`] picks the format from a scrape's `Accept` header.
 
-use super::{FleetMetrics, HISTOGRAMS, SeriesKey};
+use super::{FleetMetrics, HISTOGRAMS, SeriesKey, SeriesValues};
 use std::fmt::Write;
 
 /// An exposition format.
@@ -118,32 +118,23 @@ pub fn encode(m: &FleetMetrics, f: Format) -> String {
             let _ = writeln!(out, "{name}_count{{{l}}} {}", h.count);
         }
     }
-    header(
-        &mut out,
-        f,
-        "readygap_trials",
-        "counter",
-        None,
-        "Replacements measured as trials (ended: completed or failed).",
-    );
-    for (k, s) in m.series() {
-        let _ = writeln!(out, "readygap_trials_total{{{}}} {}", labels(k), s.trials);
-    }
-    header(
-        &mut out,
-        f,
-        "readygap_trial_failures",
-        "counter",
-        None,
-        "Trials that ended failed (a timeout, no inference observed, an OOM kill, ...).",
-    );
-    for (k, s) in m.series() {
-        let _ = writeln!(
-            out,
-            "readygap_trial_failures_total{{{}}} {}",
-            labels(k),
-            s.failures
-        );
+    let counters: [(&str, &str, fn(&SeriesValues) -> u64); 2] = [
+        (
+            "readygap_trials",
+            "Replacements measured as trials (ended: completed or failed).",
+            |s| s.trials,
+        ),
+        (
+            "readygap_trial_failures",
+            "Trials that ended failed (a timeout, no inference observed, an OOM kill, ...).",
+            |s| s.failures,
+        ),
+    ];
+    for (name, help, get) in counters {
+        header(&mut out, f, name, "counter", None, help);
+        for (k, s) in m.series() {
+            let _ = writeln!(out, "{name}_total{{{}}} {}", labels(k), get(s));
+        }
     }
     header(
         &mut out,

@@ -279,13 +279,12 @@ fn recovery_row(
         .find_map(|c| row.get(c))
         .map(str::to_string);
     if let Some(cond) = row.get("cache_condition") {
-        let cold = cond == "cold";
         let before = row.int("cached_kb_before")?.map(|v| v.max(0) as u64);
         let after = row
             .int("cached_kb_after_drop")?
             .or(row.int("cached_kb_after_precondition")?)
             .map(|v| v.max(0) as u64);
-        if cold {
+        if cond == "cold" {
             trial.cold = Some(CacheDrop {
                 node: row.get("target_node").unwrap_or_default().to_string(),
                 cached_kb_before: before,
@@ -348,14 +347,9 @@ fn readiness_summary(
             gaps.push(g as f64);
         }
     }
-    for (k, v) in values {
-        if let Some(s) = Summary::of(&v) {
-            out.metrics.insert(k.to_string(), s);
-        }
-    }
-    if let Some(s) = Summary::of(&gaps) {
-        out.metrics.insert("traffic_gap_count".into(), s);
-    }
+    let values = values.into_iter().chain([("traffic_gap_count", gaps)]);
+    let summaries = values.filter_map(|(k, v)| Some((k.to_string(), Summary::of(&v)?)));
+    out.metrics.extend(summaries);
     Ok(())
 }
 
@@ -384,11 +378,9 @@ fn readiness_endpoints(
         }
         gaps.push(samples.values().filter(|up| !**up).count() as f64);
     }
-    if let Some(s) = Summary::of(&spans) {
-        out.metrics.insert("sampled_span".into(), s);
-    }
-    if let Some(s) = Summary::of(&gaps) {
-        out.metrics.insert("traffic_gap_samples".into(), s);
+    for (k, v) in [("sampled_span", spans), ("traffic_gap_samples", gaps)] {
+        out.metrics
+            .extend(Summary::of(&v).map(|s| (k.to_string(), s)));
     }
     Ok(())
 }
@@ -434,13 +426,7 @@ pub fn export(trials: &[Trial], out: impl std::io::Write) -> csv::Result<()> {
                     opt(c.cached_kb_after.map(|v| v as i64)),
                     c.dropped.to_string(),
                 ]),
-                None => row.extend([
-                    "warm".into(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                ]),
+                None => row.extend(["warm", "", "", "", ""].map(String::from)),
             }
         }
         row.extend(raw.iter().map(|v| opt(*v)));
@@ -456,10 +442,8 @@ pub fn export(trials: &[Trial], out: impl std::io::Write) -> csv::Result<()> {
                 .unwrap_or_else(|| "FAIL".into())
         });
         let d = |v: Option<u64>| opt(v.map(|ns| (ns as f64 / 1e6).round() as i64));
-        row.push(d(t.durations.total_ns));
-        row.push(d(t.durations.load_ns));
-        row.push(d(t.durations.prompt_eval_ns));
-        row.push(d(t.durations.eval_ns));
+        let du = &t.durations;
+        row.extend([du.total_ns, du.load_ns, du.prompt_eval_ns, du.eval_ns].map(d));
         row.push(opt(t.memory_after.map(|v| v as i64)));
         if any_log {
             row.push(

@@ -467,27 +467,23 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
             esc(&p.pod),
             esc(&p.pod)
         );
-        let mut run: Vec<String> = Vec::new();
-        let flush = |run: &mut Vec<String>, out: &mut String| {
+        let points: Vec<Option<String>> = p
+            .points
+            .iter()
+            .filter(|(ts, _)| in_window(*ts))
+            .map(|(ts, v)| v.map(|b| format!("{},{}", px(x(secs(t0, *ts))), px(y(b)))))
+            .collect();
+        for run in points.split(Option::is_none).filter(|r| !r.is_empty()) {
+            let mut run: Vec<&str> = run.iter().flatten().map(String::as_str).collect();
             if run.len() == 1 {
-                run.push(run[0].clone());
+                run.push(run[0]);
             }
-            if !run.is_empty() {
-                let _ = write!(
-                    out,
-                    r#"<polyline points="{}" style="fill: none; stroke: {c}; stroke-width: 2"/>"#,
-                    run.join(" ")
-                );
-            }
-            run.clear();
-        };
-        for (ts, v) in p.points.iter().filter(|(ts, _)| in_window(*ts)) {
-            match v {
-                Some(b) => run.push(format!("{},{}", px(x(secs(t0, *ts))), px(y(*b)))),
-                None => flush(&mut run, &mut out),
-            }
+            let _ = write!(
+                out,
+                r#"<polyline points="{}" style="fill: none; stroke: {c}; stroke-width: 2"/>"#,
+                run.join(" ")
+            );
         }
-        flush(&mut run, &mut out);
         out.push_str("</g>");
         let ly = 18.0 + (i as f64) * 14.0;
         let _ = write!(
@@ -502,14 +498,8 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
     }
     if pods.is_empty() {
         let (x, y) = ((x0 + x1) / 2.0, (y0 + y1) / 2.0);
-        text(
-            &mut out,
-            "muted",
-            x,
-            y,
-            "middle",
-            "no memory samples in this window",
-        );
+        let label = "no memory samples in this window";
+        text(&mut out, "muted", x, y, "middle", label);
     }
     // Verdicts in the window: kills as solid marks, warnings dashed.
     for v in rec.verdicts.iter().filter(|v| in_window(v.ts)) {
