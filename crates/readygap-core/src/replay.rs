@@ -130,7 +130,6 @@ impl FromStr for StartAt {
     type Err = String;
     fn from_str(s: &str) -> Result<StartAt, String> {
         let s = s.trim();
-        let bad = || format!("--from {s:?}: expected {START_AT_FORMS}");
         let lower = s.to_ascii_lowercase();
         if let Some(n) = lower
             .strip_prefix("t0:")
@@ -146,7 +145,7 @@ impl FromStr for StartAt {
         }
         crate::units::parse_offset_ms(&lower)
             .map(StartAt::Offset)
-            .ok_or_else(bad)
+            .ok_or_else(|| format!("--from {s:?}: expected {START_AT_FORMS}"))
     }
 }
 
@@ -346,8 +345,9 @@ impl Replayer {
 
     /// The first items for the dashboard: the state at the playhead and the bar.
     pub fn begin(&mut self) -> Vec<Step> {
-        self.last_bar = Some(self.bar());
-        vec![Step::Reset(Box::new(self.state())), Step::Bar(self.bar())]
+        let mut out = vec![Step::Reset(Box::new(self.state()))];
+        out.extend(self.status());
+        out
     }
 
     /// The recording time at wall time `now` while playing (capped at the end).
@@ -417,15 +417,15 @@ impl Replayer {
             let target = self.recording_time(now);
             let stop = self.next_stop().map(|m| (m.at, m.ts));
             let events = self.index.events();
-            let mut full = false;
-            let mut stopped = false;
+            // Whether the playhead reached `target` (not stopped at a mark or by `max`).
+            let mut caught_up = true;
             loop {
                 if let Some((at, ts)) = stop
                     && self.pos >= at
                 {
                     self.clock = self.clock.max(ts);
                     self.paused = true;
-                    stopped = true;
+                    caught_up = false;
                     break;
                 }
                 let Some(ev) = events.get(self.pos) else {
@@ -435,21 +435,19 @@ impl Replayer {
                     break;
                 }
                 if out.len() >= max {
-                    full = true;
+                    caught_up = false;
                     break;
                 }
                 out.push(Step::Event(ev.clone()));
                 self.pos += 1;
                 self.clock = self.clock.max(ev.ts);
             }
-            if !full && !stopped {
+            if caught_up {
                 self.clock = self.clock.max(target);
             }
         }
-        let bar = self.bar();
-        if self.last_bar.as_ref() != Some(&bar) {
-            self.last_bar = Some(bar.clone());
-            out.push(Step::Bar(bar));
+        if self.last_bar != Some(self.bar()) {
+            out.extend(self.status());
         }
         out
     }
@@ -459,9 +457,7 @@ impl Replayer {
         self.pos = pos.min(self.index.events().len());
         self.clock = clock;
         self.anchor = (now, clock);
-        let bar = self.bar();
-        self.last_bar = Some(bar.clone());
-        vec![Step::Reset(Box::new(self.state())), Step::Bar(bar)]
+        self.begin()
     }
 
     fn status(&mut self) -> Vec<Step> {
