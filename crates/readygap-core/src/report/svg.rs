@@ -204,16 +204,13 @@ fn bar_shapes(out: &mut String, axis: &TimeAxis, bar: &Bar, y: f64, h: f64) {
             v - prev
         );
         if w >= 34.0 {
-            let cls = if *k == 1 { "on-dark" } else { "on-light" };
-            let label = seconds_label(v - prev);
-            text(
-                out,
-                &format!("seg-label {cls}"),
-                x0 + w / 2.0,
-                y + h - 3.0,
-                "middle",
-                &label,
-            );
+            let cls = if *k == 1 {
+                "seg-label on-dark"
+            } else {
+                "seg-label on-light"
+            };
+            let (x, label) = (x0 + w / 2.0, seconds_label(v - prev));
+            text(out, cls, x, y + h - 3.0, "middle", &label);
         }
         (prev, prev_k) = (*v, *k);
     }
@@ -536,11 +533,9 @@ pub fn session_band(rec: &RecordingFigures) -> String {
     let x = |s: f64| x0 + (s / total).clamp(0.0, 1.0) * (x1 - x0);
     let at = |ts| secs(rec.start, ts);
     let mut models: Vec<String> = Vec::new();
-    for c in &rec.residency {
-        for (m, _) in &c.loaded {
-            if !models.contains(m) {
-                models.push(m.clone());
-            }
+    for (m, _) in rec.residency.iter().flat_map(|c| &c.loaded) {
+        if !models.contains(m) {
+            models.push(m.clone());
         }
     }
     let lane_h = 18.0;
@@ -569,15 +564,8 @@ pub fn session_band(rec: &RecordingFigures) -> String {
         .chain(models.iter().cloned())
         .enumerate()
     {
-        let y = lane_y(i) + lane_h - 5.0;
-        text(
-            &mut out,
-            "muted",
-            LEFT - 8.0,
-            y,
-            "end",
-            &esc(&short(&n, 20)),
-        );
+        let (y, label) = (lane_y(i) + lane_h - 5.0, esc(&short(&n, 20)));
+        text(&mut out, "muted", LEFT - 8.0, y, "end", &label);
     }
     // Trials.
     out.push_str(r#"<g class="lane" data-lane="trials">"#);
@@ -632,31 +620,36 @@ pub fn session_band(rec: &RecordingFigures) -> String {
             let w = (b - a).max(0.0);
             let n = get(v);
             // A count above zero in the lane's colour; zero ready highlighted.
-            let (class, style, what, label, label_class, min_w) = if n > 0 {
-                let extra = if lane == 3 && v.serving_terminating > 0 {
-                    format!(", {} still serving", v.serving_terminating)
-                } else {
-                    String::new()
-                };
-                let style = format!(r#" style="fill: {c}""#);
-                let what = format!("{n} {name}{extra}");
-                ("", style, what, n.to_string(), "on-light", 16.0)
-            } else if lane == 1 {
-                let what = "0 ready endpoints".to_string();
+            if n == 0 && lane != 1 {
+                continue;
+            }
+            let extra = if n == 0 {
+                " endpoints".to_string()
+            } else if lane == 3 && v.serving_terminating > 0 {
+                format!(", {} still serving", v.serving_terminating)
+            } else {
+                String::new()
+            };
+            let (class, style, label, label_class, min_w) = if n > 0 {
+                (
+                    "",
+                    format!(r#" style="fill: {c}""#),
+                    n.to_string(),
+                    "on-light",
+                    16.0,
+                )
+            } else {
                 (
                     r#" class="zero-ready""#,
                     String::new(),
-                    what,
-                    "0 ready".into(),
+                    format!("0 {name}"),
                     "muted",
                     44.0,
                 )
-            } else {
-                continue;
             };
             let _ = write!(
                 out,
-                r#"<rect{class} x="{}" y="{}" width="{}" height="{}"{style}><title>{what} from {:.3} s to {:.3} s</title></rect>"#,
+                r#"<rect{class} x="{}" y="{}" width="{}" height="{}"{style}><title>{n} {name}{extra} from {:.3} s to {:.3} s</title></rect>"#,
                 px(a),
                 px(lane_y(lane)),
                 px(w),
@@ -731,15 +724,8 @@ pub fn session_band(rec: &RecordingFigures) -> String {
         let label = format!("{} s", tick_label(*s, step));
         text(&mut out, "tick", x(*s), bottom + 12.0, "middle", &label);
     }
-    let label = "seconds since the recording started";
-    text(
-        &mut out,
-        "axis-label",
-        (x0 + x1) / 2.0,
-        bottom + 30.0,
-        "middle",
-        label,
-    );
+    let (label, x) = ("seconds since the recording started", (x0 + x1) / 2.0);
+    text(&mut out, "axis-label", x, bottom + 30.0, "middle", label);
     out.push_str("</g></svg>");
     out
 }
