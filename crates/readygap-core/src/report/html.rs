@@ -203,7 +203,9 @@ fn recording(out: &mut String, rec: &RecordingFigures) -> Result<()> {
     for t in &rec.trials {
         let Some(t0) = t.marks.t0 else { continue };
         let m = &t.marks;
-        let rel = |x: Option<crate::event::Timestamp>| x.map(|x| secs(t0, x));
+        let marks: String = [m.t1, m.t2, m.t3, m.t4]
+            .map(|x| format!(r#"<td class="num">{}</td>"#, opt_s(x.map(|x| secs(t0, x)))))
+            .concat();
         let outcome = match (t.reason(), t.is_running()) {
             (Some(r), _) => format!(r#"<td class="failed">failed: {}</td>"#, esc(r)),
             (None, true) => "<td>still running when the recording ended</td>".into(),
@@ -211,14 +213,10 @@ fn recording(out: &mut String, rec: &RecordingFigures) -> Result<()> {
         };
         writeln!(
             out,
-            r#"<tr data-trial="{}"><td>{}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td>{outcome}</tr>"#,
+            r#"<tr data-trial="{}"><td>{}</td><td>{}</td>{marks}{outcome}</tr>"#,
             t.index,
             t.index,
             esc(&t.trigger),
-            opt_s(rel(m.t1)),
-            opt_s(rel(m.t2)),
-            opt_s(rel(m.t3)),
-            opt_s(rel(m.t4)),
         )?;
     }
     writeln!(
