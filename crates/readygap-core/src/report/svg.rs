@@ -8,6 +8,7 @@
 use super::figures::{Bar, FileFigures, RecordingFigures, secs};
 use super::markup::{chart_css, colour, esc, gib, px, seconds_label, tick_label, ticks};
 use crate::event::Timestamp;
+use crate::residency::Verdict;
 use crate::timeline::Trial;
 use std::fmt::Write as _;
 
@@ -338,13 +339,12 @@ pub fn bars(files: &[FileFigures], standalone: bool) -> String {
 /// Where a trial's figures end, in seconds since its T0: its last mark, failure or verdict;
 /// a trial still open at the end of the recording runs to that end.
 pub fn trial_span(t: &Trial, rec: &RecordingFigures) -> Option<f64> {
-    let bar = Bar::of_trial(t)?;
-    let t0 = t.marks.t0?;
-    let mut end = bar.end();
-    if t.is_running() {
-        end = end.max(secs(t0, rec.end));
-    }
-    Some(end)
+    let (end, t0) = (Bar::of_trial(t)?.end(), t.marks.t0?);
+    Some(if t.is_running() {
+        end.max(secs(t0, rec.end))
+    } else {
+        end
+    })
 }
 
 /// The memory of the pods of one trial against their limit, from `lo` to `hi` seconds
@@ -500,26 +500,28 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
     }
     // Verdicts in the window: kills as solid marks, warnings dashed.
     for v in rec.verdicts.iter().filter(|v| in_window(v.ts)) {
-        let xx = px(x(secs(t0, v.ts)));
-        let (cls, text) = if v.kind.is_kill() {
-            ("oom", "OOM")
-        } else {
-            ("risk", v.kind.name())
-        };
-        let _ = write!(
-            out,
-            r#"<g class="verdict-mark" data-kind="{}"><line class="{cls}" x1="{xx}" y1="{}" x2="{xx}" y2="{}"/><text class="failed" x="{xx}" y="{}" text-anchor="middle">{}</text><title>{}: {}</title></g>"#,
-            v.kind.name(),
-            px(y0),
-            px(y1),
-            px(y1 - 4.0 - if v.kind.is_kill() { 0.0 } else { 14.0 }),
-            esc(text),
-            v.kind.name(),
-            esc(&v.message)
-        );
+        verdict_mark(&mut out, v, x(secs(t0, v.ts)), (y0, y1), true);
     }
     out.push_str("</svg>");
     Some(out)
+}
+
+/// A verdict's mark at `x` from `y0` to `y1`: solid for a kill, dashed for a warning, with
+/// its name over the line (`OOM` for a kill) when `labelled`.
+fn verdict_mark(out: &mut String, v: &Verdict, x: f64, (y0, y1): (f64, f64), labelled: bool) {
+    let (name, kill) = (v.kind.name(), v.kind.is_kill());
+    let (cls, xx) = (if kill { "oom" } else { "risk" }, px(x));
+    let _ = write!(
+        out,
+        r#"<g class="verdict-mark" data-kind="{name}"><line class="{cls}" x1="{xx}" y1="{}" x2="{xx}" y2="{}"/>"#,
+        px(y0),
+        px(y1)
+    );
+    if labelled {
+        let (label, dy) = if kill { ("OOM", 0.0) } else { (name, 14.0) };
+        text(out, "failed", x, y1 - 4.0 - dy, "middle", &esc(label));
+    }
+    let _ = write!(out, "<title>{name}: {}</title></g>", esc(&v.message));
 }
 
 /// Which count of the endpoints a lane shows.
@@ -706,17 +708,7 @@ pub fn session_band(rec: &RecordingFigures) -> String {
         out.push_str("</g>");
     }
     for v in &rec.verdicts {
-        let xx = px(x(at(v.ts)));
-        let cls = if v.kind.is_kill() { "oom" } else { "risk" };
-        let _ = write!(
-            out,
-            r#"<g class="verdict-mark" data-kind="{}"><line class="{cls}" x1="{xx}" y1="{}" x2="{xx}" y2="{}"/><title>{}: {}</title></g>"#,
-            v.kind.name(),
-            px(top - 4.0),
-            px(bottom),
-            v.kind.name(),
-            esc(&v.message)
-        );
+        verdict_mark(&mut out, v, x(at(v.ts)), (top - 4.0, bottom), false);
     }
     let (step, xt) = ticks(0.0, total, 10);
     out.push_str(r#"<g class="axis">"#);
