@@ -67,19 +67,15 @@ pub fn diff_endpoints(old: &Endpoints, new: &Endpoints) -> Vec<(String, Endpoint
     let mut out = Vec::new();
     for (pod, n) in new {
         let before = old.get(pod);
-        if before.is_none() {
-            out.push((pod.clone(), EndpointChange::Added));
-        }
         let o = before.copied().unwrap_or_default();
-        if n.ready && !o.ready {
-            out.push((pod.clone(), EndpointChange::Ready));
-        }
-        if !n.ready && o.ready {
-            out.push((pod.clone(), EndpointChange::NotReady));
-        }
-        if n.terminating && !o.terminating {
-            out.push((pod.clone(), EndpointChange::Terminating));
-        }
+        let changes = [
+            (before.is_none(), EndpointChange::Added),
+            (n.ready && !o.ready, EndpointChange::Ready),
+            (!n.ready && o.ready, EndpointChange::NotReady),
+            (n.terminating && !o.terminating, EndpointChange::Terminating),
+        ];
+        let happened = changes.into_iter().filter(|(happened, _)| *happened);
+        out.extend(happened.map(|(_, change)| (pod.clone(), change)));
     }
     for pod in old.keys() {
         if !new.contains_key(pod) {
@@ -332,9 +328,8 @@ pub struct BenchReport {
 
 /// The transitions reported, in order.
 pub fn transition_names() -> Vec<&'static str> {
-    let mut v = vec!["t1", "t2", "t4"];
-    v.extend(EndpointChange::ALL.iter().map(|c| c.name()));
-    v
+    let endpoints = EndpointChange::ALL.map(EndpointChange::name);
+    ["t1", "t2", "t4"].into_iter().chain(endpoints).collect()
 }
 
 fn ratio(num: Option<f64>, den: Option<f64>) -> Option<f64> {

@@ -247,42 +247,38 @@ impl Replayer {
                 fmt_position((self.end - self.start).num_milliseconds())
             )
         };
-        match from {
+        // An instant or offset: where it is, or why it is not in the recording.
+        let (ts, outside) = match from {
             StartAt::Time(ts) => {
-                if ts < self.start || ts > self.end {
-                    return Err(format!(
-                        "--from {}: outside the recording; {}",
-                        ts.to_rfc3339(),
-                        range()
-                    ));
-                }
-                Ok((self.index.position_at(ts), ts))
+                let outside = ts < self.start || ts > self.end;
+                (
+                    ts,
+                    outside.then(|| format!("{}: outside the recording", ts.to_rfc3339())),
+                )
             }
             StartAt::Offset(ms) => {
                 let ts = self.start + chrono::Duration::milliseconds(ms);
-                if ts > self.end {
-                    return Err(format!(
-                        "--from {}: beyond the end; {}",
-                        fmt_position(ms),
-                        range()
-                    ));
-                }
-                Ok((self.index.position_at(ts), ts))
+                let beyond = ts > self.end;
+                (
+                    ts,
+                    beyond.then(|| format!("{}: beyond the end", fmt_position(ms))),
+                )
             }
-            StartAt::Trial(n) => match self.index.trial_start(n) {
-                Some(m) => Ok((m.at, m.ts)),
-                None => {
+            StartAt::Trial(n) => {
+                let mark = self.index.trial_start(n);
+                return mark.map(|m| (m.at, m.ts)).ok_or_else(|| {
                     let trials = self.marks.iter().filter(|m| m.which == 0).count();
-                    Err(format!(
-                        "--from trial {n}: {}",
-                        if trials == 0 {
-                            "the recording has no trials".to_string()
-                        } else {
-                            format!("the recording has trials 1 to {trials}")
-                        }
-                    ))
-                }
-            },
+                    let has = match trials {
+                        0 => "no trials".to_string(),
+                        _ => format!("trials 1 to {trials}"),
+                    };
+                    format!("--from trial {n}: the recording has {has}")
+                });
+            }
+        };
+        match outside {
+            Some(what) => Err(format!("--from {what}; {}", range())),
+            None => Ok((self.index.position_at(ts), ts)),
         }
     }
 
