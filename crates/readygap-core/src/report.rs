@@ -307,14 +307,7 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
     let mut out = String::new();
     match format {
         Format::Html => out = html::render(report)?,
-        Format::Svg => {
-            let figures = report
-                .files
-                .iter()
-                .map(figures::of_file)
-                .collect::<Result<Vec<_>>>()?;
-            out = svg::bars(&figures, true);
-        }
+        Format::Svg => out = svg::bars(&figures::of_report(report)?, true),
         Format::Json => {
             out = serde_json::to_string_pretty(report)?;
             out.push('\n');

@@ -136,6 +136,11 @@ pub struct FileFigures {
     pub recording: Option<RecordingFigures>,
 }
 
+/// The figures of every file of a report, in order.
+pub fn of_report(report: &super::Report) -> Result<Vec<FileFigures>> {
+    report.files.iter().map(of_file).collect()
+}
+
 /// The figures of a report's file: a `.jsonl` recording is replayed again for its series.
 pub fn of_file(file: &FileReport) -> Result<FileFigures> {
     let path = Path::new(&file.path);

@@ -37,11 +37,7 @@ td.failed { color: #D55E00; font-weight: 600; }
 
 /// The page.
 pub fn render(report: &Report) -> Result<String> {
-    let figures = report
-        .files
-        .iter()
-        .map(super::figures::of_file)
-        .collect::<Result<Vec<_>>>()?;
+    let figures = super::figures::of_report(report)?;
     let mut out = String::new();
     writeln!(out, "<!DOCTYPE html>")?;
     writeln!(out, r#"<html lang="en"><head><meta charset="utf-8"/>"#)?;
@@ -327,11 +323,13 @@ pub fn json_html(v: &serde_json::Value) -> String {
         Value::Bool(_) | Value::Number(_) => esc(&v.to_string()),
         Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_object) => {
             let mut keys: Vec<&String> = Vec::new();
-            for it in items {
-                for k in it.as_object().into_iter().flat_map(|o| o.keys()) {
-                    if !keys.contains(&k) {
-                        keys.push(k);
-                    }
+            for k in items
+                .iter()
+                .filter_map(Value::as_object)
+                .flat_map(|o| o.keys())
+            {
+                if !keys.contains(&k) {
+                    keys.push(k);
                 }
             }
             let mut s = String::from("<table><thead><tr>");
