@@ -391,18 +391,14 @@ impl Replayer {
         if self.next_stop().is_some_and(|m| m.at <= self.pos) {
             return Some(self.anchor.0);
         }
-        let ts = match self.index.events().get(self.pos) {
-            Some(ev) => ev.ts,
-            None => self.end,
-        };
+        let ts = self.index.events().get(self.pos).map_or(self.end, |e| e.ts);
         Some(self.due_of(ts))
     }
 
     /// When the replay task should wake: the next due item, and while playing at least every
     /// [`STATUS_EVERY`] to move the bar.
     pub fn next_wake(&self, now: Instant) -> Option<Instant> {
-        let due = self.next_due()?;
-        Some(due.min(now + STATUS_EVERY))
+        self.next_due().map(|due| due.min(now + STATUS_EVERY))
     }
 
     /// Everything due by `now` (at most `max` events), then the bar if it changed. Stops at a

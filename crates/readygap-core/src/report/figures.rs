@@ -20,7 +20,7 @@ pub fn secs(a: Timestamp, b: Timestamp) -> f64 {
 }
 
 /// One bar: the instants of T0..T4 in seconds since T0 (`None` = not reached).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Bar {
     /// The trial's number; `None` for the mean bar.
     pub trial: Option<u32>,
@@ -62,21 +62,13 @@ impl Bar {
         let mean = |k: &str| metrics.get(k).map(|s| s.mean);
         let t4 = mean("functional_recovery");
         let t3 = t4.zip(mean("inference_wall")).map(|(a, b)| a - b);
-        let marks = [
-            Some(0.0),
-            mean("k8s_recovery"),
-            mean("runtime_recovery"),
-            t3,
-            t4,
-        ];
-        marks[1..].iter().any(Option::is_some).then_some(Bar {
-            trial: None,
+        let (t1, t2) = (mean("k8s_recovery"), mean("runtime_recovery"));
+        let marks = [Some(0.0), t1, t2, t3, t4];
+        let bar = Bar {
             marks,
-            failed_at: None,
-            failed: None,
-            external: false,
-            cold: false,
-        })
+            ..Bar::default()
+        };
+        marks[1..].iter().any(Option::is_some).then_some(bar)
     }
 
     /// The latest instant the bar reaches.

@@ -171,12 +171,9 @@ fn bar_text(bar: &Bar, who: &str) -> String {
 
 fn short(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
-        t.push('…');
-        t
+        return s.to_string();
     }
+    s.chars().take(n.saturating_sub(1)).chain(['…']).collect()
 }
 
 /// One bar's shapes: its segments in time order, each coloured by the mark it ends at (T2
