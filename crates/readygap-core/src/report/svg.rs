@@ -143,17 +143,14 @@ fn legend(out: &mut String, y: f64) {
 }
 
 fn data_marks(bar: &Bar) -> String {
-    let mut s = String::new();
-    for (k, m) in bar.marks.iter().enumerate() {
-        if let Some(v) = m {
-            // Rust's `{}` of an f64 is its shortest round-trip form, as serde_json writes it.
-            let _ = write!(s, r#" data-t{k}="{v}""#);
-        }
-    }
-    if let Some(f) = bar.failed_at {
-        let _ = write!(s, r#" data-failed-at="{f}""#);
-    }
-    s
+    // Rust's `{}` of an f64 is its shortest round-trip form, as serde_json writes it.
+    let marks = bar
+        .marks
+        .iter()
+        .enumerate()
+        .filter_map(|(k, m)| m.map(|v| format!(r#" data-t{k}="{v}""#)));
+    let failed = bar.failed_at.map(|f| format!(r#" data-failed-at="{f}""#));
+    marks.chain(failed).collect()
 }
 
 fn bar_text(bar: &Bar, who: &str) -> String {
@@ -163,9 +160,7 @@ fn bar_text(bar: &Bar, who: &str) -> String {
             parts.push(format!("{} at {v:.3} s", MARK_NAMES[k]));
         }
     }
-    if let Some(r) = &bar.failed {
-        parts.push(format!("failed: {r}"));
-    }
+    parts.extend(bar.failed.as_ref().map(|r| format!("failed: {r}")));
     parts.join("; ")
 }
 
@@ -278,16 +273,8 @@ pub fn bars(files: &[FileFigures], standalone: bool) -> String {
             let observed = if b.external { " (observed)" } else { "" };
             let who = format!("trial {n}{cold}{observed}");
             let head = format!(r#"<g class="trial-bar" data-trial="{n}""#);
-            group(
-                &mut body,
-                &head,
-                "muted",
-                &who,
-                b,
-                y,
-                BAR_H,
-                y + BAR_H - 2.0,
-            );
+            let (h, ly) = (BAR_H, y + BAR_H - 2.0);
+            group(&mut body, &head, "muted", &who, b, y, h, ly);
             y += ROW;
         }
         if let Some(m) = &f.mean {
