@@ -382,8 +382,11 @@ pub fn markdown_figure(svg_name: &str) -> String {
 /// The columns of a statistics table: the metric, its unit, n and [`STATS`].
 const HEAD: [&str; 8] = ["metric", "unit", "n", "mean", "median", "p95", "min", "max"];
 
+/// Reads one statistic of a summary.
+type Stat = fn(&Summary) -> f64;
+
 /// The statistics a table shows of each metric, in column order.
-const STATS: [(&str, fn(&Summary) -> f64); 5] = [
+const STATS: [(&str, Stat); 5] = [
     ("mean", |s| s.mean),
     ("median", |s| s.median),
     ("p95", |s| s.p95),

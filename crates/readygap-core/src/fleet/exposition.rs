@@ -103,6 +103,9 @@ fn header(out: &mut String, f: Format, name: &str, kind: &str, unit: Option<&str
     }
 }
 
+/// Reads one counter of a series.
+type Count = fn(&SeriesValues) -> u64;
+
 /// The whole registry in format `f`.
 pub fn encode(m: &FleetMetrics, f: Format) -> String {
     let mut out = String::new();
@@ -118,7 +121,7 @@ pub fn encode(m: &FleetMetrics, f: Format) -> String {
             let _ = writeln!(out, "{name}_count{{{l}}} {}", h.count);
         }
     }
-    let counters: [(&str, &str, fn(&SeriesValues) -> u64); 2] = [
+    let counters: [(&str, &str, Count); 2] = [
         (
             "readygap_trials",
             "Replacements measured as trials (ended: completed or failed).",
