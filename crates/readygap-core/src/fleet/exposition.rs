@@ -54,16 +54,10 @@ pub fn negotiate(accept: Option<&str>) -> Format {
 
 /// A label value with `\`, `"` and newlines escaped.
 pub fn escape(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
+    // The backslash first, so the escapes added after it stay single.
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// A float as both formats read it (`+Inf`, `1.0`, `0.25`).
