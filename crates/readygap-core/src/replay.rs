@@ -229,10 +229,8 @@ impl Replayer {
             last_bar: None,
         };
         if let Some(from) = opts.from {
-            let (pos, clock) = r.resolve(from)?;
-            r.pos = pos;
-            r.clock = clock;
-            r.anchor = (now, clock);
+            (r.pos, r.clock) = r.resolve(from)?;
+            r.anchor = (now, r.clock);
         }
         Ok(r)
     }

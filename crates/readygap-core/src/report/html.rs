@@ -252,9 +252,7 @@ fn recording(out: &mut String, rec: &RecordingFigures) -> Result<()> {
                 .map(|(m, b)| format!("+ {} ({})", esc(m), gib(*b)))
                 .collect();
             change.extend(c.unloaded.iter().map(|m| format!("− {}", esc(m))));
-            if let Some(n) = &c.note {
-                change.push(format!("({})", esc(n)));
-            }
+            change.extend(c.note.as_ref().map(|n| format!("({})", esc(n))));
             let after: Vec<String> = c
                 .resident
                 .iter()
