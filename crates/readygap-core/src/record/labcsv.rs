@@ -116,10 +116,6 @@ impl Row<'_> {
     }
 }
 
-fn ms_to_ts(ms: i64) -> Option<Timestamp> {
-    chrono::DateTime::from_timestamp_millis(ms)
-}
-
 /// Read one study CSV file.
 pub fn import(path: &Path) -> Result<LabCsv, CsvError> {
     let text = std::fs::read_to_string(path).map_err(|source| CsvError::Io {
@@ -231,7 +227,7 @@ fn recovery_row(path: &Path, row: &Row, warnings: &mut Vec<String>) -> Result<Tr
     }
     let http = row.get("http_code").unwrap_or("");
     let ok = http == "200";
-    let ts = |v: Option<i64>| v.and_then(ms_to_ts);
+    let ts = |v: Option<i64>| v.and_then(chrono::DateTime::from_timestamp_millis);
     let marks = Marks {
         t0: ts(raw[0]),
         t1: ts(raw[1]),

@@ -346,7 +346,6 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
         .filter(|m| m.points.iter().any(|(ts, v)| v.is_some() && in_window(*ts)))
         .collect();
     let (x0, x1, y0, y1) = (70.0, WIDTH - 130.0, 56.0, 176.0);
-    let height = 216.0;
     let peak = pods
         .iter()
         .flat_map(|m| m.points.iter().filter(|(ts, _)| in_window(*ts)))
@@ -364,7 +363,7 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
         "Memory of the serving container during trial {} against its limit, with T0–T4 and OOM marks",
         t.index
     );
-    open_svg(&mut out, "memory", height, &label, false);
+    open_svg(&mut out, "memory", 216.0, &label, false);
     let _ = write!(
         out,
         r#"<text class="title" x="8" y="18">trial {}: container memory (GiB) against the limit</text>"#,
