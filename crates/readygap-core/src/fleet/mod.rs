@@ -87,17 +87,15 @@ impl Histogram {
 
     /// Cumulative counts per upper bound, `+Inf` last (`f64::INFINITY`).
     pub fn cumulative(&self) -> Vec<(f64, u64)> {
-        let mut acc = 0;
-        let mut out: Vec<(f64, u64)> = BUCKETS
-            .iter()
-            .zip(self.buckets)
-            .map(|(b, n)| {
-                acc += n;
-                (*b, acc)
+        let bounds = BUCKETS.into_iter().chain([f64::INFINITY]);
+        let counts = self.buckets.into_iter().chain([self.overflow]);
+        bounds
+            .zip(counts)
+            .scan(0, |acc, (b, n)| {
+                *acc += n;
+                Some((b, *acc))
             })
-            .collect();
-        out.push((f64::INFINITY, acc + self.overflow));
-        out
+            .collect()
     }
 }
 
