@@ -67,19 +67,15 @@ pub fn diff_endpoints(old: &Endpoints, new: &Endpoints) -> Vec<(String, Endpoint
     let mut out = Vec::new();
     for (pod, n) in new {
         let before = old.get(pod);
-        if before.is_none() {
-            out.push((pod.clone(), EndpointChange::Added));
-        }
         let o = before.copied().unwrap_or_default();
-        if n.ready && !o.ready {
-            out.push((pod.clone(), EndpointChange::Ready));
-        }
-        if !n.ready && o.ready {
-            out.push((pod.clone(), EndpointChange::NotReady));
-        }
-        if n.terminating && !o.terminating {
-            out.push((pod.clone(), EndpointChange::Terminating));
-        }
+        let changes = [
+            (before.is_none(), EndpointChange::Added),
+            (n.ready && !o.ready, EndpointChange::Ready),
+            (!n.ready && o.ready, EndpointChange::NotReady),
+            (n.terminating && !o.terminating, EndpointChange::Terminating),
+        ];
+        let happened = changes.into_iter().filter(|(happened, _)| *happened);
+        out.extend(happened.map(|(_, change)| (pod.clone(), change)));
     }
     for pod in old.keys() {
         if !new.contains_key(pod) {
@@ -113,8 +109,7 @@ impl Instant {
 pub fn endpoint_instants(states: &[(Timestamp, Endpoints)]) -> Vec<Instant> {
     let mut out = Vec::new();
     for w in states.windows(2) {
-        let (_, old) = &w[0];
-        let (ts, new) = &w[1];
+        let ((_, old), (ts, new)) = (&w[0], &w[1]);
         for (pod, change) in diff_endpoints(old, new) {
             out.push(Instant::new(&pod, change.name(), *ts));
         }
@@ -178,30 +173,18 @@ pub fn parse_endpoint_sample(text: &str) -> Result<Endpoints, String> {
             "false" | "" => Ok(false),
             other => Err(format!("{piece:?}: {other:?} is not true or false")),
         };
-        match f.as_slice() {
-            [pod, ready, serving, terminating] => {
-                out.insert(
-                    pod.to_string(),
-                    EndpointConditions {
-                        ready: b(ready)?,
-                        serving: b(serving)?,
-                        terminating: b(terminating)?,
-                    },
-                );
-            }
+        let (pod, ready, serving, terminating) = match f.as_slice() {
+            [pod, ready, serving, terminating] => (pod, ready, serving, *terminating),
             // jsonpath prints nothing for an absent condition: treat it as false.
-            [pod, ready, serving] => {
-                out.insert(
-                    pod.to_string(),
-                    EndpointConditions {
-                        ready: b(ready)?,
-                        serving: b(serving)?,
-                        terminating: false,
-                    },
-                );
-            }
+            [pod, ready, serving] => (pod, ready, serving, ""),
             _ => return Err(format!("{piece:?}: expected POD READY SERVING TERMINATING")),
-        }
+        };
+        let conditions = EndpointConditions {
+            ready: b(ready)?,
+            serving: b(serving)?,
+            terminating: b(terminating)?,
+        };
+        out.insert(pod.to_string(), conditions);
     }
     Ok(out)
 }
@@ -219,17 +202,11 @@ impl ErrorStats {
     pub fn of(errors: &[f64]) -> Self {
         let mut v: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
         v.sort_by(f64::total_cmp);
-        if v.is_empty() {
-            return Self {
-                n: 0,
-                median: None,
-                p95: None,
-            };
-        }
+        let p = |q| (!v.is_empty()).then(|| percentile(&v, q));
         Self {
             n: v.len(),
-            median: Some(percentile(&v, 50.0)),
-            p95: Some(percentile(&v, 95.0)),
+            median: p(50.0),
+            p95: p(95.0),
         }
     }
 }
@@ -351,9 +328,8 @@ pub struct BenchReport {
 
 /// The transitions reported, in order.
 pub fn transition_names() -> Vec<&'static str> {
-    let mut v = vec!["t1", "t2", "t4"];
-    v.extend(EndpointChange::ALL.iter().map(|c| c.name()));
-    v
+    let endpoints = EndpointChange::ALL.map(EndpointChange::name);
+    ["t1", "t2", "t4"].into_iter().chain(endpoints).collect()
 }
 
 fn ratio(num: Option<f64>, den: Option<f64>) -> Option<f64> {
@@ -453,23 +429,22 @@ impl BenchReport {
             self.baseline.endpoints.missed.len(),
             self.baseline.endpoints.total
         );
-        let c = |m: &MethodResult| m.cost;
-        let (rc, bc) = (c(&self.readygap), c(&self.baseline));
-        let per = |m: &MethodResult, c: Option<Cost>| c.map(|c| c.cpu_s / m.trials.max(1) as f64);
-        let (rcpu, bcpu) = (per(&self.readygap, rc), per(&self.baseline, bc));
+        let per = |m: &MethodResult| m.cost.map(|c| c.cpu_s / m.trials.max(1) as f64);
+        let (rcpu, bcpu) = (per(&self.readygap), per(&self.baseline));
+        let f3 = |v: Option<f64>| v.map_or("—".into(), |v| format!("{v:.3}"));
         let _ = writeln!(
             s,
             "CPU per trial: readygap {} s, baseline {} s ({})",
-            rcpu.map_or("—".into(), |v| format!("{v:.3}")),
-            bcpu.map_or("—".into(), |v| format!("{v:.3}")),
+            f3(rcpu),
+            f3(bcpu),
             x(ratio(bcpu, rcpu))
         );
-        let (rr, br) = (rc.map(|c| c.peak_rss_mib), bc.map(|c| c.peak_rss_mib));
+        let rss = |m: &MethodResult| f(m.cost.map(|c| c.peak_rss_mib));
         let _ = writeln!(
             s,
             "peak RSS (largest process): readygap {} MiB, baseline {} MiB",
-            f(rr),
-            f(br)
+            rss(&self.readygap),
+            rss(&self.baseline)
         );
         s
     }

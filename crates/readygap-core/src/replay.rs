@@ -130,7 +130,6 @@ impl FromStr for StartAt {
     type Err = String;
     fn from_str(s: &str) -> Result<StartAt, String> {
         let s = s.trim();
-        let bad = || format!("--from {s:?}: expected {START_AT_FORMS}");
         let lower = s.to_ascii_lowercase();
         if let Some(n) = lower
             .strip_prefix("t0:")
@@ -146,7 +145,7 @@ impl FromStr for StartAt {
         }
         crate::units::parse_offset_ms(&lower)
             .map(StartAt::Offset)
-            .ok_or_else(bad)
+            .ok_or_else(|| format!("--from {s:?}: expected {START_AT_FORMS}"))
     }
 }
 
@@ -230,10 +229,8 @@ impl Replayer {
             last_bar: None,
         };
         if let Some(from) = opts.from {
-            let (pos, clock) = r.resolve(from)?;
-            r.pos = pos;
-            r.clock = clock;
-            r.anchor = (now, clock);
+            (r.pos, r.clock) = r.resolve(from)?;
+            r.anchor = (now, r.clock);
         }
         Ok(r)
     }
@@ -248,42 +245,38 @@ impl Replayer {
                 fmt_position((self.end - self.start).num_milliseconds())
             )
         };
-        match from {
+        // An instant or offset: where it is, or why it is not in the recording.
+        let (ts, outside) = match from {
             StartAt::Time(ts) => {
-                if ts < self.start || ts > self.end {
-                    return Err(format!(
-                        "--from {}: outside the recording; {}",
-                        ts.to_rfc3339(),
-                        range()
-                    ));
-                }
-                Ok((self.index.position_at(ts), ts))
+                let outside = ts < self.start || ts > self.end;
+                (
+                    ts,
+                    outside.then(|| format!("{}: outside the recording", ts.to_rfc3339())),
+                )
             }
             StartAt::Offset(ms) => {
                 let ts = self.start + chrono::Duration::milliseconds(ms);
-                if ts > self.end {
-                    return Err(format!(
-                        "--from {}: beyond the end; {}",
-                        fmt_position(ms),
-                        range()
-                    ));
-                }
-                Ok((self.index.position_at(ts), ts))
+                let beyond = ts > self.end;
+                (
+                    ts,
+                    beyond.then(|| format!("{}: beyond the end", fmt_position(ms))),
+                )
             }
-            StartAt::Trial(n) => match self.index.trial_start(n) {
-                Some(m) => Ok((m.at, m.ts)),
-                None => {
+            StartAt::Trial(n) => {
+                let mark = self.index.trial_start(n);
+                return mark.map(|m| (m.at, m.ts)).ok_or_else(|| {
                     let trials = self.marks.iter().filter(|m| m.which == 0).count();
-                    Err(format!(
-                        "--from trial {n}: {}",
-                        if trials == 0 {
-                            "the recording has no trials".to_string()
-                        } else {
-                            format!("the recording has trials 1 to {trials}")
-                        }
-                    ))
-                }
-            },
+                    let has = match trials {
+                        0 => "no trials".to_string(),
+                        _ => format!("trials 1 to {trials}"),
+                    };
+                    format!("--from trial {n}: the recording has {has}")
+                });
+            }
+        };
+        match outside {
+            Some(what) => Err(format!("--from {what}; {}", range())),
+            None => Ok((self.index.position_at(ts), ts)),
         }
     }
 
@@ -346,8 +339,9 @@ impl Replayer {
 
     /// The first items for the dashboard: the state at the playhead and the bar.
     pub fn begin(&mut self) -> Vec<Step> {
-        self.last_bar = Some(self.bar());
-        vec![Step::Reset(Box::new(self.state())), Step::Bar(self.bar())]
+        let mut out = vec![Step::Reset(Box::new(self.state()))];
+        out.extend(self.status());
+        out
     }
 
     /// The recording time at wall time `now` while playing (capped at the end).
@@ -395,18 +389,14 @@ impl Replayer {
         if self.next_stop().is_some_and(|m| m.at <= self.pos) {
             return Some(self.anchor.0);
         }
-        let ts = match self.index.events().get(self.pos) {
-            Some(ev) => ev.ts,
-            None => self.end,
-        };
+        let ts = self.index.events().get(self.pos).map_or(self.end, |e| e.ts);
         Some(self.due_of(ts))
     }
 
     /// When the replay task should wake: the next due item, and while playing at least every
     /// [`STATUS_EVERY`] to move the bar.
     pub fn next_wake(&self, now: Instant) -> Option<Instant> {
-        let due = self.next_due()?;
-        Some(due.min(now + STATUS_EVERY))
+        self.next_due().map(|due| due.min(now + STATUS_EVERY))
     }
 
     /// Everything due by `now` (at most `max` events), then the bar if it changed. Stops at a
@@ -417,15 +407,15 @@ impl Replayer {
             let target = self.recording_time(now);
             let stop = self.next_stop().map(|m| (m.at, m.ts));
             let events = self.index.events();
-            let mut full = false;
-            let mut stopped = false;
+            // Whether the playhead reached `target` (not stopped at a mark or by `max`).
+            let mut caught_up = true;
             loop {
                 if let Some((at, ts)) = stop
                     && self.pos >= at
                 {
                     self.clock = self.clock.max(ts);
                     self.paused = true;
-                    stopped = true;
+                    caught_up = false;
                     break;
                 }
                 let Some(ev) = events.get(self.pos) else {
@@ -435,21 +425,19 @@ impl Replayer {
                     break;
                 }
                 if out.len() >= max {
-                    full = true;
+                    caught_up = false;
                     break;
                 }
                 out.push(Step::Event(ev.clone()));
                 self.pos += 1;
                 self.clock = self.clock.max(ev.ts);
             }
-            if !full && !stopped {
+            if caught_up {
                 self.clock = self.clock.max(target);
             }
         }
-        let bar = self.bar();
-        if self.last_bar.as_ref() != Some(&bar) {
-            self.last_bar = Some(bar.clone());
-            out.push(Step::Bar(bar));
+        if self.last_bar != Some(self.bar()) {
+            out.extend(self.status());
         }
         out
     }
@@ -459,9 +447,7 @@ impl Replayer {
         self.pos = pos.min(self.index.events().len());
         self.clock = clock;
         self.anchor = (now, clock);
-        let bar = self.bar();
-        self.last_bar = Some(bar.clone());
-        vec![Step::Reset(Box::new(self.state())), Step::Bar(bar)]
+        self.begin()
     }
 
     fn status(&mut self) -> Vec<Step> {

@@ -136,15 +136,15 @@ pub fn measured_conditions(trials: &[Trial]) -> BTreeMap<String, String> {
     if !loads.is_empty() {
         loads.sort_by(f64::total_cmp);
         let median = crate::stats::percentile(&loads, 50.0);
-        let text = if median >= 0.25 {
-            format!(
-                "shallow (the first inference after Ready loaded the model: median load_duration {median:.3} s)"
+        let (kind, why) = if median >= 0.25 {
+            (
+                "shallow",
+                "the first inference after Ready loaded the model",
             )
         } else {
-            format!(
-                "inference-aware (the model was loaded before Ready: median load_duration {median:.3} s)"
-            )
+            ("inference-aware", "the model was loaded before Ready")
         };
+        let text = format!("{kind} ({why}: median load_duration {median:.3} s)");
         out.insert("readiness".into(), text);
     }
     out
@@ -176,6 +176,7 @@ pub struct Report {
 }
 
 /// What a file yields: its trials, warnings, and metrics that are not per trial.
+#[derive(Default)]
 pub struct Loaded {
     pub trials: Vec<Trial>,
     pub warnings: Vec<String>,
@@ -194,14 +195,12 @@ pub fn load_trials(path: &Path) -> Result<Loaded> {
         .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
     if is_csv {
         let csv = labcsv::import(path)?;
-        let measured = measured_conditions(&csv.trials);
         return Ok(Loaded {
+            measured: measured_conditions(&csv.trials),
             trials: csv.trials,
             warnings: csv.warnings,
             extra: csv.metrics,
-            verdicts: BTreeMap::new(),
-            readiness_verdicts: Vec::new(),
-            measured,
+            ..Loaded::default()
         });
     }
     let mut state = State::new();
@@ -226,10 +225,10 @@ pub fn load_trials(path: &Path) -> Result<Loaded> {
     Ok(Loaded {
         trials: state.timeline.trials,
         warnings,
-        extra: BTreeMap::new(),
         verdicts,
         readiness_verdicts,
         measured,
+        ..Loaded::default()
     })
 }
 
@@ -277,16 +276,13 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 
 /// Order of rows: the study's metrics first, then any others.
 fn ordered(metrics: &BTreeMap<String, Summary>) -> Vec<(&str, &Summary)> {
-    let mut rows: Vec<(&str, &Summary)> = Metric::ALL
-        .iter()
-        .filter_map(|m| metrics.get_key_value(m.name()))
-        .map(|(k, v)| (k.as_str(), v))
-        .collect();
-    for (k, v) in metrics {
-        if Metric::ALL.iter().all(|m| m.name() != k) {
-            rows.push((k, v));
-        }
-    }
+    let mut rows: Vec<(&str, &Summary)> = metrics.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    rows.sort_by_key(|(k, _)| {
+        Metric::ALL
+            .iter()
+            .position(|m| m.name() == *k)
+            .unwrap_or(usize::MAX)
+    });
     rows
 }
 
@@ -311,14 +307,7 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
     let mut out = String::new();
     match format {
         Format::Html => out = html::render(report)?,
-        Format::Svg => {
-            let figures = report
-                .files
-                .iter()
-                .map(figures::of_file)
-                .collect::<Result<Vec<_>>>()?;
-            out = svg::bars(&figures, true);
-        }
+        Format::Svg => out = svg::bars(&figures::of_report(report)?, true),
         Format::Json => {
             out = serde_json::to_string_pretty(report)?;
             out.push('\n');
@@ -330,20 +319,10 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
             ])?;
             for f in &report.files {
                 for (name, s) in ordered(&f.metrics) {
-                    let unit = unit(name);
-                    let c = |v: f64| cell(name, v);
-                    w.write_record([
-                        f.path.clone(),
-                        name.to_string(),
-                        unit.to_string(),
-                        s.n.to_string(),
-                        c(s.mean),
-                        c(s.median),
-                        c(s.p95),
-                        c(s.min),
-                        c(s.max),
-                        c(s.stddev),
-                    ])?;
+                    let mut record = vec![f.path.clone()];
+                    record.extend(row(name, s));
+                    record.push(cell(name, s.stddev));
+                    w.write_record(record)?;
                 }
             }
             out = String::from_utf8(w.into_inner().map_err(|e| eyre!("{e}"))?)?;
@@ -357,11 +336,7 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
                 if md {
                     writeln!(out, "### {}\n", f.path)?;
                     writeln!(out, "{}, {} failed\n", trials_text(f.trials), f.failed)?;
-                    writeln!(
-                        out,
-                        "| metric | unit | n | mean | median | p95 | min | max |"
-                    )?;
-                    writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|")?;
+                    writeln!(out, "{MD_HEAD}")?;
                 } else {
                     writeln!(
                         out,
@@ -370,11 +345,7 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
                         trials_text(f.trials),
                         f.failed
                     )?;
-                    writeln!(
-                        out,
-                        "  {:<34} {:>5} {:>4} {:>12} {:>12} {:>12} {:>12} {:>12}",
-                        "metric", "unit", "n", "mean", "median", "p95", "min", "max"
-                    )?;
+                    write_row(&mut out, &HEAD, false, "  ")?;
                 }
                 write_rows(&mut out, &f.metrics, md, "  ")?;
                 if f.metrics.is_empty() {
@@ -408,8 +379,51 @@ pub fn markdown_figure(svg_name: &str) -> String {
     )
 }
 
-/// The statistics rows of `metrics` (a Markdown table's or the text table's, whose metric
-/// column ends at the same place whatever the indent).
+/// The columns of a statistics table: the metric, its unit, n and [`STATS`].
+const HEAD: [&str; 8] = ["metric", "unit", "n", "mean", "median", "p95", "min", "max"];
+
+/// Reads one statistic of a summary.
+type Stat = fn(&Summary) -> f64;
+
+/// The statistics a table shows of each metric, in column order.
+const STATS: [(&str, Stat); 5] = [
+    ("mean", |s| s.mean),
+    ("median", |s| s.median),
+    ("p95", |s| s.p95),
+    ("min", |s| s.min),
+    ("max", |s| s.max),
+];
+
+/// The head of a Markdown statistics table.
+const MD_HEAD: &str = "| metric | unit | n | mean | median | p95 | min | max |\n|---|---|---:|---:|---:|---:|---:|---:|";
+
+/// The cells of a metric's row, in the order of [`HEAD`].
+fn row(name: &str, s: &Summary) -> Vec<String> {
+    let mut cells = vec![name.to_string(), unit(name).to_string(), s.n.to_string()];
+    cells.extend(STATS.iter().map(|(_, get)| cell(name, get(s))));
+    cells
+}
+
+/// One row of a Markdown table, or of the text table (whose metric column ends at the same
+/// place whatever the indent).
+fn write_row(out: &mut String, cells: &[impl AsRef<str>], md: bool, indent: &str) -> Result<()> {
+    let cells: Vec<&str> = cells.iter().map(AsRef::as_ref).collect();
+    if md {
+        return Ok(writeln!(out, "| {} |", cells.join(" | "))?);
+    }
+    let w = 36 - indent.len();
+    write!(
+        out,
+        "{indent}{:<w$} {:>5} {:>4}",
+        cells[0], cells[1], cells[2]
+    )?;
+    for c in &cells[3..] {
+        write!(out, " {c:>12}")?;
+    }
+    Ok(writeln!(out)?)
+}
+
+/// The statistics rows of `metrics` (a Markdown table's or the text table's).
 fn write_rows(
     out: &mut String,
     metrics: &BTreeMap<String, Summary>,
@@ -417,34 +431,7 @@ fn write_rows(
     indent: &str,
 ) -> Result<()> {
     for (name, s) in ordered(metrics) {
-        let c = |v: f64| cell(name, v);
-        if md {
-            writeln!(
-                out,
-                "| {name} | {} | {} | {} | {} | {} | {} | {} |",
-                unit(name),
-                s.n,
-                c(s.mean),
-                c(s.median),
-                c(s.p95),
-                c(s.min),
-                c(s.max)
-            )?;
-        } else {
-            writeln!(
-                out,
-                "{indent}{:<w$} {:>5} {:>4} {:>12} {:>12} {:>12} {:>12} {:>12}",
-                name,
-                unit(name),
-                s.n,
-                c(s.mean),
-                c(s.median),
-                c(s.p95),
-                c(s.min),
-                c(s.max),
-                w = 36 - indent.len()
-            )?;
-        }
+        write_row(out, &row(name, s), md, indent)?;
     }
     Ok(())
 }
@@ -467,11 +454,7 @@ fn render_conditions(out: &mut String, f: &FileReport, md: bool) -> Result<()> {
                 trials_text(r.trials),
                 r.failed
             )?;
-            writeln!(
-                out,
-                "| metric | unit | n | mean | median | p95 | min | max |"
-            )?;
-            writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|")?;
+            writeln!(out, "{MD_HEAD}")?;
         } else {
             writeln!(out, "  {c}: {}, {} failed", trials_text(r.trials), r.failed)?;
         }

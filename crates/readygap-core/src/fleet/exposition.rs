@@ -9,7 +9,7 @@
 //!
 //! [`negotiate`] picks the format from a scrape's `Accept` header.
 
-use super::{FleetMetrics, HISTOGRAMS, SeriesKey};
+use super::{FleetMetrics, HISTOGRAMS, SeriesKey, SeriesValues};
 use std::fmt::Write;
 
 /// An exposition format.
@@ -54,16 +54,10 @@ pub fn negotiate(accept: Option<&str>) -> Format {
 
 /// A label value with `\`, `"` and newlines escaped.
 pub fn escape(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
+    // The backslash first, so the escapes added after it stay single.
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// A float as both formats read it (`+Inf`, `1.0`, `0.25`).
@@ -103,6 +97,9 @@ fn header(out: &mut String, f: Format, name: &str, kind: &str, unit: Option<&str
     }
 }
 
+/// Reads one counter of a series.
+type Count = fn(&SeriesValues) -> u64;
+
 /// The whole registry in format `f`.
 pub fn encode(m: &FleetMetrics, f: Format) -> String {
     let mut out = String::new();
@@ -118,32 +115,23 @@ pub fn encode(m: &FleetMetrics, f: Format) -> String {
             let _ = writeln!(out, "{name}_count{{{l}}} {}", h.count);
         }
     }
-    header(
-        &mut out,
-        f,
-        "readygap_trials",
-        "counter",
-        None,
-        "Replacements measured as trials (ended: completed or failed).",
-    );
-    for (k, s) in m.series() {
-        let _ = writeln!(out, "readygap_trials_total{{{}}} {}", labels(k), s.trials);
-    }
-    header(
-        &mut out,
-        f,
-        "readygap_trial_failures",
-        "counter",
-        None,
-        "Trials that ended failed (a timeout, no inference observed, an OOM kill, ...).",
-    );
-    for (k, s) in m.series() {
-        let _ = writeln!(
-            out,
-            "readygap_trial_failures_total{{{}}} {}",
-            labels(k),
-            s.failures
-        );
+    let counters: [(&str, &str, Count); 2] = [
+        (
+            "readygap_trials",
+            "Replacements measured as trials (ended: completed or failed).",
+            |s| s.trials,
+        ),
+        (
+            "readygap_trial_failures",
+            "Trials that ended failed (a timeout, no inference observed, an OOM kill, ...).",
+            |s| s.failures,
+        ),
+    ];
+    for (name, help, get) in counters {
+        header(&mut out, f, name, "counter", None, help);
+        for (k, s) in m.series() {
+            let _ = writeln!(out, "{name}_total{{{}}} {}", labels(k), get(s));
+        }
     }
     header(
         &mut out,

@@ -87,17 +87,15 @@ impl Histogram {
 
     /// Cumulative counts per upper bound, `+Inf` last (`f64::INFINITY`).
     pub fn cumulative(&self) -> Vec<(f64, u64)> {
-        let mut acc = 0;
-        let mut out: Vec<(f64, u64)> = BUCKETS
-            .iter()
-            .zip(self.buckets)
-            .map(|(b, n)| {
-                acc += n;
-                (*b, acc)
+        let bounds = BUCKETS.into_iter().chain([f64::INFINITY]);
+        let counts = self.buckets.into_iter().chain([self.overflow]);
+        bounds
+            .zip(counts)
+            .scan(0, |acc, (b, n)| {
+                *acc += n;
+                Some((b, *acc))
             })
-            .collect();
-        out.push((f64::INFINITY, acc + self.overflow));
-        out
+            .collect()
     }
 }
 
@@ -134,7 +132,7 @@ pub fn trial_end(t: &Trial) -> Option<crate::event::Timestamp> {
 }
 
 /// The registry of the fleet: series by key, each Deployment's ring of trials.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct FleetMetrics {
     series: BTreeMap<SeriesKey, SeriesValues>,
     rings: BTreeMap<(String, String), TrialRing>,
@@ -152,12 +150,9 @@ impl FleetMetrics {
     /// An empty registry.
     pub fn new(max_series: usize, ring_len: usize) -> Self {
         Self {
-            series: BTreeMap::new(),
-            rings: BTreeMap::new(),
             max_series,
             ring_len,
-            dropped: 0,
-            watched: 0,
+            ..Self::default()
         }
     }
 
@@ -166,10 +161,9 @@ impl FleetMetrics {
         if t.is_running() {
             return false;
         }
-        let ring_key = (key.namespace.clone(), key.deployment.clone());
         let ring_len = self.ring_len;
         self.rings
-            .entry(ring_key)
+            .entry((key.namespace.clone(), key.deployment.clone()))
             .or_insert_with(|| TrialRing::new(ring_len))
             .push(t.clone());
         if !self.series.contains_key(key) && self.series.len() >= self.max_series {
@@ -178,9 +172,7 @@ impl FleetMetrics {
         }
         let s = self.series.entry(key.clone()).or_default();
         s.trials += 1;
-        if !t.is_ok() {
-            s.failures += 1;
-        }
+        s.failures += u64::from(!t.is_ok());
         for (h, (metric, _, _)) in s.histograms.iter_mut().zip(HISTOGRAMS) {
             if let Some(v) = t.metric(metric) {
                 h.observe(v);

@@ -41,10 +41,6 @@ impl TrialRing {
         self.trials.is_empty()
     }
 
-    pub fn capacity(&self) -> usize {
-        self.cap
-    }
-
     /// Oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &Trial> {
         self.trials.iter()

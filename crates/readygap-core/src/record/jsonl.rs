@@ -152,13 +152,7 @@ pub struct Recording {
 
 /// Read a whole recording into memory.
 pub fn read(path: &Path) -> Result<Recording, ReadError> {
-    let mut events = Vec::new();
-    let (header, warnings) = for_each(path, |ev| events.push(ev))?;
-    Ok(Recording {
-        header,
-        events,
-        warnings,
-    })
+    read_from(path, open(path)?)
 }
 
 /// Read a whole recording from a reader; `path` names it in messages.
@@ -175,11 +169,15 @@ pub fn read_from(path: &Path, reader: impl BufRead) -> Result<Recording, ReadErr
 /// Stream a recording: call `f` for each event in file order, without holding them all.
 /// Returns the header and the warnings.
 pub fn for_each(path: &Path, f: impl FnMut(Event)) -> Result<(Header, Vec<String>), ReadError> {
+    for_each_from(path, open(path)?, f)
+}
+
+fn open(path: &Path) -> Result<BufReader<File>, ReadError> {
     let file = File::open(path).map_err(|source| ReadError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    for_each_from(path, BufReader::with_capacity(1 << 16, file), f)
+    Ok(BufReader::with_capacity(1 << 16, file))
 }
 
 /// [`for_each`] over any reader; `path` names it in messages.

@@ -85,10 +85,15 @@ pub struct LabCsv {
 /// Errors that stop the import of a file: a recording's ([`super::jsonl::ReadError`]).
 pub type CsvError = super::jsonl::ReadError;
 
+/// A data row: its line in the file, the columns by name, its fields.
 struct Row<'a> {
+    line: u64,
     index: &'a BTreeMap<String, usize>,
-    record: &'a csv::StringRecord,
+    record: csv::StringRecord,
 }
+
+/// A malformed row: its line and what is wrong.
+type RowError = (u64, String);
 
 impl Row<'_> {
     fn get(&self, name: &str) -> Option<&str> {
@@ -99,18 +104,16 @@ impl Row<'_> {
             .filter(|s| !s.is_empty())
     }
 
-    fn int(&self, name: &str) -> Result<Option<i64>, String> {
+    fn int(&self, name: &str) -> Result<Option<i64>, RowError> {
         self.get(name)
             .map(|s| {
-                s.parse::<i64>()
-                    .map_err(|_| format!("column {name}: {s:?} is not a whole number"))
+                s.parse::<i64>().map_err(|_| {
+                    let message = format!("column {name}: {s:?} is not a whole number");
+                    (self.line, message)
+                })
             })
             .transpose()
     }
-}
-
-fn ms_to_ts(ms: i64) -> Option<Timestamp> {
-    chrono::DateTime::from_timestamp_millis(ms)
 }
 
 /// Read one study CSV file.
@@ -162,44 +165,35 @@ pub fn import_str(path: &Path, text: &str) -> Result<LabCsv, CsvError> {
         metrics: BTreeMap::new(),
         warnings: Vec::new(),
     };
-    let mut records = Vec::new();
+    let mut rows = Vec::new();
     for rec in reader.records() {
-        let rec = rec.map_err(|e| {
+        let record = rec.map_err(|e| {
             let line = e.position().map_or(0, |p| p.line());
             malformed(line, e.to_string())
         })?;
-        let line = rec.position().map_or(0, |p| p.line());
-        records.push((line, rec));
+        let line = record.position().map_or(0, |p| p.line());
+        let index = &index;
+        rows.push(Row {
+            line,
+            index,
+            record,
+        });
     }
     match kind {
-        CsvKind::Recovery => {
-            for (line, rec) in &records {
-                let row = Row {
-                    index: &index,
-                    record: rec,
-                };
-                let trial = recovery_row(path, *line, &row, &mut out.warnings)
-                    .map_err(|m| malformed(*line, m))?;
-                out.trials.push(trial);
-            }
-        }
-        CsvKind::ReadinessSummary => {
-            readiness_summary(path, &index, &records, &mut out).map_err(|(l, m)| malformed(l, m))?
-        }
-        CsvKind::ReadinessEndpoints => {
-            readiness_endpoints(&index, &records, &mut out).map_err(|(l, m)| malformed(l, m))?
-        }
+        CsvKind::Recovery => rows.iter().try_for_each(|row| {
+            let trial = recovery_row(path, row, &mut out.warnings)?;
+            out.trials.push(trial);
+            Ok(())
+        }),
+        CsvKind::ReadinessSummary => readiness_summary(path, &rows, &mut out),
+        CsvKind::ReadinessEndpoints => readiness_endpoints(&rows, &mut out),
     }
+    .map_err(|(l, m)| malformed(l, m))?;
     Ok(out)
 }
 
-fn recovery_row(
-    path: &Path,
-    line: u64,
-    row: &Row,
-    warnings: &mut Vec<String>,
-) -> Result<Trial, String> {
-    let run = row.get("run").unwrap_or("?").to_string();
+fn recovery_row(path: &Path, row: &Row, warnings: &mut Vec<String>) -> Result<Trial, RowError> {
+    let (line, run) = (row.line, row.get("run").unwrap_or("?"));
     let t0_col = T0_NAMES
         .iter()
         .find(|n| row.index.contains_key(**n))
@@ -233,7 +227,7 @@ fn recovery_row(
     }
     let http = row.get("http_code").unwrap_or("");
     let ok = http == "200";
-    let ts = |v: Option<i64>| v.and_then(ms_to_ts);
+    let ts = |v: Option<i64>| v.and_then(chrono::DateTime::from_timestamp_millis);
     let marks = Marks {
         t0: ts(raw[0]),
         t1: ts(raw[1]),
@@ -259,7 +253,7 @@ fn recovery_row(
         trial.inference_end = ts(raw[4]);
     }
     trial.http_status = http.parse().ok();
-    let dur = |name: &str| -> Result<Option<u64>, String> {
+    let dur = |name: &str| -> Result<Option<u64>, RowError> {
         Ok(row
             .int(name)?
             .filter(|_| ok)
@@ -279,13 +273,12 @@ fn recovery_row(
         .find_map(|c| row.get(c))
         .map(str::to_string);
     if let Some(cond) = row.get("cache_condition") {
-        let cold = cond == "cold";
         let before = row.int("cached_kb_before")?.map(|v| v.max(0) as u64);
         let after = row
             .int("cached_kb_after_drop")?
             .or(row.int("cached_kb_after_precondition")?)
             .map(|v| v.max(0) as u64);
-        if cold {
+        if cond == "cold" {
             trial.cold = Some(CacheDrop {
                 node: row.get("target_node").unwrap_or_default().to_string(),
                 cached_kb_before: before,
@@ -298,12 +291,7 @@ fn recovery_row(
     Ok(trial)
 }
 
-fn readiness_summary(
-    path: &Path,
-    index: &BTreeMap<String, usize>,
-    records: &[(u64, csv::StringRecord)],
-    out: &mut LabCsv,
-) -> Result<(), (u64, String)> {
+fn readiness_summary(path: &Path, rows: &[Row], out: &mut LabCsv) -> Result<(), RowError> {
     let spans = [
         ("rollout_to_new_pod_seen", "new_pod_first_seen_ms"),
         ("rollout_to_new_pod_running", "new_pod_running_ms"),
@@ -317,12 +305,11 @@ fn readiness_summary(
     ];
     let mut values: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut gaps = Vec::new();
-    for (line, rec) in records {
-        let row = Row { index, record: rec };
-        let run = row.get("run").unwrap_or("?").to_string();
-        let start = row.int("rollout_start_ms").map_err(|m| (*line, m))?;
+    for row in rows {
+        let (line, run) = (row.line, row.get("run").unwrap_or("?"));
+        let start = row.int("rollout_start_ms")?;
         for (metric, col) in spans {
-            match (start, row.int(col).map_err(|m| (*line, m))?) {
+            match (start, row.int(col)?) {
                 (Some(s), Some(v)) => values.entry(metric).or_default().push((v - s) as f64 / 1e3),
                 _ => out.warnings.push(format!(
                     "{}:{line}: run {run}: {col} is empty",
@@ -330,47 +317,34 @@ fn readiness_summary(
                 )),
             }
         }
-        if let Some(v) = row
-            .int("new_endpoint_nonserving_ms")
-            .map_err(|m| (*line, m))?
-        {
+        if let Some(v) = row.int("new_endpoint_nonserving_ms")? {
             values
                 .entry("new_endpoint_nonserving")
                 .or_default()
                 .push(v as f64 / 1e3);
-        } else if index.contains_key("new_endpoint_nonserving_ms") {
+        } else if row.index.contains_key("new_endpoint_nonserving_ms") {
             out.warnings.push(format!(
                 "{}:{line}: run {run}: new_endpoint_nonserving_ms is empty",
                 path.display()
             ));
         }
-        if let Some(g) = row.int("traffic_gap_count").map_err(|m| (*line, m))? {
+        if let Some(g) = row.int("traffic_gap_count")? {
             gaps.push(g as f64);
         }
     }
-    for (k, v) in values {
-        if let Some(s) = Summary::of(&v) {
-            out.metrics.insert(k.to_string(), s);
-        }
-    }
-    if let Some(s) = Summary::of(&gaps) {
-        out.metrics.insert("traffic_gap_count".into(), s);
-    }
+    let values = values.into_iter().chain([("traffic_gap_count", gaps)]);
+    let summaries = values.filter_map(|(k, v)| Some((k.to_string(), Summary::of(&v)?)));
+    out.metrics.extend(summaries);
     Ok(())
 }
 
-fn readiness_endpoints(
-    index: &BTreeMap<String, usize>,
-    records: &[(u64, csv::StringRecord)],
-    out: &mut LabCsv,
-) -> Result<(), (u64, String)> {
+fn readiness_endpoints(rows: &[Row], out: &mut LabCsv) -> Result<(), RowError> {
     // Per run: samples (instants) and the instants where no endpoint was ready and serving.
     let mut runs: BTreeMap<String, BTreeMap<i64, bool>> = BTreeMap::new();
-    for (line, rec) in records {
-        let row = Row { index, record: rec };
+    for row in rows {
         let run = row.get("run").unwrap_or("?").to_string();
-        let Some(ts) = row.int("timestamp_ms").map_err(|m| (*line, m))? else {
-            return Err((*line, "timestamp_ms is empty".into()));
+        let Some(ts) = row.int("timestamp_ms")? else {
+            return Err((row.line, "timestamp_ms is empty".into()));
         };
         let up = row.get("ready") == Some("true") && row.get("serving") == Some("true");
         let at = runs.entry(run).or_default().entry(ts).or_insert(false);
@@ -384,11 +358,9 @@ fn readiness_endpoints(
         }
         gaps.push(samples.values().filter(|up| !**up).count() as f64);
     }
-    if let Some(s) = Summary::of(&spans) {
-        out.metrics.insert("sampled_span".into(), s);
-    }
-    if let Some(s) = Summary::of(&gaps) {
-        out.metrics.insert("traffic_gap_samples".into(), s);
+    for (k, v) in [("sampled_span", spans), ("traffic_gap_samples", gaps)] {
+        out.metrics
+            .extend(Summary::of(&v).map(|s| (k.to_string(), s)));
     }
     Ok(())
 }
@@ -434,13 +406,7 @@ pub fn export(trials: &[Trial], out: impl std::io::Write) -> csv::Result<()> {
                     opt(c.cached_kb_after.map(|v| v as i64)),
                     c.dropped.to_string(),
                 ]),
-                None => row.extend([
-                    "warm".into(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                ]),
+                None => row.extend(["warm", "", "", "", ""].map(String::from)),
             }
         }
         row.extend(raw.iter().map(|v| opt(*v)));
@@ -456,10 +422,8 @@ pub fn export(trials: &[Trial], out: impl std::io::Write) -> csv::Result<()> {
                 .unwrap_or_else(|| "FAIL".into())
         });
         let d = |v: Option<u64>| opt(v.map(|ns| (ns as f64 / 1e6).round() as i64));
-        row.push(d(t.durations.total_ns));
-        row.push(d(t.durations.load_ns));
-        row.push(d(t.durations.prompt_eval_ns));
-        row.push(d(t.durations.eval_ns));
+        let du = &t.durations;
+        row.extend([du.total_ns, du.load_ns, du.prompt_eval_ns, du.eval_ns].map(d));
         row.push(opt(t.memory_after.map(|v| v as i64)));
         if any_log {
             row.push(

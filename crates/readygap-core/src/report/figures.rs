@@ -20,7 +20,7 @@ pub fn secs(a: Timestamp, b: Timestamp) -> f64 {
 }
 
 /// One bar: the instants of T0..T4 in seconds since T0 (`None` = not reached).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Bar {
     /// The trial's number; `None` for the mean bar.
     pub trial: Option<u32>,
@@ -62,21 +62,13 @@ impl Bar {
         let mean = |k: &str| metrics.get(k).map(|s| s.mean);
         let t4 = mean("functional_recovery");
         let t3 = t4.zip(mean("inference_wall")).map(|(a, b)| a - b);
-        let marks = [
-            Some(0.0),
-            mean("k8s_recovery"),
-            mean("runtime_recovery"),
-            t3,
-            t4,
-        ];
-        marks[1..].iter().any(Option::is_some).then_some(Bar {
-            trial: None,
+        let (t1, t2) = (mean("k8s_recovery"), mean("runtime_recovery"));
+        let marks = [Some(0.0), t1, t2, t3, t4];
+        let bar = Bar {
             marks,
-            failed_at: None,
-            failed: None,
-            external: false,
-            cold: false,
-        })
+            ..Bar::default()
+        };
+        marks[1..].iter().any(Option::is_some).then_some(bar)
     }
 
     /// The latest instant the bar reaches.
@@ -136,6 +128,11 @@ pub struct FileFigures {
     pub recording: Option<RecordingFigures>,
 }
 
+/// The figures of every file of a report, in order.
+pub fn of_report(report: &super::Report) -> Result<Vec<FileFigures>> {
+    report.files.iter().map(of_file).collect()
+}
+
 /// The figures of a report's file: a `.jsonl` recording is replayed again for its series.
 pub fn of_file(file: &FileReport) -> Result<FileFigures> {
     let path = Path::new(&file.path);
@@ -184,12 +181,13 @@ pub fn environment_of_path(path: &Path) -> Vec<(String, String)> {
     env
 }
 
+/// A JSON value as text: a string as itself, anything else as JSON.
+fn text(v: &serde_json::Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+}
+
 fn setting(settings: &serde_json::Value, key: &str) -> Option<String> {
-    match settings.get(key)? {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Null => None,
-        v => Some(v.to_string()),
-    }
+    settings.get(key).filter(|v| !v.is_null()).map(text)
 }
 
 /// Replay a recording and keep what the figures need.
@@ -205,15 +203,18 @@ fn replay(path: &Path) -> Result<(Vec<(String, String)>, RecordingFigures)> {
                 .get(pod)
                 .map(|r| r.resident.iter().map(|m| m.name.clone()).collect())
                 .unwrap_or_default();
-            let loaded: Vec<(String, u64)> = models
+            let resident: Vec<(String, u64)> = models
                 .iter()
-                .filter(|m| !before.contains(&m.name))
                 .map(|m| (m.name.clone(), m.host_bytes()))
                 .collect();
-            let unloaded: Vec<String> = before
+            let loaded: Vec<(String, u64)> = resident
                 .iter()
-                .filter(|b| !models.iter().any(|m| &m.name == *b))
+                .filter(|(m, _)| !before.contains(m))
                 .cloned()
+                .collect();
+            let unloaded: Vec<String> = before
+                .into_iter()
+                .filter(|b| !resident.iter().any(|(m, _)| m == b))
                 .collect();
             if !loaded.is_empty() || !unloaded.is_empty() {
                 residency.push(ResidencyChange {
@@ -221,10 +222,7 @@ fn replay(path: &Path) -> Result<(Vec<(String, String)>, RecordingFigures)> {
                     pod: pod.clone(),
                     loaded,
                     unloaded,
-                    resident: models
-                        .iter()
-                        .map(|m| (m.name.clone(), m.host_bytes()))
-                        .collect(),
+                    resident,
                     note: None,
                 });
             }
@@ -268,53 +266,32 @@ fn replay(path: &Path) -> Result<(Vec<(String, String)>, RecordingFigures)> {
         Some(p) if p == "/api/tags" => "ollama (inferred from the probe path /api/tags)".into(),
         _ => "not recorded".into(),
     });
-    let mut env = vec![
-        ("source".to_string(), "readygap recording".to_string()),
-        (
-            "context".into(),
-            or_session(&header.context, &session.context),
-        ),
-        (
-            "namespace".into(),
-            or_session(&header.namespace, &session.namespace),
-        ),
-        ("target".into(), or_session(&header.target, &session.target)),
-        ("runtime".into(), runtime),
-        (
-            "model".into(),
-            setting(s, "model")
-                .or_else(|| session.model.clone())
-                .unwrap_or_else(|| "not recorded".into()),
-        ),
-        (
-            "profile".into(),
-            setting(s, "lab")
-                .or_else(|| setting(s, "profile"))
-                .unwrap_or_else(|| "none (not the built-in lab)".into()),
-        ),
-        (
-            "readygap version (recorded by)".into(),
-            header.tool_version.clone(),
-        ),
-        (
-            "started".into(),
-            header
-                .started
-                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        ),
-    ];
+    let h = &header;
+    let model = setting(s, "model").or_else(|| session.model.clone());
+    let profile = setting(s, "lab").or_else(|| setting(s, "profile"));
+    let profile = profile.unwrap_or_else(|| "none (not the built-in lab)".into());
+    let started = h
+        .started
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let mut env: Vec<(String, String)> = [
+        ("source", "readygap recording".to_string()),
+        ("context", or_session(&h.context, &session.context)),
+        ("namespace", or_session(&h.namespace, &session.namespace)),
+        ("target", or_session(&h.target, &session.target)),
+        ("runtime", runtime),
+        ("model", model.unwrap_or_else(|| "not recorded".into())),
+        ("profile", profile),
+        ("readygap version (recorded by)", h.tool_version.clone()),
+        ("started", started),
+    ]
+    .map(|(k, v)| (k.to_string(), v))
+    .into();
     if !session.mode.is_empty() {
         env.push(("mode".into(), session.mode.clone()));
     }
-    if let serde_json::Value::Object(map) = s {
-        for (k, v) in map {
-            if !["model", "lab", "runtime"].contains(&k.as_str()) {
-                let v = match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    v => v.to_string(),
-                };
-                env.push((format!("setting {k}"), v));
-            }
+    for (k, v) in s.as_object().into_iter().flatten() {
+        if !["model", "lab", "runtime"].contains(&k.as_str()) {
+            env.push((format!("setting {k}"), text(v)));
         }
     }
     Ok((

@@ -7,7 +7,7 @@
 
 use super::figures::{FileFigures, RecordingFigures, secs};
 use super::markup::{chart_css, esc, gib};
-use super::{FileReport, Report, cell, ordered, trials_text, unit};
+use super::{FileReport, Report, STATS, cell, ordered, trials_text, unit};
 use eyre::Result;
 use std::fmt::Write as _;
 
@@ -37,16 +37,7 @@ td.failed { color: #D55E00; font-weight: 600; }
 
 /// The page.
 pub fn render(report: &Report) -> Result<String> {
-    let figures = report
-        .files
-        .iter()
-        .map(super::figures::of_file)
-        .collect::<Result<Vec<_>>>()?;
-    page(report, &figures)
-}
-
-/// The page from a report and its figures (one per file, in order).
-pub fn page(report: &Report, figures: &[FileFigures]) -> Result<String> {
+    let figures = super::figures::of_report(report)?;
     let mut out = String::new();
     writeln!(out, "<!DOCTYPE html>")?;
     writeln!(out, r#"<html lang="en"><head><meta charset="utf-8"/>"#)?;
@@ -84,9 +75,9 @@ pub fn page(report: &Report, figures: &[FileFigures]) -> Result<String> {
     writeln!(
         out,
         r#"<section class="comparison"><h2>Recovery timeline of every input</h2><figure>{}<figcaption>Each bar is one trial: its segments end at the mark of their colour, with their seconds written on them where they fit, and the trial's T4 (or why it failed) at its end. The bold bar under each input is its mean: each mark at the mean of the statistic that ends there (T1 <code>k8s_recovery</code>, T2 <code>runtime_recovery</code>, T4 <code>functional_recovery</code>, T3 = T4 − <code>inference_wall</code>), as in the tables below. All inputs share one time axis.</figcaption></figure></section>"#,
-        super::svg::bars(figures, false)
+        super::svg::bars(&figures, false)
     )?;
-    for (i, (f, fig)) in report.files.iter().zip(figures).enumerate() {
+    for (i, (f, fig)) in report.files.iter().zip(&figures).enumerate() {
         file_section(&mut out, i, f, fig)?;
     }
     writeln!(out, "</body></html>")?;
@@ -182,13 +173,8 @@ fn stats_table(out: &mut String, f: &FileReport) -> Result<()> {
             unit(name),
             s.n
         )?;
-        for (stat, v) in [
-            ("mean", s.mean),
-            ("median", s.median),
-            ("p95", s.p95),
-            ("min", s.min),
-            ("max", s.max),
-        ] {
+        for (stat, get) in STATS {
+            let v = get(s);
             write!(
                 out,
                 r#"<td class="num" data-stat="{stat}" data-value="{v}">{}</td>"#,
@@ -213,7 +199,9 @@ fn recording(out: &mut String, rec: &RecordingFigures) -> Result<()> {
     for t in &rec.trials {
         let Some(t0) = t.marks.t0 else { continue };
         let m = &t.marks;
-        let rel = |x: Option<crate::event::Timestamp>| x.map(|x| secs(t0, x));
+        let marks: String = [m.t1, m.t2, m.t3, m.t4]
+            .map(|x| format!(r#"<td class="num">{}</td>"#, opt_s(x.map(|x| secs(t0, x)))))
+            .concat();
         let outcome = match (t.reason(), t.is_running()) {
             (Some(r), _) => format!(r#"<td class="failed">failed: {}</td>"#, esc(r)),
             (None, true) => "<td>still running when the recording ended</td>".into(),
@@ -221,14 +209,10 @@ fn recording(out: &mut String, rec: &RecordingFigures) -> Result<()> {
         };
         writeln!(
             out,
-            r#"<tr data-trial="{}"><td>{}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td>{outcome}</tr>"#,
+            r#"<tr data-trial="{}"><td>{}</td><td>{}</td>{marks}{outcome}</tr>"#,
             t.index,
             t.index,
             esc(&t.trigger),
-            opt_s(rel(m.t1)),
-            opt_s(rel(m.t2)),
-            opt_s(rel(m.t3)),
-            opt_s(rel(m.t4)),
         )?;
     }
     writeln!(
@@ -268,9 +252,7 @@ fn recording(out: &mut String, rec: &RecordingFigures) -> Result<()> {
                 .map(|(m, b)| format!("+ {} ({})", esc(m), gib(*b)))
                 .collect();
             change.extend(c.unloaded.iter().map(|m| format!("− {}", esc(m))));
-            if let Some(n) = &c.note {
-                change.push(format!("({})", esc(n)));
-            }
+            change.extend(c.note.as_ref().map(|n| format!("({})", esc(n))));
             let after: Vec<String> = c
                 .resident
                 .iter()
@@ -339,11 +321,13 @@ pub fn json_html(v: &serde_json::Value) -> String {
         Value::Bool(_) | Value::Number(_) => esc(&v.to_string()),
         Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_object) => {
             let mut keys: Vec<&String> = Vec::new();
-            for it in items {
-                for k in it.as_object().into_iter().flat_map(|o| o.keys()) {
-                    if !keys.contains(&k) {
-                        keys.push(k);
-                    }
+            for k in items
+                .iter()
+                .filter_map(Value::as_object)
+                .flat_map(|o| o.keys())
+            {
+                if !keys.contains(&k) {
+                    keys.push(k);
                 }
             }
             let mut s = String::from("<table><thead><tr>");

@@ -2,8 +2,6 @@
 //! and attributes, round axis ticks, and the colour-blind-safe palette (Okabe & Ito, "Color
 //! Universal Design", 2008) with its light and dark page colours.
 
-use std::fmt::Write as _;
-
 /// Text (or an attribute value in double quotes) escaped for HTML and XML.
 pub fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -100,9 +98,7 @@ pub mod colour {
 /// (`prefers-color-scheme`), chart classes. Only colours that do not depend on the theme are
 /// written into the SVG elements themselves.
 pub fn chart_css() -> String {
-    let mut css = String::new();
-    let _ = write!(
-        css,
+    format!(
         r#"
 :root {{ --fg: #1a1a1a; --bg: #ffffff; --muted: #5c5c5c; --grid: #d9d9d9; --panel: #f4f4f4; --limit: #8a3b6b; }}
 @media (prefers-color-scheme: dark) {{
@@ -128,8 +124,7 @@ svg rect.zero-ready {{ fill: {failed}; fill-opacity: 0.35; }}
 "#,
         failed = colour::FAILED,
         sent = colour::SENT,
-    );
-    css
+    )
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 use super::figures::{Bar, FileFigures, RecordingFigures, secs};
 use super::markup::{chart_css, colour, esc, gib, px, seconds_label, tick_label, ticks};
 use crate::event::Timestamp;
+use crate::residency::Verdict;
 use crate::timeline::Trial;
 use std::fmt::Write as _;
 
@@ -34,6 +35,16 @@ fn mark_colour(k: usize) -> &'static str {
         colour::SENT,
         colour::INFERENCE,
     ][k]
+}
+
+/// A `<text>` of class `class` anchored at (`x`, `y`); `body` is markup (escaped already).
+fn text(out: &mut String, class: &str, x: f64, y: f64, anchor: &str, body: &str) {
+    let _ = write!(
+        out,
+        r#"<text class="{class}" x="{}" y="{}" text-anchor="{anchor}">{body}</text>"#,
+        px(x),
+        px(y)
+    );
 }
 
 /// How an `<svg>` element starts: standalone (a file of its own, with the XML namespace
@@ -91,27 +102,19 @@ impl TimeAxis {
 }
 
 fn axis_row(out: &mut String, axis: &TimeAxis, y: f64, top: bool) {
-    let _ = write!(
-        out,
-        r#"<g class="axis" data-side="{}">"#,
-        if top { "top" } else { "bottom" }
-    );
+    let side = if top { "top" } else { "bottom" };
+    let _ = write!(out, r#"<g class="axis" data-side="{side}">"#);
     for t in &axis.ticks {
-        let _ = write!(
-            out,
-            r#"<text class="tick" x="{}" y="{}" text-anchor="middle">{} s</text>"#,
-            px(axis.x(*t)),
-            px(y),
-            tick_label(*t, axis.step)
-        );
+        let label = format!("{} s", tick_label(*t, axis.step));
+        text(out, "tick", axis.x(*t), y, "middle", &label);
     }
-    let label_y = if top { y - 16.0 } else { y + 18.0 };
-    let _ = write!(
-        out,
-        r#"<text class="axis-label" x="{}" y="{}" text-anchor="middle">seconds since T0 (replacement requested)</text></g>"#,
-        px(LEFT + (WIDTH - LEFT - RIGHT) / 2.0),
-        px(label_y)
+    let (x, label_y) = (
+        LEFT + (WIDTH - LEFT - RIGHT) / 2.0,
+        y + if top { -16.0 } else { 18.0 },
     );
+    let label = "seconds since T0 (replacement requested)";
+    text(out, "axis-label", x, label_y, "middle", label);
+    out.push_str("</g>");
 }
 
 fn legend(out: &mut String, y: f64) {
@@ -140,17 +143,14 @@ fn legend(out: &mut String, y: f64) {
 }
 
 fn data_marks(bar: &Bar) -> String {
-    let mut s = String::new();
-    for (k, m) in bar.marks.iter().enumerate() {
-        if let Some(v) = m {
-            // Rust's `{}` of an f64 is its shortest round-trip form, as serde_json writes it.
-            let _ = write!(s, r#" data-t{k}="{v}""#);
-        }
-    }
-    if let Some(f) = bar.failed_at {
-        let _ = write!(s, r#" data-failed-at="{f}""#);
-    }
-    s
+    // Rust's `{}` of an f64 is its shortest round-trip form, as serde_json writes it.
+    let marks = bar
+        .marks
+        .iter()
+        .enumerate()
+        .filter_map(|(k, m)| m.map(|v| format!(r#" data-t{k}="{v}""#)));
+    let failed = bar.failed_at.map(|f| format!(r#" data-failed-at="{f}""#));
+    marks.chain(failed).collect()
 }
 
 fn bar_text(bar: &Bar, who: &str) -> String {
@@ -160,20 +160,15 @@ fn bar_text(bar: &Bar, who: &str) -> String {
             parts.push(format!("{} at {v:.3} s", MARK_NAMES[k]));
         }
     }
-    if let Some(r) = &bar.failed {
-        parts.push(format!("failed: {r}"));
-    }
+    parts.extend(bar.failed.as_ref().map(|r| format!("failed: {r}")));
     parts.join("; ")
 }
 
 fn short(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
-        t.push('…');
-        t
+        return s.to_string();
     }
+    s.chars().take(n.saturating_sub(1)).chain(['…']).collect()
 }
 
 /// One bar's shapes: its segments in time order, each coloured by the mark it ends at (T2
@@ -202,14 +197,13 @@ fn bar_shapes(out: &mut String, axis: &TimeAxis, bar: &Bar, y: f64, h: f64) {
             v - prev
         );
         if w >= 34.0 {
-            let cls = if *k == 1 { "on-dark" } else { "on-light" };
-            let _ = write!(
-                out,
-                r#"<text class="seg-label {cls}" x="{}" y="{}" text-anchor="middle">{}</text>"#,
-                px(x0 + w / 2.0),
-                px(y + h - 3.0),
-                seconds_label(v - prev)
-            );
+            let cls = if *k == 1 {
+                "seg-label on-dark"
+            } else {
+                "seg-label on-light"
+            };
+            let (x, label) = (x0 + w / 2.0, seconds_label(v - prev));
+            text(out, cls, x, y + h - 3.0, "middle", &label);
         }
         (prev, prev_k) = (*v, *k);
     }
@@ -229,32 +223,17 @@ fn bar_shapes(out: &mut String, axis: &TimeAxis, bar: &Bar, y: f64, h: f64) {
         );
         prev = at;
     }
-    let x = axis.x(prev) + 6.0;
-    let ty = y + h - 2.0;
-    if let Some(reason) = &bar.failed {
-        let _ = write!(
-            out,
-            r#"<text class="failed" x="{}" y="{}">failed: {}</text>"#,
-            px(x),
-            px(ty),
-            esc(&short(reason, 30))
-        );
-    } else if let Some(t4) = bar.marks[4] {
-        let _ = write!(
-            out,
-            r#"<text class="total" x="{}" y="{}">{} s</text>"#,
-            px(x),
-            px(ty),
-            seconds_label(t4)
-        );
-    } else {
-        let _ = write!(
-            out,
-            r#"<text class="muted" x="{}" y="{}">no T4</text>"#,
-            px(x),
-            px(ty)
-        );
-    }
+    let (cls, label) = match (&bar.failed, bar.marks[4]) {
+        (Some(reason), _) => ("failed", format!("failed: {}", esc(&short(reason, 30)))),
+        (None, Some(t4)) => ("total", format!("{} s", seconds_label(t4))),
+        (None, None) => ("muted", "no T4".to_string()),
+    };
+    let _ = write!(
+        out,
+        r#"<text class="{cls}" x="{}" y="{}">{label}</text>"#,
+        px(axis.x(prev) + 6.0),
+        px(y + h - 2.0)
+    );
 }
 
 /// The bars of every input on one time axis (`report --format svg`, and the page's first
@@ -276,44 +255,33 @@ pub fn bars(files: &[FileFigures], standalone: bool) -> String {
             esc(&f.path)
         );
         y += 20.0;
-        for b in &f.bars {
-            let n = b.trial.unwrap_or(0);
-            let mut who = format!("trial {n}");
-            if b.cold {
-                who.push_str(" (cold)");
-            }
-            if b.external {
-                who.push_str(" (observed)");
-            }
+        // A bar's group: its marks as `data-` attributes, its text as title and label.
+        let group = |body: &mut String, head: &str, cls: &str, who: &str, b: &Bar, y, h, ly| {
+            let t = esc(&bar_text(b, who));
+            let marks = data_marks(b);
             let _ = write!(
                 body,
-                r#"<g class="trial-bar" data-trial="{n}"{} role="img" aria-label="{}"><title>{}</title><text class="muted" x="{}" y="{}" text-anchor="end">{}</text>"#,
-                data_marks(b),
-                esc(&bar_text(b, &who)),
-                esc(&bar_text(b, &who)),
-                px(LEFT - 8.0),
-                px(y + BAR_H - 2.0),
-                esc(&who)
+                r#"{head}{marks} role="img" aria-label="{t}"><title>{t}</title>"#
             );
-            bar_shapes(&mut body, &axis, b, y, BAR_H);
+            text(body, cls, LEFT - 8.0, ly, "end", &esc(who));
+            bar_shapes(body, &axis, b, y, h);
             body.push_str("</g>");
+        };
+        for b in &f.bars {
+            let n = b.trial.unwrap_or(0);
+            let cold = if b.cold { " (cold)" } else { "" };
+            let observed = if b.external { " (observed)" } else { "" };
+            let who = format!("trial {n}{cold}{observed}");
+            let head = format!(r#"<g class="trial-bar" data-trial="{n}""#);
+            let (h, ly) = (BAR_H, y + BAR_H - 2.0);
+            group(&mut body, &head, "muted", &who, b, y, h, ly);
             y += ROW;
         }
         if let Some(m) = &f.mean {
             let who = format!("mean of {}", super::trials_text(f.bars.len()));
             let h = BAR_H + 5.0;
-            let _ = write!(
-                body,
-                r#"<g class="mean-bar"{} role="img" aria-label="{}"><title>{}</title><text class="total" x="{}" y="{}" text-anchor="end">{}</text>"#,
-                data_marks(m),
-                esc(&bar_text(m, &who)),
-                esc(&bar_text(m, &who)),
-                px(LEFT - 8.0),
-                px(y + h - 4.0),
-                esc(&who)
-            );
-            bar_shapes(&mut body, &axis, m, y, h);
-            body.push_str("</g>");
+            let head = r#"<g class="mean-bar""#;
+            group(&mut body, head, "total", &who, m, y, h, y + h - 4.0);
             y += h + 5.0;
         }
         body.push_str("</g>");
@@ -355,13 +323,12 @@ pub fn bars(files: &[FileFigures], standalone: bool) -> String {
 /// Where a trial's figures end, in seconds since its T0: its last mark, failure or verdict;
 /// a trial still open at the end of the recording runs to that end.
 pub fn trial_span(t: &Trial, rec: &RecordingFigures) -> Option<f64> {
-    let bar = Bar::of_trial(t)?;
-    let t0 = t.marks.t0?;
-    let mut end = bar.end();
-    if t.is_running() {
-        end = end.max(secs(t0, rec.end));
-    }
-    Some(end)
+    let (end, t0) = (Bar::of_trial(t)?.end(), t.marks.t0?);
+    Some(if t.is_running() {
+        end.max(secs(t0, rec.end))
+    } else {
+        end
+    })
 }
 
 /// The memory of the pods of one trial against their limit, from `lo` to `hi` seconds
@@ -379,7 +346,6 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
         .filter(|m| m.points.iter().any(|(ts, v)| v.is_some() && in_window(*ts)))
         .collect();
     let (x0, x1, y0, y1) = (70.0, WIDTH - 130.0, 56.0, 176.0);
-    let height = 216.0;
     let peak = pods
         .iter()
         .flat_map(|m| m.points.iter().filter(|(ts, _)| in_window(*ts)))
@@ -397,7 +363,7 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
         "Memory of the serving container during trial {} against its limit, with T0–T4 and OOM marks",
         t.index
     );
-    open_svg(&mut out, "memory", height, &label, false);
+    open_svg(&mut out, "memory", 216.0, &label, false);
     let _ = write!(
         out,
         r#"<text class="title" x="8" y="18">trial {}: container memory (GiB) against the limit</text>"#,
@@ -423,13 +389,8 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
         .iter()
         .filter(|s| **s >= lo - 1e-9 && **s <= hi + 1e-9)
     {
-        let _ = write!(
-            out,
-            r#"<text class="tick" x="{}" y="{}" text-anchor="middle">{} s</text>"#,
-            px(x(*s)),
-            px(y1 + 14.0),
-            tick_label(*s, xstep)
-        );
+        let label = format!("{} s", tick_label(*s, xstep));
+        text(&mut out, "tick", x(*s), y1 + 14.0, "middle", &label);
     }
     let _ = write!(
         out,
@@ -486,27 +447,23 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
             esc(&p.pod),
             esc(&p.pod)
         );
-        let mut run: Vec<String> = Vec::new();
-        let flush = |run: &mut Vec<String>, out: &mut String| {
+        let points: Vec<Option<String>> = p
+            .points
+            .iter()
+            .filter(|(ts, _)| in_window(*ts))
+            .map(|(ts, v)| v.map(|b| format!("{},{}", px(x(secs(t0, *ts))), px(y(b)))))
+            .collect();
+        for run in points.split(Option::is_none).filter(|r| !r.is_empty()) {
+            let mut run: Vec<&str> = run.iter().flatten().map(String::as_str).collect();
             if run.len() == 1 {
-                run.push(run[0].clone());
+                run.push(run[0]);
             }
-            if !run.is_empty() {
-                let _ = write!(
-                    out,
-                    r#"<polyline points="{}" style="fill: none; stroke: {c}; stroke-width: 2"/>"#,
-                    run.join(" ")
-                );
-            }
-            run.clear();
-        };
-        for (ts, v) in p.points.iter().filter(|(ts, _)| in_window(*ts)) {
-            match v {
-                Some(b) => run.push(format!("{},{}", px(x(secs(t0, *ts))), px(y(*b)))),
-                None => flush(&mut run, &mut out),
-            }
+            let _ = write!(
+                out,
+                r#"<polyline points="{}" style="fill: none; stroke: {c}; stroke-width: 2"/>"#,
+                run.join(" ")
+            );
         }
-        flush(&mut run, &mut out);
         out.push_str("</g>");
         let ly = 18.0 + (i as f64) * 14.0;
         let _ = write!(
@@ -520,35 +477,34 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
         );
     }
     if pods.is_empty() {
-        let _ = write!(
-            out,
-            r#"<text class="muted" x="{}" y="{}" text-anchor="middle">no memory samples in this window</text>"#,
-            px((x0 + x1) / 2.0),
-            px((y0 + y1) / 2.0)
-        );
+        let (x, y) = ((x0 + x1) / 2.0, (y0 + y1) / 2.0);
+        let label = "no memory samples in this window";
+        text(&mut out, "muted", x, y, "middle", label);
     }
     // Verdicts in the window: kills as solid marks, warnings dashed.
     for v in rec.verdicts.iter().filter(|v| in_window(v.ts)) {
-        let xx = px(x(secs(t0, v.ts)));
-        let (cls, text) = if v.kind.is_kill() {
-            ("oom", "OOM")
-        } else {
-            ("risk", v.kind.name())
-        };
-        let _ = write!(
-            out,
-            r#"<g class="verdict-mark" data-kind="{}"><line class="{cls}" x1="{xx}" y1="{}" x2="{xx}" y2="{}"/><text class="failed" x="{xx}" y="{}" text-anchor="middle">{}</text><title>{}: {}</title></g>"#,
-            v.kind.name(),
-            px(y0),
-            px(y1),
-            px(y1 - 4.0 - if v.kind.is_kill() { 0.0 } else { 14.0 }),
-            esc(text),
-            v.kind.name(),
-            esc(&v.message)
-        );
+        verdict_mark(&mut out, v, x(secs(t0, v.ts)), (y0, y1), true);
     }
     out.push_str("</svg>");
     Some(out)
+}
+
+/// A verdict's mark at `x` from `y0` to `y1`: solid for a kill, dashed for a warning, with
+/// its name over the line (`OOM` for a kill) when `labelled`.
+fn verdict_mark(out: &mut String, v: &Verdict, x: f64, (y0, y1): (f64, f64), labelled: bool) {
+    let (name, kill) = (v.kind.name(), v.kind.is_kill());
+    let (cls, xx) = (if kill { "oom" } else { "risk" }, px(x));
+    let _ = write!(
+        out,
+        r#"<g class="verdict-mark" data-kind="{name}"><line class="{cls}" x1="{xx}" y1="{}" x2="{xx}" y2="{}"/>"#,
+        px(y0),
+        px(y1)
+    );
+    if labelled {
+        let (label, dy) = if kill { ("OOM", 0.0) } else { (name, 14.0) };
+        text(out, "failed", x, y1 - 4.0 - dy, "middle", &esc(label));
+    }
+    let _ = write!(out, "<title>{name}: {}</title></g>", esc(&v.message));
 }
 
 /// Which count of the endpoints a lane shows.
@@ -562,11 +518,9 @@ pub fn session_band(rec: &RecordingFigures) -> String {
     let x = |s: f64| x0 + (s / total).clamp(0.0, 1.0) * (x1 - x0);
     let at = |ts| secs(rec.start, ts);
     let mut models: Vec<String> = Vec::new();
-    for c in &rec.residency {
-        for (m, _) in &c.loaded {
-            if !models.contains(m) {
-                models.push(m.clone());
-            }
+    for (m, _) in rec.residency.iter().flat_map(|c| &c.loaded) {
+        if !models.contains(m) {
+            models.push(m.clone());
         }
     }
     let lane_h = 18.0;
@@ -595,13 +549,8 @@ pub fn session_band(rec: &RecordingFigures) -> String {
         .chain(models.iter().cloned())
         .enumerate()
     {
-        let _ = write!(
-            out,
-            r#"<text class="muted" x="{}" y="{}" text-anchor="end">{}</text>"#,
-            px(LEFT - 8.0),
-            px(lane_y(i) + lane_h - 5.0),
-            esc(&short(&n, 20))
-        );
+        let (y, label) = (lane_y(i) + lane_h - 5.0, esc(&short(&n, 20)));
+        text(&mut out, "muted", LEFT - 8.0, y, "end", &label);
     }
     // Trials.
     out.push_str(r#"<g class="lane" data-lane="trials">"#);
@@ -655,48 +604,47 @@ pub fn session_band(rec: &RecordingFigures) -> String {
             let (a, b) = (x(at(*ts)), x(at(until)));
             let w = (b - a).max(0.0);
             let n = get(v);
-            let yy = px(lane_y(lane));
-            if n > 0 {
-                let extra = if lane == 3 && v.serving_terminating > 0 {
-                    format!(", {} still serving", v.serving_terminating)
-                } else {
-                    String::new()
-                };
-                let _ = write!(
-                    out,
-                    r#"<rect x="{}" y="{yy}" width="{}" height="{}" style="fill: {c}"><title>{n} {name}{extra} from {:.3} s to {:.3} s</title></rect>"#,
-                    px(a),
-                    px(w),
-                    px(lane_h),
-                    at(*ts),
-                    at(until)
-                );
-                if w >= 16.0 {
-                    let _ = write!(
-                        out,
-                        r#"<text class="on-light" x="{}" y="{}" text-anchor="middle">{n}</text>"#,
-                        px(a + w / 2.0),
-                        px(lane_y(lane) + lane_h - 5.0)
-                    );
-                }
-            } else if lane == 1 {
-                let _ = write!(
-                    out,
-                    r#"<rect class="zero-ready" x="{}" y="{yy}" width="{}" height="{}"><title>0 ready endpoints from {:.3} s to {:.3} s</title></rect>"#,
-                    px(a),
-                    px(w),
-                    px(lane_h),
-                    at(*ts),
-                    at(until)
-                );
-                if w >= 44.0 {
-                    let _ = write!(
-                        out,
-                        r#"<text class="muted" x="{}" y="{}" text-anchor="middle">0 ready</text>"#,
-                        px(a + w / 2.0),
-                        px(lane_y(lane) + lane_h - 5.0)
-                    );
-                }
+            // A count above zero in the lane's colour; zero ready highlighted.
+            if n == 0 && lane != 1 {
+                continue;
+            }
+            let extra = if n == 0 {
+                " endpoints".to_string()
+            } else if lane == 3 && v.serving_terminating > 0 {
+                format!(", {} still serving", v.serving_terminating)
+            } else {
+                String::new()
+            };
+            let (class, style, label, label_class, min_w) = if n > 0 {
+                (
+                    "",
+                    format!(r#" style="fill: {c}""#),
+                    n.to_string(),
+                    "on-light",
+                    16.0,
+                )
+            } else {
+                (
+                    r#" class="zero-ready""#,
+                    String::new(),
+                    format!("0 {name}"),
+                    "muted",
+                    44.0,
+                )
+            };
+            let _ = write!(
+                out,
+                r#"<rect{class} x="{}" y="{}" width="{}" height="{}"{style}><title>{n} {name}{extra} from {:.3} s to {:.3} s</title></rect>"#,
+                px(a),
+                px(lane_y(lane)),
+                px(w),
+                px(lane_h),
+                at(*ts),
+                at(until)
+            );
+            if w >= min_w {
+                let y = lane_y(lane) + lane_h - 5.0;
+                text(&mut out, label_class, a + w / 2.0, y, "middle", &label);
             }
         }
         out.push_str("</g>");
@@ -743,34 +691,16 @@ pub fn session_band(rec: &RecordingFigures) -> String {
         out.push_str("</g>");
     }
     for v in &rec.verdicts {
-        let xx = px(x(at(v.ts)));
-        let cls = if v.kind.is_kill() { "oom" } else { "risk" };
-        let _ = write!(
-            out,
-            r#"<g class="verdict-mark" data-kind="{}"><line class="{cls}" x1="{xx}" y1="{}" x2="{xx}" y2="{}"/><title>{}: {}</title></g>"#,
-            v.kind.name(),
-            px(top - 4.0),
-            px(bottom),
-            v.kind.name(),
-            esc(&v.message)
-        );
+        verdict_mark(&mut out, v, x(at(v.ts)), (top - 4.0, bottom), false);
     }
     let (step, xt) = ticks(0.0, total, 10);
     out.push_str(r#"<g class="axis">"#);
     for s in xt.iter().filter(|s| **s <= total + 1e-9) {
-        let _ = write!(
-            out,
-            r#"<text class="tick" x="{}" y="{}" text-anchor="middle">{} s</text>"#,
-            px(x(*s)),
-            px(bottom + 12.0),
-            tick_label(*s, step)
-        );
+        let label = format!("{} s", tick_label(*s, step));
+        text(&mut out, "tick", x(*s), bottom + 12.0, "middle", &label);
     }
-    let _ = write!(
-        out,
-        r#"<text class="axis-label" x="{}" y="{}" text-anchor="middle">seconds since the recording started</text></g></svg>"#,
-        px((x0 + x1) / 2.0),
-        px(bottom + 30.0)
-    );
+    let (label, x) = ("seconds since the recording started", (x0 + x1) / 2.0);
+    text(&mut out, "axis-label", x, bottom + 30.0, "middle", label);
+    out.push_str("</g></svg>");
     out
 }
