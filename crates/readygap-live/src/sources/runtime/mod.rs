@@ -657,6 +657,18 @@ mod kind_tests {
         assert_eq!(RuntimeKind::from_image("nginx:1.27"), None);
     }
 
+    /// `name` indexes `NAMES` by the enum's order: a reordered table or enum fails here.
+    #[test]
+    fn each_kind_is_named_by_its_own_row() {
+        for (name, kind) in RuntimeKind::NAMES {
+            assert_eq!(kind.name(), name);
+        }
+        assert_eq!(
+            serde_json::to_value(RuntimeKind::Llamacpp).unwrap(),
+            "llamacpp"
+        );
+    }
+
     /// A runtime that lists `model` resident for its first `listed` residency calls, as
     /// Ollama's `/api/ps` does while the runner it was told to unload is still exiting.
     struct Exiting {
