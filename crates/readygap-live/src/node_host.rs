@@ -70,7 +70,11 @@ impl NodeSelection {
     pub fn set(&self, node: Option<String>) {
         if let Some(node) = node {
             // Wakes the feed only when the old node differs from the new one.
-            self.node.send_if_modified(|cur| cur.replace(node) != *cur);
+            self.node.send_if_modified(|cur| {
+                let changed = cur.as_ref() != Some(&node);
+                *cur = Some(node);
+                changed
+            });
         }
     }
 
