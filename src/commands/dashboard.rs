@@ -153,10 +153,12 @@ pub async fn dashboard(
         }
     };
 
-    // Runner sink → dashboard (the runner records).
+    // Runner sink → dashboard (the runner records). The dashboard's own sender lives until it
+    // returns, so the screen's feed never reads as ended while the dashboard runs.
+    let fwd_tx = ui_tx.clone();
     tokio::spawn(async move {
         while let Some(ev) = fwd_rx.recv().await
-            && ui_tx.send(ev).await.is_ok()
+            && fwd_tx.send(ev).await.is_ok()
         {}
     });
     // Recording status: the header's indicator (the status line is a note of the stream).
