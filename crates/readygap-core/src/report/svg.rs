@@ -604,47 +604,44 @@ pub fn session_band(rec: &RecordingFigures) -> String {
             let (a, b) = (x(at(*ts)), x(at(until)));
             let w = (b - a).max(0.0);
             let n = get(v);
-            // A count above zero in the lane's colour; zero ready highlighted.
-            if n == 0 && lane != 1 {
-                continue;
-            }
-            let extra = if n == 0 {
-                " endpoints".to_string()
-            } else if lane == 3 && v.serving_terminating > 0 {
-                format!(", {} still serving", v.serving_terminating)
-            } else {
-                String::new()
-            };
-            let (class, style, label, label_class, min_w) = if n > 0 {
-                (
-                    "",
-                    format!(r#" style="fill: {c}""#),
-                    n.to_string(),
-                    "on-light",
-                    16.0,
-                )
-            } else {
-                (
-                    r#" class="zero-ready""#,
-                    String::new(),
-                    format!("0 {name}"),
-                    "muted",
-                    44.0,
-                )
-            };
-            let _ = write!(
-                out,
-                r#"<rect{class} x="{}" y="{}" width="{}" height="{}"{style}><title>{n} {name}{extra} from {:.3} s to {:.3} s</title></rect>"#,
-                px(a),
-                px(lane_y(lane)),
-                px(w),
-                px(lane_h),
-                at(*ts),
-                at(until)
-            );
-            if w >= min_w {
-                let y = lane_y(lane) + lane_h - 5.0;
-                text(&mut out, label_class, a + w / 2.0, y, "middle", &label);
+            let (yy, label_y) = (px(lane_y(lane)), lane_y(lane) + lane_h - 5.0);
+            let span = format!("from {:.3} s to {:.3} s", at(*ts), at(until));
+            if n > 0 {
+                // A count above zero in the lane's colour.
+                let extra = if lane == 3 && v.serving_terminating > 0 {
+                    format!(", {} still serving", v.serving_terminating)
+                } else {
+                    String::new()
+                };
+                let _ = write!(
+                    out,
+                    r#"<rect x="{}" y="{yy}" width="{}" height="{}" style="fill: {c}"><title>{n} {name}{extra} {span}</title></rect>"#,
+                    px(a),
+                    px(w),
+                    px(lane_h)
+                );
+                if w >= 16.0 {
+                    text(
+                        &mut out,
+                        "on-light",
+                        a + w / 2.0,
+                        label_y,
+                        "middle",
+                        &n.to_string(),
+                    );
+                }
+            } else if lane == 1 {
+                // Zero ready endpoints, highlighted.
+                let _ = write!(
+                    out,
+                    r#"<rect class="zero-ready" x="{}" y="{yy}" width="{}" height="{}"><title>0 ready endpoints {span}</title></rect>"#,
+                    px(a),
+                    px(w),
+                    px(lane_h)
+                );
+                if w >= 44.0 {
+                    text(&mut out, "muted", a + w / 2.0, label_y, "middle", "0 ready");
+                }
             }
         }
         out.push_str("</g>");
