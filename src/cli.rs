@@ -93,7 +93,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         Command::Lab { command } => match command {
             LabCommand::Serve(args) => runtime()?.block_on(commands::lab::lab_serve(args)),
-            LabCommand::Bench(args) => commands::bench::bench(args),
+            LabCommand::Bench(args) => commands::lab_bench(args),
         },
         Command::Replay(args) => {
             let (cfg, cfg_path) = crate::config::load(args.config.as_deref())?;

