@@ -4,7 +4,7 @@
 //! Every party is its own process, so each method's cost is its own: the lab is a child
 //! `readygap lab serve`; readygap's N trials are a child `readygap run` against it (its
 //! recording gives the marks and the EndpointSlice events it saw); the study's N trials are
-//! a child `bash` running the study's loop (`../shared/lab-data/SOURCE.md`: a fresh real
+//! a child `bash` running the study's loop (`data/published/SOURCE.md`: a fresh real
 //! `kubectl` every 0.1 s for `containerStatuses[0].ready`, `kubectl exec ollama-client --
 //! curl` every 0.1 s for `/api/tags` through the Service, a non-streaming generate, and
 //! EndpointSlices sampled every 0.5 s with `kubectl get`). Each method's child is reaped

@@ -1,4 +1,4 @@
-//! The published results in ../shared/lab-data: every file is read without a crash, and the
+//! The published results in data/published: every file is read without a crash, and the
 //! report reproduces the published figures from the raw timestamps (through the binary).
 
 use std::path::{Path, PathBuf};
@@ -6,10 +6,10 @@ use std::process::Command;
 
 fn lab_data() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let p = here.join("../shared/lab-data/results");
+    let p = here.join("data/published/results");
     assert!(
         p.is_dir(),
-        "{} is missing: the shared lab data is part of the test bed",
+        "{} is missing: the published results are part of the repository",
         p.display()
     );
     p

@@ -26,10 +26,10 @@ fn inputs() -> Vec<PathBuf> {
     for p in &v {
         assert!(p.is_file(), "{} is missing", p.display());
     }
-    let lab = repo().join("../shared/lab-data/results");
+    let lab = repo().join("data/published/results");
     assert!(
         lab.is_dir(),
-        "{} is missing: the shared lab data is part of the test bed",
+        "{} is missing: the published results are part of the repository",
         lab.display()
     );
     v.push(lab);
@@ -486,7 +486,6 @@ fn check_self_contained(doc: &Doc, raw: &str) {
 }
 
 #[test]
-#[ignore = "needs the published lab data (../shared/lab-data)"]
 fn the_html_report_is_self_contained_well_formed_and_has_the_json_numbers() {
     let dir = tempfile::tempdir().unwrap();
     let files = inputs();
@@ -581,7 +580,6 @@ fn every_shipped_recording_renders_self_contained_with_the_json_numbers() {
 }
 
 #[test]
-#[ignore = "needs the published lab data (../shared/lab-data)"]
 fn the_svg_and_the_markdown_figure() {
     let dir = tempfile::tempdir().unwrap();
     let files = inputs();

@@ -1,6 +1,6 @@
 //! The published study's own procedure against the lab, with and without readygap watching.
 //!
-//! A bash loop written the study's way (SOURCE.md in `../shared/lab-data`; the study's
+//! A bash loop written the study's way (SOURCE.md in `data/published`; the study's
 //! `scripts/recovery/*-pvc-recovery.sh`): `kubectl delete pod --wait=false`, a 0.1 s
 //! `kubectl get` loop until a pod with a new name reports `containerStatuses[0].ready`,
 //! a 0.1 s loop of `kubectl exec ollama-client -- curl … http://ollama:11434/api/tags`

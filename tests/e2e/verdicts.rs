@@ -427,7 +427,7 @@ fn a_replacement_without_surge_is_a_traffic_gap_of_the_exact_length() {
 
 #[test]
 fn report_on_the_published_csvs_says_which_condition_each_file_is() {
-    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/lab-data/results");
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/published/results");
     let cache = results.join("cloud-cpu/ollama/llama3.2-3b/cache");
     let out = Command::new(env!("CARGO_BIN_EXE_readygap"))
         .args(["report", "--format", "json"])

@@ -1,5 +1,5 @@
 //! Calibration profiles of the lab: how long each stage of a recovery takes (mean and spread
-//! taken from the published k8s-llm-recovery-lab results in `../shared/lab-data`), which model
+//! taken from the published k8s-llm-recovery-lab results in `data/published`), which model
 //! is served, its size on disk and in memory, and the memory limit of the pod.
 //!
 //! # How a trial maps onto the stages
@@ -548,21 +548,11 @@ mod tests {
     use std::collections::HashMap;
     use std::path::PathBuf;
 
-    /// The published results, found at run time (`READYGAP_LAB_DATA`, or `../shared/lab-data`
-    /// next to the repository).
-    /// Tests that read it are `#[ignore = "needs the published lab data …"]`.
+    /// The published results, part of the repository (`data/published`, see its SOURCE.md).
     fn lab_data() -> PathBuf {
-        let candidates = [
-            std::env::var_os("READYGAP_LAB_DATA").map(PathBuf::from),
-            Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/lab-data")),
-        ];
-        candidates
-            .into_iter()
-            .flatten()
-            .find(|p| p.join("results").is_dir())
-            .expect(
-                "the published lab data (set READYGAP_LAB_DATA or put it in ../shared/lab-data)",
-            )
+        let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/published");
+        assert!(p.join("results").is_dir(), "{} is missing from the repository", p.display());
+        p
     }
 
     /// Column name → values of a CSV file with a header line and no quoted fields.
@@ -589,7 +579,6 @@ mod tests {
         (actual - published).abs() <= tolerance * published.abs()
     }
 
-    #[ignore = "needs the published lab data (../shared/lab-data or READYGAP_LAB_DATA)"]
     #[test]
     fn profile_stage_means_reproduce_the_published_means() {
         let root = lab_data();
@@ -655,7 +644,6 @@ mod tests {
         }
     }
 
-    #[ignore = "needs the published lab data (../shared/lab-data or READYGAP_LAB_DATA)"]
     #[test]
     fn cold_load_factor_is_cold_over_warm_load_duration() {
         let root = lab_data();

@@ -1,5 +1,5 @@
 //! Import and export of the CSV schema of the public k8s-llm-recovery-lab results
-//! (`../shared/lab-data`, see its SOURCE.md).
+//! (`data/published` in the repository, see its SOURCE.md).
 //!
 //! Recovery files (`run,t0_delete_ms,t1_k8s_ready_ms,…`) become trials. The derived interval
 //! columns are recomputed from the raw timestamps; where a file's value is empty or disagrees,

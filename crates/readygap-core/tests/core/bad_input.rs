@@ -53,7 +53,6 @@ proptest! {
 
     /// A published CSV with one cell of a recovery row replaced by junk: refused with the row's
     /// line and the column, never read as a number.
-    #[ignore = "needs the published lab data (../shared/lab-data or READYGAP_LAB_DATA)"]
     #[test]
     fn a_damaged_study_csv_cell_names_line_and_column(row in 0usize..1000, col in 2usize..7, junk in "[a-z]{1,8}") {
         let path = lab_csv();
@@ -75,12 +74,10 @@ proptest! {
     }
 }
 
-/// The published recovery CSV these properties damage (the lab data sits beside the clone).
+/// The published recovery CSV these properties damage (`data/published` in the repository).
 fn lab_csv() -> PathBuf {
-    std::env::var_os("READYGAP_LAB_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/lab-data"))
-        .join("results/cloud-gpu/ollama/llama3.2-3b/recovery/gpu-recovery.csv")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data/published/results/cloud-gpu/ollama/llama3.2-3b/recovery/gpu-recovery.csv")
 }
 
 /// A recording cut at any byte (a writer killed, a full disk) keeps every complete line: the

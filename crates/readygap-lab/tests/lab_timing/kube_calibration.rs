@@ -24,18 +24,10 @@ const TRIALS: usize = 10;
 const TOLERANCE: f64 = 0.15;
 
 fn lab_data() -> PathBuf {
-    [
-        std::env::var_os("READYGAP_LAB_DATA").map(PathBuf::from),
-        Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/lab-data")),
-    ]
-    .into_iter()
-    .flatten()
-    .find(|p| p.join("results").is_dir())
-    .unwrap_or_else(|| {
-        readygap_lab::testkit::missing(
-            "the published lab data (READYGAP_LAB_DATA or ../shared/lab-data)",
-        )
-    })
+    // The published results are part of the repository (`data/published`, see its SOURCE.md).
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/published");
+    assert!(p.join("results").is_dir(), "{} is missing from the repository", p.display());
+    p
 }
 
 /// Mean of each wanted column over the successful rows of a published CSV.
@@ -204,7 +196,6 @@ async fn trial(
     }
 }
 
-#[ignore = "needs the published lab data (../shared/lab-data or READYGAP_LAB_DATA)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trials_match_the_published_means_for_every_profile() {
     let _alone = crate::alone().await;
