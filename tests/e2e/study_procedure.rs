@@ -30,45 +30,9 @@ const SEED: &str = "15";
 const RUNS: usize = 3;
 const MODEL: &str = "llama3.2:1b";
 
-/// The study's trial loop (procedure of SOURCE.md), in this repository's own words.
-const LOOP: &str = r#"
-set -u
-now_ms() { date +%s%3N; }
-k() { "$KUBECTL" --kubeconfig "$KC" --cache-dir "$CACHE" -n "$NS" "$@"; }
-for run in $(seq 1 "$RUNS"); do
-  OLD=$(k get pod -l app=ollama -o jsonpath='{.items[0].metadata.name}')
-  T0=$(now_ms)
-  k delete pod "$OLD" --wait=false >/dev/null
-  while true; do
-    NEW=$(k get pod -l app=ollama -o jsonpath='{.items[0].metadata.name}' 2>/dev/null || true)
-    if [[ -n "$NEW" && "$NEW" != "$OLD" ]]; then
-      READY=$(k get pod "$NEW" -o jsonpath='{.status.containerStatuses[0].ready}' 2>/dev/null || true)
-      [[ "$READY" == "true" ]] && break
-    fi
-    sleep 0.1
-  done
-  T1=$(now_ms)
-  while true; do
-    HTTP=$(k exec ollama-client -- curl --connect-timeout 1 --max-time 2 -s -o /dev/null \
-      -w "%{http_code}" http://ollama:11434/api/tags 2>/dev/null || true)
-    [[ "$HTTP" == "200" ]] && break
-    sleep 0.1
-  done
-  T2=$(now_ms)
-  T3=$(now_ms)
-  BODY=$(k exec ollama-client -- curl --max-time 60 -s http://ollama:11434/api/generate \
-    -H "Content-Type: application/json" \
-    -d "{\"model\":\"$MODEL\",\"prompt\":\"Reply with exactly: READY\",\"stream\":false}")
-  RC=$?
-  T4=$(now_ms)
-  DONE=0
-  if [[ "$RC" -eq 0 ]] && echo "$BODY" | grep -q '"done":true'; then DONE=1; fi
-  LOAD_NS=$(echo "$BODY" | sed -n 's/.*"load_duration":\([0-9]*\).*/\1/p')
-  echo "$run,$OLD,$NEW,$T0,$T1,$T2,$T3,$T4,$RC,$DONE,${LOAD_NS:-0}" >> "$OUT"
-  k logs "$NEW" >> "$LOGS"
-  sleep 1
-done
-"#;
+/// The study's trial loop (procedure of SOURCE.md), in this repository's own words; the real
+/// cluster's tests run the same file.
+const LOOP: &str = include_str!("../fixtures/study-loop.sh");
 
 /// One run of the loop, as it wrote it.
 #[derive(Debug, Clone)]

@@ -662,6 +662,20 @@ pub struct LoggedRequest {
 }
 
 impl LoggedRequest {
+    /// Sent from inside the pod's own network namespace: the client is a loopback address.
+    /// That is an exec probe (the kubelet runs it in the container: the shipped
+    /// `manifests/base/probe/ready-inference.sh` POSTs `/api/generate` to 127.0.0.1) or
+    /// another process of the pod, not a user reaching the pod over the network. A request
+    /// through `kubectl port-forward` also arrives on loopback (the kubelet's streaming
+    /// server dials the pod's localhost), so it counts here too. An httpGet probe comes from
+    /// the node's address, but is a GET: never an inference.
+    pub fn from_inside_pod(&self) -> bool {
+        self.client
+            .as_deref()
+            .and_then(|c| c.parse::<std::net::IpAddr>().ok())
+            .is_some_and(|ip| ip.is_loopback())
+    }
+
     /// A generation request (what T3/T4 of an observed trial are made of).
     pub fn is_inference(&self) -> bool {
         self.method == "POST"

@@ -45,6 +45,10 @@ pub struct Marks {
     pub endpoint_ready: Option<Timestamp>,
     pub model_resident: Option<Timestamp>,
     pub first_token: Option<Timestamp>,
+    /// The end of the first inference the runtime logged from inside the pod after T0 (the
+    /// inference-aware readiness probe's own generate): shown, never taken as T3/T4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_inference: Option<Timestamp>,
 }
 
 /// Whether a trial is still going.
@@ -100,6 +104,10 @@ pub struct PodObservations {
     /// The first inference the runtime logged after T0: (its start when the line has the
     /// latency, its end, its HTTP status).
     pub logged_inference: Option<(Option<Timestamp>, Timestamp, u16)>,
+    /// The same for the first inference from inside the pod (a loopback client: the exec
+    /// probe's), kept apart from the users' (`LoggedRequest::from_inside_pod`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_inference: Option<(Option<Timestamp>, Timestamp, u16)>,
 }
 
 /// One recovery trial.
@@ -255,6 +263,9 @@ impl Trial {
         m.container_started = m.container_started.or(o.container_started);
         m.endpoint_ready = m.endpoint_ready.or(o.endpoint_ready);
         m.model_resident = m.model_resident.or(o.model_resident);
+        m.probe_inference = m
+            .probe_inference
+            .or(o.probe_inference.map(|(_, end, _)| end));
         if m.t3.is_none()
             && let Some((id, ts)) = o.inference
         {
@@ -642,11 +653,17 @@ impl Timeline {
         if t.marks.t0.is_none_or(|t0| start.unwrap_or(ts) < t0) {
             return;
         }
-        if let Some(o) = t.observe(&r.pod)
-            && o.logged_inference.is_none()
-        {
-            o.logged_inference = Some((start, ts, r.status));
-            t.sync();
+        // The probe's own inference is a mark of its own; T3/T4 are the first user's.
+        if let Some(o) = t.observe(&r.pod) {
+            let slot = if r.from_inside_pod() {
+                &mut o.probe_inference
+            } else {
+                &mut o.logged_inference
+            };
+            if slot.is_none() {
+                *slot = Some((start, ts, r.status));
+                t.sync();
+            }
         }
     }
 

@@ -618,3 +618,57 @@ fn without_http_answers_recorded_there_is_no_split() {
     assert_eq!(t.marks.t2_http, None);
     assert_eq!(t.metric(Metric::HttpToModelReady), None);
 }
+
+/// The runtime's log line of a generate, from `client`, that took `latency_ms`.
+fn logged_generate(ms: i64, pod: &str, client: &str, latency_ms: f64) -> Event {
+    ev(
+        ms,
+        Source::Log,
+        EventKind::RequestLogged(LoggedRequest {
+            pod: pod.into(),
+            method: "POST".into(),
+            path: "/api/generate".into(),
+            status: 200,
+            latency_ms: Some(latency_ms),
+            client: Some(client.into()),
+        }),
+    )
+}
+
+/// The shipped inference-aware readiness probe POSTs a generate from inside the container
+/// (127.0.0.1) before the pod turns Ready; on a real cluster that line came first and was
+/// taken as T3/T4, before T1. It is the probe's own mark; T3/T4 are the first user's request.
+#[test]
+fn the_exec_probes_own_inference_is_no_users_t3_t4() {
+    let mut events = vec![applied(0, pod("ollama-a", "uid-a", Stage::Ready, 0))];
+    events.push(deleting(5_000, pod("ollama-a", "uid-a", Stage::Ready, 0)));
+    events.push(applied(
+        5_100,
+        pod("ollama-b", "uid-b", Stage::Pending, 5_100),
+    ));
+    // The probe's generate (loads the model) ends just before the kubelet marks Ready.
+    events.push(logged_generate(9_000, "ollama-b", "127.0.0.1", 2_500.0));
+    events.push(applied(
+        9_050,
+        pod("ollama-b", "uid-b", Stage::Ready, 9_050),
+    ));
+    // A later probe, over IPv6 loopback, is no user either.
+    events.push(logged_generate(14_000, "ollama-b", "::1", 40.0));
+    // The user's request, from a client pod.
+    events.push(logged_generate(15_000, "ollama-b", "10.244.0.7", 300.0));
+    let s = state_of(&events);
+    let t = &s.timeline.trials[0];
+    assert!(t.external);
+    assert_eq!(t.status, TrialStatus::Ok);
+    assert_eq!(t.marks.t1, Some(at(9_050)));
+    assert_eq!(t.marks.t3, Some(at(14_700)));
+    assert_eq!(t.marks.t4, Some(at(15_000)));
+    assert_eq!(t.marks.probe_inference, Some(at(9_000)));
+    assert!(t.metric(Metric::ReadyToInference).is_some_and(|s| s > 0.0));
+    // Only the probe so far: the trial waits for a user.
+    let s = state_of(&events[..5]);
+    let t = &s.timeline.trials[0];
+    assert!(t.is_running());
+    assert_eq!(t.marks.t4, None);
+    assert_eq!(t.marks.probe_inference, Some(at(9_000)));
+}

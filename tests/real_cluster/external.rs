@@ -1,0 +1,235 @@
+//! Replacements by someone else, on the real cluster: a `kubectl delete`, a `maxSurge: 0`
+//! rollout (the shipped strategy) and a default-strategy rollout (surge: the new pod starts
+//! before the old one goes), each `kubectl rollout restart`. `readygap watch` (read-only)
+//! observes each as one external trial whose T0 is the write that caused it, as the API
+//! server's audit log records it (`stageTimestamp`, microseconds).
+
+use crate::study::client_pod;
+use crate::support::{Cluster, MODEL, NS, cluster, cluster_dir, repo, wait_until};
+use chrono::{DateTime, Utc};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// The audit log `scripts/cluster.sh` has the API server write.
+fn audit_log() -> std::path::PathBuf {
+    std::env::var_os("READYGAP_REAL_AUDIT_LOG")
+        .map(Into::into)
+        .unwrap_or_else(|| cluster_dir().join("run/audit.log"))
+}
+
+/// The `stageTimestamp` of the completed `verb` on `resource/name` in the test namespace
+/// that came last before `before`.
+fn audited(verb: &str, resource: &str, name: &str) -> Vec<DateTime<Utc>> {
+    let text = std::fs::read_to_string(audit_log()).expect("the audit log");
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["verb"] == verb
+                && e["objectRef"]["resource"] == resource
+                && e["objectRef"]["namespace"] == NS
+                && e["objectRef"]["name"] == name
+                && e["objectRef"]["subresource"].is_null()
+                && e["responseStatus"]["code"]
+                    .as_u64()
+                    .is_some_and(|c| c < 300)
+        })
+        .filter_map(|e| e["stageTimestamp"].as_str()?.parse().ok())
+        .collect()
+}
+
+struct Watch {
+    child: Child,
+    addr: String,
+}
+
+impl Watch {
+    fn start(c: &Cluster, dir: &std::path::Path) -> Watch {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = c
+            .readygap_cmd(&[
+                "watch",
+                "-n",
+                NS,
+                "-l",
+                "app=ollama",
+                "--metrics-addr",
+                &addr,
+                "--record-dir",
+                &dir.to_string_lossy(),
+                "--inference-timeout",
+                "120s",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("readygap watch");
+        let w = Watch { child, addr };
+        wait_until(
+            "the watcher lists the Deployment",
+            Duration::from_secs(60),
+            || w.trials().is_some_and(|t| t.contains("\"ollama\"")),
+        );
+        w
+    }
+
+    /// `/trials` of the watcher.
+    fn trials(&self) -> Option<String> {
+        let out = Command::new("curl")
+            .args(["-s", "--noproxy", "*", "--max-time", "2"])
+            .arg(format!("http://{}/trials", self.addr))
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Trials of `deployment/ollama` that ended.
+    fn seen(&self) -> u64 {
+        self.trials()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| {
+                v["deployments"]
+                    .as_array()?
+                    .iter()
+                    .find(|d| d["deployment"] == "ollama")?["seen"]
+                    .as_u64()
+            })
+            .unwrap_or(0)
+    }
+
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let st = self.child.wait().expect("the watcher exits");
+        assert!(st.success(), "readygap watch ended with {st}");
+    }
+}
+
+/// Once the replacement is Ready, a user's request from the client pod (what ends an
+/// observed trial).
+fn user_request(c: &Cluster) {
+    let body = format!(
+        "{{\"model\":\"{MODEL}\",\"prompt\":\"Reply with exactly: READY\",\"stream\":false}}"
+    );
+    c.kn(&[
+        "exec",
+        "ollama-client",
+        "--",
+        "curl",
+        "-sf",
+        "--max-time",
+        "120",
+        "http://ollama:11434/api/generate",
+        "-d",
+        &body,
+    ]);
+}
+
+#[ignore = "needs the real cluster: scripts/cluster.sh up"]
+#[test]
+fn a_delete_and_two_rollouts_by_someone_else_are_one_trial_each_from_the_right_write() {
+    let c = cluster();
+    c.deploy(&repo().join("manifests/overlays/smollm2"));
+    client_pod(&c);
+    let dir = tempfile::tempdir().unwrap();
+    let w = Watch::start(&c, dir.path());
+
+    // (what, the write that is T0: verb, resource, name)
+    let mut expected: Vec<(&str, DateTime<Utc>)> = Vec::new();
+    let replacements = ["delete", "rollout (maxSurge 0)", "rollout (surge)"];
+    for (k, what) in replacements.iter().enumerate() {
+        let old = c.pod();
+        let (verb, resource, name) = match k {
+            0 => {
+                c.kn(&["delete", "pod", &old, "--wait=false"]);
+                ("delete", "pods", old.clone())
+            }
+            1 => {
+                c.kn(&["rollout", "restart", "deployment/ollama"]);
+                ("patch", "deployments", "ollama".to_string())
+            }
+            _ => {
+                // The default strategy (25 % surge, 25 % unavailable: one new pod first).
+                c.kn(&[
+                    "patch",
+                    "deployment/ollama",
+                    "--type=json",
+                    "-p",
+                    r#"[{"op":"replace","path":"/spec/strategy","value":{"type":"RollingUpdate","rollingUpdate":{"maxSurge":"25%","maxUnavailable":"25%"}}}]"#,
+                ]);
+                c.kn(&["rollout", "restart", "deployment/ollama"]);
+                ("patch", "deployments", "ollama".to_string())
+            }
+        };
+        let t0 = *audited(verb, resource, &name)
+            .last()
+            .unwrap_or_else(|| panic!("{what}: no audit record of {verb} {resource}/{name}"));
+        expected.push((what, t0));
+        c.settle();
+        user_request(&c);
+        wait_until(
+            &format!("the watcher's trial of the {what}"),
+            Duration::from_secs(120),
+            || w.seen() > k as u64,
+        );
+    }
+    w.stop();
+    // Put the shipped strategy back.
+    c.deploy(&repo().join("manifests/overlays/smollm2"));
+
+    let mut files: Vec<_> = walk(dir.path());
+    files.sort();
+    let mut trials = Vec::new();
+    for f in &files {
+        trials.extend(
+            readygap_core::report::load_trials(f)
+                .expect("the watcher's recording reads")
+                .trials,
+        );
+    }
+    assert_eq!(
+        trials.len(),
+        replacements.len(),
+        "one trial per replacement: {:#?}",
+        trials
+            .iter()
+            .map(|t| (&t.trigger, t.marks.t0))
+            .collect::<Vec<_>>()
+    );
+    for (t, (what, audit_t0)) in trials.iter().zip(&expected) {
+        assert!(t.external, "{what}: {t:?}");
+        let t0 = t.marks.t0.expect("T0");
+        let off = (t0 - *audit_t0).num_milliseconds();
+        eprintln!(
+            "{what}: T0 {t0} ({off:+} ms from the audit record {audit_t0}), {}",
+            t.trigger
+        );
+        // Observed through a watch: at or after the write, within a second.
+        assert!(
+            (-5..=1000).contains(&off),
+            "{what}: T0 {off:+} ms from the API server's record of the write"
+        );
+        assert!(t.marks.t1.is_some(), "{what}: no T1: {:?}", t.marks);
+    }
+}
+
+/// Every file below `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

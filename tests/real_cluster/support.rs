@@ -1,0 +1,212 @@
+//! The real cluster the tests share: its kubeconfig and kubectl, the deployment under test,
+//! and readygap and kubectl run against it as a user runs them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The namespace and model of the shipped manifests' smollm2 overlay.
+pub const NS: &str = "llm-recovery-lab";
+pub const MODEL: &str = "smollm2:135m";
+/// What every test here needs; the message a missing cluster fails with.
+pub const NEEDS: &str = "needs the real cluster: scripts/cluster.sh up, then READYGAP_REAL_KUBECONFIG=<the path it prints>";
+
+/// One test at a time: they share the cluster, its namespace and its one node's two cores.
+static ONE: Mutex<()> = Mutex::new(());
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Where `scripts/cluster.sh` keeps its build and state (`READYGAP_CLUSTER`, default
+/// `~/.cache/readygap/cluster`).
+pub fn cluster_dir() -> PathBuf {
+    std::env::var_os("READYGAP_CLUSTER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/readygap/cluster")
+        })
+}
+
+pub struct Cluster {
+    _one: MutexGuard<'static, ()>,
+    pub kubeconfig: PathBuf,
+    pub kubectl: PathBuf,
+    /// HOME for kubectl and readygap: no user config is read.
+    pub home: tempfile::TempDir,
+}
+
+/// The cluster, for this test alone; fails with the reason when it is not up.
+pub fn cluster() -> Cluster {
+    let one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let kubeconfig = std::env::var_os("READYGAP_REAL_KUBECONFIG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("{NEEDS}: READYGAP_REAL_KUBECONFIG is not set"));
+    assert!(
+        kubeconfig.is_file(),
+        "{NEEDS}: {} is not a file",
+        kubeconfig.display()
+    );
+    // The cluster's own kubectl (the same v1.34 as the server), else the one the tests use.
+    let kubectl = [
+        Some(cluster_dir().join("bin/kubectl")),
+        std::env::var_os("READYGAP_KUBECTL").map(PathBuf::from),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|p| p.is_file())
+    .unwrap_or_else(|| PathBuf::from("kubectl"));
+    let c = Cluster {
+        _one: one,
+        kubeconfig,
+        kubectl,
+        home: tempfile::tempdir().expect("tempdir"),
+    };
+    let ready = c.try_k(&["get", "--raw", "/readyz"]);
+    assert!(
+        ready.status.success(),
+        "{NEEDS}: the API server does not answer /readyz: {}",
+        String::from_utf8_lossy(&ready.stderr)
+    );
+    c
+}
+
+impl Cluster {
+    /// kubectl with this cluster's kubeconfig and a private cache and HOME.
+    pub fn kubectl(&self) -> Command {
+        let mut c = Command::new(&self.kubectl);
+        c.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.home.path().join("kube-cache"))
+            .env("HOME", self.home.path())
+            .env_remove("KUBECONFIG");
+        c
+    }
+
+    pub fn try_k(&self, args: &[&str]) -> Output {
+        self.kubectl().args(args).output().expect("running kubectl")
+    }
+
+    /// kubectl ARGS, which must succeed; its standard output.
+    pub fn k(&self, args: &[&str]) -> String {
+        let out = self.try_k(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// kubectl in the test namespace.
+    pub fn kn(&self, args: &[&str]) -> String {
+        let mut all = vec!["-n", NS];
+        all.extend_from_slice(args);
+        self.k(&all)
+    }
+
+    /// `kubectl apply -k DIR`, then wait until the rollout is done and only its one pod is
+    /// left, Ready.
+    pub fn deploy(&self, kustomization: &Path) {
+        self.k(&["apply", "-k", &kustomization.to_string_lossy()]);
+        self.settle();
+    }
+
+    /// Wait until `deployment/ollama` has rolled out and exactly one of its pods exists,
+    /// Ready (terminating pods gone), so that the next trial starts from one pod.
+    pub fn settle(&self) {
+        self.kn(&["rollout", "status", "deployment/ollama", "--timeout=300s"]);
+        wait_until(
+            "one Ready ollama pod and no other",
+            Duration::from_secs(180),
+            || {
+                let out = self.kn(&[
+                "get",
+                "pods",
+                "-l",
+                "app=ollama",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp} {.status.containerStatuses[0].ready}{\"\\n\"}{end}",
+            ]);
+                let lines: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
+                lines.len() == 1
+                    && lines[0].split_whitespace().count() == 2
+                    && lines[0].ends_with("true")
+            },
+        );
+    }
+
+    /// The one Ready pod of `deployment/ollama`.
+    pub fn pod(&self) -> String {
+        self.kn(&[
+            "get",
+            "pods",
+            "-l",
+            "app=ollama",
+            "-o",
+            "jsonpath={.items[0].metadata.name}",
+        ])
+    }
+
+    /// readygap ARGS against this cluster (`--kubeconfig` appended), as a user runs it.
+    pub fn readygap(&self, args: &[&str]) -> Output {
+        let out = self.readygap_cmd(args).output().expect("running readygap");
+        eprintln!(
+            "readygap {args:?}: {}\n--- stderr\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    pub fn readygap_cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_readygap"));
+        c.args(args)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .env("HOME", self.home.path())
+            .env_remove("KUBECONFIG");
+        c
+    }
+}
+
+pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The model sizes `ollama ps` prints (`134 MB`, `1.2 GB`, decimal units as Ollama's
+/// `format.HumanBytes`), as bytes, by model name.
+pub fn ollama_ps_sizes(table: &str) -> Vec<(String, f64, f64)> {
+    let mut lines = table.lines();
+    let header = lines.next().unwrap_or_default();
+    let col = header.find("SIZE").expect("a SIZE column");
+    lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let name = l.split_whitespace().next().unwrap_or_default().to_string();
+            let mut rest = l[col..].split_whitespace();
+            let value: f64 = rest
+                .next()
+                .and_then(|v| v.parse().ok())
+                .expect("size value");
+            let unit = match rest.next().unwrap_or_default() {
+                "B" => 1.0,
+                "KB" => 1e3,
+                "MB" => 1e6,
+                "GB" => 1e9,
+                u => panic!("unit {u:?} in {l:?}"),
+            };
+            (name, value * unit, unit)
+        })
+        .collect()
+}
