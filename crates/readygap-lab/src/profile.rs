@@ -551,7 +551,11 @@ mod tests {
     /// The published results, part of the repository (`data/published`, see its SOURCE.md).
     fn lab_data() -> PathBuf {
         let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/published");
-        assert!(p.join("results").is_dir(), "{} is missing from the repository", p.display());
+        assert!(
+            p.join("results").is_dir(),
+            "{} is missing from the repository",
+            p.display()
+        );
         p
     }
 

@@ -26,7 +26,11 @@ const TOLERANCE: f64 = 0.15;
 fn lab_data() -> PathBuf {
     // The published results are part of the repository (`data/published`, see its SOURCE.md).
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/published");
-    assert!(p.join("results").is_dir(), "{} is missing from the repository", p.display());
+    assert!(
+        p.join("results").is_dir(),
+        "{} is missing from the repository",
+        p.display()
+    );
     p
 }
 
