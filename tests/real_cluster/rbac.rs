@@ -33,23 +33,30 @@ fn token_kubeconfig(c: &Cluster, token: &str, at: &Path) -> PathBuf {
 
 /// `readygap run --trials 1` with another kubeconfig (the ServiceAccount's).
 fn run_as(c: &Cluster, kc: &Path, rec: &Path) -> std::process::Output {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_readygap"));
-    cmd.args(["run", "-n", NS, "--deployment", "ollama", "--model", MODEL])
-        .args([
-            "--trials",
-            "1",
-            "--cooldown",
-            "0s",
-            "--ready-timeout",
-            "120s",
-        ])
-        .arg("--record")
-        .arg(rec)
-        .arg("--kubeconfig")
-        .arg(kc)
-        .env("HOME", c.home.path())
-        .env_remove("KUBECONFIG");
-    let out = cmd.output().expect("readygap run");
+    let rec = rec.to_string_lossy();
+    let out = c
+        .readygap_at(
+            kc,
+            &[
+                "run",
+                "-n",
+                NS,
+                "--deployment",
+                "ollama",
+                "--model",
+                MODEL,
+                "--trials",
+                "1",
+                "--cooldown",
+                "0s",
+                "--ready-timeout",
+                "120s",
+                "--record",
+                &rec,
+            ],
+        )
+        .output()
+        .expect("readygap run");
     eprintln!(
         "readygap run as {}: {}\n{}",
         kc.display(),

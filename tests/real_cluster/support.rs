@@ -75,9 +75,14 @@ pub fn cluster() -> Cluster {
 impl Cluster {
     /// kubectl with this cluster's kubeconfig and a private cache and HOME.
     pub fn kubectl(&self) -> Command {
+        self.kubectl_at(&self.kubeconfig)
+    }
+
+    /// kubectl for the cluster of `kubeconfig` (another user, or the lab).
+    pub fn kubectl_at(&self, kubeconfig: &Path) -> Command {
         let mut c = Command::new(&self.kubectl);
         c.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
+            .arg(kubeconfig)
             .arg("--cache-dir")
             .arg(self.home.path().join("kube-cache"))
             .env("HOME", self.home.path())
@@ -163,10 +168,15 @@ impl Cluster {
     }
 
     pub fn readygap_cmd(&self, args: &[&str]) -> Command {
+        self.readygap_at(&self.kubeconfig, args)
+    }
+
+    /// readygap ARGS against the cluster of `kubeconfig` (another user, or the lab).
+    pub fn readygap_at(&self, kubeconfig: &Path, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_readygap"));
         c.args(args)
             .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
+            .arg(kubeconfig)
             .env("HOME", self.home.path())
             .env_remove("KUBECONFIG");
         c
