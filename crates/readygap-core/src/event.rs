@@ -267,6 +267,17 @@ pub struct ProbeFacts {
     pub failure_threshold: u32,
 }
 
+impl PodSpecFacts {
+    /// One of the serving container's probes is an exec probe that sends an inference (the
+    /// shipped `ready-inference.sh`): its requests reach the runtime from the pod's localhost.
+    pub fn exec_probe_infers(&self) -> bool {
+        [&self.readiness, &self.liveness, &self.startup]
+            .into_iter()
+            .flatten()
+            .any(|p| p.kind == "exec" && p.inference)
+    }
+}
+
 impl ProbeFacts {
     /// `httpGet /api/tags :11434`.
     pub fn label(&self) -> String {
@@ -662,18 +673,21 @@ pub struct LoggedRequest {
 }
 
 impl LoggedRequest {
-    /// Sent from inside the pod's own network namespace: the client is a loopback address.
-    /// That is an exec probe (the kubelet runs it in the container: the shipped
-    /// `manifests/base/probe/ready-inference.sh` POSTs `/api/generate` to 127.0.0.1) or
-    /// another process of the pod, not a user reaching the pod over the network. A request
-    /// through `kubectl port-forward` also arrives on loopback (the kubelet's streaming
-    /// server dials the pod's localhost), so it counts here too. An httpGet probe comes from
-    /// the node's address, but is a GET: never an inference.
-    pub fn from_inside_pod(&self) -> bool {
+    /// Sent to the pod's own localhost from inside it: the client is exactly 127.0.0.1 or
+    /// ::1 (the source a process in the pod's network namespace gets when it dials its own
+    /// loopback). An exec probe does that: the kubelet runs it in the container, and the
+    /// shipped `manifests/base/probe/ready-inference.sh` POSTs `/api/generate` to
+    /// 127.0.0.1. A request through `kubectl port-forward` arrives the same way (the
+    /// kubelet's streaming server dials the pod's localhost), so this alone does not say
+    /// "probe": `Timeline` also asks whether the pod has an exec probe that infers.
+    pub fn from_localhost(&self) -> bool {
         self.client
             .as_deref()
             .and_then(|c| c.parse::<std::net::IpAddr>().ok())
-            .is_some_and(|ip| ip.is_loopback())
+            .is_some_and(|ip| {
+                let ip = ip.to_canonical();
+                ip == std::net::Ipv4Addr::LOCALHOST || ip == std::net::Ipv6Addr::LOCALHOST
+            })
     }
 
     /// A generation request (what T3/T4 of an observed trial are made of).

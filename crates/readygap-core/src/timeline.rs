@@ -18,8 +18,8 @@
 //! once it is known. Each mark is the source's own timestamp, never the arrival order.
 
 use super::event::{
-    Action, CacheDrop, ContainerState, Event, EventKind, InferenceResult, LoggedRequest, PodView,
-    RuntimeDurations, Timestamp,
+    Action, CacheDrop, ContainerState, Event, EventKind, InferenceResult, LoggedRequest,
+    PodSpecFacts, PodView, RuntimeDurations, Timestamp,
 };
 use super::residency::Verdict;
 use serde::{Deserialize, Serialize};
@@ -575,7 +575,7 @@ impl Timeline {
                 }
             }
             EventKind::InferenceDone(result) => self.inference_done(ts, result),
-            EventKind::RequestLogged(r) if r.is_inference() => self.request_logged(ts, r),
+            EventKind::RequestLogged(r) if r.is_inference() => self.request_logged(ts, r, pods),
             EventKind::MemorySample(s) => {
                 // Memory after T4: the first sample of the trial's new pod at or after its
                 // T4 and before the next trial's T0 (a next trial may already have begun
@@ -642,7 +642,12 @@ impl Timeline {
 
     /// A request line of a pod's runtime log: the first inference after T0 of an external
     /// trial readygap sends none to.
-    fn request_logged(&mut self, ts: Timestamp, r: &LoggedRequest) {
+    fn request_logged(
+        &mut self,
+        ts: Timestamp,
+        r: &LoggedRequest,
+        pods: &BTreeMap<String, PodView>,
+    ) {
         let Some(t) = self.open_mut() else { return };
         if !t.external || t.inference_request.is_some() {
             return;
@@ -653,9 +658,15 @@ impl Timeline {
         if t.marks.t0.is_none_or(|t0| start.unwrap_or(ts) < t0) {
             return;
         }
-        // The probe's own inference is a mark of its own; T3/T4 are the first user's.
+        // The exec probe's own inference (from the pod's localhost, in a pod whose exec probe
+        // infers) is a mark of its own; T3/T4 are the first user's request.
+        let probe = r.from_localhost()
+            && pods
+                .get(&r.pod)
+                .and_then(PodView::spec)
+                .is_some_and(PodSpecFacts::exec_probe_infers);
         if let Some(o) = t.observe(&r.pod) {
-            let slot = if r.from_inside_pod() {
+            let slot = if probe {
                 &mut o.probe_inference
             } else {
                 &mut o.logged_inference

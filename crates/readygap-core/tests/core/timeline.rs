@@ -635,23 +635,33 @@ fn logged_generate(ms: i64, pod: &str, client: &str, latency_ms: f64) -> Event {
     )
 }
 
+/// A pod whose readiness probe is the shipped exec probe that sends an inference.
+fn with_exec_inference_probe(mut p: PodView) -> PodView {
+    p.containers[0].spec = Some(PodSpecFacts {
+        readiness: Some(ProbeFacts {
+            kind: "exec".into(),
+            target: "bash /etc/readygap/ready-inference.sh".into(),
+            inference: true,
+            ..ProbeFacts::default()
+        }),
+        ..PodSpecFacts::default()
+    });
+    p
+}
+
 /// The shipped inference-aware readiness probe POSTs a generate from inside the container
 /// (127.0.0.1) before the pod turns Ready; on a real cluster that line came first and was
 /// taken as T3/T4, before T1. It is the probe's own mark; T3/T4 are the first user's request.
+/// Without such a probe, a request from localhost is a user's (`kubectl port-forward`).
 #[test]
 fn the_exec_probes_own_inference_is_no_users_t3_t4() {
+    let b = |stage, ms| with_exec_inference_probe(pod("ollama-b", "uid-b", stage, ms));
     let mut events = vec![applied(0, pod("ollama-a", "uid-a", Stage::Ready, 0))];
     events.push(deleting(5_000, pod("ollama-a", "uid-a", Stage::Ready, 0)));
-    events.push(applied(
-        5_100,
-        pod("ollama-b", "uid-b", Stage::Pending, 5_100),
-    ));
+    events.push(applied(5_100, b(Stage::Pending, 5_100)));
     // The probe's generate (loads the model) ends just before the kubelet marks Ready.
     events.push(logged_generate(9_000, "ollama-b", "127.0.0.1", 2_500.0));
-    events.push(applied(
-        9_050,
-        pod("ollama-b", "uid-b", Stage::Ready, 9_050),
-    ));
+    events.push(applied(9_050, b(Stage::Ready, 9_050)));
     // A later probe, over IPv6 loopback, is no user either.
     events.push(logged_generate(14_000, "ollama-b", "::1", 40.0));
     // The user's request, from a client pod.
@@ -671,4 +681,21 @@ fn the_exec_probes_own_inference_is_no_users_t3_t4() {
     assert!(t.is_running());
     assert_eq!(t.marks.t4, None);
     assert_eq!(t.marks.probe_inference, Some(at(9_000)));
+
+    // No exec probe that infers: a request from localhost is a user's (port-forward).
+    let mut plain = vec![applied(0, pod("ollama-a", "uid-a", Stage::Ready, 0))];
+    plain.push(deleting(5_000, pod("ollama-a", "uid-a", Stage::Ready, 0)));
+    plain.push(applied(
+        5_100,
+        pod("ollama-b", "uid-b", Stage::Pending, 5_100),
+    ));
+    plain.push(applied(
+        9_050,
+        pod("ollama-b", "uid-b", Stage::Ready, 9_050),
+    ));
+    plain.push(logged_generate(12_000, "ollama-b", "127.0.0.1", 500.0));
+    let s = state_of(&plain);
+    let t = &s.timeline.trials[0];
+    assert_eq!(t.marks.t4, Some(at(12_000)));
+    assert_eq!(t.marks.probe_inference, None);
 }
