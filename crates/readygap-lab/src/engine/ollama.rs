@@ -4,8 +4,10 @@
 //! its models directory on the pod's volume (see `volume`), started inside its own memory
 //! cgroup with the container's limit (see `cgroup`). Its stdout and stderr are the container's
 //! log. Exec runs the real command on this machine inside the cgroup with the container's env;
-//! the container's `/sys/fs/cgroup` paths are its cgroup's files and its loopback
-//! (`127.0.0.1:PORT`, `localhost:PORT`) is the pod's address, as inside a pod.
+//! the container's `/sys/fs/cgroup` paths are its cgroup's files, its loopback
+//! (`127.0.0.1:PORT`, `localhost:PORT`) is the pod's address, and the paths of its ConfigMap
+//! volumes (the manifests' probe script at `/etc/readygap`) are those files written on this
+//! machine, as inside a pod.
 //!
 //! Lifecycle, as a container runtime and the kubelet do it: stop sends SIGTERM, then SIGKILL
 //! at the end of the grace period, then kills what is left in the cgroup (Ollama's runner
@@ -192,6 +194,7 @@ impl OllamaEngine {
                 .unwrap_or_else(|| DEFAULT_MODELS.into())
         };
         let models = self.models_dir(&spec, models_path.trim_end_matches('/'), &own)?;
+        let config_mounts = config_map_volumes(spec.pod, &own.join("configmaps"), &config_map)?;
         let bin_dir = self.peer.bin.parent().unwrap_or(Path::new("/"));
         let set = |env: &mut Vec<(String, String)>, k: &str, v: String| {
             env.retain(|(key, _)| key != k);
@@ -266,6 +269,7 @@ impl OllamaEngine {
             env,
             cwd: home,
             models,
+            config_mounts,
             listening: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             exited: AtomicBool::new(false),
@@ -313,6 +317,85 @@ impl OllamaEngine {
         tokio::spawn(watch_ps(container.clone(), events));
         Ok(RuntimeHandle::real(container))
     }
+}
+
+/// The ConfigMap volumes the container mounts, written under `dir` as the kubelet writes them
+/// (pkg/volume/configmap/configmap.go, `MakePayload`: every key of `data` and `binaryData`,
+/// or only `items` at their `path`s; file mode `items[].mode`, else `defaultMode`, else
+/// 0644): (mount path, the directory here, or the one file for a `subPath` mount). A
+/// ConfigMap that is missing leaves the mount out (the real kubelet would not start the
+/// container; the lab's kubelet has already checked what it needs).
+fn config_map_volumes(
+    pod: &Value,
+    dir: &Path,
+    config_map: &impl Fn(&str) -> Option<Value>,
+) -> std::io::Result<Vec<(String, PathBuf)>> {
+    use base64::Engine;
+    use std::os::unix::fs::PermissionsExt;
+    let c = &pod["spec"]["containers"][0];
+    let volumes = pod["spec"]["volumes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for m in c["volumeMounts"].as_array().into_iter().flatten() {
+        let (Some(name), Some(path)) = (m["name"].as_str(), m["mountPath"].as_str()) else {
+            continue;
+        };
+        let Some(v) = volumes.iter().find(|v| v["name"] == name) else {
+            continue;
+        };
+        let Some(cm_name) = v["configMap"]["name"].as_str() else {
+            continue;
+        };
+        let Some(cm) = config_map(cm_name) else {
+            continue;
+        };
+        let here = dir.join(name);
+        if !here.exists() {
+            std::fs::create_dir_all(&here)?;
+            let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+            for (k, val) in cm["data"].as_object().into_iter().flatten() {
+                files.push((k.clone(), val.as_str().unwrap_or("").as_bytes().to_vec()));
+            }
+            for (k, val) in cm["binaryData"].as_object().into_iter().flatten() {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(val.as_str().unwrap_or(""))
+                    .unwrap_or_default();
+                files.push((k.clone(), bytes));
+            }
+            let default_mode = v["configMap"]["defaultMode"].as_u64().unwrap_or(0o644) as u32;
+            let items = v["configMap"]["items"].as_array();
+            for (key, bytes) in files {
+                let (rel, mode) = match items {
+                    None => (key.clone(), default_mode),
+                    Some(items) => match items.iter().find(|i| i["key"] == key.as_str()) {
+                        Some(i) => (
+                            i["path"].as_str().unwrap_or(&key).to_string(),
+                            i["mode"].as_u64().map_or(default_mode, |m| m as u32),
+                        ),
+                        None => continue,
+                    },
+                };
+                // A path that climbs out of the volume is refused by validation; never here.
+                if rel.split('/').any(|p| p == ".." || p.is_empty()) {
+                    continue;
+                }
+                let f = here.join(&rel);
+                if let Some(parent) = f.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::write(&f, bytes)?;
+                std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode))?;
+            }
+        }
+        let path = path.trim_end_matches('/').to_string();
+        match m["subPath"].as_str().filter(|s| !s.is_empty()) {
+            Some(sub) => out.push((path, here.join(sub))),
+            None => out.push((path, here)),
+        }
+    }
+    Ok(out)
 }
 
 /// The container's env as the kubelet builds it: `envFrom` ConfigMaps (with their prefix),
@@ -534,6 +617,8 @@ pub struct RealContainer {
     cwd: PathBuf,
     /// The models directory on this machine.
     pub models: PathBuf,
+    /// The container's ConfigMap volumes: (mount path in the container, directory here).
+    config_mounts: Vec<(String, PathBuf)>,
     listening: AtomicBool,
     stopping: AtomicBool,
     exited: AtomicBool,
@@ -638,8 +723,18 @@ impl RealContainer {
     fn container_view(&self, arg: &str) -> String {
         let a = self.cgroup.container_view(arg);
         let pod = format!("{}:{}", self.ip, self.port);
-        a.replace(&format!("127.0.0.1:{}", self.port), &pod)
-            .replace(&format!("localhost:{}", self.port), &pod)
+        let a = a
+            .replace(&format!("127.0.0.1:{}", self.port), &pod)
+            .replace(&format!("localhost:{}", self.port), &pod);
+        for (mount, here) in &self.config_mounts {
+            if a == *mount {
+                return here.display().to_string();
+            }
+            if let Some(rest) = a.strip_prefix(&format!("{mount}/")) {
+                return here.join(rest).display().to_string();
+            }
+        }
+        a
     }
 
     /// Run `argv` on this machine inside the container's cgroup with its env.
@@ -792,5 +887,61 @@ impl AsReal for RuntimeHandle {
     fn as_real(&self) -> Option<&RealContainer> {
         self.as_real_process()
             .and_then(|p| p.as_any().downcast_ref::<RealContainer>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn config_map_volumes_are_written_as_the_kubelet_writes_them() {
+        let pod = json!({"spec": {
+            "containers": [{"volumeMounts": [
+                {"name": "probe", "mountPath": "/etc/readygap/"},
+                {"name": "picked", "mountPath": "/etc/picked"},
+                {"name": "one", "mountPath": "/etc/one.sh", "subPath": "run.sh"},
+                {"name": "models", "mountPath": "/root/.ollama"},
+            ]}],
+            "volumes": [
+                {"name": "probe", "configMap": {"name": "ollama-probe"}},
+                {"name": "picked", "configMap": {"name": "ollama-probe", "defaultMode": 0o755,
+                    "items": [{"key": "ready-inference.sh", "path": "bin/ready"}]}},
+                {"name": "one", "configMap": {"name": "scripts"}},
+                {"name": "models", "persistentVolumeClaim": {"claimName": "m"}},
+            ],
+        }});
+        let cms = |name: &str| match name {
+            "ollama-probe" => Some(
+                json!({"data": {"ready-inference.sh": "#!/bin/bash\nexit 0\n",
+                "other": "x"}, "binaryData": {"blob": "AAEC"}}),
+            ),
+            "scripts" => Some(json!({"data": {"run.sh": "echo hi"}})),
+            _ => None,
+        };
+        let d = tempfile::tempdir().unwrap();
+        let mounts = config_map_volumes(&pod, d.path(), &cms).unwrap();
+        let probe = d.path().join("probe");
+        assert_eq!(
+            mounts,
+            vec![
+                ("/etc/readygap".to_string(), probe.clone()),
+                ("/etc/picked".to_string(), d.path().join("picked")),
+                ("/etc/one.sh".to_string(), d.path().join("one/run.sh")),
+            ]
+        );
+        let script = probe.join("ready-inference.sh");
+        assert_eq!(
+            std::fs::read_to_string(&script).unwrap(),
+            "#!/bin/bash\nexit 0\n"
+        );
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&script), 0o644);
+        assert_eq!(std::fs::read(probe.join("blob")).unwrap(), [0, 1, 2]);
+        // `items`: only the listed key, at its path, with the volume's defaultMode.
+        let picked = d.path().join("picked");
+        assert_eq!(mode(&picked.join("bin/ready")), 0o755);
+        assert!(!picked.join("other").exists() && !picked.join("ready-inference.sh").exists());
     }
 }

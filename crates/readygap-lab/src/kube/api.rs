@@ -15,9 +15,11 @@
 //! - `GET /lab/requests` → `[{"user_agent", "method", "path", "query", "requests",
 //!   "bytes"}]`, every API request served so far ([`super::accounting`]).
 //!
-//! Not served: protobuf bodies (415, so clients retry as JSON where they can), server-side
-//! apply, the OpenAPI schemas (only the v3 index and per-group PATCH operations kubectl
-//! reads), SPDY upgrades, the metrics API.
+//! Request bodies are JSON or Kubernetes protobuf (read into the same JSON by [`proto`]: what
+//! kubectl's typed `create`s, `create token` and `auth can-i` send).
+//!
+//! Not served: YAML and CBOR bodies (415), server-side apply, the OpenAPI schemas (only the
+//! v3 index and per-group PATCH operations kubectl reads), SPDY upgrades, the metrics API.
 
 // Handlers fail with a ready HTTP response (a Kubernetes Status); boxing it buys nothing here.
 #![allow(clippy::result_large_err)]
@@ -33,7 +35,7 @@ pub use super::server::Api;
 use super::store::{StoreError, rv_of};
 use super::tables::{self, IncludeObject};
 use super::watch::{self, WatchRequest};
-use super::{authz, exec, objects, proxy};
+use super::{authz, exec, objects, proto, proxy};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ws::WebSocketUpgrade;
@@ -245,6 +247,10 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
             "the server could not find the requested resource",
         );
     }
+    let body = match json_request_body(&method, &headers, body) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
     match (&method, rp.name.as_deref(), rp.sub.as_deref()) {
         (&Method::GET, None, _) => {
             if truthy(q(&pairs, "watch")) {
@@ -258,24 +264,18 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
         (&Method::GET, Some(name), Some("log")) => {
             super::logs::logs(&api, rp.namespace.as_deref().unwrap_or(""), name, &pairs)
         }
-        // kubectl create token sends protobuf and does not retry as JSON: its body (the
-        // optional duration and audiences) is not decoded, the defaults apply.
+        // kubectl create token sends a protobuf TokenRequest (read into JSON above): its
+        // duration and audiences count.
         (&Method::POST, Some(name), Some("token")) if rp.resource == SERVICEACCOUNTS => {
-            let json = if json_body(&headers) {
-                &body[..]
-            } else {
-                &[][..]
-            };
             authz::token_request(
                 &api.tokens,
                 &api.cluster.store,
                 rp.namespace.as_deref().unwrap_or_default(),
                 name,
-                json,
+                &body,
                 chrono::Utc::now(),
             )
         }
-        (&Method::POST | &Method::PUT, _, _) if !json_body(&headers) => unsupported_body(&headers),
         (&Method::POST, None, None) => create(&api, &rp, &body),
         (&Method::PATCH, Some(name), sub) => patch_object(&api, &rp, name, sub, &headers, &body),
         (&Method::PUT, Some(name), sub) => replace(&api, &rp, name, sub, &body),
@@ -290,31 +290,57 @@ async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
     }
 }
 
-/// Whether a request body is JSON (absent Content-Type counts as JSON).
-fn json_body(headers: &HeaderMap) -> bool {
-    match headers
+/// The media type of a request body (`None`: no Content-Type, which counts as JSON).
+fn media_type(headers: &HeaderMap) -> Option<String> {
+    headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-    {
-        None => true,
-        Some(ct) => {
-            let ct = ct.split(';').next().unwrap_or("").trim();
-            ct == "application/json" || ct.is_empty()
-        }
+        .map(|ct| {
+            ct.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+}
+
+/// The body of a create, replace or delete as JSON: JSON as sent, a Kubernetes protobuf
+/// body (what client-go's typed clients send for built-in kinds, and do not retry as JSON)
+/// read into the JSON object a JSON client would have sent ([`proto`]). Other media types
+/// (YAML, CBOR) get the API server's 415. Patches carry their own media types.
+fn json_request_body(method: &Method, headers: &HeaderMap, body: Bytes) -> Result<Bytes, Response> {
+    if !matches!(*method, Method::POST | Method::PUT | Method::DELETE) {
+        return Ok(body);
+    }
+    match media_type(headers).as_deref() {
+        None | Some("" | "application/json") => Ok(body),
+        Some(proto::CONTENT_TYPE) => match proto::decode_object(&body) {
+            Ok(obj) => Ok(Bytes::from(obj.to_string())),
+            Err(proto::ProtoError::Malformed(m)) => Err(error(400, "BadRequest", &m)),
+            Err(proto::ProtoError::UnknownKind { api_version, kind }) => Err(unsupported_body(
+                "application/json",
+                &format!(
+                    "protobuf is read for the lab's built-in kinds; got kind {kind:?} of {api_version:?}"
+                ),
+            )),
+        },
+        // A DELETE's options are optional: the lab reads them from JSON or protobuf only.
+        Some(_) if *method == Method::DELETE => Ok(Bytes::new()),
+        Some(ct) => Err(unsupported_body(
+            "application/json, application/vnd.kubernetes.protobuf",
+            &format!("got {ct:?}"),
+        )),
     }
 }
 
-/// 415 for protobuf or YAML bodies: client-go then retries the request as JSON.
-fn unsupported_body(headers: &HeaderMap) -> Response {
-    let ct = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
+/// 415 in the API server's words (apiserver `endpoints/handlers/negotiation/errors.go`), and
+/// what the lab saw.
+fn unsupported_body(accepted: &str, saw: &str) -> Response {
     error(
         415,
         "UnsupportedMediaType",
         &format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json (got {ct:?})"
+            "the body of the request was in an unknown format - accepted media types include: {accepted} ({saw})"
         ),
     )
 }
@@ -719,6 +745,7 @@ fn validate(resource: &Resource, obj: Value) -> Result<Value, String> {
         ("", "events") => objects::typed::<k::core::v1::Event>(obj),
         ("", "persistentvolumeclaims") => objects::typed::<k::core::v1::PersistentVolumeClaim>(obj),
         ("", "configmaps") => objects::typed::<k::core::v1::ConfigMap>(obj),
+        ("", "secrets") => objects::typed::<k::core::v1::Secret>(objects::secret_as_stored(obj)),
         ("batch", "jobs") => objects::typed::<k::batch::v1::Job>(obj),
         ("apps", "deployments") => objects::typed::<k::apps::v1::Deployment>(obj),
         ("apps", "replicasets") => objects::typed::<k::apps::v1::ReplicaSet>(obj),

@@ -720,88 +720,6 @@ pub fn token_request(
     )
 }
 
-/// The fields of one protobuf message: (field number, varint value or bytes).
-/// One protobuf field: its number, and a varint or the bytes of a length-delimited value.
-type ProtoField<'a> = (u64, Result<u64, &'a [u8]>);
-
-fn proto_fields(mut buf: &[u8]) -> Option<Vec<ProtoField<'_>>> {
-    fn varint(buf: &mut &[u8]) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let (&b, rest) = buf.split_first()?;
-            *buf = rest;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
-    }
-    let mut out = Vec::new();
-    while !buf.is_empty() {
-        let key = varint(&mut buf)?;
-        match key & 7 {
-            0 => out.push((key >> 3, Ok(varint(&mut buf)?))),
-            2 => {
-                let len = usize::try_from(varint(&mut buf)?).ok()?;
-                if len > buf.len() {
-                    return None;
-                }
-                let (field, rest) = buf.split_at(len);
-                out.push((key >> 3, Err(field)));
-                buf = rest;
-            }
-            _ => return None,
-        }
-    }
-    Some(out)
-}
-
-fn proto_bytes<'a>(fields: &[ProtoField<'a>], n: u64) -> Option<&'a [u8]> {
-    fields.iter().find_map(|(f, v)| match v {
-        Err(b) if *f == n => Some(*b),
-        _ => None,
-    })
-}
-
-/// A review's `spec` as JSON, from the protobuf body kubectl sends (`k8s\0` magic, then
-/// runtime.Unknown{raw = the object}): SelfSubjectAccessReviewSpec{1 resourceAttributes
-/// {1 namespace, 2 verb, 3 group, 4 version, 5 resource, 6 subresource, 7 name},
-/// 2 nonResourceAttributes{1 path, 2 verb}} or SelfSubjectRulesReviewSpec{1 namespace}
-/// (k8s.io/api `authorization/v1/generated.proto`).
-fn proto_review_spec(body: &[u8], rules: bool) -> Option<Value> {
-    let unknown = proto_fields(body.strip_prefix(b"k8s\0")?)?;
-    let object = proto_fields(proto_bytes(&unknown, 2)?)?;
-    let spec = proto_fields(proto_bytes(&object, 2).unwrap_or_default())?;
-    let text = |fields: &[ProtoField<'_>], n| {
-        proto_bytes(fields, n)
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-            .unwrap_or_default()
-    };
-    if rules {
-        return Some(json!({"namespace": text(&spec, 1)}));
-    }
-    if let Some(r) = proto_bytes(&spec, 1) {
-        let r = proto_fields(r)?;
-        let keys = [
-            "namespace",
-            "verb",
-            "group",
-            "version",
-            "resource",
-            "subresource",
-            "name",
-        ];
-        let mut attrs = serde_json::Map::new();
-        for (i, k) in keys.iter().enumerate() {
-            attrs.insert((*k).to_owned(), json!(text(&r, i as u64 + 1)));
-        }
-        return Some(json!({"resourceAttributes": attrs}));
-    }
-    let n = proto_fields(proto_bytes(&spec, 2).unwrap_or_default())?;
-    Some(json!({"nonResourceAttributes": {"path": text(&n, 1), "verb": text(&n, 2)}}))
-}
-
 /// Serves `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews` and
 /// `…/selfsubjectrulesreviews`; None for any other request.
 pub fn self_review(
@@ -826,9 +744,10 @@ pub fn self_review(
         ));
     }
     // kubectl sends these as protobuf (and does not retry as JSON); answers are JSON.
-    let parsed = match proto_review_spec(body, kind == "SelfSubjectRulesReview") {
-        Some(spec) => Ok(json!({"spec": spec})),
-        None => serde_json::from_slice::<Value>(body),
+    let parsed = if super::proto::is_protobuf(body) {
+        super::proto::decode_object(body).map_err(|e| e.to_string())
+    } else {
+        serde_json::from_slice::<Value>(body).map_err(|e| e.to_string())
     };
     let mut review: Value = match parsed {
         Ok(v) => v,

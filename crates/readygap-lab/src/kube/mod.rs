@@ -16,6 +16,8 @@
 //!   until the grace period ends).
 //! - `service_network`: cluster DNS for Service names and kube-proxy's routing, as a pod's
 //!   `curl` sees them.
+//! - `proto`, `proto_schema`: protobuf request bodies (what kubectl's typed `create`s send)
+//!   read into the JSON objects a JSON client would send; the field tables are generated.
 //! - `authz`: authentication (admin and ServiceAccount tokens) and RBAC authorisation.
 //! - `timing`: stratified draws of the kubelet's stage timings.
 //! - `kubeconfig`: the kubeconfig the lab writes.
@@ -33,6 +35,9 @@ pub mod kubelet;
 pub mod logs;
 pub mod objects;
 pub mod patch;
+pub mod proto;
+#[rustfmt::skip]
+pub mod proto_schema;
 pub mod proxy;
 pub mod resources;
 pub mod responses;

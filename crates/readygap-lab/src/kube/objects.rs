@@ -268,6 +268,35 @@ pub fn bind_pvc(pvc: &mut Value) {
     pvc["status"] = json!({"phase": "Bound", "accessModes": modes, "capacity": {"storage": size}});
 }
 
+/// A Secret as the API server stores it: `stringData` (write-only) merged into `data`,
+/// base64, over the keys already there, and `type` Opaque when empty (k8s.io/kubernetes
+/// `pkg/apis/core/v1` conversion and defaults).
+pub fn secret_as_stored(mut secret: Value) -> Value {
+    use base64::Engine;
+    let Some(obj) = secret.as_object_mut() else {
+        return secret;
+    };
+    if let Some(Value::Object(strings)) = obj.remove("stringData") {
+        if !obj.get("data").is_some_and(Value::is_object) {
+            obj.insert("data".into(), json!({}));
+        }
+        let data = obj["data"].as_object_mut().unwrap();
+        for (k, v) in strings {
+            let text = v.as_str().unwrap_or_default().as_bytes();
+            let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+            data.insert(k, json!(encoded));
+        }
+    }
+    if obj
+        .get("type")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        obj.insert("type".into(), json!("Opaque"));
+    }
+    secret
+}
+
 /// Fill the defaults the API server fills for a new Service: type, a cluster IP from
 /// `cluster_ip`, session affinity, and each port's protocol and target port.
 pub fn default_service(svc: &mut Value, cluster_ip: impl FnOnce() -> String) {
@@ -369,6 +398,25 @@ mod tests {
     use super::*;
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Service};
+
+    #[test]
+    fn a_secret_is_stored_with_its_string_data_in_data_and_a_type() {
+        let s = secret_as_stored(json!({
+            "metadata": {"name": "s"},
+            "data": {"a": "eA==", "b": "eQ=="},
+            "stringData": {"b": "over", "c": "p@ss"}
+        }));
+        assert_eq!(
+            s,
+            json!({
+                "metadata": {"name": "s"},
+                "data": {"a": "eA==", "b": "b3Zlcg==", "c": "cEBzcw=="},
+                "type": "Opaque"
+            })
+        );
+        let tls = secret_as_stored(json!({"type": "kubernetes.io/tls", "stringData": {"k": ""}}));
+        assert_eq!(tls, json!({"type": "kubernetes.io/tls", "data": {"k": ""}}));
+    }
 
     #[test]
     fn objects_parse_as_k8s_openapi_types() {

@@ -1,6 +1,6 @@
 //! The resource types the lab's API server serves: group, version, plural, kind, scope and
-//! short names, used by discovery, URL routing and the store. ConfigMaps and Jobs are only
-//! stored (a Job is marked complete at creation): the lab simulates no Job pods.
+//! short names, used by discovery, URL routing and the store. ConfigMaps, Secrets and Jobs are
+//! only stored (a Job is marked complete at creation): the lab simulates no Job pods.
 //! ServiceAccounts and the RBAC objects are stored and read by the authorizer (`authz`).
 
 /// One served resource type.
@@ -94,6 +94,7 @@ pub const CONFIGMAPS: Resource = res(
     &["cm"],
     &[],
 );
+pub const SECRETS: Resource = res("", "v1", "secrets", "secret", "Secret", true, &[], &[]);
 pub const JOBS: Resource = res("batch", "v1", "jobs", "job", "Job", true, &[], &["all"]);
 pub const DEPLOYMENTS: Resource = res(
     "apps",
@@ -196,6 +197,7 @@ pub const ALL: &[Resource] = &[
     CORE_EVENTS,
     PVCS,
     CONFIGMAPS,
+    SECRETS,
     DEPLOYMENTS,
     REPLICASETS,
     ENDPOINT_SLICES,

@@ -403,6 +403,12 @@ fn columns(resource: &Resource) -> Vec<Value> {
             col("Data", "string", 0, "The number of data keys."),
             age,
         ],
+        ("", "secrets") => vec![
+            name,
+            col("Type", "string", 0, "The type of the secret."),
+            col("Data", "string", 0, "The number of data keys."),
+            age,
+        ],
         ("batch", "jobs") => vec![
             name,
             col("Status", "string", 0, "Status of the job."),
@@ -609,6 +615,10 @@ fn row_cells(resource: &Resource, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             let n = o["data"].as_object().map_or(0, |m| m.len())
                 + o["binaryData"].as_object().map_or(0, |m| m.len());
             vec![name, json!(n), json!(created)]
+        }
+        ("", "secrets") => {
+            let n = o["data"].as_object().map_or(0, |m| m.len());
+            vec![name, json!(s(o, &["type"])), json!(n), json!(created)]
         }
         ("batch", "jobs") => {
             let complete = arr(o, &["status", "conditions"])

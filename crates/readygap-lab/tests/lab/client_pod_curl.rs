@@ -116,15 +116,9 @@ async fn the_client_pod_curls_the_service_like_the_real_curl() {
     );
 
     // A Service without endpoints is refused; a port the Service lacks is never answered.
-    // (`kubectl create service` sends protobuf, which the lab does not read: apply JSON.)
-    let svc = k.home.path().join("nobody.json");
-    std::fs::write(
-        &svc,
-        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"nobody"},
-            "spec":{"selector":{"app":"nobody"},"ports":[{"port":80,"targetPort":80}]}}"#,
-    )
-    .unwrap();
-    k.ok(&["apply", "-f", svc.to_str().unwrap()]).await;
+    // (`kubectl create service` sends protobuf: selector app=nobody, port 80 to 80.)
+    k.ok(&["create", "service", "clusterip", "nobody", "--tcp=80:80"])
+        .await;
     let (code, out, _) = lab_curl(&k, &["-s", "-w", "%{http_code}", "http://nobody/"]).await;
     assert_eq!((code, out.as_str()), (7, "000"), "no endpoints: refused");
     let (code, out, _) = lab_curl(
