@@ -5,8 +5,8 @@
 //!   Prometheus text format ([`readygap_core::fleet::exposition`]);
 //! - `GET /healthz`: the process answers;
 //! - `GET /readyz`: 200 once the Deployments and their pods were listed, else 503;
-//! - `GET /trials`: the ring of the last trials of each Deployment, as JSON (the trials'
-//!   marks and metrics, as `run --format json` prints them).
+//! - `GET /trials`: every watched Deployment with the ring of its last trials, as JSON (the
+//!   trials' marks and metrics, as `run --format json` prints them; none yet: `seen` 0).
 
 use axum::Router;
 use axum::extract::State as AxState;
@@ -204,15 +204,25 @@ async fn trials(AxState(s): AxState<Arc<Shared>>) -> Response {
     let Ok(m) = s.metrics.lock() else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "trials unavailable\n").into_response();
     };
-    let deployments: Vec<serde_json::Value> = m
-        .rings()
-        .map(|((ns, name), ring)| {
+    // Every watched Deployment, those with no trial yet too (seen 0): a watcher that lists
+    // nothing cannot be told from one that found nothing.
+    let rings: std::collections::BTreeMap<_, _> = m.rings().collect();
+    let keys: std::collections::BTreeSet<&(String, String)> =
+        runtimes.keys().chain(rings.keys().copied()).collect();
+    let deployments: Vec<serde_json::Value> = keys
+        .into_iter()
+        .map(|key| {
+            let ring = rings.get(key);
             json!({
-                "namespace": ns,
-                "deployment": name,
-                "runtime": runtimes.get(&(ns.clone(), name.clone())),
-                "seen": ring.seen,
-                "trials": ring.iter().map(readygap_live::run::trial_json).collect::<Vec<_>>(),
+                "namespace": key.0,
+                "deployment": key.1,
+                "runtime": runtimes.get(key),
+                "seen": ring.map_or(0, |r| r.seen),
+                "trials": ring
+                    .into_iter()
+                    .flat_map(|r| r.iter())
+                    .map(readygap_live::run::trial_json)
+                    .collect::<Vec<_>>(),
             })
         })
         .collect();

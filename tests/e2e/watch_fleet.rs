@@ -547,7 +547,13 @@ async fn the_manifests_read_only_cluster_role_is_all_the_watcher_needs() {
     assert_eq!(of(&m, "readygap_trials_total", "chat"), Some(1.0));
     assert_eq!(of(&m, "readygap_trial_failures_total", "chat"), Some(0.0));
     let trials = f.trials().await;
-    let t = &trials["deployments"][0]["trials"][0];
+    let chat = trials["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["deployment"] == "chat")
+        .expect("chat in /trials");
+    let t = &chat["trials"][0];
     assert_eq!(t["inference_source"], "log", "pods/log was readable: {t:#}");
     assert!(
         t["marks"]["t2"].is_string(),

@@ -10,7 +10,7 @@
 //! unlisted difference fails the test, and so does a listed one that no longer occurs (the
 //! list says what is true today).
 
-use crate::support::{Cluster, MODEL, NS, cluster, repo, wait_until};
+use crate::support::{Cluster, MODEL, NS, Reaped, cluster, relative, repo, wait_until};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -18,10 +18,195 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// (what, path, why): a difference between the lab and the real cluster that stays.
-/// `what` is `recording`, `pod`, `endpointslice`, `event`, `pod-condition` or `event-reason`;
-/// `path` is `+PATH` (only the real cluster has it) or `-PATH` (only the lab has it).
-const KNOWN: &[(&str, &str, &str)] = &[];
+/// The lab's side: the simulated runtime with this calibrated profile, serving its model.
+const LAB_PROFILE: &str = "local-1b";
+const LAB_MODEL: &str = "llama3.2:1b";
+
+/// A difference between the lab and the real cluster that stays, and why.
+struct Known {
+    /// `recording`, `pod`, `endpointslice`, `event`, `pod-condition` or `event-reason`.
+    what: &'static str,
+    /// `+PATH`: only the real cluster has it; `-PATH`: only the lab. A trailing `*` matches
+    /// every path that starts with what comes before it.
+    path: &'static str,
+    /// Timing decides whether it shows in a run (never counted as gone when absent).
+    sometimes: bool,
+    #[allow(dead_code)] // read by people: the reason it stays
+    why: &'static str,
+}
+
+const fn k(what: &'static str, path: &'static str, why: &'static str) -> Known {
+    Known {
+        what,
+        path,
+        sometimes: false,
+        why,
+    }
+}
+
+const fn sometimes(what: &'static str, path: &'static str, why: &'static str) -> Known {
+    Known {
+        what,
+        path,
+        sometimes: true,
+        why,
+    }
+}
+
+/// What the first run against Kubernetes v1.34.4 found (2026-12-06), each kept for the
+/// reason given; readygap reads none of these fields.
+const KNOWN: &[Known] = &[
+    // API server defaulting (pkg/apis/core/v1/defaults.go SetDefaults_Container,
+    // SetDefaults_Probe, SetDefaults_HTTPGetAction) the lab's store does not apply.
+    k(
+        "pod",
+        "+spec.containers[].terminationMessagePath",
+        "defaulted by the API server",
+    ),
+    k(
+        "pod",
+        "+spec.containers[].terminationMessagePolicy",
+        "defaulted by the API server",
+    ),
+    k(
+        "pod",
+        "+spec.containers[].livenessProbe.httpGet.scheme",
+        "defaulted (HTTP)",
+    ),
+    k(
+        "pod",
+        "+spec.containers[].livenessProbe.successThreshold",
+        "defaulted (1)",
+    ),
+    k(
+        "pod",
+        "+spec.containers[].startupProbe.successThreshold",
+        "defaulted (1)",
+    ),
+    // The ServiceAccount admission plugin's kube-api-access projected volume
+    // (plugin/pkg/admission/serviceaccount): the lab mounts no token into pods.
+    k(
+        "pod",
+        "+spec.volumes[].projected*",
+        "no service account token volume in lab pods",
+    ),
+    // v1.34 features: pod generation and observedGeneration (PodObservedGenerationTracking),
+    // status resources of in-place resize (InPlacePodVerticalScaling, GA in 1.33), the status
+    // volumeMounts of RecursiveReadOnlyMounts.
+    k(
+        "pod",
+        "+metadata.generation",
+        "v1.34 pod generation, not imitated",
+    ),
+    k(
+        "pod",
+        "+status.observedGeneration",
+        "v1.34 pod observedGeneration, not imitated",
+    ),
+    k(
+        "pod",
+        "+status.conditions[].observedGeneration",
+        "v1.34, not imitated",
+    ),
+    k(
+        "pod",
+        "+status.containerStatuses[].allocatedResources*",
+        "in-place resize status",
+    ),
+    k(
+        "pod",
+        "+status.containerStatuses[].resources*",
+        "in-place resize status",
+    ),
+    k(
+        "pod",
+        "+status.containerStatuses[].volumeMounts*",
+        "RecursiveReadOnlyMounts status",
+    ),
+    // Null or empty values the real server prints and the lab leaves out.
+    k(
+        "pod",
+        "+status.conditions[].lastProbeTime",
+        "null on the real server",
+    ),
+    k(
+        "pod",
+        "+status.containerStatuses[].lastState",
+        "{} on the real server",
+    ),
+    // The EndpointSlice controller (pkg/controller/endpointslice) copies the Service's
+    // labels, stamps the trigger time and the object gets a generation; the lab's slices
+    // carry the service-name label only.
+    k(
+        "endpointslice",
+        "+metadata.annotations.endpoints.kubernetes.io/last-change-trigger-time",
+        "controller annotation",
+    ),
+    k(
+        "endpointslice",
+        "+metadata.generation",
+        "generation of the slice",
+    ),
+    k(
+        "endpointslice",
+        "+metadata.labels.app",
+        "the Service's labels, copied",
+    ),
+    k(
+        "endpointslice",
+        "+metadata.labels.app.kubernetes.io/part-of",
+        "the Service's labels, copied",
+    ),
+    // core/v1 Events of the real recorders: source {component, host}, the container's
+    // fieldPath, and `action` where the events.k8s.io recorder (scheduler) wrote them.
+    k("event", "+action", "events.k8s.io recorders' action"),
+    k(
+        "event",
+        "+involvedObject.fieldPath",
+        "spec.containers{ollama} of kubelet events",
+    ),
+    k("event", "+source", "recorder source component and host"),
+    // The lab's runtime starts listening a moment after its container starts, so its first
+    // tcp startup probe fails; the real Ollama mostly listens before the kubelet's first probe.
+    sometimes(
+        "event-reason",
+        "-Pod/Unhealthy",
+        "timing of the first startup probe",
+    ),
+    sometimes(
+        "event-reason",
+        "+Pod/Unhealthy",
+        "timing of the first startup probe",
+    ),
+    // Right after the namespace is made again, the kubelet may try a volume before its
+    // ConfigMap or the rebound claim reaches it, and says so once; the lab mounts at once.
+    sometimes(
+        "event-reason",
+        "+Pod/FailedMount",
+        "the kubelet's first mount attempt",
+    ),
+    // Host CPU needs two readings of /proc/stat; a short lab trial can end before the second.
+    sometimes(
+        "recording",
+        "+host_sample:host_sample.cpu_percent",
+        "two /proc/stat readings",
+    ),
+    sometimes(
+        "recording",
+        "-host_sample:host_sample.cpu_percent",
+        "two /proc/stat readings",
+    ),
+];
+
+impl Known {
+    fn matches(&self, what: &str, path: &str) -> bool {
+        self.what == what
+            && match self.path.strip_suffix('*') {
+                Some(prefix) => path.starts_with(prefix),
+                None => self.path == path,
+            }
+    }
+}
 
 /// One side's observations: field paths by what they belong to.
 #[derive(Debug, Default)]
@@ -69,7 +254,14 @@ fn fold(path: &str) -> String {
 }
 
 /// The scenario on one cluster: apply, two trials, then what kubectl prints.
-fn scenario(c: &Cluster, kubeconfig: &Path, side: &str, seen: &mut Seen) {
+fn scenario(
+    c: &Cluster,
+    kubeconfig: &Path,
+    side: &str,
+    overlay: &Path,
+    model: &str,
+    seen: &mut Seen,
+) {
     let k = |args: &[&str]| -> String {
         let out = c
             .kubectl_at(kubeconfig)
@@ -83,11 +275,7 @@ fn scenario(c: &Cluster, kubeconfig: &Path, side: &str, seen: &mut Seen) {
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    k(&[
-        "apply",
-        "-k",
-        &repo().join("manifests/overlays/smollm2").to_string_lossy(),
-    ]);
+    k(&["apply", "-k", &overlay.to_string_lossy()]);
     k(&[
         "-n",
         NS,
@@ -126,7 +314,7 @@ fn scenario(c: &Cluster, kubeconfig: &Path, side: &str, seen: &mut Seen) {
                     "--deployment",
                     "ollama",
                     "--model",
-                    MODEL,
+                    model,
                     "--trials",
                     "1",
                     "--cooldown",
@@ -199,37 +387,83 @@ fn scenario(c: &Cluster, kubeconfig: &Path, side: &str, seen: &mut Seen) {
 fn the_lab_differs_from_the_real_cluster_only_where_listed() {
     let c = cluster();
     // The real cluster, from the same state as the lab: the workload applied afresh.
-    let _ = c.try_k(&["delete", "namespace", NS, "--wait=true", "--timeout=180s"]);
+    c.delete_namespace();
     let mut real = Seen::default();
-    scenario(&c, &c.kubeconfig.clone(), "real", &mut real);
+    let smollm2 = repo().join("manifests/overlays/smollm2");
+    scenario(
+        &c,
+        &c.kubeconfig.clone(),
+        "real",
+        &smollm2,
+        MODEL,
+        &mut real,
+    );
 
     let d = tempfile::tempdir().unwrap();
     let kc = d.path().join("lab.kubeconfig");
-    let mut lab = Command::new(env!("CARGO_BIN_EXE_readygap"))
-        .args([
-            "lab",
-            "serve",
-            "--no-workload",
-            "--port",
-            "0",
-            "--seed",
-            "7",
-        ])
-        .arg("--kubeconfig-out")
-        .arg(&kc)
-        .env("HOME", c.home.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("readygap lab serve");
+    let mut lab = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_readygap"))
+            .args([
+                "lab",
+                "serve",
+                "--no-workload",
+                "--port",
+                "0",
+                "--seed",
+                "7",
+                "--profile",
+                LAB_PROFILE,
+            ])
+            .arg("--kubeconfig-out")
+            .arg(&kc)
+            .env("HOME", c.home.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("readygap lab serve"),
+    );
     let mut line = String::new();
-    BufReader::new(lab.stdout.take().expect("stdout"))
+    BufReader::new(lab.0.stdout.take().expect("stdout"))
         .read_line(&mut line)
         .expect("the lab's line");
+    // The same overlay, serving the lab profile's model (its simulated disk holds no
+    // smollm2) with the memory that model needs.
+    let overlay = d.path().join("overlay");
+    std::fs::create_dir(&overlay).unwrap();
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - {}
+configMapGenerator:
+  - name: ollama-config
+    behavior: merge
+    literals:
+      - READYGAP_MODEL={LAB_MODEL}
+patches:
+  - patch: |-
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata:
+        name: ollama
+      spec:
+        template:
+          spec:
+            containers:
+              - name: ollama
+                resources:
+                  requests: {{memory: 4Gi}}
+                  limits: {{memory: 4Gi}}
+",
+            relative(&overlay, &smollm2).display()
+        ),
+    )
+    .unwrap();
     let mut sim = Seen::default();
-    scenario(&c, &kc, "lab", &mut sim);
-    let _ = lab.kill();
-    let _ = lab.wait();
+    scenario(&c, &kc, "lab", &overlay, LAB_MODEL, &mut sim);
+    drop(lab);
 
     let mut found: Vec<(String, String)> = Vec::new();
     let whats: BTreeSet<&str> = real.paths.keys().chain(sim.paths.keys()).copied().collect();
@@ -246,17 +480,19 @@ fn the_lab_differs_from_the_real_cluster_only_where_listed() {
             found.push((what.to_string(), format!("-{p}")));
         }
     }
-    let known: BTreeSet<(String, String)> = KNOWN
+    let unlisted: Vec<_> = found
         .iter()
-        .map(|(w, p, _)| (w.to_string(), p.to_string()))
+        .filter(|(w, p)| !KNOWN.iter().any(|k| k.matches(w, p)))
         .collect();
-    let found_set: BTreeSet<(String, String)> = found.iter().cloned().collect();
-    let unlisted: Vec<_> = found_set.difference(&known).collect();
-    let gone: Vec<_> = known.difference(&found_set).collect();
+    let gone: Vec<_> = KNOWN
+        .iter()
+        .filter(|k| !k.sometimes && !found.iter().any(|(w, p)| k.matches(w, p)))
+        .map(|k| (k.what, k.path))
+        .collect();
     eprintln!(
         "{} differences, {} listed as known",
         found.len(),
-        known.len()
+        KNOWN.len()
     );
     for (w, p) in &unlisted {
         eprintln!("UNLISTED {w} {p}");

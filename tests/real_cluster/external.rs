@@ -5,16 +5,17 @@
 //! server's audit log records it (`stageTimestamp`, microseconds).
 
 use crate::study::client_pod;
-use crate::support::{Cluster, MODEL, NS, cluster, cluster_dir, repo, wait_until};
+use crate::support::{Cluster, MODEL, NS, Reaped, cluster, cluster_dir, repo, wait_until};
 use chrono::{DateTime, Utc};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// The audit log `scripts/cluster.sh` has the API server write.
+/// The audit log `scripts/cluster.sh` has the API server write (`READYGAP_AUDIT_LOG` in its
+/// `cluster.env`).
 fn audit_log() -> std::path::PathBuf {
-    std::env::var_os("READYGAP_REAL_AUDIT_LOG")
+    std::env::var_os("READYGAP_AUDIT_LOG")
         .map(Into::into)
-        .unwrap_or_else(|| cluster_dir().join("run/audit.log"))
+        .unwrap_or_else(|| cluster_dir().join("log/audit.log"))
 }
 
 /// The `stageTimestamp` of the completed `verb` on `resource/name` in the test namespace
@@ -39,7 +40,7 @@ fn audited(verb: &str, resource: &str, name: &str) -> Vec<DateTime<Utc>> {
 }
 
 struct Watch {
-    child: Child,
+    child: Reaped,
     addr: String,
 }
 
@@ -68,7 +69,10 @@ impl Watch {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("readygap watch");
-        let w = Watch { child, addr };
+        let w = Watch {
+            child: Reaped(child),
+            addr,
+        };
         wait_until(
             "the watcher lists the Deployment",
             Duration::from_secs(60),
@@ -105,15 +109,15 @@ impl Watch {
 
     fn stop(mut self) {
         let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
+            .args(["-INT", &self.child.0.id().to_string()])
             .status();
-        let st = self.child.wait().expect("the watcher exits");
+        let st = self.child.0.wait().expect("the watcher exits");
         assert!(st.success(), "readygap watch ended with {st}");
     }
 }
 
-/// Once the replacement is Ready, a user's request from the client pod (what ends an
-/// observed trial).
+/// Once the replacement is Ready, a user's request from the client pod through the Service
+/// (what ends an observed trial).
 fn user_request(c: &Cluster) {
     let body = format!(
         "{{\"model\":\"{MODEL}\",\"prompt\":\"Reply with exactly: READY\",\"stream\":false}}"
@@ -126,6 +130,13 @@ fn user_request(c: &Cluster) {
         "-sf",
         "--max-time",
         "120",
+        // kube-proxy programs the new endpoint up to its sync period after the pod turns
+        // Ready; until then the Service refuses the connection (no request reached Ollama).
+        "--retry",
+        "30",
+        "--retry-delay",
+        "1",
+        "--retry-connrefused",
         "http://ollama:11434/api/generate",
         "-d",
         &body,

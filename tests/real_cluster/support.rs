@@ -2,7 +2,7 @@
 //! and readygap and kubectl run against it as a user runs them.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -92,6 +92,31 @@ impl Cluster {
 
     pub fn try_k(&self, args: &[&str]) -> Output {
         self.kubectl().args(args).output().expect("running kubectl")
+    }
+
+    /// Deletes the test namespace and waits until it is gone; the models PersistentVolume
+    /// its claim released (reclaim policy Retain) is made bindable again, as
+    /// `scripts/cluster.sh pv` does, so the next apply's claim binds to it.
+    pub fn delete_namespace(&self) {
+        let _ = self.try_k(&["delete", "namespace", NS, "--wait=true", "--timeout=180s"]);
+        let phase = self.k(&[
+            "get",
+            "pv",
+            "ollama-models",
+            "-o",
+            "jsonpath={.status.phase}",
+        ]);
+        if phase == "Released" {
+            self.k(&[
+                "patch",
+                "pv",
+                "ollama-models",
+                "--type",
+                "json",
+                "-p",
+                r#"[{"op":"remove","path":"/spec/claimRef/uid"},{"op":"remove","path":"/spec/claimRef/resourceVersion"}]"#,
+            ]);
+        }
     }
 
     /// kubectl ARGS, which must succeed; its standard output.
@@ -219,4 +244,37 @@ pub fn ollama_ps_sizes(table: &str) -> Vec<(String, f64, f64)> {
             (name, value * unit, unit)
         })
         .collect()
+}
+
+/// A child process that is killed and reaped when the test ends, passed or failed (a failed
+/// test must not leave a lab or a watcher running).
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// `to` as a path relative to the directory `from` (both absolute).
+pub fn relative(from: &std::path::Path, to: &std::path::Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let (from, to) = (
+        std::fs::canonicalize(from).expect("from"),
+        std::fs::canonicalize(to).expect("to"),
+    );
+    let (f, t): (Vec<Component>, Vec<Component>) =
+        (from.components().collect(), to.components().collect());
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut out = std::path::PathBuf::new();
+    for _ in common..f.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c);
+    }
+    out
 }
