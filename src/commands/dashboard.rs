@@ -11,7 +11,8 @@
 //! and the recording show. Key presses become intents; this module maps them onto the
 //! runner's commands (a full or cold trial, the pod choice, or one action, taken at once even
 //! mid-trial; the runner resolves "which pod" with the same focus rule as the screen). A
-//! cluster that cannot be reached opens the dashboard anyway, with the error on screen.
+//! cluster that cannot be reached opens the dashboard anyway, with the error and the next
+//! try on screen, and this machine's Host figures; the session starts when it answers.
 
 use crate::ui::app::{Feed, LiveFeed, run_dashboard};
 use crate::ui::intent::Intent;
@@ -20,7 +21,7 @@ use color_eyre::eyre::Result;
 use readygap_core::event::{Event, EventKind, Source};
 use readygap_live::actions::Request;
 use readygap_live::run::{Built, RunConfig, SessionConfig, build};
-use readygap_live::session::{RecordStatus, Recording, default_recording_path};
+use readygap_live::session::{RecordStatus, default_recording_path};
 use readygap_live::trial::Command as RunnerCommand;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -98,7 +99,13 @@ pub async fn dashboard(
         screen.read_only,
     )?;
     opts.mode_label = mode.into();
-    opts.title = hint.into();
+    // Read-only, the header offers no key that changes the cluster.
+    opts.title = if opts.read_only {
+        let rest = hint.strip_prefix(HINT).unwrap_or_default();
+        format!("read-only: observing only (no trial, delete or restart) · ? help{rest}")
+    } else {
+        hint.into()
+    };
     // The runner is built as `run` builds it; trials start one at a time from the keys.
     let mut args = RunConfig {
         session,
@@ -107,7 +114,6 @@ pub async fn dashboard(
         local_host: Some(std::time::Duration::from_secs(2)),
         ..RunConfig::default()
     };
-    let record_to = args.session.record.clone();
     let read_only = opts.read_only;
     // --read-only reaches the runner and the executor: only GETs leave readygap (and no
     // debug pod is created for node access).
@@ -117,8 +123,115 @@ pub async fn dashboard(
     }
 
     let cancel = CancellationToken::new();
-    let (fwd_tx, mut fwd_rx) = mpsc::unbounded_channel::<Event>();
     let (ui_tx, ui_rx) = mpsc::channel::<Event>(8192);
+    let (control_tx, control_rx) = mpsc::unbounded_channel::<Feed>();
+    let (intent_tx, intent_rx) = mpsc::channel::<Intent>(16);
+    let session = tokio::spawn(run_session(
+        args,
+        Channels {
+            ui: ui_tx,
+            control: control_tx,
+            intents: intent_rx,
+        },
+        cancel.clone(),
+        mode.to_owned(),
+        screen.recordings_dir.clone(),
+    ));
+    let feed = LiveFeed {
+        events: ui_rx,
+        control: control_rx,
+    };
+    let result = run_dashboard(opts, feed, Some(intent_tx)).await;
+    // Leave: the session stops its feeds and runner and closes the recording.
+    cancel.cancel();
+    let _ = session.await;
+    result.map(|_| 0)
+}
+
+/// How the session task reaches the screen, and the keys' intents.
+struct Channels {
+    ui: mpsc::Sender<Event>,
+    control: mpsc::UnboundedSender<Feed>,
+    intents: mpsc::Receiver<Intent>,
+}
+
+/// The first wait between two tries to reach the cluster; it doubles up to [`RETRY_MAX`].
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest wait between two tries (client-go's reflector backs off to 30 s; a screen a
+/// user is looking at should come up sooner once the API server answers).
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Connect (retrying with backoff until it works or the dashboard closes), then run the
+/// session: feeds, the runner, the keys' intents. Until connected the screen shows the
+/// state and this machine's Host figures, which need no cluster.
+async fn run_session(
+    args: RunConfig,
+    ch: Channels,
+    cancel: CancellationToken,
+    mode: String,
+    recordings_dir: PathBuf,
+) {
+    let Channels {
+        ui: ui_tx,
+        control: control_tx,
+        intents: mut intent_rx,
+    } = ch;
+    let (fwd_tx, mut fwd_rx) = mpsc::unbounded_channel::<Event>();
+    let offline_host = cancel.child_token();
+    if let Some(every) = args.local_host {
+        tokio::spawn(readygap_live::host::run_local_sampler(
+            every,
+            ui_tx.clone(),
+            offline_host.clone(),
+        ));
+    }
+    let mut wait = RETRY_FIRST;
+    let mut last_error = String::new();
+    let mut tries = 0u32;
+    let built = loop {
+        tries += 1;
+        let trying = match tries {
+            1 => "connecting…".to_owned(),
+            n => format!("connecting (try {n})…"),
+        };
+        control_tx.send(Feed::Connection(Some(trying))).ok();
+        let attempt = tokio::select! {
+            () = cancel.cancelled() => return,
+            r = build(&args, cancel.clone(), Some(fwd_tx.clone()), &mode) => r,
+        };
+        let e = match attempt {
+            Ok(b) => break b,
+            Err(e) => format!("{e:#}"),
+        };
+        let next = Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
+        let state = format!(
+            "try {tries} failed, next try at {} (every ≤{}s)",
+            next.with_timezone(&chrono::Local).format("%H:%M:%S"),
+            RETRY_MAX.as_secs()
+        );
+        control_tx.send(Feed::Connection(Some(state))).ok();
+        // The reason goes to the footer's messages once per change, not once per try.
+        if e != last_error {
+            let ev = Event::new(
+                Utc::now(),
+                Source::Kube,
+                EventKind::SourceError {
+                    feed: "cluster".into(),
+                    message: e.clone(),
+                },
+            );
+            ui_tx.send(ev).await.ok();
+            last_error = e;
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+        wait = (wait * 2).min(RETRY_MAX);
+    };
+    // Connected: the runner's own Host feed takes over from the one started here.
+    offline_host.cancel();
+    control_tx.send(Feed::Connection(None)).ok();
     let Built {
         mut runner,
         tx,
@@ -126,46 +239,37 @@ pub async fn dashboard(
         target,
         node_feed,
         ..
-    } = match build(&args, cancel.clone(), Some(fwd_tx), mode).await {
-        Ok(b) => b,
-        Err(e) => {
-            // No cluster: the screen says so, and stays until `q`; a recording asked for
-            // holds the same error.
-            let ev = Event::new(
-                Utc::now(),
-                Source::Kube,
-                EventKind::SourceError {
-                    feed: "cluster".into(),
-                    message: format!("{e:#}"),
-                },
-            );
-            if let Some(path) = &record_to {
-                let header = readygap_core::record::jsonl::Header::new(ev.ts, "", "", "");
-                let mut rec = Recording::new(header, args.session.record_redact);
-                let state = readygap_core::state::State::new();
-                if let Some(RecordStatus::Recording(_)) = rec.start(&state, path, ev.ts).pop() {
-                    rec.write(&ev);
-                }
-            }
-            ui_tx.send(ev).await.ok();
-            opts.read_only = true;
-            return run_dashboard(opts, ui_rx, None).await.map(|_| 1);
+    } = built;
+    if tries > 1 {
+        // The footer's last message was the failure: say that it is over.
+        let detail = format!("the API server answered at try {tries}");
+        for kind in [
+            EventKind::SourceConnected {
+                feed: "cluster".into(),
+                detail: detail.clone(),
+            },
+            EventKind::Note {
+                text: format!("connected: {detail}"),
+            },
+        ] {
+            ui_tx
+                .send(Event::new(Utc::now(), Source::Kube, kind))
+                .await
+                .ok();
         }
-    };
+    }
 
-    // Runner sink → dashboard (the runner records). The dashboard's own sender lives until it
-    // returns, so the screen's feed never reads as ended while the dashboard runs.
-    let fwd_tx = ui_tx.clone();
+    // Runner sink → dashboard (the runner records).
     tokio::spawn(async move {
         while let Some(ev) = fwd_rx.recv().await
-            && fwd_tx.send(ev).await.is_ok()
+            && ui_tx.send(ev).await.is_ok()
         {}
     });
     // Recording status: the header's indicator (the status line is a note of the stream).
+    let record_to = args.session.record.clone();
     let recording = Arc::new(AtomicBool::new(record_to.is_some()));
     let (st_tx, mut st_rx) = mpsc::unbounded_channel();
     runner.report_recording(st_tx);
-    let (control_tx, control_rx) = mpsc::unbounded_channel::<Feed>();
     if let Some(p) = &record_to {
         control_tx
             .send(Feed::Recording(Some(p.display().to_string())))
@@ -194,12 +298,11 @@ pub async fn dashboard(
     });
 
     // Intents from the keys.
-    let (intent_tx, mut intent_rx) = mpsc::channel::<Intent>(16);
+    let read_only = args.session.read_only;
     let deployment = target
         .deployment
         .clone()
         .unwrap_or_else(|| args.session.cluster.deployment.clone());
-    let recordings_dir = screen.recordings_dir.clone();
     let context = target.context.clone();
     let intents = tokio::spawn(async move {
         let mut model_choice: Option<String> = None;
@@ -248,13 +351,8 @@ pub async fn dashboard(
         }
     });
 
-    let feed = LiveFeed {
-        events: ui_rx,
-        control: control_rx,
-    };
-    let result = run_dashboard(opts, feed, Some(intent_tx)).await;
+    cancel.cancelled().await;
     // Leave: stop the feeds and the runner, close the recording.
-    cancel.cancel();
     feeds.cancel();
     intents.abort();
     // The node host feed stops its sampler (and deletes a debug pod it created).
@@ -262,7 +360,6 @@ pub async fn dashboard(
     drop(tx);
     // (up to 10 s: the runner deletes the debug pods its cold steps created)
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), runner_task).await;
-    result.map(|_| 0)
 }
 
 /// `readygap demo`: the lab in-process, then the dashboard on it.

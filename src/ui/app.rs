@@ -45,6 +45,8 @@ pub enum Feed {
     Replay(ReplayBar),
     /// The recording now being written (`None`: not recording); the header shows it.
     Recording(Option<String>),
+    /// Not connected to the cluster: the state to show (`None`: connected).
+    Connection(Option<String>),
 }
 
 impl From<readygap_core::replay::Step> for Feed {
@@ -75,8 +77,8 @@ impl FeedSource for mpsc::Receiver<Event> {
     }
 }
 
-/// A live session's feed: the event stream, plus control items (the recording indicator)
-/// that are not events and so are neither reduced nor recorded. Control items go first.
+/// A live session's feed: the event stream, plus control items (the recording indicator,
+/// the connection state) that are not events and so are neither reduced nor recorded. Control items go first.
 pub struct LiveFeed {
     pub events: mpsc::Receiver<Event>,
     pub control: mpsc::UnboundedReceiver<Feed>,
@@ -236,6 +238,11 @@ impl Dashboard {
             Feed::Recording(path) => {
                 let changed = self.view.recording != path;
                 self.view.recording = path;
+                changed
+            }
+            Feed::Connection(state) => {
+                let changed = self.view.connection != state;
+                self.view.connection = state;
                 changed
             }
         }

@@ -125,6 +125,24 @@ impl Command {
         )
     }
 
+    /// Needs a connected cluster: refused while the dashboard waits for the API server.
+    pub fn needs_cluster(self) -> bool {
+        self.is_destructive()
+            || matches!(
+                self,
+                Command::InferNow
+                    | Command::ToggleRecord
+                    | Command::ChooseModel
+                    | Command::ChoosePod
+            )
+    }
+
+    /// Sends more than a GET (a change, or an inference): refused when read-only, which
+    /// sends only GETs anywhere.
+    pub fn writes(self) -> bool {
+        self.is_destructive() || self == Command::InferNow
+    }
+
     /// Changes the cluster: asks for confirmation, refused when read-only.
     pub fn is_destructive(self) -> bool {
         matches!(
@@ -267,6 +285,8 @@ pub struct HelpEntry {
     pub command: Command,
     pub description: &'static str,
     pub destructive: bool,
+    /// Refused when read-only (see [`Command::writes`]).
+    pub writes: bool,
 }
 
 /// A keymap problem in the config file.
@@ -412,6 +432,7 @@ impl Keymap {
                 command: c,
                 description: c.description(),
                 destructive: c.is_destructive(),
+                writes: c.writes(),
             })
             .collect()
     }

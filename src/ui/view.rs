@@ -46,6 +46,9 @@ pub struct ViewState {
     pub title: String,
     /// Where the recording is written, when recording.
     pub recording: Option<String>,
+    /// Not connected to the cluster (yet): the state to show (the failed try, its reason,
+    /// the next try). The header says it, and keys that need the cluster are refused.
+    pub connection: Option<String>,
     /// A UI-local message (refused key, bad theme file); shown in the footer instead of the
     /// state's latest message until the next key.
     pub notice: Option<(Severity, String)>,
@@ -74,6 +77,7 @@ impl Default for ViewState {
             mode_label: "live".into(),
             title: String::new(),
             recording: None,
+            connection: None,
             notice: None,
             feed_ended: false,
             replay: None,
@@ -112,7 +116,18 @@ pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, 
     let Some(command) = command else {
         return (view, None);
     };
-    if command.is_destructive() && view.read_only {
+    if command.needs_cluster() && view.replay.is_none() && view.connection.is_some() {
+        view.notice = Some((
+            Severity::Warn,
+            format!(
+                "not connected to the cluster yet: `{}` ({}) waits for it",
+                view.keymap.keys_of(command),
+                command.hint()
+            ),
+        ));
+        return (view, None);
+    }
+    if command.writes() && view.read_only {
         view.notice = Some((
             Severity::Warn,
             format!(

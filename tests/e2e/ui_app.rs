@@ -192,9 +192,9 @@ async fn closed_feed_is_shown_and_actions_without_executor_are_refused() {
         s.contains("REPLAY (ended)") && s.contains("running 5.00s")
     })
     .await;
-    key_tx.unbounded_send(key('i')).expect("keys");
+    key_tx.unbounded_send(key('R')).expect("keys");
     wait_screen(&backend, "refusal", |s| {
-        s.contains("send an inference: not available in replay")
+        s.contains("toggle recording: not available in replay")
     })
     .await;
     key_tx.unbounded_send(key('d')).expect("keys");
@@ -297,9 +297,9 @@ async fn replay_controls_drive_the_dashboard() {
         s.contains(&last) && s.contains("■ end")
     })
     .await;
-    key_tx.unbounded_send(key('i')).expect("keys");
+    key_tx.unbounded_send(key('R')).expect("keys");
     wait_screen(&backend, "refusal", |s| {
-        s.contains("send an inference: not available in replay")
+        s.contains("toggle recording: not available in replay")
     })
     .await;
     key_tx.unbounded_send(code(KeyCode::Home)).expect("keys");

@@ -180,10 +180,12 @@ fn keys_parse_and_print_back() {
     assert_eq!(Key::parse("Ctrl+C"), Ok(Key::ctrl('c')));
 }
 
+/// Read-only sends only GETs: the destructive keys and `i` (an inference is a POST) are
+/// refused with a notice; viewing and recording keys still work.
 #[test]
 fn read_only_refuses_destructive_intents() {
     let state = state_at(AFTER_T4);
-    let destructive: Vec<char> = ['d', 'r', 'c', 't', 'u'].into();
+    let destructive: Vec<char> = ['d', 'r', 'c', 't', 'u', 'i'].into();
     for c in destructive {
         let view = ViewState {
             read_only: true,
@@ -192,7 +194,7 @@ fn read_only_refuses_destructive_intents() {
         assert!(
             Keymap::default()
                 .lookup(&key(c))
-                .is_some_and(Command::is_destructive)
+                .is_some_and(Command::writes)
         );
         // Even answering "y" afterwards sends nothing.
         let (view, intents) = press(view, &state, &[key(c), key('y')]);
@@ -215,8 +217,8 @@ fn read_only_refuses_destructive_intents() {
         read_only: true,
         ..ViewState::default()
     };
-    let (view, intents) = press(view, &state, &[key('i'), key('l'), key('R')]);
-    assert_eq!(intents, vec![Intent::InferNow, Intent::ToggleRecord]);
+    let (view, intents) = press(view, &state, &[key('l'), key('R')]);
+    assert_eq!(intents, vec![Intent::ToggleRecord]);
     assert!(view.log_scale);
     // And the footer says read-only, without the destructive hints.
     let t = frame(&state, &view, &Theme::default_theme(), 160, 48);
@@ -226,7 +228,7 @@ fn read_only_refuses_destructive_intents() {
         .unwrap_or_default()
         .to_string();
     assert!(
-        footer.contains("read-only") && !footer.contains("delete"),
+        footer.contains("read-only") && !footer.contains("delete") && !footer.contains("infer"),
         "{footer}"
     );
 }

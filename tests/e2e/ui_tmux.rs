@@ -524,3 +524,71 @@ fn demo_in_tmux_shows_the_shallow_readiness_verdict() {
     let screen = tmux.wait("the process to exit", |s| s.contains("EXITED"));
     assert!(screen.contains("EXITED 0"), "exit status 0: {screen}");
 }
+
+/// Started while its API server is down, the dashboard keeps trying: the header says it is
+/// not connected and when the next try is, the keys that need the cluster are refused with
+/// that reason, this machine's Host figures show meanwhile; once a lab answers on the
+/// kubeconfig's address the pods appear and the keys come back. `q` exits 0.
+#[ignore = "needs tmux (apt-get install -y tmux)"]
+#[test]
+fn a_dashboard_started_before_its_api_server_connects_once_it_answers() {
+    crate::peers::tmux();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A port nothing listens on (yet): the kubeconfig names it, as a user's names a cluster
+    // that is restarting.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: lab\nclusters:\n- name: lab\n  cluster:\n    server: http://127.0.0.1:{port}\ncontexts:\n- name: lab\n  context:\n    cluster: lab\n    user: lab\n    namespace: {}\nusers:\n- name: lab\n  user: {{}}\n",
+            readygap_lab::kube::objects::NAMESPACE
+        ),
+    )
+    .expect("writing the kubeconfig");
+    let tmux = Tmux {
+        socket: format!("readygap-test-connect-{}", std::process::id()),
+    };
+    let bin = env!("CARGO_BIN_EXE_readygap");
+    let script = format!(
+        "'{bin}' --kubeconfig '{}' --model llama3.2:1b; echo EXITED $?; sleep 60",
+        kubeconfig.display()
+    );
+    tmux.start(&dir.path().join("config"), &script);
+    let screen = tmux.wait("the connection state and this machine's memory", |s| {
+        s.contains("NOT CONNECTED: try 1 failed, next try at") && s.contains("avail")
+    });
+    assert!(screen.contains("not connected"), "footer: {screen}");
+    assert!(
+        !screen.contains("t trial"),
+        "no trial key offered: {screen}"
+    );
+    assert!(tmux.cmd(&["send-keys", "-t", "rg", "t"]).status.success());
+    tmux.wait("the refused key's reason", |s| {
+        s.contains("not connected to the cluster yet: `t` (trial) waits for it")
+    });
+    // A later try failed too, with the reason on screen.
+    tmux.wait("a later try", |s| s.contains("NOT CONNECTED: try 2 failed"));
+
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut o = readygap_lab::serve::LabOptions::new(
+        readygap_lab::profile::Profile::named("local-1b").expect("profile"),
+    );
+    o.port = port;
+    o.speed = 10.0;
+    o.kubeconfig_out = Some(dir.path().join("lab-kubeconfig"));
+    let lab = rt
+        .block_on(readygap_lab::serve::serve(o))
+        .expect("the lab on the kubeconfig's port");
+    let screen = tmux.wait("the lab's pod and the keys", |s| {
+        s.contains("ollama-") && s.contains("t trial") && !s.contains("NOT CONNECTED")
+    });
+    assert!(screen.contains("LIVE"), "{screen}");
+    assert!(tmux.cmd(&["send-keys", "-t", "rg", "q"]).status.success());
+    let screen = tmux.wait("the process to exit", |s| s.contains("EXITED"));
+    assert!(screen.contains("EXITED 0"), "exit status 0: {screen}");
+    rt.block_on(lab.shutdown());
+}

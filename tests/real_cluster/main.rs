@@ -8,6 +8,7 @@
 //! run one at a time (`support::cluster()` holds a lock).
 
 mod conformance;
+mod dashboard;
 mod external;
 mod rbac;
 mod study;

@@ -14,7 +14,7 @@ use readygap_core::state::State;
 pub fn help_lines(view: &ViewState, theme: &Theme) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     for e in view.keymap.help() {
-        let disabled = e.destructive && view.read_only;
+        let disabled = e.writes && view.read_only;
         let replay_only = e.command.is_replay() && view.replay.is_none();
         let shadowed = view.replay.is_some() && view.keymap.shadowed_in_replay(e.command);
         let dim = disabled || replay_only || shadowed;
@@ -45,7 +45,7 @@ pub fn help_lines(view: &ViewState, theme: &Theme) -> Vec<Line<'static>> {
     ]));
     if view.read_only {
         lines.push(Line::styled(
-            "read-only session: keys that change the cluster are disabled",
+            "read-only session: keys that send more than a GET are disabled",
             theme.warn(),
         ));
     }

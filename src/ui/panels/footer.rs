@@ -1,5 +1,5 @@
 //! The footer line: key hints generated from the keymap (destructive ones hidden and
-//! "read-only" said when read-only), then the latest message coloured by severity: a UI notice
+//! "read-only" said when read-only; those that need the cluster hidden while not connected), then the latest message coloured by severity: a UI notice
 //! (refused key, bad theme file) if there is one, else `State::last_message()`.
 
 use crate::ui::clip;
@@ -27,8 +27,14 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     if view.read_only {
         spans.push(Span::styled("read-only ", theme.warn()));
     }
+    let offline = view.connection.is_some() && view.replay.is_none();
+    if offline {
+        spans.push(Span::styled("not connected ", theme.warn()));
+    }
     let hidden = |e: &HelpEntry| {
-        (e.destructive && view.read_only) || (e.command.is_replay() && view.replay.is_none())
+        (e.writes && view.read_only)
+            || (e.command.needs_cluster() && offline)
+            || (e.command.is_replay() && view.replay.is_none())
     };
     for entry in view.keymap.help().into_iter().filter(|e| !hidden(e)) {
         let key = entry.keys.split('/').next().unwrap_or_default().to_string();

@@ -1,5 +1,6 @@
 //! The header line: session context (context, namespace, target, model from the session
-//! event), the trial number, live/replay, frozen, and the recording indicator.
+//! event), the trial number, live/replay, frozen, the recording indicator, and the key hint or,
+//! while the API server has not answered, the connection state in its place.
 
 use crate::ui::clip;
 use crate::ui::theme::Theme;
@@ -63,7 +64,14 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             Span::styled(value, theme.text()),
         ]);
     }
-    if !view.title.is_empty() {
+    // Not connected: the state instead of the keys, which wait for the cluster.
+    if let Some(c) = &view.connection {
+        spans.push(sep());
+        spans.push(Span::styled(
+            format!("NOT CONNECTED: {c}"),
+            theme.warn().add_modifier(Modifier::BOLD),
+        ));
+    } else if !view.title.is_empty() {
         spans.push(sep());
         spans.push(Span::styled(view.title.clone(), theme.muted()));
     }

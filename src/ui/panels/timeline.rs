@@ -85,7 +85,7 @@ pub fn segments(trial: &Trial, now: Option<Timestamp>) -> Vec<Segment> {
     out
 }
 
-pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
+pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
     let Some(inner) = panel("Timeline", theme, area, buf) else {
         return;
     };
@@ -107,7 +107,11 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
                 inner,
                 y,
                 &Line::styled(
-                    "no trial yet: start one (t, c, d, r) or replace a pod",
+                    if view.connection.is_some() {
+                        "no trial yet: waiting for the cluster"
+                    } else {
+                        "no trial yet: start one (t, c, d, r) or replace a pod"
+                    },
                     theme.muted(),
                 ),
             );
