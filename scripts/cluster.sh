@@ -93,6 +93,7 @@ POD_LOGS="$RUN/pod-logs"
 PAUSE_IMAGE="localhost/readygap/pause:$K8S_VERSION"
 OLLAMA_IMAGE="docker.io/ollama/ollama:$OLLAMA_VERSION"
 COREDNS_IMAGE="docker.io/coredns/coredns:$COREDNS_VERSION"
+SHELL_ONLY_IMAGE="localhost/readygap/shell-only:dash"
 # The component order: started in this order, stopped in the reverse one.
 COMPONENTS=(etcd registry kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
 # Sysctls the kubelet (protectKernelDefaults: false) and kube-proxy set, and ours.
@@ -308,6 +309,18 @@ build_images() {
   image_build coredns "$(fingerprint "$IMAGES/coredns.layer.tar")" --name "$COREDNS_IMAGE" \
     --layer "$IMAGES/coredns.layer.tar" --entrypoint '["/coredns"]' --expose 53/tcp --expose 53/udp &&
     note "image $COREDNS_IMAGE: built"
+
+  # A shell and nothing else: Debian's dash as /bin/sh with its libc, /pause to keep the
+  # container alive; no coreutils (no cat, head, sleep), as in slim serving images. The
+  # memory reader's builtins-only path is tested on it (tests/real_cluster/memory.rs).
+  [ -f "$IMAGES/empty.tar" ] || tar -cf "$IMAGES/empty.tar" -T /dev/null
+  mapfile -t specs < <(libs_missing /usr/bin/dash "$IMAGES/empty.tar")
+  layer "$IMAGES/shell-only.layer.tar" "pause=$BIN/pause" "usr=@dir" "usr/bin=@dir" "usr/lib=@dir" \
+    "usr/lib/x86_64-linux-gnu=@dir" "usr/lib64=@dir" "tmp=@dir" "bin=->usr/bin" "lib=->usr/lib" \
+    "lib64=->usr/lib64" "usr/bin/dash=/usr/bin/dash" "usr/bin/sh=->dash" "${specs[@]}"
+  image_build shell-only "$(fingerprint "$IMAGES/shell-only.layer.tar")" --name "$SHELL_ONLY_IMAGE" \
+    --layer "$IMAGES/shell-only.layer.tar" --entrypoint '["/pause"]' --env PATH=/usr/bin:/bin &&
+    note "image $SHELL_ONLY_IMAGE: built"
 
   # Ollama, shaped like the official image (ollama/ollama's Dockerfile: the binary in
   # /usr/bin, ENTRYPOINT ["/bin/ollama"], CMD ["serve"], OLLAMA_HOST=0.0.0.0:11434, port

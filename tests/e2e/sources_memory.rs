@@ -1,11 +1,13 @@
 //! The memory feed's parsers: on the REAL cgroup v1 hierarchy of this machine (files read
 //! live, a real allocation seen in our own cgroup, the real streaming script run by `sh` with
-//! GNU `head`), and on cgroup v2 fixtures.
+//! GNU `head`, and its builtins-only twin run by dash and bash with no command on PATH, as in
+//! an image without coreutils), and on cgroup v2 fixtures.
 
 use readygap_core::event::MemorySource;
 use readygap_live::sources::memory::{
-    BlockSplitter, CgroupVersion, MARKER, parse_block, parse_detection, parse_summary, parse_v1,
-    parse_v2, split_head_output, stream_script,
+    BlockSplitter, CgroupVersion, DETECT_SCRIPT, Detection, MARKER, builtin_stream_script, detect,
+    parse_block, parse_detection, parse_summary, parse_v1, parse_v2, split_head_output,
+    stream_script,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -411,4 +413,123 @@ fn invalid_bytes_do_not_stall_the_stream() {
         parse_block(CgroupVersion::V2, &blocks[0]).is_err(),
         "garbage is an error, not a sample"
     );
+}
+
+/// `SHELL -c SCRIPT` with nothing on PATH (an image with a shell and no coreutils), `ticks`
+/// lines on its stdin, then stdin closed; its stdout.
+fn shell_without_coreutils(shell: &str, script: &str, ticks: usize) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new(shell)
+        .args(["-c", script])
+        .env_clear()
+        .env("PATH", "/nonexistent")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{shell}: {e}"));
+    let mut stdin = child.stdin.take().expect("stdin");
+    for _ in 0..ticks {
+        stdin.write_all(b"\n").expect("a tick");
+    }
+    drop(stdin);
+    let out = child
+        .wait_with_output()
+        .expect("the shell ends at end of input");
+    assert!(out.status.success(), "{shell}: {}", out.status);
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// The shells a serving image may have without coreutils: Debian's dash (its `sh`) and bash.
+const SHELLS: [&str; 2] = ["/bin/dash", "/bin/bash"];
+
+#[test]
+fn detection_tells_an_image_without_head_and_sleep() {
+    for shell in SHELLS {
+        let bare = shell_without_coreutils(shell, DETECT_SCRIPT, 0);
+        assert!(!detect(&bare).coreutils, "{shell}: {bare:?}");
+        let with = std::process::Command::new(shell)
+            .args(["-c", DETECT_SCRIPT])
+            .output()
+            .expect("the shell runs");
+        let with = String::from_utf8_lossy(&with.stdout);
+        assert!(detect(&with).coreutils, "{shell}: {with:?}");
+        // The hierarchy is found with builtins alone, as with coreutils.
+        assert_eq!(detect(&bare).version, detect(&with).version, "{shell}");
+        if Path::new(V1_USAGE).exists() {
+            assert_eq!(
+                detect(&bare),
+                Detection {
+                    version: Some(CgroupVersion::V1),
+                    coreutils: false
+                },
+                "{shell}"
+            );
+        }
+    }
+}
+
+const V1_USAGE: &str = "/sys/fs/cgroup/memory/memory.usage_in_bytes";
+
+#[test]
+fn the_builtin_stream_gives_heads_blocks_one_per_tick() {
+    // The v2 fixtures, one without its final newline, through each shell's builtins.
+    let dir = tempfile::tempdir().unwrap();
+    let names = [
+        "memory.current",
+        "memory.max",
+        "memory.events",
+        "memory.stat",
+    ];
+    let paths: Vec<String> = names
+        .iter()
+        .map(|n| {
+            let p = dir.path().join(n);
+            let text = fixture("limited", n);
+            let text = if *n == "memory.max" {
+                text.trim_end().to_string()
+            } else {
+                text
+            };
+            std::fs::write(&p, text).unwrap();
+            p.display().to_string()
+        })
+        .collect();
+    let script = builtin_stream_script(&paths);
+    for shell in SHELLS {
+        let out = shell_without_coreutils(shell, &script, 3);
+        let blocks = BlockSplitter::default().push(out.as_bytes());
+        assert_eq!(blocks.len(), 3, "{shell}: one block per tick: {out}");
+        for b in &blocks {
+            assert_eq!(split_head_output(b).len(), 4, "{shell}: {b}");
+            assert_eq!(
+                parse_block(CgroupVersion::V2, b),
+                Ok(v2("limited")),
+                "{shell}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_builtin_stream_on_this_machines_v1_files() {
+    if !Path::new(V1_USAGE).exists() {
+        return skip_or_panic("no /sys/fs/cgroup/memory (cgroup v1) on this machine");
+    }
+    let script = builtin_stream_script(&CgroupVersion::V1.files());
+    let limit = std::fs::read_to_string("/sys/fs/cgroup/memory/memory.limit_in_bytes").unwrap();
+    let limit: u64 = limit.trim().parse().unwrap();
+    for shell in SHELLS {
+        let out = shell_without_coreutils(shell, &script, 2);
+        let blocks = BlockSplitter::default().push(out.as_bytes());
+        assert_eq!(blocks.len(), 2, "{shell}: {out}");
+        for b in &blocks {
+            let r = parse_block(CgroupVersion::V1, b).expect("block parses");
+            assert!(r.usage > 0, "{shell}");
+            assert_eq!(r.limit, (limit < (1 << 62)).then_some(limit), "{shell}");
+            assert!(
+                r.inactive_file.is_some(),
+                "{shell}: total_inactive_file read"
+            );
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! What `kubectl exec` runs inside a lab container: a tiny interpreter, not a shell. It knows
 //! `cat`, `head`, `echo`, `sleep`, `date`, `test`/`[`, `true`/`false`/`:`, `exit`, `hostname`,
+//! `command -v`,
 //! `grep [-E] [-q]` (the patterns of `grep.rs`), `sync`, `id [-u|-g] [-n]`,
 //! `ollama ps|list|--version` (in the runtime's container), `curl` (in the other containers,
 //! see `curl.rs`; the ollama image has none), and `sh -c SCRIPT` where SCRIPT
@@ -30,6 +31,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// The commands every lab container runs (`curl` only in the plain ones); `command -v`
+/// answers from this list.
+const KNOWN: &[&str] = &[
+    "cat", "head", "echo", "sleep", "true", ":", "false", "exit", "test", "[", "hostname", "date",
+    "grep", "id", "sync", "ollama", "sh", "bash", "dash", "command",
+];
 
 /// One piece of an exec's output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1004,12 +1012,34 @@ impl Shell {
             // have it (curlimages/curl, the study's client pod).
             "curl" if matches!(self.host, Host::Plain(_)) => self.curl(args, r).await?,
             "sh" | "bash" | "dash" => return self.sh(args, r).await,
+            "command" => self.command_v(args, r).await?,
             _ => {
                 self.err(r, format!("sh: {first}: not found\n")).await?;
                 127
             }
         };
         Ok(Flow::Status(status))
+    }
+
+    /// `command -v NAME...`: each name this container can run, printed; status 1 when one
+    /// is missing (POSIX `command`, as dash and bash answer it).
+    async fn command_v(&self, args: &[String], r: &Redirect) -> Result<i32, Flow> {
+        let Some(("-v", names)) = args.split_first().map(|(f, n)| (f.as_str(), n)) else {
+            self.err(r, "sh: command: only -v NAME is known here\n")
+                .await?;
+            return Ok(2);
+        };
+        let mut status = if names.is_empty() { 1 } else { 0 };
+        for name in names {
+            let known = KNOWN.contains(&name.as_str())
+                || (name == "curl" && matches!(self.host, Host::Plain(_)));
+            if known {
+                self.out(r, format!("{name}\n")).await?;
+            } else {
+                status = 1;
+            }
+        }
+        Ok(status)
     }
 
     async fn sh(&self, args: &[String], r: &Redirect) -> Result<Flow, Flow> {
@@ -1579,6 +1609,27 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(20), out.collect())
             .await
             .expect("the command ends")
+    }
+
+    /// `command -v` as dash answers it: each known name printed, status 1 when one is not;
+    /// the memory reader's detection asks it for `head` and `sleep`.
+    #[tokio::test]
+    async fn command_v_names_what_the_container_runs() {
+        let c = node_container(false);
+        let out = run(&c, "command -v head sleep curl").await;
+        assert_eq!(
+            (out.code, out.stdout_text().as_str()),
+            (Some(0), "head\nsleep\ncurl\n")
+        );
+        let out = run(&c, "command -v head nope || echo missing").await;
+        assert_eq!(out.stdout_text(), "head\nmissing\n");
+        // The clause of readygap's detection script (readygap-live sources/memory.rs).
+        let script = "if command -v head >/dev/null 2>&1 && command -v sleep >/dev/null 2>&1; then echo coreutils; fi";
+        let out = run(&c, script).await;
+        assert!(
+            out.stdout_text().lines().any(|l| l == "coreutils"),
+            "{out:?}"
+        );
     }
 
     #[tokio::test]

@@ -3,11 +3,16 @@
 //! [`MemorySample`]. Every exec names the serving container (see `container`). When exec is
 //! forbidden (HTTP 403), refused for the container (400) or the image has no `sh`, the
 //! kubelet Summary API through the node proxy is the fallback, for that same container,
-//! and the feed says which source is in use and why.
+//! and the feed says which source is in use and why; so it is when no cgroup memory file
+//! can be read in the container.
 //!
 //! The stream: `sh -c 'while :; do head -n 200 F1 F2 F3 F4; echo @@readygap; sleep S; done'`.
 //! With several files GNU `head` prints a `==> FILE <==` header before each, so a block
-//! between two `@@readygap` lines holds the four files, named.
+//! between two `@@readygap` lines holds the four files, named. An image with a shell but
+//! without `head` or `sleep` (no coreutils; the detection asks `command -v`) gets the same
+//! blocks from the shell's own builtins (`read`, `echo`, `[`: POSIX, in dash, bash and
+//! busybox ash), one block per line readygap writes to the exec's stdin every interval,
+//! since a POSIX shell has no builtin sleep.
 //!
 //! Working set = usage − inactive file cache (floored at 0), as the kubelet computes it.
 
@@ -261,18 +266,49 @@ pub fn stream_script(version: CgroupVersion, interval: Duration) -> String {
     )
 }
 
-/// The detection script: prints `cgroup-v2` and/or `cgroup-v1` for the files that can be read.
-pub const DETECT_SCRIPT: &str = "cat /sys/fs/cgroup/memory.current >/dev/null 2>&1 && echo cgroup-v2; cat /sys/fs/cgroup/memory/memory.usage_in_bytes >/dev/null 2>&1 && echo cgroup-v1; true";
+/// The same blocks as [`stream_script`] from the shell's builtins alone, one per line read
+/// from stdin: for an image without `head` and `sleep`.
+pub fn builtin_stream_script<S: AsRef<str>>(files: &[S]) -> String {
+    let dumps: Vec<String> = files.iter().map(|f| format!("p {}", f.as_ref())).collect();
+    format!(
+        "p() {{ echo \"==> $1 <==\"; while IFS= read -r l || [ -n \"$l\" ]; do echo \"$l\"; done < \"$1\"; }}; while read -r _; do {}; echo {MARKER}; done",
+        dumps.join("; ")
+    )
+}
+
+/// The detection script, shell builtins only (`[`, `echo`, `command -v`): prints
+/// `cgroup-v2` and/or `cgroup-v1` for the files that can be read, and `coreutils` when
+/// `head` and `sleep` are there for the stream.
+pub const DETECT_SCRIPT: &str = "if [ -r /sys/fs/cgroup/memory.current ]; then echo cgroup-v2; fi; if [ -r /sys/fs/cgroup/memory/memory.usage_in_bytes ]; then echo cgroup-v1; fi; if command -v head >/dev/null 2>&1 && command -v sleep >/dev/null 2>&1; then echo coreutils; fi; true";
+
+/// What the detection script found in a container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Detection {
+    /// The hierarchy whose files can be read (v2 first), if any.
+    pub version: Option<CgroupVersion>,
+    /// `head` and `sleep` are there; else the stream uses the shell's builtins.
+    pub coreutils: bool,
+}
 
 /// Reads the detection script's output.
-pub fn parse_detection(out: &str) -> Option<CgroupVersion> {
-    if out.lines().any(|l| l.trim() == "cgroup-v2") {
+pub fn detect(out: &str) -> Detection {
+    let has = |w: &str| out.lines().any(|l| l.trim() == w);
+    let version = if has("cgroup-v2") {
         Some(CgroupVersion::V2)
-    } else if out.lines().any(|l| l.trim() == "cgroup-v1") {
+    } else if has("cgroup-v1") {
         Some(CgroupVersion::V1)
     } else {
         None
+    };
+    Detection {
+        version,
+        coreutils: has("coreutils"),
     }
+}
+
+/// The hierarchy the detection script's output names (see [`detect`]).
+pub fn parse_detection(out: &str) -> Option<CgroupVersion> {
+    detect(out).version
 }
 
 /// One container's memory in a kubelet Summary API document.
@@ -408,7 +444,15 @@ pub async fn run(
             _ = cancel.cancelled() => return,
             r = exec_stream(&api, &cfg, &tx, &cancel) => r,
         };
-        let Err(e) = result else { return };
+        let e = match result {
+            Ok(()) => return,
+            // No cgroup memory file readable in the container: that never gets better.
+            Err(Stream::Unreadable(why)) => {
+                summary_loop(client, cfg, tx, cancel, why).await;
+                return;
+            }
+            Err(Stream::Kube(e)) => e,
+        };
         // A 403, a refused container or an image without `sh` never gets better.
         let fallback = if is_forbidden(&e) {
             let request = crate::rbac::Request {
@@ -440,28 +484,60 @@ pub async fn run(
     }
 }
 
-/// Detect the version, then stream. Returns Ok when the stream ended because of cancel.
+/// Why a stream ended.
+#[derive(Debug)]
+enum Stream {
+    /// The exec failed or ended.
+    Kube(kube::Error),
+    /// The container has no readable cgroup memory file: the Summary API instead.
+    Unreadable(String),
+}
+
+impl From<kube::Error> for Stream {
+    fn from(e: kube::Error) -> Stream {
+        Stream::Kube(e)
+    }
+}
+
+fn stream_error(why: String) -> Stream {
+    Stream::Kube(kube::Error::Service(why.into()))
+}
+
+/// Detect the version and the tools, then stream. Returns Ok when the stream ended because
+/// of cancel.
 async fn exec_stream(
     api: &Api<Pod>,
     cfg: &MemoryConfig,
     tx: &mpsc::Sender<Event>,
     cancel: &CancellationToken,
-) -> Result<(), kube::Error> {
+) -> Result<(), Stream> {
     let detected = exec_collect(api, cfg, DETECT_SCRIPT).await?;
-    let Some(version) = parse_detection(&detected) else {
-        let why = format!(
-            "no cgroup memory files readable in {} (output {detected:?})",
-            cfg.pod
-        );
-        return Err(kube::Error::Service(why.into()));
+    let found = detect(&detected);
+    let Some(version) = found.version else {
+        return Err(Stream::Unreadable(format!(
+            "no cgroup memory file readable in {} (neither {} nor {})",
+            cfg.pod, V2_FILES[0], V1_FILES[0]
+        )));
     };
-    let script = stream_script(version, cfg.interval);
+    let (script, how) = if found.coreutils {
+        (stream_script(version, cfg.interval), "")
+    } else {
+        (
+            builtin_stream_script(&version.files()),
+            " (sh builtins: no head/sleep in the image)",
+        )
+    };
+    // Without `sleep`, readygap's own ticks on stdin pace the stream.
+    let ap = attach(cfg).stdin(!found.coreutils);
     let mut proc_ = api
-        .exec(&cfg.pod, ["sh", "-c", script.as_str()], &attach(cfg))
+        .exec(&cfg.pod, ["sh", "-c", script.as_str()], &ap)
         .await?;
     let Some(mut stdout) = proc_.stdout() else {
-        return Err(kube::Error::Service("the exec has no stdout".into()));
+        return Err(stream_error("the exec has no stdout".into()));
     };
+    let mut stdin = proc_.stdin();
+    let mut ticks = tokio::time::interval(cfg.interval.max(Duration::from_millis(50)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let v = if version == CgroupVersion::V2 {
         "v2"
     } else {
@@ -472,17 +548,31 @@ async fn exec_stream(
         .as_deref()
         .map(|c| format!(" container {c}"))
         .unwrap_or_default();
-    connected(tx, format!("cgroup {v} via exec in {}{container}", cfg.pod)).await;
+    connected(
+        tx,
+        format!("cgroup {v} via exec in {}{container}{how}", cfg.pod),
+    )
+    .await;
     let mut splitter = BlockSplitter::default();
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = tokio::select! {
             _ = cancel.cancelled() => { proc_.abort(); return Ok(()); }
+            _ = ticks.tick(), if stdin.is_some() => {
+                use tokio::io::AsyncWriteExt;
+                if let Some(w) = stdin.as_mut() {
+                    let wrote = w.write_all(b"\n").await.and(w.flush().await);
+                    wrote.map_err(|e| kube::Error::Service(Box::new(e)))?;
+                }
+                continue;
+            }
             n = stdout.read(&mut buf) => n.map_err(|e| kube::Error::Service(Box::new(e)))?,
         };
         if n == 0 {
-            let why = format!("the memory exec in {} ended", cfg.pod);
-            return Err(kube::Error::Service(why.into()));
+            return Err(stream_error(format!(
+                "the memory exec in {} ended",
+                cfg.pod
+            )));
         }
         for block in splitter.push(&buf[..n]) {
             match parse_block(version, &block) {
