@@ -680,3 +680,51 @@ fn residency_shows_the_runtimes_metrics_line() {
         Some(Some(1.0))
     );
 }
+
+/// The line being measured is never hidden by what is drawn for reference: with the
+/// contract's verdicts listed in the Memory panel, a usage of 0.26 GiB on a 4.4 GiB linear
+/// axis (a 135M model under a 4 GiB limit, as on the real cluster) is still drawn in the
+/// chart's lowest rows; the verdict lines take rows of their own under the marks axis.
+#[test]
+fn a_low_usage_line_is_drawn_under_the_verdicts() {
+    let mut state = state_at(AFTER_T4);
+    assert!(
+        !state.contract.verdicts.is_empty(),
+        "the fixture has verdicts"
+    );
+    let pod = ViewState::default()
+        .focus_pod(&state)
+        .expect("a focused pod");
+    let now = (state.now.expect("now") - at(0)).num_milliseconds();
+    for i in 1..=120 {
+        state.apply(&memory(now + i * 500, &pod, 280_000_000));
+    }
+    let theme = Theme::default_theme();
+    let area = Rect::new(0, 0, 160, 48);
+    let mut buf = Buffer::empty(area);
+    ui::render(&state, &ViewState::default(), &theme, area, &mut buf);
+    let m = ui::layout(area).memory;
+    let (_, verdict_row) = find(&buf, "▲ ").expect("a verdict listed");
+    assert!(
+        m.contains((m.x + 1, verdict_row).into()),
+        "the verdicts are in the Memory panel"
+    );
+    // The rows of the chart's lower quarter, above its marks axis (the row ending in `now`).
+    let row_text =
+        |y: u16| -> String { (m.x..m.x + m.width).map(|x| buf[(x, y)].symbol()).collect() };
+    let axis = (m.y..m.y + m.height)
+        .find(|&y| row_text(y).trim_end_matches('│').ends_with("now"))
+        .expect("the marks axis of the Memory panel");
+    let chart_rows = axis - (m.y + 2);
+    let low = axis.saturating_sub(chart_rows / 4)..axis;
+    let usage_cells = low
+        .clone()
+        .flat_map(|y| (m.x + m.width / 2..m.x + m.width - 1).map(move |x| (x, y)))
+        .filter(|&(x, y)| buf[(x, y)].fg == theme.chart_usage && buf[(x, y)].symbol() != " ")
+        .count();
+    assert!(
+        usage_cells >= 10,
+        "the usage line in rows {low:?} of the Memory panel: {usage_cells} cells\n{}",
+        text(&buf)
+    );
+}

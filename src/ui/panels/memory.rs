@@ -78,6 +78,8 @@ pub fn chart_pod(state: &State, view: &ViewState) -> Option<String> {
 }
 
 pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
+    // The verdicts' rows at the bottom are left to them: nothing drawn over the chart.
+    let verdict_rows = super::verdicts::rows(state, area.intersection(buf.area));
     let Some(inner) = panel("Memory", theme, area, buf) else {
         return;
     };
@@ -130,11 +132,12 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         ));
     }
     put_line(buf, inner, 0, &Line::from(legend));
-    if inner.height < 3 {
+    let height = inner.height.saturating_sub(verdict_rows);
+    if height < 3 {
         return;
     }
-    let chart_area = Rect::new(inner.x, inner.y + 1, inner.width, inner.height - 2);
-    let axis_row = inner.height - 1;
+    let chart_area = Rect::new(inner.x, inner.y + 1, inner.width, height - 2);
+    let axis_row = height - 1;
 
     let usage = runs(mem, from, log, |p| Some(p.current));
     let ws = runs(mem, from, log, |p| p.working_set);
