@@ -728,3 +728,48 @@ fn a_low_usage_line_is_drawn_under_the_verdicts() {
         text(&buf)
     );
 }
+
+/// The runtime answered on the new pod's address 100 ms before the pod turned Ready (what the
+/// inference-aware readiness probe causes every time): the bar runs T0→T2→T1→T3→T4 on one
+/// time axis, its segments add up to the trial's span, and the labels name the marks in
+/// that order.
+#[test]
+fn a_t2_before_t1_is_drawn_in_its_real_order() {
+    let mut events = vec![applied(0, pod("ollama-a", "uid-a", Stage::Ready, 0))];
+    events.extend(
+        full_trial(10_000, 1, ("ollama-a", "uid-a"), ("ollama-b", "uid-b"))
+            .into_iter()
+            .filter_map(|mut e| match &e.kind {
+                readygap_core::event::EventKind::RuntimeProbe(p) if !p.ok => None,
+                readygap_core::event::EventKind::RuntimeProbe(_) => {
+                    e.ts = at(11_600);
+                    Some(e)
+                }
+                _ => Some(e),
+            }),
+    );
+    events.sort_by_key(|e| e.ts);
+    let state = State::from_events(&events);
+    let trial = state.timeline.current().expect("a trial");
+    let m = &trial.marks;
+    assert!(m.t2.unwrap() < m.t1.unwrap(), "{m:?}");
+    let segs = timeline::segments(trial, state.now);
+    let order: Vec<(usize, usize)> = segs.iter().map(|s| (s.from_mark, s.to_mark)).collect();
+    assert_eq!(order, [(0, 2), (2, 1), (1, 3), (3, 4)]);
+    let sum: i64 = segs
+        .iter()
+        .map(|s| (s.to - s.from).num_milliseconds())
+        .sum();
+    assert_eq!(sum, (m.t4.unwrap() - m.t0.unwrap()).num_milliseconds());
+    let mut buf = Buffer::empty(Rect::new(0, 0, 80, 12));
+    let theme = Theme::default_theme();
+    timeline::render(&state, &ViewState::default(), &theme, buf.area, &mut buf);
+    let shown = text(&buf);
+    assert!(
+        shown.contains("T0→T2 1.60s T2→T1 0.10s T1→T3 0.71s T3→T4 5.59s"),
+        "{shown}"
+    );
+    // The bar is drawn left to right in that order: T2's colour before T1's.
+    let first = |c| (1..79).find(|&x| buf[(x, 2)].fg == c);
+    assert!(first(theme.segment(2)) < first(theme.segment(3)), "{shown}");
+}

@@ -162,3 +162,98 @@ fn a_dashboard_started_while_the_api_server_is_unreachable_connects_when_it_answ
     let screen = tmux.wait("the process to exit", 30, |s| s.contains("EXITED"));
     assert!(screen.contains("EXITED 0"), "{screen}");
 }
+
+/// The labels of the Timeline's bar (`T0→T2 1.09s T2→T1 3.42s …`): (from, to, seconds).
+fn bar_labels(screen: &str) -> Vec<(u8, u8, f64)> {
+    let line = screen
+        .lines()
+        .find(|l| l.contains("T0→T"))
+        .unwrap_or_default();
+    line.split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .filter_map(|w| {
+            let marks = w[0].trim_start_matches('│');
+            let (from, to) = marks.strip_prefix('T')?.split_once("→T")?;
+            let secs = w[1].strip_suffix('s')?;
+            Some((from.parse().ok()?, to.parse().ok()?, secs.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A trial from the dashboard's `t` on the shipped manifests (inference-aware probe): the
+/// Timeline draws the marks on one time axis in the order they were reached (issue 31,
+/// defect 4: with T2 before T1 it chained T0→T1→T2 and its segments summed to more than
+/// the trial), each label starting where the previous one ended, summing to the trial's time.
+#[ignore = "needs the real cluster: scripts/cluster.sh up"]
+#[test]
+fn a_dashboard_trial_draws_its_marks_in_their_real_order() {
+    let c = cluster();
+    c.deploy(&repo().join("manifests/overlays/smollm2"));
+    let tmux = Tmux {
+        socket: format!("readygap-real-timeline-{}", std::process::id()),
+    };
+    let bin = env!("CARGO_BIN_EXE_readygap");
+    let script = format!(
+        "'{bin}' --kubeconfig '{}' -n {NS} --model {}; echo EXITED $?; sleep 60",
+        c.kubeconfig.display(),
+        crate::support::MODEL
+    );
+    let out = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "rg",
+        "-x",
+        "160",
+        "-y",
+        "48",
+        "-e",
+        &format!("HOME={}", c.home.path().display()),
+        "-e",
+        "TERM=xterm-256color",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tmux.wait("the pod on screen", 60, |s| s.contains("Running True"));
+    assert!(tmux.cmd(&["send-keys", "-t", "rg", "t"]).status.success());
+    tmux.wait("the confirmation", 10, |s| s.contains("run a full trial"));
+    assert!(tmux.cmd(&["send-keys", "-t", "rg", "y"]).status.success());
+    let screen = tmux.wait("the trial to finish", 240, |s| {
+        s.contains("trial #1 ✓") || s.contains("trial #1 ✗")
+    });
+    eprintln!("the finished trial:\n{screen}");
+    assert!(screen.contains("trial #1 ✓"), "{screen}");
+    let labels = bar_labels(&screen);
+    assert_eq!(labels.len(), 4, "four segments: {labels:?}");
+    assert_eq!(labels[0].0, 0, "the bar starts at T0: {labels:?}");
+    for w in labels.windows(2) {
+        assert_eq!(
+            w[0].1, w[1].0,
+            "each segment starts where the last ended: {labels:?}"
+        );
+    }
+    let mut seen: Vec<u8> = labels.iter().map(|l| l.1).collect();
+    seen.sort();
+    assert_eq!(seen, [1, 2, 3, 4], "every mark once: {labels:?}");
+    let total: f64 = screen
+        .split("  ✓ ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|s| s.strip_suffix('s'))
+        .and_then(|s| s.parse().ok())
+        .expect("the trial's time after ✓");
+    let sum: f64 = labels.iter().map(|l| l.2).sum();
+    assert!(
+        (sum - total).abs() <= 0.03,
+        "segments {sum} s vs trial {total} s: {labels:?}"
+    );
+    assert!(tmux.cmd(&["send-keys", "-t", "rg", "q"]).status.success());
+    tmux.wait("the process to exit", 30, |s| s.contains("EXITED"));
+}

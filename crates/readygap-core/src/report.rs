@@ -111,7 +111,8 @@ pub fn conditions_of(trials: &[Trial]) -> BTreeMap<String, ConditionReport> {
 /// What the trials' own columns tell of the conditions of a study file: `cache` from the
 /// trials' conditions; `readiness` from the first inference after Ready — it paid the model
 /// load (`load_duration` ≥ 0.25 s: Ready came before the model was loaded, a shallow or no
-/// readiness probe) or it did not (the model was loaded before Ready: inference-aware).
+/// readiness probe) or it did not (the model was loaded before Ready: inference-aware);
+/// `ready_to_runtime` when it is negative in some trials, and why it can be.
 pub fn measured_conditions(trials: &[Trial]) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut conds: std::collections::BTreeSet<&str> = trials
@@ -146,6 +147,22 @@ pub fn measured_conditions(trials: &[Trial]) -> BTreeMap<String, String> {
         };
         let text = format!("{kind} ({why}: median load_duration {median:.3} s)");
         out.insert("readiness".into(), text);
+    }
+    // A negative T2 − T1 is a fact of the probe, not an error: say why where it occurs.
+    let r2r: Vec<f64> = trials
+        .iter()
+        .filter_map(|t| t.metric(crate::timeline::Metric::ReadyToRuntime))
+        .collect();
+    let negative = r2r.iter().filter(|v| **v < 0.0).count();
+    if negative > 0 {
+        let text = format!(
+            "negative in {negative} of {}: the runtime answered on the pod's address before the \
+             pod was Ready (a readiness probe that needs the runtime, as the inference-aware one \
+             does, passes only after it answers); the study's T2 was an answer through the \
+             Service, which cannot come before Ready",
+            trials_text(r2r.len())
+        );
+        out.insert("ready_to_runtime".to_string(), text);
     }
     out
 }
@@ -521,5 +538,28 @@ mod tests {
         assert!(line.contains("1.234"), "{line}");
         let md = render(&r, Format::Markdown).unwrap();
         assert!(md.contains("| k8s_recovery | s | 1 | 1.234 |"), "{md}");
+    }
+
+    /// A study file where one run's runtime answered before Ready: the report says why its
+    /// ready_to_runtime is negative; without such a run it says nothing of it.
+    #[test]
+    fn a_negative_ready_to_runtime_is_explained() {
+        let csv = "run,t0_delete_ms,t1_k8s_ready_ms,t2_runtime_ms,t3_inference_start_ms,t4_inference_done_ms,http_code\n1,0,1500,2000,2010,5000,200\n2,0,2500,1000,3010,8000,200\n";
+        let parsed = labcsv::import_str(Path::new("a.csv"), csv).unwrap();
+        let why = &measured_conditions(&parsed.trials)["ready_to_runtime"];
+        assert!(
+            why.starts_with("negative in 1 of 2 trials: the runtime answered"),
+            "{why}"
+        );
+        let mut r = FileReport::from_trials("a.csv", parsed.trials.clone(), vec![]);
+        r.measured = measured_conditions(&parsed.trials);
+        let t = render(&Report { files: vec![r] }, Format::Table).unwrap();
+        assert!(
+            t.contains("  ready_to_runtime: negative in 1 of 2 trials"),
+            "{t}"
+        );
+        let ordered =
+            labcsv::import_str(Path::new("b.csv"), &csv.replace(",1000,", ",3000,")).unwrap();
+        assert!(!measured_conditions(&ordered.trials).contains_key("ready_to_runtime"));
     }
 }

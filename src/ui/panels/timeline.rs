@@ -1,5 +1,7 @@
-//! The Timeline panel: the current trial as a horizontal bar T0→T1→T2→T3→T4, each segment in
-//! its theme role's colour with its seconds labelled (a running trial grows with `state.now`),
+//! The Timeline panel: the current trial as a horizontal bar of its marks T0–T4 on one time
+//! axis in the order they were reached (T0→T1→T2→T3→T4, or T0→T2→T1→… when the runtime
+//! answered before Ready), each segment in the colour of the mark it ends at with its
+//! seconds labelled (a running trial grows with `state.now`),
 //! T2 "HTTP answers" ticked on the bar where the runtime answers before its model is ready
 //! (llama-server's 503 "Loading model"), with its lead over "model ready" labelled,
 //! the statistics of the finished trials (mean/median/p95 from `TrialStats`), and the last
@@ -40,45 +42,54 @@ pub const SHOWN: [Metric; 6] = [
     Metric::LoadDuration,
 ];
 
-/// One coloured piece of the bar: from `a` to `b`, ending at mark `k` (1..=4).
+/// One coloured piece of the bar: from mark `from_mark` to mark `to_mark` (0..=4), in the
+/// order the marks were reached.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Segment {
     pub from: Timestamp,
     pub to: Timestamp,
-    /// The mark the segment leads to (1 = T0→T1, ..., 4 = T3→T4).
+    /// The mark the segment starts at (0 = T0, ...).
+    pub from_mark: usize,
+    /// The mark the segment leads to (1 = T1, ..., 4 = T4); its colour is that mark's role.
     pub to_mark: usize,
     /// Still growing (the mark is not reached yet).
     pub growing: bool,
 }
 
-/// The segments of a trial's bar: between consecutive reached marks, plus, while running, one
-/// growing segment from the last reached mark to `now`.
+/// The segments of a trial's bar on one time axis: between consecutive reached marks in the
+/// order they were reached (T2 before T1 when the runtime answered on the pod's address
+/// before the pod was Ready, as the inference-aware readiness probe makes it), so the
+/// segments add up to the trial's span; plus, while running, one growing segment from the
+/// latest reached mark to `now`, towards the first mark not reached yet.
 pub fn segments(trial: &Trial, now: Option<Timestamp>) -> Vec<Segment> {
     let m = &trial.marks;
-    let marks = [m.t0, m.t1, m.t2, m.t3, m.t4];
-    let mut out = Vec::new();
-    let mut last: Option<(usize, Timestamp)> = None;
-    for (k, t) in marks.iter().enumerate() {
-        let Some(t) = *t else { continue };
-        if let Some((_, from)) = last {
-            out.push(Segment {
-                from,
-                to: t.max(from),
-                to_mark: k,
-                growing: false,
-            });
-        }
-        last = Some((k, t));
-    }
+    let mut reached: Vec<(Timestamp, usize)> = [m.t0, m.t1, m.t2, m.t3, m.t4]
+        .into_iter()
+        .enumerate()
+        .filter_map(|(k, t)| t.map(|t| (t, k)))
+        .collect();
+    // By time; marks at the same instant keep their T order. T0 opens the bar.
+    reached.sort();
+    let mut out: Vec<Segment> = reached
+        .windows(2)
+        .map(|w| Segment {
+            from: w[0].0,
+            to: w[1].0,
+            from_mark: w[0].1,
+            to_mark: w[1].1,
+            growing: false,
+        })
+        .collect();
+    let next = (1..=4).find(|k| !reached.iter().any(|(_, r)| r == k));
     if trial.is_running()
-        && let (Some((k, from)), Some(now)) = (last, now)
-        && k < 4
+        && let (Some(&(from, from_mark)), Some(next), Some(now)) = (reached.last(), next, now)
         && now > from
     {
         out.push(Segment {
             from,
             to: now,
-            to_mark: k + 1,
+            from_mark,
+            to_mark: next,
             growing: true,
         });
     }
@@ -246,9 +257,9 @@ fn segment_labels(trial: &Trial, now: Option<Timestamp>, theme: &Theme) -> Line<
     for s in segments(trial, now) {
         let k = s.to_mark;
         let text = if s.growing {
-            format!("T{}→… {} ", k - 1, fmt_secs(secs(s.from, s.to)))
+            format!("T{}→… {} ", s.from_mark, fmt_secs(secs(s.from, s.to)))
         } else {
-            format!("T{}→T{} {} ", k - 1, k, fmt_secs(secs(s.from, s.to)))
+            format!("T{}→T{} {} ", s.from_mark, k, fmt_secs(secs(s.from, s.to)))
         };
         spans.push(Span::styled(text, Style::new().fg(theme.segment(k))));
         // The lead of "HTTP answers" over "model ready", after the segment that reached T2.
