@@ -93,6 +93,24 @@ impl Watch {
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// `/metrics` of the watcher: `NAME{…deployment="ollama"…} VALUE` as (NAME, VALUE).
+    fn metrics(&self) -> Vec<(String, f64)> {
+        let out = Command::new("curl")
+            .args(["-s", "--noproxy", "*", "--max-time", "2"])
+            .arg(format!("http://{}/metrics", self.addr))
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains("deployment=\"ollama\""))
+            .filter_map(|l| {
+                let (name, rest) = l.split_once('{')?;
+                let value = rest.rsplit_once(' ')?.1.parse().ok()?;
+                Some((name.to_string(), value))
+            })
+            .collect()
+    }
+
     /// Trials of `deployment/ollama` that ended.
     fn seen(&self) -> u64 {
         self.trials()
@@ -191,6 +209,7 @@ fn a_delete_and_two_rollouts_by_someone_else_are_one_trial_each_from_the_right_w
             || w.seen() > k as u64,
         );
     }
+    let metrics = w.metrics();
     w.stop();
     // Put the shipped strategy back.
     c.deploy(&repo().join("manifests/overlays/smollm2"));
@@ -228,7 +247,48 @@ fn a_delete_and_two_rollouts_by_someone_else_are_one_trial_each_from_the_right_w
             "{what}: T0 {off:+} ms from the API server's record of the write"
         );
         assert!(t.marks.t1.is_some(), "{what}: no T1: {:?}", t.marks);
+        // Issue 31 defect 1: T4 is the user's request from the client pod, after Ready; the
+        // inference-aware probe's own request (from the pod's localhost) is its own mark.
+        let (t1, t4) = (
+            t.marks.t1.unwrap(),
+            t.marks.t4.expect("T4: the user's request"),
+        );
+        eprintln!(
+            "{what}: ready→inference {:.3} s, probe's inference at T0{:+} ms",
+            (t4 - t1).num_milliseconds() as f64 / 1e3,
+            t.marks
+                .probe_inference
+                .map_or(i64::MIN, |p| (p - t0).num_milliseconds())
+        );
+        assert!(t4 > t1, "{what}: T4 before T1: {:?}", t.marks);
+        assert!(
+            t.marks.probe_inference.is_some(),
+            "{what}: the probe's own inference is marked: {:?}",
+            t.marks
+        );
     }
+    // The watcher's histograms hold what `report` finds in its own recordings.
+    let report: Vec<f64> = trials
+        .iter()
+        .filter_map(|t| t.metric(readygap_core::timeline::Metric::ReadyToInference))
+        .collect();
+    let got = |name: &str| {
+        metrics
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v)
+            .sum::<f64>()
+    };
+    assert_eq!(
+        got("readygap_ready_to_inference_seconds_count"),
+        report.len() as f64,
+        "{metrics:?}"
+    );
+    let sum = got("readygap_ready_to_inference_seconds_sum");
+    assert!(
+        (sum - report.iter().sum::<f64>()).abs() < 0.01,
+        "histogram sum {sum} vs report {report:?}"
+    );
 }
 
 /// Every file below `dir`.
