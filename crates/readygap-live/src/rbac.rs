@@ -92,7 +92,7 @@ const EVENTS: &str = "read Kubernetes events (scheduling, pulls, probe failures,
 const SLICES: &str = "see endpoint readiness as the Service sees it";
 const ROLLOUTS: &str = "follow rollouts";
 const SERVICES: &str = "find the Service in front of the runtime";
-const NODES: &str = "node labels and addresses (guess the SSH host)";
+const NODES: &str = "read node labels and addresses (to guess the SSH host)";
 
 /// Everything readygap asks the API server for.
 pub static READYGAP_PERMISSIONS: &[Permission] = &[
@@ -161,7 +161,7 @@ pub static READYGAP_PERMISSIONS: &[Permission] = &[
         "apps",
         "deployments",
         false,
-        "rollout restart (patch the pod template)",
+        "restart the rollout (patch the pod template)",
     ),
     ns("get", "apps", "replicasets", true, ROLLOUTS),
     ns("list", "apps", "replicasets", true, ROLLOUTS),
@@ -172,7 +172,7 @@ pub static READYGAP_PERMISSIONS: &[Permission] = &[
     cluster(
         "get",
         "nodes/proxy",
-        "kubelet Summary API (memory when exec is not allowed)",
+        "read the kubelet Summary API (memory when exec is not allowed)",
     ),
 ];
 
@@ -468,6 +468,41 @@ mod tests {
 
     fn status_from_json(json: &str) -> Status {
         serde_json::from_str(json).expect("test status parses")
+    }
+
+    /// Every purpose reads as "it lets readygap <purpose>" in the hint of a refusal: it
+    /// starts with a verb (issue 31: "it lets readygap node labels and addresses").
+    #[test]
+    fn every_purpose_starts_with_a_verb() {
+        const VERBS: [&str; 12] = [
+            "watch", "delete", "create", "stream", "reach", "probe", "send", "read", "see",
+            "follow", "find", "restart",
+        ];
+        for p in READYGAP_PERMISSIONS {
+            let first = p.purpose.split_whitespace().next().unwrap_or_default();
+            assert!(
+                VERBS.contains(&first),
+                "{} {}: {:?}",
+                p.verb,
+                p.resource,
+                p.purpose
+            );
+        }
+        let f = Forbidden {
+            user: String::new(),
+            verb: "list".into(),
+            target: ForbiddenTarget::Resource {
+                group: String::new(),
+                resource: "nodes".into(),
+                namespace: None,
+            },
+            reason: None,
+        };
+        let text = explain(&f);
+        assert!(
+            text.contains("(optional: it lets readygap read node labels and addresses"),
+            "{text}"
+        );
     }
 
     #[test]
