@@ -126,6 +126,27 @@ fn three_trials_with_the_shipped_probe_measure_real_load_and_cgroup_memory() {
         );
     }
 
+    // Where T2 came before T1 (the shipped probe passes only once the runtime answers), the
+    // report says why ready_to_runtime is negative (issue 31 defect 4); where not, nothing.
+    let negative = trials.iter().filter(|t| t.marks.t2 < t.marks.t1).count();
+    let report = std::process::Command::new(env!("CARGO_BIN_EXE_readygap"))
+        .arg("report")
+        .arg(&rec)
+        .output()
+        .expect("readygap report");
+    let report = String::from_utf8_lossy(&report.stdout);
+    eprintln!(
+        "{negative} of {} trials with T2 before T1:\n{report}",
+        trials.len()
+    );
+    assert_eq!(
+        report.contains(&format!(
+            "ready_to_runtime: negative in {negative} of 3 trials"
+        )),
+        negative > 0,
+        "{report}"
+    );
+
     // What readygap read from /api/ps last is what `ollama ps` prints in the pod.
     let pod = c.pod();
     let ps = c.kn(&["exec", &pod, "-c", "ollama", "--", "ollama", "ps"]);

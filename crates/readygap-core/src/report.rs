@@ -235,9 +235,11 @@ pub fn load_trials(path: &Path) -> Result<Loaded> {
         .iter()
         .map(|v| v.to_json())
         .collect();
+    // A recording says its readiness itself (verdicts); the cache and a negative
+    // ready_to_runtime are said as for a study file.
     let measured = measured_conditions(&state.timeline.trials)
         .into_iter()
-        .filter(|(k, _)| k == "cache")
+        .filter(|(k, _)| k == "cache" || k == "ready_to_runtime")
         .collect();
     Ok(Loaded {
         trials: state.timeline.trials,
