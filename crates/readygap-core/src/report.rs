@@ -46,6 +46,9 @@ pub struct FileReport {
     pub path: String,
     pub trials: usize,
     pub failed: usize,
+    /// Which trials failed and why (the count alone does not say).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed_trials: Vec<FailedTrial>,
     pub metrics: BTreeMap<String, Summary>,
     /// OOM verdicts and warnings of a recording, by kind (`overlapping_residency_oom`, ...).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -66,6 +69,33 @@ pub struct FileReport {
     /// mixed) and `readiness` (shallow, inference-aware), with the evidence.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub measured: BTreeMap<String, String>,
+}
+
+/// A failed trial: its number, what started it, when, and why it failed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailedTrial {
+    pub index: u32,
+    pub trigger: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t0: Option<crate::event::Timestamp>,
+    pub reason: String,
+}
+
+impl FailedTrial {
+    /// The failed ones of `trials`, in order.
+    pub fn of(trials: &[Trial]) -> Vec<FailedTrial> {
+        trials
+            .iter()
+            .filter_map(|t| {
+                Some(FailedTrial {
+                    index: t.index,
+                    trigger: t.trigger.clone(),
+                    t0: t.marks.t0,
+                    reason: t.reason()?.to_string(),
+                })
+            })
+            .collect()
+    }
 }
 
 /// The statistics of the trials of one condition.
@@ -175,6 +205,7 @@ impl FileReport {
             path: path.to_string(),
             trials: all.trials,
             failed: all.failed,
+            failed_trials: FailedTrial::of(&trials),
             metrics: all.metrics,
             verdicts: BTreeMap::new(),
             warnings,
@@ -383,6 +414,19 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
                         list.join(", ")
                     )?;
                 }
+                for t in &f.failed_trials {
+                    let at =
+                        t.t0.map(|t0| format!(" at {}", t0.format("%H:%M:%S%.3f")))
+                            .unwrap_or_default();
+                    writeln!(
+                        out,
+                        "{}failed: trial {} ({}{at}): {}",
+                        if md { "\n- " } else { "  " },
+                        t.index,
+                        t.trigger,
+                        t.reason
+                    )?;
+                }
                 render_conditions(&mut out, f, md)?;
             }
         }
@@ -563,5 +607,30 @@ mod tests {
         let ordered =
             labcsv::import_str(Path::new("b.csv"), &csv.replace(",1000,", ",3000,")).unwrap();
         assert!(!measured_conditions(&ordered.trials).contains_key("ready_to_runtime"));
+    }
+
+    /// "8 trials, 1 failed" says which one and why (issue 31: a watcher's recording did not).
+    #[test]
+    fn failed_trials_are_named_with_their_reason() {
+        let csv = "run,t0_delete_ms,t1_k8s_ready_ms,t2_runtime_ms,t3_inference_start_ms,t4_inference_done_ms,http_code\n1,0,1500,2000,2010,5000,200\n2,0,2500,3000,3010,8000,FAIL\n";
+        let parsed = labcsv::import_str(Path::new("a.csv"), csv).unwrap();
+        let r = FileReport::from_trials("a.csv", parsed.trials, vec![]);
+        assert_eq!(r.failed, 1);
+        assert_eq!(r.failed_trials.len(), 1, "{:?}", r.failed_trials);
+        let failed = &r.failed_trials[0];
+        assert_eq!(failed.index, 2);
+        let t = render(
+            &Report {
+                files: vec![r.clone()],
+            },
+            Format::Table,
+        )
+        .unwrap();
+        let line = format!("  failed: trial 2 ({}", failed.trigger);
+        assert!(t.contains(&line) && t.contains(&failed.reason), "{t}");
+        let v: serde_json::Value =
+            serde_json::from_str(&render(&Report { files: vec![r] }, Format::Json).unwrap())
+                .unwrap();
+        assert_eq!(v["files"][0]["failed_trials"][0]["index"], 2);
     }
 }
