@@ -444,6 +444,15 @@ async fn every_replacement_is_counted_once_and_the_histograms_match_the_recordin
         for t in d["trials"].as_array().unwrap() {
             assert_eq!(t["external"], true, "{t:#}");
             assert_eq!(t["inference_source"], "log", "{t:#}");
+            // One replica deleted: the Service had no ready endpoint until the new pod's
+            // Ready, the first replacement too (the watcher used to miss it: the Service's
+            // ready state was listed before its pods were known).
+            assert!(
+                t["verdicts"]
+                    .as_array()
+                    .is_some_and(|v| v.iter().any(|x| x == "traffic_gap")),
+                "{t:#}"
+            );
         }
     }
     let lab = f.stop().await;

@@ -7,48 +7,10 @@
 //! readygap meets a refused connection and then the real server's TLS and answers, while the
 //! cluster itself keeps running for the tests around this one.
 
-use crate::support::{NS, cluster, repo, wait_until};
+use crate::support::{NS, Tmux, cluster, repo};
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
-
-/// A tmux server of this test's own (its own socket), killed when dropped.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("running tmux (apt-get install -y tmux)")
-    }
-
-    fn capture(&self) -> String {
-        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "rg"]).stdout).into_owned()
-    }
-
-    /// Poll the pane until `cond` holds, for at most `secs`.
-    fn wait(&self, what: &str, secs: u64, cond: impl Fn(&str) -> bool) -> String {
-        let mut screen = String::new();
-        wait_until(what, Duration::from_secs(secs), || {
-            screen = self.capture();
-            cond(&screen)
-        });
-        screen
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["kill-server"]);
-    }
-}
 
 /// Relay every connection accepted on `listener` to `to`, both ways, until the process ends.
 fn relay(listener: TcpListener, to: String) {
@@ -102,36 +64,12 @@ fn a_dashboard_started_while_the_api_server_is_unreachable_connects_when_it_answ
     let kubeconfig = dir.path().join("kubeconfig");
     let real = kubeconfig_at(&c, &format!("https://127.0.0.1:{port}"), &kubeconfig);
 
-    let tmux = Tmux {
-        socket: format!("readygap-real-connect-{}", std::process::id()),
-    };
     let bin = env!("CARGO_BIN_EXE_readygap");
     let script = format!(
         "'{bin}' --kubeconfig '{}' -n {NS} --read-only; echo EXITED $?; sleep 60",
         kubeconfig.display()
     );
-    let out = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "rg",
-        "-x",
-        "160",
-        "-y",
-        "48",
-        "-e",
-        &format!("HOME={}", c.home.path().display()),
-        "-e",
-        "TERM=xterm-256color",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let tmux = Tmux::start("connect", c.home.path(), (160, 48), &script);
     let screen = tmux.wait("two failed tries and this machine's memory", 60, |s| {
         s.contains("NOT CONNECTED: try 2 failed") && s.contains("avail")
     });
@@ -158,7 +96,7 @@ fn a_dashboard_started_while_the_api_server_is_unreachable_connects_when_it_answ
     tmux.wait("the EndpointSlice", 60, |s| {
         !s.contains("no EndpointSlice seen yet")
     });
-    assert!(tmux.cmd(&["send-keys", "-t", "rg", "q"]).status.success());
+    tmux.keys("q");
     let screen = tmux.wait("the process to exit", 30, |s| s.contains("EXITED"));
     assert!(screen.contains("EXITED 0"), "{screen}");
 }
@@ -190,41 +128,17 @@ fn bar_labels(screen: &str) -> Vec<(u8, u8, f64)> {
 fn a_dashboard_trial_draws_its_marks_in_their_real_order() {
     let c = cluster();
     c.deploy(&repo().join("manifests/overlays/smollm2"));
-    let tmux = Tmux {
-        socket: format!("readygap-real-timeline-{}", std::process::id()),
-    };
     let bin = env!("CARGO_BIN_EXE_readygap");
     let script = format!(
         "'{bin}' --kubeconfig '{}' -n {NS} --model {}; echo EXITED $?; sleep 60",
         c.kubeconfig.display(),
         crate::support::MODEL
     );
-    let out = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "rg",
-        "-x",
-        "160",
-        "-y",
-        "48",
-        "-e",
-        &format!("HOME={}", c.home.path().display()),
-        "-e",
-        "TERM=xterm-256color",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let tmux = Tmux::start("timeline", c.home.path(), (160, 48), &script);
     tmux.wait("the pod on screen", 60, |s| s.contains("Running True"));
-    assert!(tmux.cmd(&["send-keys", "-t", "rg", "t"]).status.success());
+    tmux.keys("t");
     tmux.wait("the confirmation", 10, |s| s.contains("run a full trial"));
-    assert!(tmux.cmd(&["send-keys", "-t", "rg", "y"]).status.success());
+    tmux.keys("y");
     let screen = tmux.wait("the trial to finish", 240, |s| {
         s.contains("trial #1 ✓") || s.contains("trial #1 ✗")
     });
@@ -254,6 +168,6 @@ fn a_dashboard_trial_draws_its_marks_in_their_real_order() {
         (sum - total).abs() <= 0.03,
         "segments {sum} s vs trial {total} s: {labels:?}"
     );
-    assert!(tmux.cmd(&["send-keys", "-t", "rg", "q"]).status.success());
+    tmux.keys("q");
     tmux.wait("the process to exit", 30, |s| s.contains("EXITED"));
 }

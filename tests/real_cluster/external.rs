@@ -261,6 +261,11 @@ fn a_delete_and_two_rollouts_by_someone_else_are_one_trial_each_from_the_right_w
                 .map_or(i64::MIN, |p| (p - t0).num_milliseconds())
         );
         assert!(t4 > t1, "{what}: T4 before T1: {:?}", t.marks);
+        // One replica replaced without surge: the Service had no ready endpoint between the
+        // old pod's end and the new one's Ready; the watcher measures it as `run` does (it
+        // used to miss the first one: the Service's ready state listed before its pods).
+        let gap = t.verdicts.iter().any(|v| v == "traffic_gap");
+        assert_eq!(gap, !what.contains("surge)"), "{what}: {:?}", t.verdicts);
         assert!(
             t.marks.probe_inference.is_some(),
             "{what}: the probe's own inference is marked: {:?}",

@@ -7,7 +7,7 @@
 //! `load_duration`); readygap observed each replacement once, and took T3/T4 from the real
 //! container log, as the loop's request from the client pod: inside the loop's T3–T4 bracket.
 
-use crate::support::{Cluster, MODEL, NS, cluster, repo, wait_until};
+use crate::support::{Cluster, MODEL, NS, Tmux, cluster, repo, wait_until};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -51,29 +51,6 @@ pub fn client_pod(c: &Cluster) -> String {
 /// The image `scripts/cluster.sh` builds from Debian's curl for the client pod.
 pub const CURL_IMAGE: &str = "curlimages/curl:7.88.1";
 
-/// A dashboard in a detached tmux session; the server is killed when this is dropped.
-struct Tmux(String);
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.0)
-            .args(args)
-            .output()
-            .expect("tmux (apt tmux)")
-    }
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "rg"]).stdout).into_owned()
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["kill-server"]);
-    }
-}
-
 #[derive(Debug)]
 struct Run {
     new: String,
@@ -91,36 +68,13 @@ fn the_studys_loop_runs_unchanged_with_the_dashboard_watching() {
     let d = c.home.path();
     let rec = d.join("watched.jsonl");
 
-    let tmux = Tmux(format!("readygap-real-{}", std::process::id()));
     let script = format!(
         "'{bin}' --kubeconfig '{kc}' -n {NS} --read-only --record '{rec}'; echo EXITED $?; sleep 60",
         bin = env!("CARGO_BIN_EXE_readygap"),
         kc = c.kubeconfig.display(),
         rec = rec.display()
     );
-    let home = format!("HOME={}", d.display());
-    let started = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "rg",
-        "-x",
-        "200",
-        "-y",
-        "55",
-        "-e",
-        &home,
-        "-e",
-        "TERM=xterm-256color",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    assert!(
-        started.status.success(),
-        "tmux: {}",
-        String::from_utf8_lossy(&started.stderr)
-    );
+    let tmux = Tmux::start("study", d, (200, 55), &script);
     let first = c.pod();
     wait_until(
         "the dashboard showing the pod",

@@ -278,3 +278,78 @@ pub fn relative(from: &std::path::Path, to: &std::path::Path) -> std::path::Path
     }
     out
 }
+
+/// A readygap screen in a detached tmux session of this test's own server (its own socket),
+/// killed when dropped.
+pub struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Session `rg`, WIDTH×HEIGHT, running `script` under `sh` with HOME=`home`.
+    pub fn start(name: &str, home: &Path, (width, height): (u16, u16), script: &str) -> Tmux {
+        let t = Tmux {
+            socket: format!("readygap-real-{name}-{}", std::process::id()),
+        };
+        let (w, h) = (width.to_string(), height.to_string());
+        let home = format!("HOME={}", home.display());
+        let out = t.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            "rg",
+            "-x",
+            &w,
+            "-y",
+            &h,
+            "-e",
+            &home,
+            "-e",
+            "TERM=xterm-256color",
+            "sh",
+            "-c",
+            script,
+        ]);
+        assert!(
+            out.status.success(),
+            "tmux new-session: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        t
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("running tmux (apt-get install -y tmux)")
+    }
+
+    /// The pane's text now.
+    pub fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "rg"]).stdout).into_owned()
+    }
+
+    /// Type `keys` (tmux key names) into the pane.
+    pub fn keys(&self, keys: &str) {
+        assert!(self.cmd(&["send-keys", "-t", "rg", keys]).status.success());
+    }
+
+    /// Poll the pane until `cond` holds, for at most `secs`; the screen that satisfied it.
+    pub fn wait(&self, what: &str, secs: u64, cond: impl Fn(&str) -> bool) -> String {
+        let mut screen = String::new();
+        wait_until(what, Duration::from_secs(secs), || {
+            screen = self.screen();
+            cond(&screen)
+        });
+        screen
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}

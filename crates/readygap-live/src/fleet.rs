@@ -206,6 +206,10 @@ struct Routes {
     /// Pods seen before their Deployment (the latest version of each).
     orphans: BTreeMap<(String, String), Pod>,
     slices: BTreeMap<(String, String), BTreeSet<DeploymentKey>>,
+    /// Slices whose endpoints name no pod of a watched Deployment yet (the latest version of
+    /// each): the initial list arrives before the pods are known, and a member must see the
+    /// Service ready before a replacement, or the first gap is never measured.
+    unowned_slices: BTreeMap<(String, String), EndpointSlice>,
     /// Deployments seen during an ongoing re-list of Deployments.
     relisting: Option<BTreeSet<DeploymentKey>>,
     deployments_listed: bool,
@@ -477,8 +481,24 @@ impl Routes {
                 match dep {
                     Some(dep) => {
                         self.orphans.remove(&key);
-                        self.pods.insert(key, dep.clone());
+                        self.pods.insert(key.clone(), dep.clone());
                         self.forward(&dep, watcher::Event::Apply(p)).await;
+                        // Slices listed before this pod was known now have an owner.
+                        let named: Vec<EndpointSlice> = self
+                            .unowned_slices
+                            .iter()
+                            .filter(|((ns, _), s)| {
+                                *ns == key.0
+                                    && s.endpoints.iter().any(|e| {
+                                        e.target_ref.as_ref().and_then(|r| r.name.as_deref())
+                                            == Some(key.1.as_str())
+                                    })
+                            })
+                            .map(|(_, s)| s.clone())
+                            .collect();
+                        for s in named {
+                            self.slice(watcher::Event::Apply(s)).await;
+                        }
                     }
                     None => {
                         self.orphans.insert(key, p);
@@ -511,14 +531,17 @@ impl Routes {
                 let owners = owners.clone();
                 if owners.is_empty() {
                     self.slices.remove(&key);
+                    self.unowned_slices.insert(key, s);
                     return;
                 }
+                self.unowned_slices.remove(&key);
                 for dep in owners {
                     self.forward(&dep, watcher::Event::Apply(s.clone())).await;
                 }
             }
             watcher::Event::Delete(s) => {
                 let key = (s.namespace().unwrap_or_default(), s.name_any());
+                self.unowned_slices.remove(&key);
                 for dep in self.slices.remove(&key).unwrap_or_default() {
                     self.forward(&dep, watcher::Event::Delete(s.clone())).await;
                 }
