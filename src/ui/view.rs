@@ -116,26 +116,20 @@ pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, 
     let Some(command) = command else {
         return (view, None);
     };
-    if command.needs_cluster() && view.replay.is_none() && view.connection.is_some() {
-        view.notice = Some((
-            Severity::Warn,
-            format!(
-                "not connected to the cluster yet: `{}` ({}) waits for it",
-                view.keymap.keys_of(command),
-                command.hint()
-            ),
-        ));
-        return (view, None);
-    }
-    if command.writes() && view.read_only {
-        view.notice = Some((
-            Severity::Warn,
-            format!(
-                "read-only: `{}` ({}) is disabled",
-                view.keymap.keys_of(command),
-                command.hint()
-            ),
-        ));
+    // Refused keys say why: not connected yet, or read-only.
+    let key = || format!("`{}` ({})", view.keymap.keys_of(command), command.hint());
+    let refused = if command.needs_cluster() && view.replay.is_none() && view.connection.is_some() {
+        Some(format!(
+            "not connected to the cluster yet: {} waits for it",
+            key()
+        ))
+    } else if command.writes() && view.read_only {
+        Some(format!("read-only: {} is disabled", key()))
+    } else {
+        None
+    };
+    if let Some(why) = refused {
+        view.notice = Some((Severity::Warn, why));
         return (view, None);
     }
     let confirm = |intent| Some(Dialog::Confirm { intent });
