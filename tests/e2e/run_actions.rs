@@ -726,6 +726,67 @@ async fn an_external_replacement_is_observed_and_gets_no_inference_from_readygap
     lab.shutdown().await;
 }
 
+/// Issue 31, defect 1, on the lab: with the inference-aware readiness probe (the lab's
+/// `inference-readiness` scenario, an exec probe that POSTs `/api/generate` to 127.0.0.1),
+/// the kubelet's own inference reaches the new pod's runtime from its localhost before
+/// Ready, and the experimenter's request comes through the API server's pod proxy from the
+/// API server's address, as on a real cluster. The observed trial's T4 is the
+/// experimenter's, after T1; the probe's inference is its own mark, before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inference_probe_is_not_the_users_first_inference() {
+    let _one = ONE_LAB.lock().await;
+    let mut o = LabOptions::new(Profile::named("local-1b").unwrap());
+    o.speed = 8.0;
+    o.seed = 88;
+    o.scenario = readygap_lab::scenario::Scenario::InferenceReadiness;
+    let lab = serve(o).await.unwrap();
+    lab.wait_ready(Duration::from_secs(60)).await.unwrap();
+    let (_, _, client) = setup(&lab).await;
+    let ServedRunner {
+        commands: cmd_tx,
+        trials: mut done_rx,
+        runner: served,
+        feeds,
+    } = serve_runner(&lab, &client, true, Box::new(|_: &Event| {}), |c, _| {
+        c.ready_timeout = Duration::from_secs(30);
+        c.runtime_timeout = Duration::from_secs(5);
+        c.inference_timeout = Duration::from_secs(10);
+    })
+    .await;
+    let old = ready_pod(&client, &lab.namespace).await;
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), &lab.namespace);
+    api.delete(&old, &Default::default()).await.unwrap();
+    let (new, _, t3, t4) = experimenter(&client, &lab.namespace, &old).await;
+    let trial = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
+        .await
+        .expect("the observed trial ends")
+        .unwrap();
+    assert!(trial.external, "{}", trial.trigger);
+    assert_eq!(trial.new_pod.as_deref(), Some(new.as_str()));
+    assert!(trial.is_ok(), "{:?}", trial.status);
+    assert_eq!(trial.inference_source.as_deref(), Some("log"));
+    let m = &trial.marks;
+    let (t1, lt4) = (m.t1.expect("T1"), m.t4.expect("T4"));
+    assert!(lt4 > t1, "T4 after Ready: {m:?}");
+    let near = |a: Stamp, b: Stamp| (a - b).num_milliseconds().abs() <= 50;
+    assert!(
+        near(m.t3.unwrap(), t3) && near(lt4, t4),
+        "T3/T4 are the experimenter's: {m:?} vs {t3} {t4}"
+    );
+    let probe = m
+        .probe_inference
+        .expect("the probe's own inference is marked");
+    assert!(
+        probe <= t1,
+        "the probe passed before Ready: {probe} vs T1 {t1}"
+    );
+    drop(cmd_tx);
+    let _ = tokio::time::timeout(Duration::from_secs(10), served).await;
+    feeds.cancel();
+    lab.shutdown().await;
+}
+
 /// `--read-only`: only GETs. The runner observes an external replacement, and every action
 /// (a delete, an inference) is refused before it is sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

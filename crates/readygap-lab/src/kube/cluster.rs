@@ -31,6 +31,15 @@ use tokio_util::sync::CancellationToken;
 /// Pods by the uid of each owner.
 type OwnerIndex = HashMap<String, Vec<Arc<Value>>>;
 
+/// The address the lab's API server dials pods from (the pod proxy). A real API server
+/// reaches a pod's IP from its own host (`pkg/registry/core/pod/rest/subresources.go`:
+/// `ProxyREST` proxies to the pod IP and port), never from the pod's localhost, which only
+/// what runs in the pod (an exec probe) or the kubelet's port-forward dials; the runtime's
+/// request log names the client, and readygap tells the probe's requests by it. The lab's
+/// node addresses start at 127.0.0.1, so the API server gets an address of its own, outside
+/// the pod range (127.0.0.10–127.0.255.254).
+pub const API_SERVER_SOURCE: Ipv4Addr = Ipv4Addr::new(127, 1, 0, 1);
+
 /// Pod IPs in use by any lab of this process.
 static IPS_IN_USE: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
 /// Where the next pod IP search starts (see [`Cluster::allocate_ip`]).
@@ -107,11 +116,25 @@ pub struct Cluster {
     pods: Mutex<HashMap<(String, String), PodEntry>>,
     ips: Mutex<BTreeSet<u32>>,
     pub shutdown: CancellationToken,
+    /// What the kubelet sends (probes): from 127.0.0.1.
     pub http: reqwest::Client,
+    /// What the API server's pod proxy sends: from [`API_SERVER_SOURCE`].
+    pub proxy_http: reqwest::Client,
     /// Pods by owner uid, with the pods version it was built at.
     owner_index: Mutex<(u64, OwnerIndex)>,
     /// Whether the first emptyDir pod (the one with pulled models) was started.
     pub emptydir_seeded: std::sync::atomic::AtomicBool,
+}
+
+/// A client for pods, dialling from `from` (else the kernel's choice, 127.0.0.1).
+fn pod_client(from: Option<Ipv4Addr>) -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        // Pod IPs are reused: never keep a connection to a pod that may be gone.
+        .pool_max_idle_per_host(0)
+        .local_address(from.map(std::net::IpAddr::V4))
+        .build()
+        .unwrap_or_else(|_| reqwest::Client::new())
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -220,12 +243,8 @@ impl Cluster {
             pods: Mutex::new(HashMap::new()),
             ips: Mutex::new(BTreeSet::new()),
             shutdown: CancellationToken::new(),
-            http: reqwest::Client::builder()
-                .no_proxy()
-                // Pod IPs are reused: never keep a connection to a pod that may be gone.
-                .pool_max_idle_per_host(0)
-                .build()
-                .unwrap_or_else(|_| reqwest::Client::new()),
+            http: pod_client(None),
+            proxy_http: pod_client(Some(API_SERVER_SOURCE)),
             emptydir_seeded: std::sync::atomic::AtomicBool::new(false),
             owner_index: Mutex::new((0, HashMap::new())),
             settings,

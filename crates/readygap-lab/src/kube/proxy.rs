@@ -96,7 +96,7 @@ pub async fn proxy(
         url.push('?');
         url.push_str(q);
     }
-    let mut req = api.cluster.http.request(method, &url).body(body);
+    let mut req = api.cluster.proxy_http.request(method, &url).body(body);
     for h in [header::CONTENT_TYPE, header::ACCEPT] {
         if let Some(v) = headers.get(&h) {
             req = req.header(h, v);
