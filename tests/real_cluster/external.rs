@@ -150,11 +150,15 @@ fn user_request(c: &Cluster) {
         "120",
         // kube-proxy programs the new endpoint up to its sync period after the pod turns
         // Ready; until then the Service refuses the connection (no request reached Ollama).
+        // A pod IP the bridge's IPAM reused can answer "no route to host" for a while (the
+        // bridge's ARP entry for the old pod goes stale first: docs/design/REAL-CLUSTER.md),
+        // curl's exit 7 without --retry-all-errors (a CI run failed so).
         "--retry",
-        "30",
+        "60",
         "--retry-delay",
         "1",
         "--retry-connrefused",
+        "--retry-all-errors",
         "http://ollama:11434/api/generate",
         "-d",
         &body,
