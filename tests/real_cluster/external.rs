@@ -18,10 +18,13 @@ fn audit_log() -> std::path::PathBuf {
         .unwrap_or_else(|| cluster_dir().join("log/audit.log"))
 }
 
+/// When the API server received a write, and when its response completed.
+type Audited = (DateTime<Utc>, DateTime<Utc>);
+
 /// The completed `verb`s on `resource/name` in the test namespace, each as (when the API
 /// server received it, when its response completed). A watcher may see the write between
 /// the two: the watch event goes out once the write is stored, before the response ends.
-fn audited(verb: &str, resource: &str, name: &str) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+fn audited(verb: &str, resource: &str, name: &str) -> Vec<Audited> {
     let text = std::fs::read_to_string(audit_log()).expect("the audit log");
     text.lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -179,7 +182,7 @@ fn a_delete_and_two_rollouts_by_someone_else_are_one_trial_each_from_the_right_w
     let w = Watch::start(&c, dir.path());
 
     // (what, the write that is T0: verb, resource, name)
-    let mut expected: Vec<(&str, (DateTime<Utc>, DateTime<Utc>))> = Vec::new();
+    let mut expected: Vec<(&str, Audited)> = Vec::new();
     let replacements = ["delete", "rollout (maxSurge 0)", "rollout (surge)"];
     for (k, what) in replacements.iter().enumerate() {
         let old = c.pod();
