@@ -631,6 +631,59 @@ async fn ready_pod(client: &kube::Client, ns: &str) -> String {
     pods.items[0].metadata.name.clone().unwrap()
 }
 
+/// What an external replacement left: the observed trial, the replacement pod, and the
+/// experimenter's own load_duration and T3/T4.
+struct Observed {
+    trial: readygap_core::timeline::Trial,
+    new: String,
+    load_ns: u64,
+    t3: Stamp,
+    t4: Stamp,
+}
+
+/// Serve a runner on `lab` (every event to `sink`), delete its Ready pod as someone else,
+/// let the experimenter infer on the replacement through the pod proxy, and wait for the
+/// observed trial; the runner and its feeds are stopped before this returns.
+async fn observe_external_replacement(
+    lab: &LabHandle,
+    client: &kube::Client,
+    sink: Box<dyn FnMut(&Event) + Send>,
+    inference_timeout: Duration,
+) -> Observed {
+    let ServedRunner {
+        commands: cmd_tx,
+        trials: mut done_rx,
+        runner: served,
+        feeds,
+    } = serve_runner(lab, client, true, sink, |c, _| {
+        // Every stage of the observed trial is bounded well inside the test's own wait
+        // (the pre-T1 one is `ready_timeout`, 300 s by default).
+        c.ready_timeout = Duration::from_secs(30);
+        c.runtime_timeout = Duration::from_secs(5);
+        c.inference_timeout = inference_timeout;
+    })
+    .await;
+    let old = ready_pod(client, &lab.namespace).await;
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), &lab.namespace);
+    api.delete(&old, &Default::default()).await.unwrap();
+    let (new, load_ns, t3, t4) = experimenter(client, &lab.namespace, &old).await;
+    let trial = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
+        .await
+        .expect("the observed trial ends")
+        .unwrap();
+    drop(cmd_tx);
+    let _ = tokio::time::timeout(Duration::from_secs(10), served).await;
+    feeds.cancel();
+    Observed {
+        trial,
+        new,
+        load_ns,
+        t3,
+        t4,
+    }
+}
+
 /// Issue 15: a replacement readygap did not start is observed, never touched. readygap
 /// sends it no inference (by default), so the experimenter's own request is the one that
 /// loads the model: the lab's ground truth shows that request as the only one the new
@@ -642,34 +695,14 @@ async fn an_external_replacement_is_observed_and_gets_no_inference_from_readygap
     let (_, _, client) = setup(&lab).await;
     let events = Arc::new(std::sync::Mutex::new(Vec::<Event>::new()));
     let e2 = events.clone();
-    let ServedRunner {
-        commands: cmd_tx,
-        trials: mut done_rx,
-        runner: served,
-        feeds,
-    } = serve_runner(
-        &lab,
-        &client,
-        true,
-        Box::new(move |e: &Event| e2.lock().unwrap().push(e.clone())),
-        |c, _| {
-            // Every stage of the observed trial is bounded well inside the test's own wait
-            // (the pre-T1 one is `ready_timeout`, 300 s by default).
-            c.ready_timeout = Duration::from_secs(30);
-            c.runtime_timeout = Duration::from_secs(5);
-            c.inference_timeout = Duration::from_secs(5);
-        },
-    )
-    .await;
-    let old = ready_pod(&client, &lab.namespace).await;
-    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
-        kube::Api::namespaced(client.clone(), &lab.namespace);
-    api.delete(&old, &Default::default()).await.unwrap();
-    let (new, load_ns, t3, t4) = experimenter(&client, &lab.namespace, &old).await;
-    let trial = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
-        .await
-        .expect("the observed trial ends")
-        .unwrap();
+    let sink = Box::new(move |e: &Event| e2.lock().unwrap().push(e.clone()));
+    let Observed {
+        trial,
+        new,
+        load_ns,
+        t3,
+        t4,
+    } = observe_external_replacement(&lab, &client, sink, Duration::from_secs(5)).await;
     assert!(trial.external, "{}", trial.trigger);
     assert_eq!(trial.new_pod.as_deref(), Some(new.as_str()));
     assert!(
@@ -720,9 +753,6 @@ async fn an_external_replacement_is_observed_and_gets_no_inference_from_readygap
         .cloned()
         .collect();
     assert!(sent.is_empty(), "readygap sent an inference: {sent:?}");
-    drop(cmd_tx);
-    let _ = tokio::time::timeout(Duration::from_secs(10), served).await;
-    feeds.cancel();
     lab.shutdown().await;
 }
 
@@ -742,26 +772,10 @@ async fn an_inference_probe_is_not_the_users_first_inference() {
     let lab = serve(o).await.unwrap();
     lab.wait_ready(Duration::from_secs(60)).await.unwrap();
     let (_, _, client) = setup(&lab).await;
-    let ServedRunner {
-        commands: cmd_tx,
-        trials: mut done_rx,
-        runner: served,
-        feeds,
-    } = serve_runner(&lab, &client, true, Box::new(|_: &Event| {}), |c, _| {
-        c.ready_timeout = Duration::from_secs(30);
-        c.runtime_timeout = Duration::from_secs(5);
-        c.inference_timeout = Duration::from_secs(10);
-    })
-    .await;
-    let old = ready_pod(&client, &lab.namespace).await;
-    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
-        kube::Api::namespaced(client.clone(), &lab.namespace);
-    api.delete(&old, &Default::default()).await.unwrap();
-    let (new, _, t3, t4) = experimenter(&client, &lab.namespace, &old).await;
-    let trial = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
-        .await
-        .expect("the observed trial ends")
-        .unwrap();
+    let sink = Box::new(|_: &Event| {});
+    let Observed {
+        trial, new, t3, t4, ..
+    } = observe_external_replacement(&lab, &client, sink, Duration::from_secs(10)).await;
     assert!(trial.external, "{}", trial.trigger);
     assert_eq!(trial.new_pod.as_deref(), Some(new.as_str()));
     assert!(trial.is_ok(), "{:?}", trial.status);
@@ -781,9 +795,6 @@ async fn an_inference_probe_is_not_the_users_first_inference() {
         probe <= t1,
         "the probe passed before Ready: {probe} vs T1 {t1}"
     );
-    drop(cmd_tx);
-    let _ = tokio::time::timeout(Duration::from_secs(10), served).await;
-    feeds.cancel();
     lab.shutdown().await;
 }
 
