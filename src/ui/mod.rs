@@ -178,6 +178,44 @@ pub(crate) fn put_lines(buf: &mut Buffer, area: Rect, lines: &[Line]) {
     }
 }
 
+/// Word-wraps `text` into at most `max` lines of `width` characters (each indented by one
+/// space); the last line ends in `…` when text was left out.
+pub(crate) fn wrap(text: &str, width: usize, max: usize) -> Vec<String> {
+    let width = width.saturating_sub(1).max(8);
+    let mut out: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for word in text.split_whitespace() {
+        let fits = cur.chars().count() + 1 + word.chars().count() <= width;
+        if !cur.is_empty() && !fits {
+            out.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    if out.len() > max {
+        out.truncate(max);
+        if let Some(last) = out.last_mut() {
+            let keep: String = last.chars().take(width.saturating_sub(1)).collect();
+            *last = format!("{keep}…");
+        }
+    }
+    out.into_iter().map(|l| format!(" {l}")).collect()
+}
+
+/// `text` in at most `width` characters: whole when it fits, else cut with `…` at the end.
+pub(crate) fn ellipsize(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let keep: String = text.chars().take(width.saturating_sub(1)).collect();
+    format!("{keep}…")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -773,3 +773,84 @@ fn a_t2_before_t1_is_drawn_in_its_real_order() {
     let first = |c| (1..79).find(|&x| buf[(x, 2)].fg == c);
     assert!(first(theme.segment(2)) < first(theme.segment(3)), "{shown}");
 }
+
+/// A message the user must read is never lost to the width: at 200 columns a 170-character
+/// message (an RBAC hint is that long) takes the footer whole, the key hints giving way; one
+/// longer than the line ends in `…`, and the help screen shows it whole, wrapped.
+#[test]
+fn a_long_footer_message_is_whole_or_cut_visibly_and_whole_in_the_help() {
+    use readygap_core::state::{Message, Severity};
+    let long: String = "the watch of endpointslices was refused (403): it lets readygap see which \
+        pods the Service sends traffic to; grant list and watch on discovery.k8s.io \
+        endpointslices in namespace llm"
+        .into();
+    assert!(long.chars().count() > 160, "{}", long.chars().count());
+    let mut state = state_at(AFTER_T4);
+    let ts = state.now.unwrap();
+    let say = |state: &mut State, text: &str| {
+        state.messages.push_back(Message {
+            ts,
+            severity: Severity::Warn,
+            text: text.to_string(),
+        })
+    };
+    say(&mut state, &long);
+    let footer_text = |state: &State, width: u16| {
+        let mut buf = Buffer::empty(Rect::new(0, 0, width, 1));
+        footer::render(
+            state,
+            &ViewState::default(),
+            &Theme::default_theme(),
+            buf.area,
+            &mut buf,
+        );
+        text(&buf)
+    };
+    let t = footer_text(&state, 200);
+    assert!(t.contains(&long), "{t}");
+    assert!(!t.contains('…'), "{t}");
+
+    let longer = format!("{long}; and then some more words until the footer ends at the tail");
+    say(&mut state, &longer);
+    let t = footer_text(&state, 200);
+    assert!(t.contains('…'), "cut visibly: {t}");
+    assert!(!t.contains("at the tail"), "{t}");
+    let view = ViewState {
+        dialog: Some(Dialog::Help),
+        ..ViewState::default()
+    };
+    let mut buf = Buffer::empty(Rect::new(0, 0, 200, 60));
+    dialog::render(&state, &view, &Theme::default_theme(), buf.area, &mut buf);
+    let help = text(&buf);
+    assert!(help.contains("latest messages, newest first:"), "{help}");
+    // Newest first, both whole: the tail of the newer one, then the older one's.
+    let tail = help
+        .find("at the tail")
+        .expect("the whole message in the help");
+    let older = help.rfind("namespace llm").expect("the older message");
+    assert!(tail < older, "{help}");
+}
+
+/// The Residency panel's first line says what the runtime's API can tell; at 80 columns the
+/// llama-server's sentence is wrapped, not cut: its last words are on screen.
+#[test]
+fn residency_says_what_the_api_tells_whole_at_80_columns() {
+    let mut state = state_at(AFTER_T4);
+    state.session.runtime = Some("llamacpp (--runtime)".into());
+    let mut buf = Buffer::empty(Rect::new(0, 0, 80, 14));
+    residency::render(
+        &state,
+        &ViewState::default(),
+        &Theme::default_theme(),
+        buf.area,
+        &mut buf,
+    );
+    let t = text(&buf);
+    assert!(
+        residency::can_tell("llamacpp").chars().count() > 80,
+        "the sentence needs wrapping at this width"
+    );
+    assert!(t.contains("llamacpp (--runtime): /health"), "{t}");
+    assert!(t.contains("no expiry") && t.contains("VRAM,"), "{t}");
+    assert!(t.contains("ollama-1"), "the pod's lines still follow: {t}");
+}

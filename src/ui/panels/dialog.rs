@@ -1,4 +1,5 @@
-//! Dialogs drawn over the panels: the help screen (generated from the keymap), the y/n
+//! Dialogs drawn over the panels: the help screen (generated from the keymap, then the latest
+//! messages whole), the y/n
 //! confirmation of a destructive intent, and the pod and model pickers.
 
 use crate::ui::theme::Theme;
@@ -52,13 +53,60 @@ pub fn help_lines(view: &ViewState, theme: &Theme) -> Vec<Line<'static>> {
     lines
 }
 
-pub fn render(_state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
+/// The latest messages, newest first, each whole (word-wrapped to `width`): the footer has
+/// room for one, cut when long.
+pub fn message_lines(
+    state: &State,
+    view: &ViewState,
+    theme: &Theme,
+    width: usize,
+) -> Vec<Line<'static>> {
+    let notice = view.notice.iter().map(|(sev, text)| (*sev, text.as_str()));
+    let kept = state
+        .messages
+        .iter()
+        .rev()
+        .map(|m| (m.severity, m.text.as_str()));
+    let mut lines = Vec::new();
+    for (sev, text) in notice.chain(kept).take(MESSAGES_IN_HELP) {
+        for (i, l) in crate::ui::wrap(text, width.saturating_sub(2), 6)
+            .into_iter()
+            .enumerate()
+        {
+            let bullet = if i == 0 { "•" } else { " " };
+            lines.push(Line::styled(
+                format!("{bullet}{l}"),
+                crate::ui::panels::footer::severity_style(theme, sev),
+            ));
+        }
+    }
+    lines
+}
+
+/// How many of the latest messages the help screen lists.
+pub const MESSAGES_IN_HELP: usize = 5;
+
+pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &mut Buffer) {
     let Some(dialog) = &view.dialog else { return };
     let Some(area) = crate::ui::clip(area, buf) else {
         return;
     };
     let (title, lines): (&str, Vec<Line>) = match dialog {
-        Dialog::Help => ("Help", help_lines(view, theme)),
+        Dialog::Help => {
+            let mut lines = help_lines(view, theme);
+            let width = lines.iter().map(|l| l.width()).max().unwrap_or(60).max(60);
+            let width = width.min(area.width.saturating_sub(5) as usize);
+            let messages = message_lines(state, view, theme, width);
+            if !messages.is_empty() {
+                lines.push(Line::default());
+                lines.push(Line::styled(
+                    "latest messages, newest first:",
+                    theme.muted(),
+                ));
+                lines.extend(messages);
+            }
+            ("Help", lines)
+        }
         Dialog::Confirm { intent } => (
             "Confirm",
             vec![

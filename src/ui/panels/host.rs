@@ -57,35 +57,6 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
     put_lines(buf, inner, &lines);
 }
 
-/// Word-wraps `text` into at most `max` lines of `width` characters (each indented by one
-/// space); the last line ends in `…` when text was left out.
-fn wrap(text: &str, width: usize, max: usize) -> Vec<String> {
-    let width = width.saturating_sub(1).max(8);
-    let mut out: Vec<String> = Vec::new();
-    let mut cur = String::new();
-    for word in text.split_whitespace() {
-        let fits = cur.chars().count() + 1 + word.chars().count() <= width;
-        if !cur.is_empty() && !fits {
-            out.push(std::mem::take(&mut cur));
-        }
-        if !cur.is_empty() {
-            cur.push(' ');
-        }
-        cur.push_str(word);
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    if out.len() > max {
-        out.truncate(max);
-        if let Some(last) = out.last_mut() {
-            let keep: String = last.chars().take(width.saturating_sub(1)).collect();
-            *last = format!("{keep}…");
-        }
-    }
-    out.into_iter().map(|l| format!(" {l}")).collect()
-}
-
 /// How a node is reached (muted, wrapped), and its feed's error while it fails.
 fn access_lines(
     state: &State,
@@ -96,7 +67,7 @@ fn access_lines(
 ) {
     let mut wrapped = |text: &str, max, style| {
         lines.extend(
-            wrap(text, width, max)
+            crate::ui::wrap(text, width, max)
                 .into_iter()
                 .map(|l| Line::styled(l, style)),
         );

@@ -8,7 +8,7 @@
 
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
-use crate::ui::{fmt_age, panel, put_lines, secs};
+use crate::ui::{fmt_age, panel, put_lines, secs, wrap};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;
@@ -54,12 +54,28 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     let Some(inner) = panel("Residency", theme, area, buf) else {
         return;
     };
+    let width = inner.width as usize;
     let mut lines: Vec<Line> = Vec::new();
     if let Some(rt) = &state.session.runtime {
-        lines.push(Line::from(vec![
-            Span::styled(format!("{rt}: "), theme.accent()),
-            Span::styled(can_tell(rt), theme.muted()),
-        ]));
+        // Wrapped, never cut: what the API can tell is the reason a figure is missing.
+        let head = format!("{rt}: ");
+        for (i, l) in wrap(
+            &format!("{head}{}", can_tell(rt)),
+            width.saturating_sub(1),
+            4,
+        )
+        .into_iter()
+        .enumerate()
+        {
+            let l = l.strip_prefix(' ').unwrap_or(&l).to_string();
+            match l.strip_prefix(&head).filter(|_| i == 0) {
+                Some(rest) => lines.push(Line::from(vec![
+                    Span::styled(head.clone(), theme.accent()),
+                    Span::styled(rest.to_string(), theme.muted()),
+                ])),
+                None => lines.push(Line::styled(format!("  {l}"), theme.muted())),
+            }
+        }
     }
     if state.runtimes.is_empty() {
         lines.push(Line::styled("no runtime seen yet", theme.muted()));
@@ -77,13 +93,9 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
                 format!(" up {:.0}ms", rt.last_latency_ms.unwrap_or(0.0)),
                 theme.ok(),
             ),
-            Some(false) if rt.last_probe_answered => Span::styled(
-                format!(
-                    " answers, not ready ({})",
-                    rt.last_probe_error.as_deref().unwrap_or("")
-                ),
-                theme.warn(),
-            ),
+            Some(false) if rt.last_probe_answered => {
+                Span::styled(" answers, not ready", theme.warn())
+            }
             Some(false) => Span::styled(" down", theme.error()),
             None => Span::styled(" not probed", theme.muted()),
         };
@@ -91,6 +103,13 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             Span::styled(pod.clone(), theme.accent().add_modifier(Modifier::BOLD)),
             probe,
         ]));
+        // Why it is not ready, in the runtime's words, on lines of its own (wrapped).
+        if rt.last_probe_ok == Some(false) {
+            let why = rt.last_probe_error.as_deref().unwrap_or_default();
+            for l in wrap(why, width.saturating_sub(1), 2) {
+                lines.push(Line::styled(format!(" {l}"), theme.warn()));
+            }
+        }
         if let Some(text) = rt.metrics.as_ref().and_then(|(_, m)| metrics_line(m)) {
             lines.push(Line::styled(text, theme.muted()));
         }
