@@ -75,7 +75,8 @@ pub struct ClusterArgs {
     /// A label selector of the pods instead of the Deployment's selector.
     #[arg(long)]
     pub selector: Option<String>,
-    /// The Service whose EndpointSlices are watched (default: the deployment's name).
+    /// The Service whose EndpointSlices are watched and through which T2 via Service is
+    /// probed after Ready (default: the deployment's name).
     #[arg(long)]
     pub service: Option<String>,
 }

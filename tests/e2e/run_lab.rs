@@ -7,7 +7,7 @@ use clap::Parser;
 use readygap::args::RunArgs;
 use readygap::commands::run::run_with;
 use readygap_core::event::{EventKind, MemorySource};
-use readygap_core::timeline::Trial;
+use readygap_core::timeline::{Metric, Trial};
 use readygap_lab::ground_truth::{GroundTruthEntry, Transition};
 use readygap_lab::profile::Profile;
 use readygap_lab::serve::{LabHandle, LabOptions, serve};
@@ -309,10 +309,67 @@ async fn five_trials_at_speed_one_agree_with_the_ground_truth() {
             .iter()
             .any(|e| matches!(&e.kind, EventKind::Residency { models, .. } if !models.is_empty()))
     );
-    // The CSV in the study's schema.
+    // T2 as the study took it: the first answer through the Service (the API server's service
+    // proxy, which sends only to a ready endpoint), never before T1, nor before the lab's
+    // ground truth made the new pod's endpoint ready and its runtime listen, and soon after
+    // all three (a probe every 50 ms from T1 on).
+    for t in own.iter().filter(|t| t.is_ok()) {
+        let m = &t.marks;
+        let (t1, svc) = (m.t1.unwrap(), m.t2_service.expect("T2 through the Service"));
+        let pod = t.new_pod.as_deref().unwrap();
+        let ready = truth(&gt, pod, Transition::EndpointReady, m.t0.unwrap())
+            .expect("the new pod's endpoint turned ready");
+        let listening = truth(&gt, pod, Transition::RuntimeListening, m.t0.unwrap())
+            .expect("the new pod's runtime listened");
+        let after = t1.max(ready).max(listening);
+        assert!(
+            svc >= after,
+            "trial {}: T2 via Service {svc} before {after}",
+            t.index
+        );
+        let late = (svc - after).num_milliseconds();
+        assert!(
+            late < 1000,
+            "trial {}: {late} ms after T1 and the endpoint",
+            t.index
+        );
+        let v = t.metric(Metric::ReadyToRuntimeService).unwrap();
+        assert!(v >= 0.0, "{v}");
+        eprintln!(
+            "[T2 via Service] trial {}: {late} ms after T1, endpoint ready and runtime \
+             listening; ready_to_runtime_service {v:.3} s, ready_to_runtime {:.3} s",
+            t.index,
+            t.metric(Metric::ReadyToRuntime).unwrap_or(f64::NAN)
+        );
+    }
+    let svc = &v["files"][0]["metrics"]["ready_to_runtime_service"];
+    assert_eq!(svc["n"], 5 - collided, "{svc}");
+    // The probes through the Service are in the recording, all after their trial's T1.
+    let probes: Vec<_> = rec_events
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ServiceProbe(p) => Some((e.ts, p)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        probes
+            .iter()
+            .all(|(_, p)| p.service == "ollama" && p.route == "api-server service proxy")
+    );
+    assert_eq!(probes.iter().filter(|(_, p)| p.ok).count(), 5 - collided);
+    // The CSV in the study's schema, and the study's T2 in two last columns.
     let text = std::fs::read_to_string(&csv).unwrap();
     assert!(
         text.starts_with("run,t0_delete_ms,t1_k8s_ready_ms"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .ends_with(",t2_service_ms,ready_to_runtime_service_ms"),
         "{text}"
     );
     assert_eq!(text.lines().count(), 1 + out.trials.len());

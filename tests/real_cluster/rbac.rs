@@ -89,6 +89,7 @@ fn a_trial_as_the_service_account_completes_and_a_refusal_names_verb_and_resourc
         ("delete", "pods", "yes"),
         ("create", "pods/exec", "yes"),
         ("get", "pods/proxy", "yes"),
+        ("get", "services/proxy", "yes"),
         ("delete", "deployments.apps", "no"),
     ] {
         let out = c.try_k(&["auth", "can-i", verb, resource, "-n", NS, "--as", &sa]);

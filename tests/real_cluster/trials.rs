@@ -78,6 +78,18 @@ fn three_trials_with_the_shipped_probe_measure_real_load_and_cgroup_memory() {
             t0 < t1 && t0 < t2 && t2 <= t3 && t3 < t4,
             "marks out of order: {m:?}"
         );
+        // The study's T2, through the real API server's service proxy (a ready address of
+        // the Service's Endpoints): after Ready, after the runtime answered on the pod, and
+        // soon after (probes every 50 ms from T1).
+        let svc = m.t2_service.expect("T2 through the Service");
+        eprintln!(
+            "trial {}: T1→T2 on the pod {} ms, through the Service {} ms",
+            t.index,
+            (t2 - t1).num_milliseconds(),
+            (svc - t1).num_milliseconds()
+        );
+        assert!(svc >= t1 && svc >= t2, "{m:?}");
+        assert!((svc - t1).num_milliseconds() < 5_000, "{m:?}");
         // The real engine's own figure, not a lab's draw: positive and below the request's wall.
         let load = t
             .durations
@@ -143,6 +155,12 @@ fn three_trials_with_the_shipped_probe_measure_real_load_and_cgroup_memory() {
         report.contains(&format!(
             "ready_to_runtime: negative in {negative} of 3 trials"
         )),
+        negative > 0,
+        "{report}"
+    );
+    // ... and names the figure to compare with the study's instead.
+    assert_eq!(
+        report.contains("`ready_to_runtime_service` (the first answer through the Service after Ready, in 3 trials)"),
         negative > 0,
         "{report}"
     );

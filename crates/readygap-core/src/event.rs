@@ -132,6 +132,9 @@ pub enum EventKind {
     NodeApplied(NodeView),
     /// One probe of a pod's runtime HTTP API.
     RuntimeProbe(RuntimeProbe),
+    /// One probe of the runtime through the target's Service (after T1, until it answers 200):
+    /// the study's T2.
+    ServiceProbe(ServiceProbe),
     /// Models resident in a pod's runtime (Ollama `/api/ps`).
     Residency {
         pod: String,
@@ -429,6 +432,25 @@ pub struct NodeView {
     pub ready: bool,
     pub provider_id: Option<String>,
     pub internal_ip: Option<String>,
+}
+
+/// One probe of the runtime through a Service: the runtime's probe path (`GET /api/tags` for
+/// Ollama, as the study asked it) sent to the Service, which hands it to one of its ready
+/// endpoints.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServiceProbe {
+    /// The Service's name.
+    pub service: String,
+    /// The Service's port the probe was sent to (its number or name).
+    pub port: String,
+    /// How it reached the Service: `api-server service proxy`.
+    pub route: String,
+    /// HTTP 200 was received.
+    pub ok: bool,
+    pub status: Option<u16>,
+    /// Round trip in milliseconds.
+    pub latency_ms: f64,
+    pub error: Option<String>,
 }
 
 /// One probe of a runtime's HTTP API.

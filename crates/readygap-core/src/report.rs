@@ -185,11 +185,27 @@ pub fn measured_conditions(trials: &[Trial]) -> BTreeMap<String, String> {
         .collect();
     let negative = r2r.iter().filter(|v| **v < 0.0).count();
     if negative > 0 {
+        let service = trials
+            .iter()
+            .filter(|t| {
+                t.metric(crate::timeline::Metric::ReadyToRuntimeService)
+                    .is_some()
+            })
+            .count();
+        let compare = if service > 0 {
+            format!(
+                "; `ready_to_runtime_service` (the first answer through the Service after Ready, \
+                 in {}) is the figure to compare with the study's",
+                trials_text(service)
+            )
+        } else {
+            String::new()
+        };
         let text = format!(
             "negative in {negative} of {}: the runtime answered on the pod's address before the \
              pod was Ready (a readiness probe that needs the runtime, as the inference-aware one \
              does, passes only after it answers); the study's T2 was an answer through the \
-             Service, which cannot come before Ready",
+             Service, which cannot come before Ready{compare}",
             trials_text(r2r.len())
         );
         out.insert("ready_to_runtime".to_string(), text);
@@ -603,6 +619,19 @@ mod tests {
         assert!(
             t.contains("  ready_to_runtime: negative in 1 of 2 trials"),
             "{t}"
+        );
+        assert!(!why.contains("ready_to_runtime_service"), "{why}");
+        // With T2 through the Service measured, the report names it as the study's figure.
+        let mut with_service = parsed.trials.clone();
+        let t1 = with_service[1].marks.t1.unwrap();
+        with_service[1].marks.t2_service = Some(t1 + chrono::Duration::milliseconds(300));
+        let why = &measured_conditions(&with_service)["ready_to_runtime"];
+        assert!(
+            why.ends_with(
+                "; `ready_to_runtime_service` (the first answer through the Service after \
+                 Ready, in 1 trial) is the figure to compare with the study's"
+            ),
+            "{why}"
         );
         let ordered =
             labcsv::import_str(Path::new("b.csv"), &csv.replace(",1000,", ",3000,")).unwrap();

@@ -132,6 +132,10 @@ pub struct State {
     pub kube_events: VecDeque<(Timestamp, KubeEventView)>,
     pub nodes: BTreeMap<String, NodeView>,
     pub runtimes: BTreeMap<String, RuntimeView>,
+    /// The latest probe of the runtime through the target's Service (the study's T2), when
+    /// the observed instant it was answered.
+    #[serde(default)]
+    pub service_probe: Option<(Timestamp, crate::event::ServiceProbe)>,
     pub memory: BTreeMap<String, MemoryView>,
     /// Host samples: `None` is the machine readygap runs on, `Some(node)` a node.
     pub hosts: BTreeMap<Option<String>, Series<HostSample>>,
@@ -265,6 +269,7 @@ impl State {
                 r.last_probe_error = p.error.clone();
                 r.last_probe_answered = p.http_answered;
             }
+            EventKind::ServiceProbe(p) => self.service_probe = Some((ts, p.clone())),
             EventKind::Residency { pod, models } => {
                 let r = self.runtimes.entry(pod.clone()).or_default();
                 r.resident = models.clone();

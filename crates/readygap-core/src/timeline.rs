@@ -38,6 +38,13 @@ pub struct Marks {
     pub t2_http: Option<Timestamp>,
     pub t3: Option<Timestamp>,
     pub t4: Option<Timestamp>,
+    /// T2 "answers through the Service": the first HTTP 200 of the runtime's probe path sent
+    /// through the target's Service at or after T1, the study's T2 (its loop of `curl
+    /// http://ollama:11434/api/tags` from a client pod began once the new pod was Ready), so
+    /// never before T1, unlike T2 on the pod's own address. With other ready pods behind the
+    /// Service the answer can be theirs: then it says only that the Service answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t2_service: Option<Timestamp>,
     /// The old pod's deletionTimestamp seen in a watch event.
     pub deletion_seen: Option<Timestamp>,
     pub scheduled: Option<Timestamp>,
@@ -313,6 +320,8 @@ impl Trial {
             Metric::ReadyToRuntime => Self::span(m.t1, m.t2),
             Metric::RuntimeHttp => Self::span(m.t0, m.t2_http),
             Metric::HttpToModelReady => Self::span(m.t2_http, m.t2),
+            Metric::RuntimeRecoveryService => Self::span(m.t0, m.t2_service),
+            Metric::ReadyToRuntimeService => Self::span(m.t1, m.t2_service),
             Metric::FunctionalRecovery => Self::span(m.t0, m.t4),
             Metric::ReadyToInference => Self::span(m.t1, m.t4),
             Metric::InferenceWall => Self::span(m.t3, m.t4),
@@ -350,10 +359,14 @@ pub enum Metric {
     HttpToModelReady,
     /// Generated tokens per second, from the runtime's timings.
     EvalRate,
+    /// T0 → T2 "answers through the Service" (the study's `runtime_recovery`).
+    RuntimeRecoveryService,
+    /// T1 → T2 "answers through the Service" (the study's `ready_to_runtime`: never negative).
+    ReadyToRuntimeService,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 14] = [
+    pub const ALL: [Metric; 16] = [
         Metric::K8sRecovery,
         Metric::RuntimeRecovery,
         Metric::ReadyToRuntime,
@@ -368,6 +381,8 @@ impl Metric {
         Metric::RuntimeHttp,
         Metric::HttpToModelReady,
         Metric::EvalRate,
+        Metric::RuntimeRecoveryService,
+        Metric::ReadyToRuntimeService,
     ];
 
     pub fn name(self) -> &'static str {
@@ -386,6 +401,8 @@ impl Metric {
             Metric::RuntimeHttp => "runtime_http_answers",
             Metric::HttpToModelReady => "http_to_model_ready",
             Metric::EvalRate => "eval_tokens_per_second",
+            Metric::RuntimeRecoveryService => "runtime_recovery_service",
+            Metric::ReadyToRuntimeService => "ready_to_runtime_service",
         }
     }
 
@@ -527,6 +544,16 @@ impl Timeline {
                         o.probe_ok = Some(o.probe_ok.map_or(ts, |x| x.min(ts)));
                     }
                     t.sync();
+                }
+            }
+            // The study's T2: the first answer through the Service once the new pod is Ready
+            // (the trial may have reached T4 already: the mark is a fact of the latest trial).
+            EventKind::ServiceProbe(p) if p.ok => {
+                if let Some(t) = self.trials.last_mut()
+                    && t.marks.t2_service.is_none()
+                    && t.marks.t1.is_some_and(|t1| ts >= t1)
+                {
+                    t.marks.t2_service = Some(ts);
                 }
             }
             EventKind::Residency { pod, models } if models.iter().any(|m| m.is_loaded()) => {

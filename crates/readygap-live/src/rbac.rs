@@ -141,6 +141,13 @@ pub static READYGAP_PERMISSIONS: &[Permission] = &[
         true,
         "read the runtime's request log (the silent observer)",
     ),
+    ns(
+        "get",
+        "",
+        "services/proxy",
+        true,
+        "probe the runtime through the Service after Ready (the study's T2)",
+    ),
     ns("get", "", "services", true, SERVICES),
     ns("list", "", "services", true, SERVICES),
     ns("watch", "", "services", true, SERVICES),

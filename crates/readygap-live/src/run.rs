@@ -459,6 +459,7 @@ pub async fn build(
         preload_model: args.session.preload_model.clone(),
         probe_external: args.session.probe_external,
         read_only: args.session.read_only,
+        service: Some(target.service.clone()),
         poll: crate::sources::runtime::PollConfig {
             residency: args.session.residency_interval,
             tags: args.session.tags_interval,

@@ -91,6 +91,9 @@ pub struct TrialConfig {
     pub probe_external: bool,
     /// `--read-only`: only GET requests, anywhere (no action, no inference).
     pub read_only: bool,
+    /// The Service probed once the new pod is Ready, until the runtime answers through it
+    /// (T2 "answers through the Service", the study's T2); `None`: not probed.
+    pub service: Option<String>,
     #[serde(skip)]
     pub poll: PollConfig,
 }
@@ -116,6 +119,7 @@ impl Default for TrialConfig {
             preload_model: None,
             probe_external: false,
             read_only: false,
+            service: None,
             poll: PollConfig::default(),
         }
     }

@@ -62,6 +62,8 @@ pub struct Runner {
     record_error: Option<String>,
     /// Compact the store once this many trials ended (`readygap watch`); `None`: never.
     compact_after: Option<usize>,
+    /// The probe through the Service for the trial of this index, while it runs.
+    service_probe: Option<(u32, CancellationToken)>,
 }
 
 /// What the runner is built from: the event channel (every source sends to `tx`; the
@@ -103,6 +105,7 @@ impl Runner {
             record_status: None,
             record_error: None,
             compact_after: None,
+            service_probe: None,
         }
     }
 
@@ -498,6 +501,114 @@ impl Runner {
                     token,
                 ));
             }
+        }
+        self.follow_service();
+    }
+
+    /// The study's T2: once the latest trial has T1 and no answer through the Service yet,
+    /// probe through the Service until it answers (one probe task per trial; a new trial
+    /// ends the previous one's).
+    fn follow_service(&mut self) {
+        let Some(service) = self.machine.cfg.service.clone() else {
+            return;
+        };
+        let Some(trial) = self.state.timeline.current() else {
+            return;
+        };
+        let index = trial.index;
+        if let Some((i, token)) = &self.service_probe
+            && *i != index
+        {
+            token.cancel();
+            self.service_probe = None;
+        }
+        let due = trial.marks.t1.is_some() && trial.marks.t2_service.is_none();
+        if !due || self.service_probe.is_some() {
+            return;
+        }
+        let token = self.stop_feeds.child_token();
+        self.service_probe = Some((index, token.clone()));
+        tokio::spawn(service_probe(
+            self.runtime.clone(),
+            self.client.clone(),
+            ServiceProbeSettings {
+                namespace: self.machine.cfg.namespace.clone(),
+                service,
+                runtime_port: self.machine.cfg.runtime_port,
+                interval: self.machine.cfg.probe_interval,
+                limit: self.machine.cfg.runtime_timeout,
+            },
+            self.tx.clone(),
+            token,
+        ));
+    }
+}
+
+/// Where and how often [`service_probe`] probes, and for how long at most.
+struct ServiceProbeSettings {
+    namespace: String,
+    service: String,
+    runtime_port: u16,
+    interval: Duration,
+    limit: Duration,
+}
+
+/// Probe the runtime through the Service every `interval` until it answers 200 (each probe an
+/// event), the API server refuses the route (401/403: said once, in the event), `limit`
+/// passes, or cancelled. A Service that cannot be resolved is said in one failed probe.
+async fn service_probe(
+    runtime: Arc<dyn RuntimeAdapter>,
+    client: kube::Client,
+    s: ServiceProbeSettings,
+    tx: mpsc::Sender<Event>,
+    cancel: CancellationToken,
+) {
+    let send = |p: readygap_core::event::ServiceProbe| {
+        let tx = tx.clone();
+        async move {
+            tx.send(Event::new(
+                Utc::now(),
+                Source::Runtime,
+                EventKind::ServiceProbe(p),
+            ))
+            .await
+            .is_ok()
+        }
+    };
+    let resolved = tokio::select! {
+        _ = cancel.cancelled() => return,
+        r = crate::sources::runtime::service_ref(&client, &s.namespace, &s.service, s.runtime_port) => r,
+    };
+    let svc = match resolved {
+        Ok(svc) => svc,
+        Err(error) => {
+            send(readygap_core::event::ServiceProbe {
+                service: s.service.clone(),
+                route: crate::sources::runtime::SERVICE_ROUTE.into(),
+                error: Some(error),
+                ..Default::default()
+            })
+            .await;
+            return;
+        }
+    };
+    let deadline = tokio::time::Instant::now() + s.limit;
+    let mut tick = tokio::time::interval(s.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep_until(deadline) => return,
+            _ = tick.tick() => {}
+        }
+        let p = tokio::select! {
+            _ = cancel.cancelled() => return,
+            p = runtime.probe_service(&svc) => p,
+        };
+        let Some(p) = p else { return };
+        let end = p.ok || matches!(p.status, Some(401 | 403));
+        if !send(p).await || end {
+            return;
         }
     }
 }

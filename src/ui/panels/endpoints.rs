@@ -3,6 +3,7 @@
 //! endpoint was ready and none still served are highlighted (the service could not route),
 //! and the current counts. Zero ready while a terminating endpoint still serves is its own
 //! state: kube-proxy routes to that endpoint (KEP-1669), so it is said apart, not as a gap.
+//! Under the bars, the latest probe through the Service (the study's T2).
 
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
@@ -172,4 +173,35 @@ pub fn render(state: &State, _view: &ViewState, theme: &Theme, area: Rect, buf: 
             buf.set_string(row.x + row.width - 3, row.y, "now", theme.muted());
         }
     }
+    if let Some(line) = service_line(state, now, theme) {
+        put_line(buf, inner, axis_y + 1, &line);
+    }
+}
+
+/// The latest probe through the Service (sent after a trial's T1 until it answers): its
+/// Service and port, and the answer or why there was none.
+pub fn service_line(state: &State, now: Timestamp, theme: &Theme) -> Option<Line<'static>> {
+    let (ts, p) = state.service_probe.as_ref()?;
+    let age = fmt_age(secs(*ts, now));
+    let name = if p.port.is_empty() {
+        p.service.clone()
+    } else {
+        format!("{}:{}", p.service, p.port)
+    };
+    let (text, style) = if p.ok {
+        (
+            format!(
+                "via Service {name}: 200 in {:.0}ms, {age} ago",
+                p.latency_ms
+            ),
+            theme.ok(),
+        )
+    } else {
+        let why = p.error.as_deref().unwrap_or("no answer");
+        (
+            format!("via Service {name}: {why} ({age} ago)"),
+            theme.warn(),
+        )
+    };
+    Some(Line::styled(text, style))
 }

@@ -212,6 +212,13 @@ fn trial_title(trial: &Trial, now: Option<Timestamp>, theme: &Theme) -> Line<'st
         )
     };
     spans.push(Span::styled(end, style));
+    // The study's T2, through the Service after Ready, beside the bar's T2 on the pod.
+    if let (Some(t1), Some(svc)) = (trial.marks.t1, trial.marks.t2_service) {
+        spans.push(Span::styled(
+            format!("  via Service T1+{}", fmt_secs(secs(t1, svc))),
+            theme.muted(),
+        ));
+    }
     Line::from(spans)
 }
 

@@ -389,6 +389,13 @@ pub fn export(trials: &[Trial], out: impl std::io::Write) -> csv::Result<()> {
     if split_t2 {
         header.extend(["t2_http_answers_ms", "http_to_model_ready_ms"]);
     }
+    // T2 as the study took it, through the Service after T1: two more last columns, only
+    // where a trial has it; `ready_to_runtime_service_ms` compares with the study's
+    // `ready_to_runtime_ms`.
+    let service_t2 = trials.iter().any(|t| t.marks.t2_service.is_some());
+    if service_t2 {
+        header.extend(["t2_service_ms", "ready_to_runtime_service_ms"]);
+    }
     w.write_record(&header)?;
     let ms = |t: Option<Timestamp>| t.map(|t| t.timestamp_millis());
     let opt = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
@@ -436,6 +443,11 @@ pub fn export(trials: &[Trial], out: impl std::io::Write) -> csv::Result<()> {
             let h = ms(m.t2_http);
             row.push(opt(h));
             row.push(opt(h.zip(raw[2]).map(|(a, b)| b - a)));
+        }
+        if service_t2 {
+            let s = ms(m.t2_service);
+            row.push(opt(s));
+            row.push(opt(raw[1].zip(s).map(|(a, b)| b - a)));
         }
         w.write_record(&row)?;
     }
@@ -488,6 +500,36 @@ mod tests {
             assert_eq!(a.status, b.status);
             assert_eq!(a.durations, b.durations);
         }
+    }
+
+    #[test]
+    fn t2_through_the_service_adds_two_last_columns_compared_with_the_studys() {
+        let mut csv = import_str(Path::new("s.csv"), SAMPLE).unwrap();
+        // Run 1: T1 at 2500, the runtime answered on the pod's address at 3000 and through
+        // the Service 420 ms after T1.
+        let t = &mut csv.trials[0];
+        t.marks.t2_service = Some(t.marks.t1.unwrap() + chrono::Duration::milliseconds(420));
+        let mut out = Vec::new();
+        export(&csv.trials, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let header = text.lines().next().unwrap();
+        assert!(
+            header.ends_with(",t2_service_ms,ready_to_runtime_service_ms"),
+            "{header}"
+        );
+        let rows: Vec<&str> = text.lines().skip(1).collect();
+        assert!(rows[0].ends_with(",2920,420"), "{}", rows[0]);
+        assert!(rows[1].ends_with(",,"), "no mark, empty cells: {}", rows[1]);
+        assert_eq!(
+            csv.trials[0].metric(Metric::ReadyToRuntimeService),
+            Some(0.42)
+        );
+        assert_eq!(
+            csv.trials[0].metric(Metric::RuntimeRecoveryService),
+            Some(1.92)
+        );
+        let back = import_str(Path::new("e.csv"), &text).unwrap();
+        assert_eq!(back.trials.len(), 3);
     }
 
     #[test]

@@ -699,3 +699,59 @@ fn the_exec_probes_own_inference_is_no_users_t3_t4() {
     assert_eq!(t.marks.t4, Some(at(12_000)));
     assert_eq!(t.marks.probe_inference, None);
 }
+
+/// T2 "answers through the Service" is the study's T2: the first 200 through the Service at or
+/// after T1. An answer before T1 (another pod behind the Service, or the old one) is not it; a
+/// failed probe is not it; a later 200 does not move it; it may come after T4.
+#[test]
+fn t2_through_the_service_is_the_first_answer_at_or_after_t1() {
+    let service = |ms: i64, ok: bool| {
+        ev(
+            ms,
+            Source::Runtime,
+            EventKind::ServiceProbe(ServiceProbe {
+                service: "ollama".into(),
+                port: "11434".into(),
+                route: "api-server service proxy".into(),
+                ok,
+                status: Some(if ok { 200 } else { 503 }),
+                latency_ms: 3.0,
+                error: (!ok).then(|| "HTTP 503: no endpoints available".into()),
+            }),
+        )
+    };
+    let mut events = vec![applied(
+        -5_000,
+        pod("ollama-a", "uid-a", Stage::Ready, -5_000),
+    )];
+    events.extend(delete_pod(0, 1, "ollama-a"));
+    events.push(service(10, true)); // the old pod, still behind the Service
+    events.push(applied(40, pod("ollama-b", "uid-b", Stage::Pending, 40)));
+    events.push(probe(1_650, "ollama-b", true));
+    events.push(applied(
+        1_700,
+        pod("ollama-b", "uid-b", Stage::Ready, 1_600),
+    ));
+    events.push(service(1_750, false));
+    events.push(infer_start(1_760, 100, "ollama-b"));
+    events.push(infer_done(1_900, 100, true));
+    let s = state_of(&events);
+    let t = &s.timeline.trials[0];
+    assert!(t.is_ok());
+    assert_eq!(t.marks.t2_service, None, "{:?}", t.marks);
+    assert_eq!(t.metric(Metric::ReadyToRuntimeService), None);
+    events.push(service(2_120, true));
+    events.push(service(2_200, true));
+    let s = state_of(&events);
+    let t = &s.timeline.trials[0];
+    assert_eq!(t.marks.t2_service, Some(at(2_120)));
+    assert!((t.metric(Metric::ReadyToRuntimeService).unwrap() - 0.42).abs() < 1e-9);
+    assert!((t.metric(Metric::RuntimeRecoveryService).unwrap() - 2.12).abs() < 1e-9);
+    // On the pod's address the runtime answered 50 ms before Ready; through the Service, after.
+    assert!(t.metric(Metric::ReadyToRuntime).unwrap() < 0.0);
+    let (_, last) = s
+        .service_probe
+        .as_ref()
+        .expect("the latest service probe kept");
+    assert!(last.ok);
+}

@@ -3,7 +3,6 @@
 //! `nodes/{name}/proxy/stats/summary` answers as the kubelet Summary API with each pod's
 //! container memory from its runtime.
 
-use super::cluster::pod_ready;
 use super::objects::OLLAMA_PORT;
 use super::resources::ResourcePath;
 use super::resources::{NODES, PODS, SERVICES};
@@ -54,31 +53,22 @@ pub async fn proxy(
                 }
             }
         }
+        // As the real API server's ResourceLocation: a random ready address of the Service's
+        // endpoints, at the endpoint port of the named Service port.
         SERVICES => {
-            if api.cluster.store.get(SERVICES, &ns, &name).is_none() {
-                return error(404, "NotFound", &format!("services \"{name}\" not found"));
+            let id = rp.name.as_deref().unwrap_or("");
+            let mut parts = id.split(':').collect::<Vec<_>>();
+            if parts.len() == 3 {
+                parts.remove(0);
             }
-            let ready_ip = api
-                .cluster
-                .store
-                .list(PODS, Some(&ns))
-                .0
-                .iter()
-                .filter(|p| {
-                    p["metadata"]["labels"]["app"] == name.as_str()
-                        && pod_ready(p)
-                        && p["metadata"]["deletionTimestamp"].is_null()
-                })
-                .find_map(|p| p["status"]["podIP"].as_str().map(str::to_string));
-            match ready_ip {
-                Some(ip) => (ip, port.unwrap_or(OLLAMA_PORT)),
-                None => {
-                    return error(
-                        503,
-                        "ServiceUnavailable",
-                        &format!("no endpoints available for service \"{name}\""),
-                    );
+            let (svc, port) = (parts[0], parts.get(1).copied().filter(|p| !p.is_empty()));
+            match super::service_network::proxy_endpoints(&api.cluster.store, &ns, svc, port) {
+                Ok(eps) => {
+                    let a = eps[rand::random_range(0..eps.len())];
+                    (a.ip().to_string(), a.port())
                 }
+                Err((404, msg)) => return error(404, "NotFound", &msg),
+                Err((code, msg)) => return error(code, "ServiceUnavailable", &msg),
             }
         }
         NODES => return node_proxy(&api, &name, &rp.rest),

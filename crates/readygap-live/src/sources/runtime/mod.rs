@@ -27,7 +27,7 @@ use hyper::body::Bytes;
 use k8s_openapi::api::core::v1::Pod;
 use readygap_core::event::{
     DiskModel, Event, EventKind, InferenceResult, ResidentModel, RuntimeMetrics, RuntimeProbe,
-    Source,
+    ServiceProbe, Source,
 };
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -63,6 +63,60 @@ impl AccessMode {
 pub struct PodRef {
     pub name: String,
     pub ip: Option<String>,
+}
+
+/// A Service the runtime is reached through: its name and the port given to the API server's
+/// service proxy (the Service's port number).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceRef {
+    pub name: String,
+    pub port: String,
+}
+
+/// How a probe through a Service travels, as [`ServiceProbe::route`] says it.
+pub const SERVICE_ROUTE: &str = "api-server service proxy";
+
+/// The Service `name` of `namespace` and its port that leads to the runtime's `runtime_port`:
+/// the port whose `targetPort` is that number (or whose `port` is, when `targetPort` is
+/// unset: it then defaults to `port`), else the Service's only port. One read-only GET.
+pub async fn service_ref(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    runtime_port: u16,
+) -> Result<ServiceRef, String> {
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let api: kube::Api<Service> = kube::Api::namespaced(client.clone(), namespace);
+    let svc = api
+        .get(name)
+        .await
+        .map_err(|e| format!("service {namespace}/{name}: {e}"))?;
+    let ports = svc.spec.and_then(|s| s.ports).unwrap_or_default();
+    let leads = |p: &k8s_openapi::api::core::v1::ServicePort| match &p.target_port {
+        Some(IntOrString::Int(t)) => *t == i32::from(runtime_port),
+        Some(IntOrString::String(_)) => false,
+        None => p.port == i32::from(runtime_port),
+    };
+    let port = match ports.iter().find(|p| leads(p)) {
+        Some(p) => p.port,
+        None if ports.len() == 1 => ports[0].port,
+        None => {
+            return Err(format!(
+                "service {namespace}/{name} has no port whose targetPort is the runtime's {runtime_port} \
+                 (ports: {})",
+                ports
+                    .iter()
+                    .map(|p| p.port.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    };
+    Ok(ServiceRef {
+        name: name.to_string(),
+        port: port.to_string(),
+    })
 }
 
 /// A response whose body arrives as a stream.
@@ -254,6 +308,38 @@ impl RuntimeAccess {
         }
     }
 
+    /// `GET path` through the API server's service proxy
+    /// (`/api/v1/namespaces/NS/services/NAME:PORT/proxy/…`), whatever the access mode: the API
+    /// server sends it to a ready address of the Service's Endpoints, picked at random
+    /// (kubernetes `pkg/registry/core/service/storage/storage.go` `ResourceLocation`), and
+    /// answers 503 "no endpoints available" when there is none. The status and whole body.
+    pub async fn fetch_service(
+        &self,
+        service: &ServiceRef,
+        path: &str,
+    ) -> Result<(u16, Vec<u8>), String> {
+        let uri = format!(
+            "/api/v1/namespaces/{}/services/{}:{}/proxy{path}",
+            self.namespace, service.name, service.port
+        );
+        let req = http::Request::builder()
+            .method(http::Method::GET)
+            .uri(&uri)
+            .body(kube::client::Body::from(Vec::new()))
+            .map_err(|e| e.to_string())?;
+        let resp = self
+            .client
+            .send(req)
+            .await
+            .map_err(|e| format!("service proxy {}: {e}", service.name))?;
+        let mut r = HttpResponse::from_http(resp, None);
+        let mut out = Vec::new();
+        while let Some(chunk) = r.body.next().await {
+            out.extend_from_slice(&chunk?);
+        }
+        Ok((r.status, out))
+    }
+
     /// Send one request and read its whole answer: the status and the body.
     pub async fn fetch(
         &self,
@@ -326,6 +412,40 @@ impl Reach {
     }
 }
 
+impl Reach {
+    /// One probe through the Service: `GET probe_path` through the API server's service
+    /// proxy ([`RuntimeAccess::fetch_service`]), bounded as a pod probe; `ok` is HTTP 200.
+    pub async fn probe_service(&self, service: &ServiceRef) -> ServiceProbe {
+        let timeout = self.probe_timeout;
+        let start = Instant::now();
+        let res = tokio::time::timeout(
+            timeout,
+            self.access.fetch_service(service, &self.probe_path),
+        )
+        .await;
+        let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
+        let (ok, status, error) = match res {
+            Ok(Ok((200, _))) => (true, Some(200), None),
+            Ok(Ok((s, body))) => (
+                false,
+                Some(s),
+                Some(format!("HTTP {s}: {}", head(&body, 120))),
+            ),
+            Ok(Err(e)) => (false, None, Some(e)),
+            Err(_) => (false, None, Some(format!("no answer within {timeout:?}"))),
+        };
+        ServiceProbe {
+            service: service.name.clone(),
+            port: service.port.clone(),
+            route: SERVICE_ROUTE.to_string(),
+            ok,
+            status,
+            latency_ms,
+            error,
+        }
+    }
+}
+
 /// An error with its causes (reqwest hides the interesting part in `source`).
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
@@ -345,6 +465,14 @@ pub type Answer<'a, T> = BoxFuture<'a, Result<T, String>>;
 pub trait RuntimeAdapter: Send + Sync {
     /// One probe (`GET` of the probe path); never fails, the error is in the result.
     fn probe<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, RuntimeProbe>;
+    /// One probe of the same path through a Service ([`Reach::probe_service`]); `None` where
+    /// the adapter reaches no API server (a test double).
+    fn probe_service<'a>(
+        &'a self,
+        _service: &'a ServiceRef,
+    ) -> BoxFuture<'a, Option<ServiceProbe>> {
+        Box::pin(async { None })
+    }
     /// The models resident in memory.
     fn residency<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<ResidentModel>>;
     /// The models on disk.

@@ -182,6 +182,13 @@ impl RuntimeAdapter for Ollama {
         Box::pin(self.reach.probe(pod))
     }
 
+    fn probe_service<'a>(
+        &'a self,
+        service: &'a super::ServiceRef,
+    ) -> BoxFuture<'a, Option<readygap_core::event::ServiceProbe>> {
+        Box::pin(async move { Some(self.reach.probe_service(service).await) })
+    }
+
     fn residency<'a>(&'a self, pod: &'a PodRef) -> Answer<'a, Vec<ResidentModel>> {
         Box::pin(async move { parse_ps(&get_json(&self.reach.access, pod, "/api/ps").await?) })
     }
