@@ -77,6 +77,8 @@ commands! {
         "memory chart: log/linear scale";
     Freeze "freeze" Key::char(' '), "freeze":
         "freeze/unfreeze the display (events keep coming)";
+    Events "events" Key::char('e'), "events":
+        "all Events of the target's pods, newest first (the ones that explain the trial are on screen)";
     Help "help" Key::char('?'), "help":
         "this help";
     Acknowledge "acknowledge" Key::char('a'), "ack":

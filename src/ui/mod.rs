@@ -43,6 +43,12 @@ pub struct Areas {
 
 /// Where each panel goes in `area`.
 pub fn layout(area: Rect) -> Areas {
+    layout_with(area, 0)
+}
+
+/// Where each panel goes in `area`, the stacked layout's top row (Pods, Residency) at least
+/// `top_rows` high (up to half the body): Events that explain a trial need the room on 80×24.
+pub fn layout_with(area: Rect, top_rows: u16) -> Areas {
     let [header, body, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(0),
@@ -55,7 +61,17 @@ pub fn layout(area: Rect) -> Areas {
         let [pods, timeline, residency] = Layout::horizontal(percent([37, 38, 25])).areas(top);
         (pods, timeline, residency, bottom, [50, 25, 25])
     } else {
-        let [top, timeline, bottom] = Layout::vertical(percent([28, 32, 40])).areas(body);
+        let [mut top, mut timeline, mut bottom] =
+            Layout::vertical(percent([28, 32, 40])).areas(body);
+        let want = top_rows.min(body.height / 2);
+        if want > top.height {
+            let rest;
+            [top, rest] =
+                Layout::vertical([Constraint::Length(want), Constraint::Min(0)]).areas(body);
+            [timeline, bottom] =
+                Layout::vertical([Constraint::Ratio(32, 72), Constraint::Ratio(40, 72)])
+                    .areas(rest);
+        }
         let [pods, residency] = Layout::horizontal([62, 38].map(Constraint::Percentage)).areas(top);
         (pods, timeline, residency, bottom, [46, 28, 26])
     };
@@ -88,7 +104,7 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     if let Some((bar, line)) = bar {
         replaybar::render(state, bar, theme, line, buf);
     }
-    let a = layout(area);
+    let a = layout_with(area, pods::wanted_height(state));
     header::render(state, view, theme, a.header, buf);
     pods::render(state, view, theme, a.pods, buf);
     timeline::render(state, view, theme, a.timeline, buf);

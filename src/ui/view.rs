@@ -14,6 +14,8 @@ use readygap_core::state::{Severity, State};
 pub enum Dialog {
     /// The keymap's help screen.
     Help,
+    /// Every Event of the target's pods, whole.
+    Events,
     /// `y` sends the intent, `n`/Esc cancels.
     Confirm { intent: Intent },
     /// Pick one item; Enter sends `ChoosePod`.
@@ -197,6 +199,7 @@ pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, 
         Command::ToggleLog => view.log_scale = !view.log_scale,
         Command::Freeze => view.frozen = !view.frozen,
         Command::Help => view.dialog = Some(Dialog::Help),
+        Command::Events => view.dialog = Some(Dialog::Events),
         Command::Acknowledge => view.acknowledged = state.oom.verdicts.len(),
         Command::PauseResume => intent = replay(ReplayCommand::PauseResume),
         Command::PrevMark => intent = replay(ReplayCommand::PrevMark),
@@ -217,7 +220,7 @@ fn dialog_key(mut view: ViewState, dialog: Dialog, key: KeyEvent) -> (ViewState,
     match dialog {
         // Esc closes any dialog; any key closes help (`?` again too).
         _ if code == KeyCode::Esc => {}
-        Dialog::Help => {}
+        Dialog::Help | Dialog::Events => {}
         Dialog::Confirm { intent } => match code {
             KeyCode::Char('y' | 'Y') => sent = Some(intent),
             KeyCode::Char('n' | 'N') => {}

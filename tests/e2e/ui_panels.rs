@@ -116,7 +116,7 @@ fn every_panel_survives_zero_and_one_cell_areas() {
 fn whole_dashboard_survives_every_tiny_terminal() {
     let state = state_at(AFTER_OOM);
     let theme = Theme::default_theme();
-    for dialog in [None, Some(Dialog::Help)] {
+    for dialog in [None, Some(Dialog::Help), Some(Dialog::Events)] {
         let view = ViewState {
             dialog,
             ..ViewState::default()
@@ -853,4 +853,68 @@ fn residency_says_what_the_api_tells_whole_at_80_columns() {
     assert!(t.contains("llamacpp (--runtime): /health"), "{t}");
     assert!(t.contains("no expiry") && t.contains("VRAM,"), "{t}");
     assert!(t.contains("ollama-1"), "the pod's lines still follow: {t}");
+}
+
+/// The Events that explain a trial are on the main screen without a key press (issue 34):
+/// during a trial, the kubelet's `Unhealthy` with the probe's output (×3, warning colour)
+/// comes before a newer `Pulled`, at 160×48 and at 80×24; `e` shows every Event whole.
+#[test]
+fn events_that_explain_the_trial_are_on_screen_and_e_shows_them_whole() {
+    use readygap_core::event::{EventKind, KubeEventView, Source};
+    let failed = "Liveness probe failed: curl: (7) Failed to connect to localhost port 11434 \
+        after 0 ms: Couldn't connect to server";
+    let kube = |ms: i64, name: &str, reason: &str, ty: &str, message: &str, count| {
+        ev(
+            ms,
+            Source::Kube,
+            EventKind::KubeEvent(KubeEventView {
+                object: "pod/ollama-2".into(),
+                reason: reason.into(),
+                message: message.into(),
+                type_: ty.into(),
+                name: name.into(),
+                count: Some(count),
+                time: Some(at(ms)),
+            }),
+        )
+    };
+    let mut events = until(MID_LOAD);
+    events.push(kube(T0 + 900, "e1", "Unhealthy", "Warning", failed, 1));
+    events.push(kube(T0 + 1900, "e1", "Unhealthy", "Warning", failed, 2));
+    events.push(kube(T0 + 2900, "e1", "Unhealthy", "Warning", failed, 3));
+    events.push(kube(
+        T0 + 3000,
+        "e2",
+        "Pulled",
+        "Normal",
+        "Container image already present on machine",
+        1,
+    ));
+    let state = State::from_events(&events);
+    let theme = Theme::default_theme();
+    for (w, h) in [(160, 48), (80, 24)] {
+        let mut buf = Buffer::empty(Rect::new(0, 0, w, h));
+        ui::render(&state, &ViewState::default(), &theme, buf.area, &mut buf);
+        let t = text(&buf);
+        let (x, y) = find(&buf, "Unhealthy ×3").unwrap_or_else(|| panic!("{w}×{h}:\n{t}"));
+        assert_eq!(
+            buf[(x, y)].fg,
+            theme.warn().fg.unwrap(),
+            "{w}×{h}: warning colour"
+        );
+        assert!(t.contains("Liveness probe failed"), "{w}×{h}:\n{t}");
+        if let Some((_, py)) = find(&buf, "Pulled") {
+            assert!(py > y, "{w}×{h}: the explaining Event first:\n{t}");
+        }
+    }
+    // `e`: all of them, the probe's whole output wrapped.
+    let view = ViewState {
+        dialog: Some(Dialog::Events),
+        ..ViewState::default()
+    };
+    let mut buf = Buffer::empty(Rect::new(0, 0, 80, 24));
+    ui::render(&state, &view, &theme, buf.area, &mut buf);
+    let t = text(&buf);
+    assert!(t.contains("Couldn't connect to server"), "{t}");
+    assert!(t.contains("Container image already present"), "{t}");
 }

@@ -592,3 +592,71 @@ fn a_dashboard_started_before_its_api_server_connects_once_it_answers() {
     assert!(screen.contains("EXITED 0"), "exit status 0: {screen}");
     rt.block_on(lab.shutdown());
 }
+
+/// The Events that explain a trial are on screen without a key press (issue 34), at 200×55
+/// and at the smallest size (80×24), in a real terminal: on `demo --scenario
+/// aggressive-liveness` the kubelet's `Unhealthy` with the probe's output and the trials that
+/// failed say "killed by the liveness probe"; on `demo --scenario gpu-surge` the scheduler's
+/// `FailedScheduling` with its `Insufficient nvidia.com/gpu`. Each screen is printed.
+#[ignore = "needs tmux (apt-get install -y tmux)"]
+#[test]
+fn events_that_explain_a_trial_are_on_screen_at_200x55_and_80x24() {
+    crate::peers::tmux();
+    let bin = env!("CARGO_BIN_EXE_readygap");
+    // What must be on screen (a message may wrap between its words).
+    for (scenario, key, explained) in [
+        (
+            "aggressive-liveness",
+            None,
+            ["Liveness probe failed", "Unhealthy"],
+        ),
+        ("gpu-surge", Some("r"), ["FailedScheduling", "Insufficient"]),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tmux = Tmux {
+            socket: format!("readygap-events-{scenario}-{}", std::process::id()),
+        };
+        let script =
+            format!("'{bin}' demo --speed 3 --scenario {scenario}; echo EXITED $?; sleep 60");
+        tmux.start(&dir.path().join("config"), &script);
+        tmux.wait("a Ready pod", |s| s.contains("Running True"));
+        // The liveness kills come by themselves; the surge stalls once a rollout restarts.
+        if let Some(key) = key {
+            tmux.cmd(&["send-keys", "-t", "rg", key]);
+            tmux.wait("the confirmation", |s| s.contains("Confirm"));
+            tmux.cmd(&["send-keys", "-t", "rg", "y"]);
+        }
+        for (w, h) in [(200, 55), (80, 24)] {
+            let out = tmux.cmd(&[
+                "resize-window",
+                "-t",
+                "rg",
+                "-x",
+                &w.to_string(),
+                "-y",
+                &h.to_string(),
+            ]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let screen = tmux.wait(&format!("{explained:?} at {w}×{h}"), |s| {
+                s.lines().count() >= h as usize - 1
+                    && s.lines().all(|l| l.chars().count() <= w as usize)
+                    && explained.iter().all(|e| s.contains(e))
+                    && (scenario != "gpu-surge" || s.contains("nvidia.com/gpu"))
+            });
+            eprintln!("{scenario} at {w}×{h}:\n{screen}");
+            if scenario == "aggressive-liveness" && w == 200 {
+                let failed = tmux.wait("a trial failed by the probe", |s| {
+                    s.contains("killed by the liveness")
+                });
+                assert!(failed.contains("Unhealthy"), "{failed}");
+            }
+        }
+        tmux.cmd(&["send-keys", "-t", "rg", "q"]);
+        let screen = tmux.wait("the process to exit", |s| s.contains("EXITED"));
+        assert!(screen.contains("EXITED 0"), "{screen}");
+    }
+}

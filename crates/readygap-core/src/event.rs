@@ -418,6 +418,12 @@ pub struct KubeEventView {
     /// `Normal` or `Warning`.
     #[serde(rename = "type", default)]
     pub type_: String,
+    /// The Event object's name: a repeat updates the same object (its `count` grows).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// How many times it happened, as the Event says (`count`, or `series.count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
     /// When it last happened, by the Event's own clock (`eventTime`, else `lastTimestamp`,
     /// else `firstTimestamp`, else its creation): an Event from before readygap started
     /// (replayed by the initial list) keeps its time and is history, never fresh evidence.

@@ -432,6 +432,22 @@ pub struct Timeline {
     /// looked (history, never the first evidence of a trial).
     #[serde(default)]
     listing_pods: bool,
+    /// Per pod, what the kubelet's Events said of its probes: the words a trial failed by a
+    /// container restart is explained in.
+    #[serde(default)]
+    probe_kills: BTreeMap<String, ProbeKill>,
+}
+
+/// The kubelet's latest `Unhealthy` (a liveness or startup probe failed, with its output) and
+/// `Killing` for a failed probe about one pod (kubernetes `pkg/kubelet/prober/prober.go`:
+/// `"%s probe failed: %s"`; `pkg/kubelet/kuberuntime/kuberuntime_manager.go`: `"Container %s
+/// failed %s probe, will be restarted"`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct ProbeKill {
+    /// The latest `Liveness probe failed: …` / `Startup probe failed: …`.
+    failure: Option<String>,
+    /// `liveness` or `startup`, and when the kill was reported.
+    killed: Option<(String, Timestamp)>,
 }
 
 impl Timeline {
@@ -527,6 +543,7 @@ impl Timeline {
             EventKind::ResyncDone { resource } if resource == "pods" => self.listing_pods = false,
             EventKind::PodApplied(pod) => self.pod_applied(ts, pod, prev, pods),
             EventKind::PodDeleted(pod) => {
+                self.probe_kills.remove(&pod.name);
                 if let Some(t) = self.open_mut()
                     && t.new_pod.as_deref() == Some(pod.name.as_str())
                 {
@@ -603,6 +620,7 @@ impl Timeline {
             }
             EventKind::InferenceDone(result) => self.inference_done(ts, result),
             EventKind::RequestLogged(r) if r.is_inference() => self.request_logged(ts, r, pods),
+            EventKind::KubeEvent(e) => self.kube_event(e, pods),
             EventKind::MemorySample(s) => {
                 // Memory after T4: the first sample of the trial's new pod at or after its
                 // T4 and before the next trial's T0 (a next trial may already have begun
@@ -625,6 +643,76 @@ impl Timeline {
             }
             _ => {}
         }
+    }
+
+    /// A kubelet Event about a pod's probes: kept, and a trial that failed by that pod's
+    /// restart is explained in its words.
+    fn kube_event(&mut self, e: &crate::event::KubeEventView, pods: &BTreeMap<String, PodView>) {
+        let Some(pod) = e.object.strip_prefix("pod/") else {
+            return;
+        };
+        let probe = ["liveness", "startup"].into_iter().find(|p| {
+            e.message
+                .to_lowercase()
+                .contains(&format!("failed {p} probe"))
+        });
+        match e.reason.as_str() {
+            "Unhealthy"
+                if e.message.starts_with("Liveness probe failed")
+                    || e.message.starts_with("Startup probe failed") =>
+            {
+                self.probe_kills.entry(pod.to_string()).or_default().failure =
+                    Some(e.message.clone());
+            }
+            "Killing" => match (probe, e.time) {
+                (Some(p), Some(at)) => {
+                    self.probe_kills.entry(pod.to_string()).or_default().killed =
+                        Some((p.to_string(), at));
+                }
+                _ => return,
+            },
+            _ => return,
+        }
+        self.explain_restart(pod, pods.get(pod).map(PodView::restarts));
+    }
+
+    /// The latest trial of `pod` that failed by a container restart, not yet explained, says
+    /// why in the kubelet's words once its Events tell of a probe kill at or after its T0:
+    /// `container restarted: killed by the liveness probe (Liveness probe failed: …),
+    /// restart 3`.
+    fn explain_restart(&mut self, pod: &str, restarts: Option<u32>) {
+        let Some(ProbeKill {
+            failure,
+            killed: Some((probe, at)),
+        }) = self.probe_kills.get(pod).cloned()
+        else {
+            return;
+        };
+        // The latest trial of the pod failed by a restart and not explained yet (a trial of
+        // the next restart may have begun since), if the kill lies between its T0 and the next
+        // trial's (event times from `lastTimestamp` have whole seconds).
+        let Some(i) = self.trials.iter().rposition(|t| {
+            (t.new_pod.as_deref() == Some(pod) || t.observed.contains_key(pod))
+                && t.reason()
+                    .is_some_and(|r| r.starts_with("container restarted ("))
+        }) else {
+            return;
+        };
+        let second = chrono::Duration::seconds(1);
+        let next_t0 = self.trials.get(i + 1).and_then(|n| n.marks.t0);
+        let t = &mut self.trials[i];
+        let in_trial = t.marks.t0.is_some_and(|t0| at >= t0 - second)
+            && next_t0.is_none_or(|n| at <= n + second);
+        if !in_trial {
+            return;
+        }
+        let output = failure.unwrap_or_else(|| format!("no {probe} probe failure seen"));
+        let restart = restarts
+            .map(|n| format!(", restart {n}"))
+            .unwrap_or_default();
+        t.status = TrialStatus::Failed {
+            reason: format!("container restarted: killed by the {probe} probe ({output}){restart}"),
+        };
     }
 
     /// The latest trial that failed because the verdict's pod was OOM-killed (or whose
@@ -858,6 +946,7 @@ impl Timeline {
                         format!("container restarted ({why})")
                     };
                     t.fail(reason);
+                    self.explain_restart(&pod.name, Some(pod.restarts()));
                 }
                 // A finished trial whose inference failed because of this kill learns why.
                 if pod.oom_killed()

@@ -1289,6 +1289,7 @@ mod tests {
                 message: "Container ollama failed liveness probe, will be restarted".into(),
                 type_: "Normal".into(),
                 time: Some(fx::at(1_000)),
+                ..Default::default()
             }),
         );
         assert_eq!(sim.events([killing]), vec![Do::Finish]);

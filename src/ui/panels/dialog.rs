@@ -107,6 +107,13 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             }
             ("Help", lines)
         }
+        Dialog::Events => {
+            let width = (area.width.saturating_sub(6) as usize).min(140);
+            (
+                "Events",
+                crate::ui::panels::pods::all_event_lines(state, theme, width),
+            )
+        }
         Dialog::Confirm { intent } => (
             "Confirm",
             vec![

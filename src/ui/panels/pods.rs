@@ -1,5 +1,9 @@
 //! The Pods panel: name, phase, Ready condition with its age (relative to `state.now`), node,
 //! restarts and the container state label; an OOM-killed pod's state is in the error style.
+//! Under the pods, their Kubernetes Events as `kubectl describe` users read them (reason,
+//! count, age, object, message; warnings in the warning colour), newest first, and first those
+//! that explain the latest trial (a failed probe with its output, a kill, a pod that cannot
+//! be scheduled), as many as fit; `e` shows them all, whole.
 
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
@@ -9,7 +13,8 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Row, Table, Widget};
-use readygap_core::event::{ContainerState, PodView};
+use readygap_core::event::{ContainerState, PodView, Timestamp};
+use readygap_core::kube_events::{self, EventRow};
 use readygap_core::state::State;
 
 /// A compact container state label of a pod (its first container): `Running`,
@@ -137,9 +142,156 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         Row::new(cells)
     });
     let header = Row::new(header).style(theme.muted().add_modifier(Modifier::BOLD));
+    let table_h = (1 + state.pods.len() as u16).min(inner.height);
     Table::new(rows, widths)
         .header(header)
         .column_spacing(1)
         .style(Style::new())
-        .render(inner, buf);
+        .render(
+            Rect {
+                height: table_h,
+                ..inner
+            },
+            buf,
+        );
+    let below = Rect {
+        y: inner.y + table_h,
+        height: inner.height - table_h,
+        ..inner
+    };
+    events(state, theme, below, buf);
+}
+
+/// The Event rows of the state, the explaining ones of the latest trial first (while a
+/// trial runs, of the one before it too: the evidence of a trial that just failed stays).
+fn event_rows(state: &State) -> Vec<EventRow> {
+    let trials = &state.timeline.trials;
+    let since = match trials.last() {
+        Some(t) if t.is_running() && trials.len() >= 2 => trials[trials.len() - 2].marks.t0,
+        Some(t) => t.marks.t0,
+        None => None,
+    };
+    kube_events::rows(&state.kube_events, since)
+}
+
+/// One Event row in a line: age, reason (bold where it explains the trial), count, object,
+/// then the message (cut to the line: `e` shows it whole).
+fn event_line(
+    r: &EventRow,
+    now: Option<Timestamp>,
+    theme: &Theme,
+    width: usize,
+    with_object: bool,
+) -> Line<'static> {
+    let age = now.map_or_else(String::new, |n| fmt_age(secs(r.last, n)));
+    let mut reason_style = if r.warning {
+        theme.warn()
+    } else {
+        theme.text()
+    };
+    if r.explains {
+        reason_style = reason_style.add_modifier(Modifier::BOLD);
+    }
+    let count = if r.count > 1 {
+        format!(" ×{}", r.count)
+    } else {
+        String::new()
+    };
+    let object = match r.object.split_once('/') {
+        _ if !with_object => String::new(),
+        Some((_, n)) => format!("{n} "),
+        None => format!("{} ", r.object),
+    };
+    let head = format!("{age:>3} {}{count} {object}", r.reason);
+    let room = width.saturating_sub(head.chars().count());
+    Line::from(vec![
+        Span::styled(format!("{age:>3} "), theme.muted()),
+        Span::styled(r.reason.clone(), reason_style),
+        Span::styled(count, theme.warn()),
+        Span::styled(format!(" {object}"), theme.muted()),
+        Span::styled(crate::ui::ellipsize(&r.message, room), theme.text()),
+    ])
+}
+
+/// Lines an explaining Event may take: its head, then its message wrapped.
+const EXPLAINED_LINES: usize = 3;
+
+/// The height the Pods panel wants: its borders, the table, and the Events' title and
+/// [`EXPLAINED_LINES`] for each of the (at most two) Events that explain the latest trial.
+pub fn wanted_height(state: &State) -> u16 {
+    let explaining = event_rows(state)
+        .iter()
+        .filter(|r| r.explains)
+        .count()
+        .min(2);
+    let title = u16::from(explaining > 0);
+    2 + 1 + state.pods.len() as u16 + title + (EXPLAINED_LINES * explaining) as u16
+}
+
+/// The Events under the pods, as many as fit in `area` under a title line; an explaining
+/// Event's message continues on a second line where the rows allow.
+fn events(state: &State, theme: &Theme, area: Rect, buf: &mut Buffer) {
+    let rows = event_rows(state);
+    if area.height == 0 || rows.is_empty() {
+        return;
+    }
+    let warnings = rows.iter().filter(|r| r.warning).count();
+    let mut lines = Vec::new();
+    // With two rows or fewer, the most telling Events go there, without a title.
+    if area.height >= 3 {
+        lines.push(Line::from(vec![
+            Span::styled("Events", theme.muted().add_modifier(Modifier::BOLD)),
+            Span::styled(
+                format!(" {} · {warnings} warning(s) · e: all", rows.len()),
+                theme.muted(),
+            ),
+        ]));
+    }
+    let width = area.width as usize;
+    // The object only where the Events are about more than one (else it is the pod above).
+    let objects: std::collections::BTreeSet<&String> = rows.iter().map(|r| &r.object).collect();
+    let explaining = rows.iter().filter(|r| r.explains).count();
+    let room = area.height as usize;
+    for (i, r) in rows.iter().enumerate() {
+        let mut line = event_line(r, state.now, theme, usize::MAX, objects.len() > 1);
+        let head: usize = line.spans[..4].iter().map(|s| s.width()).sum();
+        let fits = width.saturating_sub(head);
+        // An explaining Event's message goes on up to EXPLAINED_LINES lines, the first ones
+        // first, while the rows still hold one line for each explaining Event after it; the
+        // others take one line, cut.
+        let after = explaining.saturating_sub(i + 1);
+        let wrapped = r.explains && lines.len() + EXPLAINED_LINES + after <= room;
+        if wrapped && r.message.chars().count() > fits {
+            line.spans.pop();
+            lines.push(line);
+            for l in crate::ui::wrap(&r.message, width.saturating_sub(3), EXPLAINED_LINES - 1) {
+                lines.push(Line::styled(format!("   {l}"), theme.text()));
+            }
+        } else {
+            line.spans[4] = Span::styled(crate::ui::ellipsize(&r.message, fits), theme.text());
+            lines.push(line);
+        }
+    }
+    crate::ui::put_lines(buf, area, &lines);
+}
+
+/// Every Event row, the message wrapped to `width` under its row (the `e` dialog).
+pub fn all_event_lines(state: &State, theme: &Theme, width: usize) -> Vec<Line<'static>> {
+    let rows = event_rows(state);
+    if rows.is_empty() {
+        return vec![Line::styled(
+            "no Events of the target's pods yet",
+            theme.muted(),
+        )];
+    }
+    let mut lines = Vec::new();
+    for r in &rows {
+        let mut head = event_line(r, state.now, theme, width, true);
+        head.spans.pop();
+        lines.push(head);
+        for l in crate::ui::wrap(&r.message, width.saturating_sub(4), 12) {
+            lines.push(Line::styled(format!("    {l}"), theme.text()));
+        }
+    }
+    lines
 }

@@ -551,6 +551,7 @@ fn what_the_initial_list_replays_is_history() {
                 message: "Stopping container ollama".into(),
                 type_: "Normal".into(),
                 time: Some(at(-30_000)),
+                ..Default::default()
             }),
         ),
     ];
@@ -754,4 +755,82 @@ fn t2_through_the_service_is_the_first_answer_at_or_after_t1() {
         .as_ref()
         .expect("the latest service probe kept");
     assert!(last.ok);
+}
+
+/// A trial failed by a container restart says why in the kubelet's words (issue 34): its
+/// `Unhealthy` with the probe's output and its `Killing` for a failed liveness probe turn
+/// "container restarted (Completed, exit 0)" into "container restarted: killed by the
+/// liveness probe (Liveness probe failed: …), restart 2", whether the Events come before the
+/// restart is seen or after; a restart with no such Event keeps its plain reason.
+#[test]
+fn a_restart_by_the_liveness_probe_is_said_in_the_kubelets_words() {
+    let restarted = |ms: i64, n: u32| {
+        let mut p = pod("ollama-a", "uid-a", Stage::Started, -10_000);
+        p.conditions[1].status = false;
+        p.containers[0].restart_count = n;
+        p.containers[0].ready = false;
+        p.containers[0].last_state = Some(ContainerState::Terminated {
+            reason: "Completed".into(),
+            exit_code: 0,
+            finished_at: Some(at(ms - 10)),
+        });
+        applied(ms, p)
+    };
+    let kube = |ms: i64, reason: &str, message: &str| {
+        ev(
+            ms,
+            Source::Kube,
+            EventKind::KubeEvent(KubeEventView {
+                object: "pod/ollama-a".into(),
+                reason: reason.into(),
+                message: message.into(),
+                type_: "Warning".into(),
+                time: Some(at(ms)),
+                ..Default::default()
+            }),
+        )
+    };
+    let unhealthy = kube(
+        3_000,
+        "Unhealthy",
+        "Liveness probe failed: command \"/bin/sh -c ollama ps\" timed out",
+    );
+    let killing = kube(
+        4_000,
+        "Killing",
+        "Container ollama failed liveness probe, will be restarted",
+    );
+    // Restarted once, Ready again (T1 of the restart's trial), killed during the load.
+    let mut ready_again = pod("ollama-a", "uid-a", Stage::Ready, 2_000);
+    ready_again.containers[0].restart_count = 1;
+    let base = vec![
+        applied(-10_000, pod("ollama-a", "uid-a", Stage::Ready, -10_000)),
+        restarted(1_000, 1),
+        applied(2_000, ready_again),
+    ];
+    let want = "container restarted: killed by the liveness probe (Liveness probe failed: \
+                command \"/bin/sh -c ollama ps\" timed out), restart 2";
+    // Events first, then the restart; and the restart first, then the Events.
+    for events in [
+        [
+            base.clone(),
+            vec![unhealthy.clone(), killing.clone(), restarted(5_000, 2)],
+        ]
+        .concat(),
+        [
+            base.clone(),
+            vec![restarted(5_000, 2), unhealthy.clone(), killing.clone()],
+        ]
+        .concat(),
+    ] {
+        let s = state_of(&events);
+        assert_eq!(s.timeline.trials.len(), 2, "{:#?}", s.timeline.trials);
+        assert_eq!(s.timeline.trials[0].reason(), Some(want));
+    }
+    // Without the kubelet's Events the reason stays what the pod said.
+    let s = state_of(&[base, vec![restarted(5_000, 2)]].concat());
+    assert_eq!(
+        s.timeline.trials[0].reason(),
+        Some("container restarted (Completed, exit 0)")
+    );
 }

@@ -113,6 +113,7 @@ fn kube_event(ms: i64, pod: &str, reason: &str, message: &str) -> Event {
             message: message.into(),
             type_: "Warning".into(),
             time: Some(at(ms)),
+            ..Default::default()
         }),
     )
 }

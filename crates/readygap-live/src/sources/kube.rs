@@ -147,6 +147,13 @@ pub fn kube_event_view(e: &CoreEvent) -> KubeEventView {
         reason: e.reason.clone().unwrap_or_default(),
         message: e.message.clone().unwrap_or_default(),
         type_: e.type_.clone().unwrap_or_default(),
+        name: e.metadata.name.clone().unwrap_or_default(),
+        count: e
+            .series
+            .as_ref()
+            .and_then(|s| s.count)
+            .or(e.count)
+            .and_then(|c| u32::try_from(c).ok()),
         time: e
             .event_time
             .as_ref()
