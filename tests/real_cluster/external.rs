@@ -46,13 +46,13 @@ fn audited(verb: &str, resource: &str, name: &str) -> Vec<Audited> {
         .collect()
 }
 
-struct Watch {
+pub(crate) struct Watch {
     child: Reaped,
     addr: String,
 }
 
 impl Watch {
-    fn start(c: &Cluster, dir: &std::path::Path) -> Watch {
+    pub(crate) fn start(c: &Cluster, dir: &std::path::Path) -> Watch {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -101,7 +101,7 @@ impl Watch {
     }
 
     /// `/metrics` of the watcher: `NAME{…deployment="ollama"…} VALUE` as (NAME, VALUE).
-    fn metrics(&self) -> Vec<(String, f64)> {
+    pub(crate) fn metrics(&self) -> Vec<(String, f64)> {
         let out = Command::new("curl")
             .args(["-s", "--noproxy", "*", "--max-time", "2"])
             .arg(format!("http://{}/metrics", self.addr))
@@ -119,7 +119,7 @@ impl Watch {
     }
 
     /// Trials of `deployment/ollama` that ended.
-    fn seen(&self) -> u64 {
+    pub(crate) fn seen(&self) -> u64 {
         self.trials()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|v| {
@@ -132,7 +132,7 @@ impl Watch {
             .unwrap_or(0)
     }
 
-    fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         let _ = Command::new("kill")
             .args(["-INT", &self.child.0.id().to_string()])
             .status();
@@ -143,7 +143,7 @@ impl Watch {
 
 /// Once the replacement is Ready, a user's request from the client pod through the Service
 /// (what ends an observed trial).
-fn user_request(c: &Cluster) {
+pub(crate) fn user_request(c: &Cluster) {
     let body = format!(
         "{{\"model\":\"{MODEL}\",\"prompt\":\"Reply with exactly: READY\",\"stream\":false}}"
     );
@@ -314,7 +314,7 @@ fn a_delete_and_two_rollouts_by_someone_else_are_one_trial_each_from_the_right_w
 }
 
 /// Every file below `dir`.
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
