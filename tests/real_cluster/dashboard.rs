@@ -158,12 +158,11 @@ fn a_dashboard_trial_draws_its_marks_in_their_real_order() {
     let mut seen: Vec<u8> = labels.iter().map(|l| l.1).collect();
     seen.sort();
     assert_eq!(seen, [1, 2, 3, 4], "every mark once: {labels:?}");
+    // The Timeline's title `#1 ✓ 7.93s · …` (the header's `trial #1 ✓ │` has no time).
     let total: f64 = screen
-        .split("  ✓ ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|s| s.strip_suffix('s'))
-        .and_then(|s| s.parse().ok())
+        .split("#1 ✓ ")
+        .skip(1)
+        .find_map(|r| r.split_whitespace().next()?.strip_suffix('s')?.parse().ok())
         .expect("the trial's time after ✓");
     let sum: f64 = labels.iter().map(|l| l.2).sum();
     assert!(

@@ -186,39 +186,42 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
 }
 
 fn trial_title(trial: &Trial, now: Option<Timestamp>, theme: &Theme) -> Line<'static> {
+    // What the reader checks first comes first (the title is cut at the panel's width): the
+    // outcome and its time, where T3/T4 came from, T2 through the Service, then the trigger.
     let mut spans = vec![Span::styled(format!("#{} ", trial.index), theme.title())];
-    if trial.cold.is_some() {
-        spans.push(Span::styled("cold ", theme.accent()));
-    }
-    spans.push(Span::styled(trial.trigger.clone(), theme.text()));
-    if let Some(source) = &trial.inference_source {
-        spans.push(Span::styled(
-            format!("  T3/T4 source: {source}"),
-            theme.muted(),
-        ));
-    }
     let elapsed = |end: Option<Timestamp>| match (trial.marks.t0, end) {
         (Some(a), Some(b)) => fmt_secs(secs(a, b)),
         _ => "–".into(),
     };
-    let (end, style) = if trial.is_running() {
-        (format!("  running {}", elapsed(now)), theme.accent())
+    let (status, style) = if trial.is_running() {
+        (format!("running {}", elapsed(now)), theme.accent())
     } else if trial.is_ok() {
-        (format!("  ✓ {}", elapsed(trial.marks.t4)), theme.ok())
+        (format!("✓ {}", elapsed(trial.marks.t4)), theme.ok())
     } else {
         (
-            format!("  ✗ {}", trial.reason().unwrap_or("failed")),
+            format!("✗ {}", trial.reason().unwrap_or("failed")),
             theme.error(),
         )
     };
-    spans.push(Span::styled(end, style));
-    // The study's T2, through the Service after Ready, beside the bar's T2 on the pod.
-    if let (Some(t1), Some(svc)) = (trial.marks.t1, trial.marks.t2_service) {
+    spans.push(Span::styled(status, style));
+    if let Some(source) = &trial.inference_source {
         spans.push(Span::styled(
-            format!("  via Service T1+{}", fmt_secs(secs(t1, svc))),
+            format!(" · T3/T4 source: {source}"),
             theme.muted(),
         ));
     }
+    // The study's T2, through the Service after Ready, beside the bar's T2 on the pod.
+    if let (Some(t1), Some(svc)) = (trial.marks.t1, trial.marks.t2_service) {
+        spans.push(Span::styled(
+            format!(" · via Service T1+{}", fmt_secs(secs(t1, svc))),
+            theme.muted(),
+        ));
+    }
+    spans.push(Span::styled(" · ", theme.muted()));
+    if trial.cold.is_some() {
+        spans.push(Span::styled("cold ", theme.accent()));
+    }
+    spans.push(Span::styled(trial.trigger.clone(), theme.text()));
     Line::from(spans)
 }
 
