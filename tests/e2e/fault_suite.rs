@@ -984,22 +984,11 @@ fn resized_repeatedly_during_a_trial() {
     let mut rounds = 0;
     loop {
         for (w, h) in sizes {
-            let out = tmux.cmd(&[
-                "resize-window",
-                "-t",
-                "rg",
-                "-x",
-                &w.to_string(),
-                "-y",
-                &h.to_string(),
-            ]);
-            assert!(
-                out.status.success(),
-                "tmux resize-window: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            tmux.resize(w, h);
             tmux.wait(&format!("a frame {w} wide"), |s| {
-                s.contains("╭ Pods") && width(s) == w && s.lines().count() <= h
+                s.contains("╭ Pods")
+                    && width(s) == usize::from(w)
+                    && s.lines().count() <= usize::from(h)
             });
         }
         rounds += 1;

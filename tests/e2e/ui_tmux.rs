@@ -55,6 +55,24 @@ impl Tmux {
         );
     }
 
+    /// Resize the session's window to `w`×`h` (the program sees a SIGWINCH).
+    pub(crate) fn resize(&self, w: u16, h: u16) {
+        let out = self.cmd(&[
+            "resize-window",
+            "-t",
+            "rg",
+            "-x",
+            &w.to_string(),
+            "-y",
+            &h.to_string(),
+        ]);
+        assert!(
+            out.status.success(),
+            "tmux resize-window: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     pub(crate) fn capture(&self) -> String {
         let out = self.cmd(&["capture-pane", "-p", "-t", "rg"]);
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -627,20 +645,7 @@ fn events_that_explain_a_trial_are_on_screen_at_200x55_and_80x24() {
             tmux.cmd(&["send-keys", "-t", "rg", "y"]);
         }
         for (w, h) in [(200, 55), (80, 24)] {
-            let out = tmux.cmd(&[
-                "resize-window",
-                "-t",
-                "rg",
-                "-x",
-                &w.to_string(),
-                "-y",
-                &h.to_string(),
-            ]);
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            tmux.resize(w, h);
             let screen = tmux.wait(&format!("{explained:?} at {w}×{h}"), |s| {
                 s.lines().count() >= h as usize - 1
                     && s.lines().all(|l| l.chars().count() <= w as usize)

@@ -186,7 +186,6 @@ fn a_dashboard_trial_draws_its_marks_in_their_real_order() {
 fn read_only_dashboard_and_watcher_time_the_users_request_over_three_deletes() {
     use crate::external::{Watch, user_request, walk};
     use chrono::Utc;
-    use readygap_core::timeline::Metric;
     use std::time::Duration;
     let c = cluster();
     c.deploy(&repo().join("manifests/overlays/smollm2"));
@@ -302,25 +301,5 @@ fn read_only_dashboard_and_watcher_time_the_users_request_over_three_deletes() {
         );
     }
     // The watcher's histograms hold what `report` finds in its recording.
-    let report: Vec<f64> = watched
-        .iter()
-        .filter_map(|t| t.metric(Metric::ReadyToInference))
-        .collect();
-    let got = |name: &str| {
-        metrics
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, v)| v)
-            .sum::<f64>()
-    };
-    assert_eq!(
-        got("readygap_ready_to_inference_seconds_count"),
-        report.len() as f64,
-        "{metrics:?}"
-    );
-    let sum = got("readygap_ready_to_inference_seconds_sum");
-    assert!(
-        (sum - report.iter().sum::<f64>()).abs() < 0.01,
-        "histogram sum {sum} vs report {report:?}"
-    );
+    crate::external::histograms_hold_report(&metrics, &watched);
 }

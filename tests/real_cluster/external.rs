@@ -289,7 +289,16 @@ fn a_delete_and_two_rollouts_by_someone_else_are_one_trial_each_from_the_right_w
             t.marks
         );
     }
-    // The watcher's histograms hold what `report` finds in its own recordings.
+    histograms_hold_report(&metrics, &trials);
+}
+
+/// The watcher's `readygap_ready_to_inference_seconds` histogram (its `/metrics` lines for
+/// `deployment/ollama`) holds what `report` finds in its recordings: the same count, the same
+/// sum to 10 ms.
+pub(crate) fn histograms_hold_report(
+    metrics: &[(String, f64)],
+    trials: &[readygap_core::timeline::Trial],
+) {
     let report: Vec<f64> = trials
         .iter()
         .filter_map(|t| t.metric(readygap_core::timeline::Metric::ReadyToInference))
