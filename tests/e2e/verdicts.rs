@@ -281,6 +281,17 @@ fn gpu_surge_on_a_one_gpu_node_is_rollout_stalled() {
     let p = r.state.pods.get(pod).expect("the surge pod is still there");
     assert_eq!(p.phase, "Pending");
     assert!(p.condition("PodScheduled").is_some_and(|c| !c.status));
+    // The trial that timed out says why in the scheduler's words (issue 34).
+    let t = r.state.timeline.trials.last().expect("the trial");
+    let reason = t.reason().unwrap_or_default();
+    assert!(
+        reason.starts_with("timeout: the replacement pod was not Ready within")
+            && reason.ends_with(
+                "(Pending: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: \
+                 0/2 nodes are available: 2 No preemption victims found for incoming pod.)"
+            ),
+        "{reason}"
+    );
 }
 
 /// `--verdict-rollout-stall-after` moves the stall threshold (15 s by default): a surge pod

@@ -432,8 +432,8 @@ pub struct Timeline {
     /// looked (history, never the first evidence of a trial).
     #[serde(default)]
     listing_pods: bool,
-    /// Per pod, what the kubelet's Events said of its probes: the words a trial failed by a
-    /// container restart is explained in.
+    /// Per pod, what the kubelet's and the scheduler's Events said of it: the words a
+    /// failed trial is explained in.
     #[serde(default)]
     probe_kills: BTreeMap<String, ProbeKill>,
 }
@@ -448,6 +448,10 @@ struct ProbeKill {
     failure: Option<String>,
     /// `liveness` or `startup`, and when the kill was reported.
     killed: Option<(String, Timestamp)>,
+    /// The scheduler's latest `FailedScheduling` message (`0/1 nodes are available: 1
+    /// Insufficient nvidia.com/gpu. …`) while the pod is Pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unschedulable: Option<String>,
 }
 
 impl Timeline {
@@ -508,8 +512,18 @@ impl Timeline {
             }
             EventKind::TrialAbort { reason } => {
                 self.announced = None;
+                // A replacement that never left Pending says why in the scheduler's words.
+                let pending = self.open().and_then(|t| {
+                    t.observed.keys().find_map(|p| {
+                        let pod = pods.get(p).filter(|v| v.phase == "Pending")?;
+                        self.probe_kills.get(&pod.name)?.unschedulable.clone()
+                    })
+                });
                 if let Some(t) = self.open_mut() {
-                    t.fail(reason.clone());
+                    t.fail(match pending {
+                        Some(why) => format!("{reason} (Pending: {why})"),
+                        None => reason.clone(),
+                    });
                 }
             }
             EventKind::ActionRequested { id, action } if action.is_replacement() => {
@@ -664,6 +678,13 @@ impl Timeline {
                 self.probe_kills.entry(pod.to_string()).or_default().failure =
                     Some(e.message.clone());
             }
+            "FailedScheduling" => {
+                self.probe_kills
+                    .entry(pod.to_string())
+                    .or_default()
+                    .unschedulable = Some(e.message.clone());
+                return;
+            }
             "Killing" => match (probe, e.time) {
                 (Some(p), Some(at)) => {
                     self.probe_kills.entry(pod.to_string()).or_default().killed =
@@ -684,6 +705,7 @@ impl Timeline {
         let Some(ProbeKill {
             failure,
             killed: Some((probe, at)),
+            ..
         }) = self.probe_kills.get(pod).cloned()
         else {
             return;
