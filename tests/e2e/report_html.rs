@@ -743,3 +743,55 @@ fn chromium_renders_the_report_with_a_bar_per_trial_and_the_json_numbers() {
     check_numbers(&doc, &json, 18, 15);
     check_against_exports(&doc, dir.path(), &json);
 }
+
+/// The HTML report lists a failed trial's Kubernetes Events under its row of the Trials table
+/// (issue 34), the ones that explain it first, warnings marked: on the shipped
+/// aggressive-liveness recording the kubelet's `Unhealthy` with the probe's output and its
+/// `Killing` for the failed liveness probe; a trial that neither failed nor has explaining
+/// Events gets no list (the warm series).
+#[test]
+fn a_failed_trials_events_are_listed_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = html_report(
+        dir.path(),
+        &[repo().join("recordings/aggressive-liveness.jsonl")],
+    );
+    let raw = std::fs::read_to_string(&page).unwrap();
+    let doc = parse_xml(&raw);
+    let lists: Vec<usize> = doc
+        .els
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.name == "tr" && e.attrs.contains_key("data-trial-events"))
+        .map(|(i, _)| i)
+        .collect();
+    assert!(!lists.is_empty(), "an Events list under a trial: {raw}");
+    let text = |i: usize| -> String {
+        (0..doc.els.len())
+            .filter(|j| *j == i || doc.inside(*j, i))
+            .map(|j| doc.els[j].text.clone())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let first = text(lists[0]);
+    let unhealthy = first.find("Unhealthy").expect("Unhealthy listed");
+    assert!(first.contains("Liveness probe failed: command"), "{first}");
+    let scheduled = first.find("Scheduled").expect("the normal Events too");
+    assert!(unhealthy < scheduled, "the explaining Event first: {first}");
+    assert!(
+        doc.els.iter().enumerate().any(|(j, e)| e.name == "li"
+            && doc.inside(j, lists[0])
+            && e.attrs.get("class").is_some_and(|c| c == "warning")),
+        "warnings marked"
+    );
+    // The warm series: no failed trial, no explaining Event, no list.
+    let warm = html_report(
+        dir.path(),
+        &[repo().join("recordings/warm-3b-series.jsonl")],
+    );
+    let warm = std::fs::read_to_string(warm).unwrap();
+    assert!(
+        !warm.contains("data-trial-events"),
+        "no Events list in the warm series"
+    );
+}

@@ -5,6 +5,7 @@
 //! belong to the latest trial, the most telling reason first.
 
 use crate::event::{KubeEventView, Timestamp};
+use crate::timeline::{Replacement, Trial};
 use std::collections::{BTreeMap, VecDeque};
 
 /// The reasons that explain why a replacement is not Ready or not serving: the scheduler's
@@ -19,6 +20,15 @@ pub const EXPLAINING: [&str; 7] = [
     "FailedMount",
     "Evicted",
 ];
+
+/// Whether an Event of this reason and message explains a trial's state: an [`EXPLAINING`]
+/// reason, except the kubelet's `Killing` of an ordinary stop ("Stopping container X", a
+/// delete's; kubernetes `pkg/kubelet/kuberuntime/kuberuntime_container.go`), which is not a
+/// failure — its kills for a failed probe are ("Container X failed liveness probe, will be
+/// restarted").
+pub fn explaining(reason: &str, message: &str) -> bool {
+    EXPLAINING.contains(&reason) && !(reason == "Killing" && message.starts_with("Stopping"))
+}
 
 /// One row: an object's Event reason and message, how often and when last.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,7 +78,7 @@ pub fn rows(
         .map(|((object, reason, message), (last, warning, counts))| {
             // core/v1 Event times (`lastTimestamp`) have whole seconds: one that happened
             // just after T0 can read up to a second before it.
-            let explains = EXPLAINING.contains(&reason.as_str())
+            let explains = explaining(&reason, &message)
                 && since.is_some_and(|s| last >= s - chrono::Duration::seconds(1));
             EventRow {
                 last,
@@ -91,6 +101,38 @@ pub fn rows(
     };
     out.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.last.cmp(&a.last)));
     out
+}
+
+/// The rows of one trial: the Events about its pods (the ones it replaces, its new pod, the
+/// candidates it observed) from a second before its T0 up to the next trial's T0, the
+/// explaining ones first. `events` are (the time each happened, the Event).
+pub fn of_trial(
+    trial: &Trial,
+    next_t0: Option<Timestamp>,
+    events: &[(Timestamp, KubeEventView)],
+) -> Vec<EventRow> {
+    let Some(t0) = trial.marks.t0 else {
+        return Vec::new();
+    };
+    let mut pods: Vec<&str> = trial.observed.keys().map(String::as_str).collect();
+    pods.extend(trial.new_pod.as_deref());
+    match &trial.replacement {
+        Replacement::Pods { names, .. } => pods.extend(names.iter().map(String::as_str)),
+        Replacement::Restart { name, .. } => pods.push(name),
+    }
+    let from = t0 - chrono::Duration::seconds(1);
+    let mine: VecDeque<(Timestamp, KubeEventView)> = events
+        .iter()
+        .filter(|(ts, e)| {
+            *ts >= from
+                && next_t0.is_none_or(|n| *ts < n)
+                && e.object
+                    .strip_prefix("pod/")
+                    .is_some_and(|p| pods.contains(&p))
+        })
+        .cloned()
+        .collect();
+    rows(&mine, Some(t0))
 }
 
 #[cfg(test)]

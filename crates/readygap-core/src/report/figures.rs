@@ -115,6 +115,8 @@ pub struct RecordingFigures {
     pub endpoints: Vec<(Timestamp, Option<EndpointCounts>)>,
     pub residency: Vec<ResidencyChange>,
     pub verdicts: Vec<Verdict>,
+    /// Every Kubernetes Event of the recording, at the time it happened.
+    pub events: Vec<(Timestamp, crate::event::KubeEventView)>,
 }
 
 /// Everything drawn for one input file.
@@ -194,6 +196,7 @@ fn setting(settings: &serde_json::Value, key: &str) -> Option<String> {
 fn replay(path: &Path) -> Result<(Vec<(String, String)>, RecordingFigures)> {
     let mut state = State::new();
     let mut residency = Vec::new();
+    let mut events = Vec::new();
     let mut first: Option<Timestamp> = None;
     let (header, _) = jsonl::for_each(path, |ev| {
         first = Some(first.map_or(ev.ts, |f| f.min(ev.ts)));
@@ -226,6 +229,9 @@ fn replay(path: &Path) -> Result<(Vec<(String, String)>, RecordingFigures)> {
                     note: None,
                 });
             }
+        }
+        if let EventKind::KubeEvent(e) = &ev.kind {
+            events.push((e.time.unwrap_or(ev.ts), e.clone()));
         }
         // A deleted pod's runtime holds nothing any more (the reducer forgets it).
         if let EventKind::PodDeleted(p) = &ev.kind
@@ -304,6 +310,7 @@ fn replay(path: &Path) -> Result<(Vec<(String, String)>, RecordingFigures)> {
             endpoints,
             residency,
             verdicts: state.oom.verdicts.clone(),
+            events,
         },
     ))
 }

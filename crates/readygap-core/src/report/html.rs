@@ -33,6 +33,8 @@ nav ul { columns: 2; padding-left: 1.2em; }
 a { color: inherit; }
 code { font-size: 0.92em; }
 td.failed { color: #D55E00; font-weight: 600; }
+ul.events { margin: 0; padding-left: 1.2em; font-size: 90%; }
+ul.events li.warning { color: #D55E00; }
 "#;
 
 /// The page.
@@ -191,12 +193,15 @@ fn opt_s(v: Option<f64>) -> String {
     v.map_or_else(|| "—".into(), |v| format!("{v:.3}"))
 }
 
+/// Events listed under one trial in the Trials table.
+const EVENTS_PER_TRIAL: usize = 12;
+
 fn recording(out: &mut String, rec: &RecordingFigures) -> Result<()> {
     writeln!(
         out,
         r#"<h3>Trials</h3><table class="trials"><thead><tr><th>trial</th><th>trigger</th><th class="num">T1</th><th class="num">T2</th><th class="num">T3</th><th class="num">T4</th><th>outcome</th></tr></thead><tbody>"#
     )?;
-    for t in &rec.trials {
+    for (i, t) in rec.trials.iter().enumerate() {
         let Some(t0) = t.marks.t0 else { continue };
         let m = &t.marks;
         let marks: String = [m.t1, m.t2, m.t3, m.t4]
@@ -214,10 +219,42 @@ fn recording(out: &mut String, rec: &RecordingFigures) -> Result<()> {
             t.index,
             esc(&t.trigger),
         )?;
+        // Under a trial that failed or has Events that explain it, its Events (at most
+        // EVENTS_PER_TRIAL, the explaining ones first) in the words the cluster wrote them.
+        let next_t0 = rec.trials.get(i + 1).and_then(|n| n.marks.t0);
+        let rows = crate::kube_events::of_trial(t, next_t0, &rec.events);
+        if t.reason().is_some() || rows.iter().any(|r| r.explains) {
+            let items: String = rows
+                .iter()
+                .take(EVENTS_PER_TRIAL)
+                .map(|r| {
+                    let count = if r.count > 1 {
+                        format!(" ×{}", r.count)
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        r#"<li class="{}">{}: <b>{}</b>{count} {}: {}</li>"#,
+                        if r.warning { "warning" } else { "normal" },
+                        opt_s(Some(secs(t0, r.last))),
+                        esc(&r.reason),
+                        esc(&r.object),
+                        esc(&r.message)
+                    )
+                })
+                .collect();
+            if !items.is_empty() {
+                writeln!(
+                    out,
+                    r#"<tr class="events" data-trial-events="{}"><td></td><td colspan="6"><ul class="events">{items}</ul></td></tr>"#,
+                    t.index
+                )?;
+            }
+        }
     }
     writeln!(
         out,
-        r#"</tbody></table><p class="muted">seconds since each trial's T0</p>"#
+        r#"</tbody></table><p class="muted">seconds since each trial's T0; under a trial that failed or whose Events explain it, the Events of its pods (at seconds since its T0), those that explain it first</p>"#
     )?;
     // One window for every trial of the recording, so the curves compare.
     let spans: Vec<f64> = rec
