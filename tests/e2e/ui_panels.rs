@@ -857,7 +857,8 @@ fn residency_says_what_the_api_tells_whole_at_80_columns() {
 
 /// The Events that explain a trial are on the main screen without a key press (issue 34):
 /// during a trial, the kubelet's `Unhealthy` with the probe's output (×3, warning colour)
-/// comes before a newer `Pulled`, at 160×48 and at 80×24; `e` shows every Event whole.
+/// comes before a newer `Pulled`, at 160×48 and at 80×24, and is ticked `!` on the Timeline's
+/// bar; `e` shows every Event whole.
 #[test]
 fn events_that_explain_the_trial_are_on_screen_and_e_shows_them_whole() {
     use readygap_core::event::{EventKind, KubeEventView, Source};
@@ -868,7 +869,7 @@ fn events_that_explain_the_trial_are_on_screen_and_e_shows_them_whole() {
             ms,
             Source::Kube,
             EventKind::KubeEvent(KubeEventView {
-                object: "pod/ollama-2".into(),
+                object: "pod/ollama-1".into(),
                 reason: reason.into(),
                 message: message.into(),
                 type_: ty.into(),
@@ -906,6 +907,13 @@ fn events_that_explain_the_trial_are_on_screen_and_e_shows_them_whole() {
         if let Some((_, py)) = find(&buf, "Pulled") {
             assert!(py > y, "{w}×{h}: the explaining Event first:\n{t}");
         }
+        // Ticked on the Timeline's bar where it happened, in the warning colour.
+        let (bx, by) = find(&buf, timeline::EVENT_TICK).unwrap_or_else(|| panic!("{w}×{h}:\n{t}"));
+        assert_eq!(buf[(bx, by)].fg, theme.warn().fg.unwrap());
+        assert!(
+            find(&buf, "T0→").is_some_and(|(_, ly)| ly == by + 1),
+            "the tick is on the bar, above its labels:\n{t}"
+        );
     }
     // `e`: all of them, the probe's whole output wrapped.
     let view = ViewState {

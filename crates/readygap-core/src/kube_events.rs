@@ -106,10 +106,10 @@ pub fn rows(
 /// The rows of one trial: the Events about its pods (the ones it replaces, its new pod, the
 /// candidates it observed) from a second before its T0 up to the next trial's T0, the
 /// explaining ones first. `events` are (the time each happened, the Event).
-pub fn of_trial(
+pub fn of_trial<'a>(
     trial: &Trial,
     next_t0: Option<Timestamp>,
-    events: &[(Timestamp, KubeEventView)],
+    events: impl IntoIterator<Item = &'a (Timestamp, KubeEventView)>,
 ) -> Vec<EventRow> {
     let Some(t0) = trial.marks.t0 else {
         return Vec::new();
@@ -122,7 +122,7 @@ pub fn of_trial(
     }
     let from = t0 - chrono::Duration::seconds(1);
     let mine: VecDeque<(Timestamp, KubeEventView)> = events
-        .iter()
+        .into_iter()
         .filter(|(ts, e)| {
             *ts >= from
                 && next_t0.is_none_or(|n| *ts < n)

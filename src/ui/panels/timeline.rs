@@ -3,7 +3,9 @@
 //! answered before Ready), each segment in the colour of the mark it ends at with its
 //! seconds labelled (a running trial grows with `state.now`),
 //! T2 "HTTP answers" ticked on the bar where the runtime answers before its model is ready
-//! (llama-server's 503 "Loading model"), with its lead over "model ready" labelled,
+//! (llama-server's 503 "Loading model"), with its lead over "model ready" labelled, the
+//! Events that explain the trial (a failed probe, a kill, FailedScheduling) ticked `!` where
+//! they happened,
 //! the statistics of the finished trials (mean/median/p95 from `TrialStats`), and the last
 //! trials as rows with ✓/✗ and the failure reason.
 
@@ -15,6 +17,7 @@ use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use readygap_core::event::Timestamp;
+use readygap_core::kube_events::{self, EventRow};
 use readygap_core::state::State;
 use readygap_core::stats::TrialStats;
 use readygap_core::timeline::{Metric, Trial};
@@ -24,6 +27,8 @@ pub const BAR: &str = "█";
 pub const GROWING: &str = "▒";
 /// The tick of T2 "HTTP answers" on the bar.
 pub const HTTP_TICK: &str = "┃";
+/// The tick of an Event that explains the trial (warning colour).
+pub const EVENT_TICK: &str = "!";
 
 /// T2 "HTTP answers" where it is apart from T2 "model ready" (before it, or T2 not reached
 /// yet); `None` where the runtime does not tell them apart (one instant).
@@ -106,7 +111,8 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             put_line(buf, inner, y, &trial_title(trial, state.now, theme));
             y += 1;
             if y < inner.height {
-                draw_bar(trial, state.now, theme, inner, y, buf);
+                let events = kube_events::of_trial(trial, None, &state.kube_events);
+                draw_bar(trial, state.now, &events, theme, inner, y, buf);
                 y += 1;
             }
             put_line(buf, inner, y, &segment_labels(trial, state.now, theme));
@@ -229,6 +235,7 @@ fn trial_title(trial: &Trial, now: Option<Timestamp>, theme: &Theme) -> Line<'st
 fn draw_bar(
     trial: &Trial,
     now: Option<Timestamp>,
+    events: &[EventRow],
     theme: &Theme,
     area: Rect,
     y: u16,
@@ -258,6 +265,17 @@ fn draw_bar(
         let x = col(h).min(area.width.saturating_sub(1));
         if let Some(cell) = buf.cell_mut((area.x + x, area.y + y)) {
             cell.set_symbol(HTTP_TICK).set_style(theme.text());
+        }
+    }
+    // Where the Events that explain the trial happened (a failed probe, a kill, a pod that
+    // cannot be scheduled): a tick in the warning colour at each one's last time.
+    for r in events
+        .iter()
+        .filter(|r| r.explains && r.last >= t0 && r.last <= end)
+    {
+        let x = col(r.last).min(area.width.saturating_sub(1));
+        if let Some(cell) = buf.cell_mut((area.x + x, area.y + y)) {
+            cell.set_symbol(EVENT_TICK).set_style(theme.warn());
         }
     }
 }
