@@ -58,6 +58,19 @@ fn find(buf: &Buffer, needle: &str) -> Option<(u16, u16)> {
     None
 }
 
+/// `panel` drawn alone over a `w`×`h` buffer with the default view and theme.
+fn drawn(panel: Panel, state: &State, w: u16, h: u16) -> Buffer {
+    let mut buf = Buffer::empty(Rect::new(0, 0, w, h));
+    panel(
+        state,
+        &ViewState::default(),
+        &Theme::default_theme(),
+        buf.area,
+        &mut buf,
+    );
+    buf
+}
+
 #[test]
 fn every_panel_survives_zero_and_one_cell_areas() {
     let states = [State::new(), state_at(MID_LOAD), state_at(AFTER_OOM)];
@@ -249,14 +262,7 @@ fn the_t2_http_mark_is_ticked_on_the_bar_with_its_lead() {
     }
     // One instant (Ollama): no tick, no lead.
     let state = state_at(AFTER_T4);
-    let mut buf = Buffer::empty(Rect::new(0, 0, 62, 12));
-    timeline::render(
-        &state,
-        &ViewState::default(),
-        &Theme::default_theme(),
-        buf.area,
-        &mut buf,
-    );
+    let buf = drawn(timeline::render, &state, 62, 12);
     assert!(!text(&buf).contains(timeline::HTTP_TICK) && !text(&buf).contains("(HTTP"));
 }
 
@@ -265,14 +271,7 @@ fn running_trial_grows_with_state_now() {
     let early = state_at(T0 + 3_000);
     let later = state_at(MID_LOAD);
     let label = |s: &State| {
-        let mut buf = Buffer::empty(Rect::new(0, 0, 60, 8));
-        timeline::render(
-            s,
-            &ViewState::default(),
-            &Theme::default_theme(),
-            buf.area,
-            &mut buf,
-        );
+        let buf = drawn(timeline::render, s, 60, 8);
         text(&buf)
     };
     // At T0+3 s: T3 was at T0+2.41 s, so the growing segment is 0.59 s; at 15 s it is 2.59 s.
@@ -366,14 +365,7 @@ fn residency_warns_from_85_percent_of_the_limit() {
     let mut events = until(AFTER_T4);
     let render = |events: &[readygap_core::event::Event]| {
         let state = State::from_events(events);
-        let mut buf = Buffer::empty(Rect::new(0, 0, 60, 8));
-        residency::render(
-            &state,
-            &ViewState::default(),
-            &Theme::default_theme(),
-            buf.area,
-            &mut buf,
-        );
+        let buf = drawn(residency::render, &state, 60, 8);
         (text(&buf), buf)
     };
     // 3.7 GB of a 4 GiB limit = 86 %.
@@ -640,14 +632,7 @@ fn residency_shows_the_runtimes_metrics_line() {
     let mut events = until(AFTER_T4);
     let render = |events: &[readygap_core::event::Event]| {
         let state = State::from_events(events);
-        let mut buf = Buffer::empty(Rect::new(0, 0, 90, 10));
-        residency::render(
-            &state,
-            &ViewState::default(),
-            &Theme::default_theme(),
-            buf.area,
-            &mut buf,
-        );
+        let buf = drawn(residency::render, &state, 90, 10);
         text(&buf)
     };
     assert!(!render(&events).contains("/metrics:"));
@@ -796,14 +781,7 @@ fn a_long_footer_message_is_whole_or_cut_visibly_and_whole_in_the_help() {
     };
     say(&mut state, &long);
     let footer_text = |state: &State, width: u16| {
-        let mut buf = Buffer::empty(Rect::new(0, 0, width, 1));
-        footer::render(
-            state,
-            &ViewState::default(),
-            &Theme::default_theme(),
-            buf.area,
-            &mut buf,
-        );
+        let buf = drawn(footer::render, state, width, 1);
         text(&buf)
     };
     let t = footer_text(&state, 200);
@@ -837,14 +815,7 @@ fn a_long_footer_message_is_whole_or_cut_visibly_and_whole_in_the_help() {
 fn residency_says_what_the_api_tells_whole_at_80_columns() {
     let mut state = state_at(AFTER_T4);
     state.session.runtime = Some("llamacpp (--runtime)".into());
-    let mut buf = Buffer::empty(Rect::new(0, 0, 80, 14));
-    residency::render(
-        &state,
-        &ViewState::default(),
-        &Theme::default_theme(),
-        buf.area,
-        &mut buf,
-    );
+    let buf = drawn(residency::render, &state, 80, 14);
     let t = text(&buf);
     assert!(
         residency::can_tell("llamacpp").chars().count() > 80,

@@ -248,18 +248,8 @@ impl RuntimeAccess {
                     "/api/v1/namespaces/{}/pods/{}:{}/proxy{path}",
                     self.namespace, pod.name, self.port
                 );
-                let req = http::Request::builder()
-                    .method(method)
-                    .uri(&uri)
-                    .header("content-type", "application/json")
-                    .body(kube::client::Body::from(body.unwrap_or_default()))
-                    .map_err(|e| e.to_string())?;
-                let resp = self
-                    .client
-                    .send(req)
+                self.through_api_server(method, &uri, body, &format!("pod proxy {}", pod.name))
                     .await
-                    .map_err(|e| format!("pod proxy {}: {e}", pod.name))?;
-                Ok(HttpResponse::from_http(resp, None))
             }
             AccessMode::PortForward => {
                 let api: kube::Api<Pod> =
@@ -322,22 +312,34 @@ impl RuntimeAccess {
             "/api/v1/namespaces/{}/services/{}:{}/proxy{path}",
             self.namespace, service.name, service.port
         );
+        let what = format!("service proxy {}", service.name);
+        let r = self
+            .through_api_server(http::Method::GET, &uri, None, &what)
+            .await?;
+        whole(r).await
+    }
+
+    /// One request to an API server proxy path (`…/pods/NAME:PORT/proxy/…`,
+    /// `…/services/NAME:PORT/proxy/…`); a failure to send it is said with `what`.
+    async fn through_api_server(
+        &self,
+        method: http::Method,
+        uri: &str,
+        body: Option<Vec<u8>>,
+        what: &str,
+    ) -> Result<HttpResponse, String> {
         let req = http::Request::builder()
-            .method(http::Method::GET)
-            .uri(&uri)
-            .body(kube::client::Body::from(Vec::new()))
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json")
+            .body(kube::client::Body::from(body.unwrap_or_default()))
             .map_err(|e| e.to_string())?;
         let resp = self
             .client
             .send(req)
             .await
-            .map_err(|e| format!("service proxy {}: {e}", service.name))?;
-        let mut r = HttpResponse::from_http(resp, None);
-        let mut out = Vec::new();
-        while let Some(chunk) = r.body.next().await {
-            out.extend_from_slice(&chunk?);
-        }
-        Ok((r.status, out))
+            .map_err(|e| format!("{what}: {e}"))?;
+        Ok(HttpResponse::from_http(resp, None))
     }
 
     /// Send one request and read its whole answer: the status and the body.
@@ -348,13 +350,17 @@ impl RuntimeAccess {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<(u16, Vec<u8>), String> {
-        let mut r = self.send(pod, method, path, body).await?;
-        let mut out = Vec::new();
-        while let Some(chunk) = r.body.next().await {
-            out.extend_from_slice(&chunk?);
-        }
-        Ok((r.status, out))
+        whole(self.send(pod, method, path, body).await?).await
     }
+}
+
+/// A response's status and its whole body.
+async fn whole(mut r: HttpResponse) -> Result<(u16, Vec<u8>), String> {
+    let mut out = Vec::new();
+    while let Some(chunk) = r.body.next().await {
+        out.extend_from_slice(&chunk?);
+    }
+    Ok((r.status, out))
 }
 
 /// What every adapter is given: the access to its runtime, the path probed for T2, and the
