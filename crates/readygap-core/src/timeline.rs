@@ -435,15 +435,16 @@ pub struct Timeline {
     /// Per pod, what the kubelet's and the scheduler's Events said of it: the words a
     /// failed trial is explained in.
     #[serde(default)]
-    probe_kills: BTreeMap<String, ProbeKill>,
+    pod_evidence: BTreeMap<String, PodEvidence>,
 }
 
-/// The kubelet's latest `Unhealthy` (a liveness or startup probe failed, with its output) and
-/// `Killing` for a failed probe about one pod (kubernetes `pkg/kubelet/prober/prober.go`:
+/// What the Events said of one pod, the words a failed trial is explained in: the kubelet's
+/// latest `Unhealthy` (a liveness or startup probe failed, with its output) and `Killing` for
+/// a failed probe (kubernetes `pkg/kubelet/prober/prober.go`:
 /// `"%s probe failed: %s"`; `pkg/kubelet/kuberuntime/kuberuntime_manager.go`: `"Container %s
 /// failed %s probe, will be restarted"`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-struct ProbeKill {
+struct PodEvidence {
     /// The latest `Liveness probe failed: …` / `Startup probe failed: …`.
     failure: Option<String>,
     /// `liveness` or `startup`, and when the kill was reported.
@@ -516,7 +517,7 @@ impl Timeline {
                 let pending = self.open().and_then(|t| {
                     t.observed.keys().find_map(|p| {
                         let pod = pods.get(p).filter(|v| v.phase == "Pending")?;
-                        self.probe_kills.get(&pod.name)?.unschedulable.clone()
+                        self.pod_evidence.get(&pod.name)?.unschedulable.clone()
                     })
                 });
                 if let Some(t) = self.open_mut() {
@@ -557,7 +558,7 @@ impl Timeline {
             EventKind::ResyncDone { resource } if resource == "pods" => self.listing_pods = false,
             EventKind::PodApplied(pod) => self.pod_applied(ts, pod, prev, pods),
             EventKind::PodDeleted(pod) => {
-                self.probe_kills.remove(&pod.name);
+                self.pod_evidence.remove(&pod.name);
                 if let Some(t) = self.open_mut()
                     && t.new_pod.as_deref() == Some(pod.name.as_str())
                 {
@@ -659,8 +660,8 @@ impl Timeline {
         }
     }
 
-    /// A kubelet Event about a pod's probes: kept, and a trial that failed by that pod's
-    /// restart is explained in its words.
+    /// A kubelet or scheduler Event about a pod: kept as its evidence, and a trial that
+    /// failed by that pod's restart is explained in its words.
     fn kube_event(&mut self, e: &crate::event::KubeEventView, pods: &BTreeMap<String, PodView>) {
         let Some(pod) = e.object.strip_prefix("pod/") else {
             return;
@@ -675,11 +676,13 @@ impl Timeline {
                 if e.message.starts_with("Liveness probe failed")
                     || e.message.starts_with("Startup probe failed") =>
             {
-                self.probe_kills.entry(pod.to_string()).or_default().failure =
-                    Some(e.message.clone());
+                self.pod_evidence
+                    .entry(pod.to_string())
+                    .or_default()
+                    .failure = Some(e.message.clone());
             }
             "FailedScheduling" => {
-                self.probe_kills
+                self.pod_evidence
                     .entry(pod.to_string())
                     .or_default()
                     .unschedulable = Some(e.message.clone());
@@ -687,7 +690,7 @@ impl Timeline {
             }
             "Killing" => match (probe, e.time) {
                 (Some(p), Some(at)) => {
-                    self.probe_kills.entry(pod.to_string()).or_default().killed =
+                    self.pod_evidence.entry(pod.to_string()).or_default().killed =
                         Some((p.to_string(), at));
                 }
                 _ => return,
@@ -702,11 +705,11 @@ impl Timeline {
     /// `container restarted: killed by the liveness probe (Liveness probe failed: …),
     /// restart 3`.
     fn explain_restart(&mut self, pod: &str, restarts: Option<u32>) {
-        let Some(ProbeKill {
+        let Some(PodEvidence {
             failure,
             killed: Some((probe, at)),
             ..
-        }) = self.probe_kills.get(pod).cloned()
+        }) = self.pod_evidence.get(pod).cloned()
         else {
             return;
         };

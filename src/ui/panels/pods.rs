@@ -174,13 +174,12 @@ fn event_rows(state: &State) -> Vec<EventRow> {
     kube_events::rows(&state.kube_events, since)
 }
 
-/// One Event row in a line: age, reason (bold where it explains the trial), count, object,
-/// then the message (cut to the line: `e` shows it whole).
-fn event_line(
+/// The head of one Event row: age, reason (bold where it explains the trial), count and,
+/// `with_object`, the object; its message follows on the line or under it.
+fn event_head(
     r: &EventRow,
     now: Option<Timestamp>,
     theme: &Theme,
-    width: usize,
     with_object: bool,
 ) -> Line<'static> {
     let age = now.map_or_else(String::new, |n| fmt_age(secs(r.last, n)));
@@ -202,14 +201,11 @@ fn event_line(
         Some((_, n)) => format!("{n} "),
         None => format!("{} ", r.object),
     };
-    let head = format!("{age:>3} {}{count} {object}", r.reason);
-    let room = width.saturating_sub(head.chars().count());
     Line::from(vec![
         Span::styled(format!("{age:>3} "), theme.muted()),
         Span::styled(r.reason.clone(), reason_style),
         Span::styled(count, theme.warn()),
         Span::styled(format!(" {object}"), theme.muted()),
-        Span::styled(crate::ui::ellipsize(&r.message, room), theme.text()),
     ])
 }
 
@@ -253,22 +249,21 @@ fn events(state: &State, theme: &Theme, area: Rect, buf: &mut Buffer) {
     let explaining = rows.iter().filter(|r| r.explains).count();
     let room = area.height as usize;
     for (i, r) in rows.iter().enumerate() {
-        let mut line = event_line(r, state.now, theme, usize::MAX, objects.len() > 1);
-        let head: usize = line.spans[..4].iter().map(|s| s.width()).sum();
-        let fits = width.saturating_sub(head);
+        let mut line = event_head(r, state.now, theme, objects.len() > 1);
+        let fits = width.saturating_sub(line.width());
         // An explaining Event's message goes on up to EXPLAINED_LINES lines, the first ones
         // first, while the rows still hold one line for each explaining Event after it; the
         // others take one line, cut.
         let after = explaining.saturating_sub(i + 1);
         let wrapped = r.explains && lines.len() + EXPLAINED_LINES + after <= room;
         if wrapped && r.message.chars().count() > fits {
-            line.spans.pop();
             lines.push(line);
             for l in crate::ui::wrap(&r.message, width.saturating_sub(3), EXPLAINED_LINES - 1) {
                 lines.push(Line::styled(format!("   {l}"), theme.text()));
             }
         } else {
-            line.spans[4] = Span::styled(crate::ui::ellipsize(&r.message, fits), theme.text());
+            let message = crate::ui::ellipsize(&r.message, fits);
+            line.spans.push(Span::styled(message, theme.text()));
             lines.push(line);
         }
     }
@@ -286,9 +281,7 @@ pub fn all_event_lines(state: &State, theme: &Theme, width: usize) -> Vec<Line<'
     }
     let mut lines = Vec::new();
     for r in &rows {
-        let mut head = event_line(r, state.now, theme, width, true);
-        head.spans.pop();
-        lines.push(head);
+        lines.push(event_head(r, state.now, theme, true));
         for l in crate::ui::wrap(&r.message, width.saturating_sub(4), 12) {
             lines.push(Line::styled(format!("    {l}"), theme.text()));
         }
