@@ -118,6 +118,7 @@ async fn serve_runner(
             namespace: lab.namespace.clone(),
             selector: "app=ollama".into(),
             service: named_service.then(|| "ollama".into()),
+            deployment: Some("ollama".into()),
         },
         tx.clone(),
         feeds.clone(),
@@ -992,10 +993,12 @@ async fn an_external_surge_rollout_with_kubectl_is_one_trial_with_t0_before_t1()
     lab.shutdown().await;
 }
 
-/// The kube source takes the Events of the target's pods only, each pod's through its own
-/// watch: the study's client pod `ollama-client` (created first, so its Events exist before
-/// the replacement) is not the target's though its name starts like the Deployment's pods,
-/// and none of its Events reach readygap; the replacement pod's come as the lab makes them.
+/// The kube source takes the Events of the target's pods, Deployment and ReplicaSets only,
+/// each pod's through its own watch: the study's client pod `ollama-client` (created first,
+/// so its Events exist before the replacement) is not the target's though its name starts
+/// like the Deployment's pods, nor is a ReplicaSet `ollama-client-5f6d7c9b8` (another
+/// Deployment's by its name), and none of their Events reach readygap; the replacement
+/// pod's come as the lab makes them, and its ReplicaSet's `SuccessfulCreate`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_events_come_for_the_target_pods_only() {
     use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
@@ -1013,6 +1016,15 @@ async fn pod_events_come_for_the_target_pods_only() {
     .unwrap();
     pods.create(&Default::default(), &client_pod).await.unwrap();
     let events: kube::Api<CoreEvent> = kube::Api::namespaced(client.clone(), &lab.namespace);
+    let other_rs: CoreEvent = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "ollama-client-5f6d7c9b8.1"},
+        "involvedObject": {"kind": "ReplicaSet", "name": "ollama-client-5f6d7c9b8",
+                           "namespace": lab.namespace},
+        "reason": "FailedCreate", "message": "Error creating: not ours", "type": "Warning"
+    }))
+    .unwrap();
+    events.create(&Default::default(), &other_rs).await.unwrap();
     let of_client = kube::api::ListParams::default().fields("involvedObject.name=ollama-client");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while events.list(&of_client).await.unwrap().items.is_empty() {
@@ -1031,6 +1043,7 @@ async fn pod_events_come_for_the_target_pods_only() {
             namespace: lab.namespace.clone(),
             selector: "app=ollama".into(),
             service: None,
+            deployment: Some("ollama".into()),
         },
         tx,
         feeds.clone(),
@@ -1050,12 +1063,17 @@ async fn pod_events_come_for_the_target_pods_only() {
     .await;
     assert_eq!(listed, Ok(true), "the pods were not listed");
     pods.delete(&old, &Default::default()).await.unwrap();
-    // Until a pod other than `old` has Started (the replacement's container ran).
+    // Until a pod other than `old` has Started (the replacement's container ran) and its
+    // ReplicaSet said it created it.
+    let created =
+        |s: &String| s.starts_with("replicaset/ollama-") && s.ends_with(" SuccessfulCreate");
     let started = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut ran = false;
         while let Some(e) = rx.recv().await {
             if let EventKind::KubeEvent(k) = &e.kind {
                 seen.push(format!("{} {}", k.object, k.reason));
-                if k.reason == "Started" && k.object != format!("pod/{old}") {
+                ran |= k.reason == "Started" && k.object != format!("pod/{old}");
+                if ran && seen.iter().any(created) {
                     return true;
                 }
             }
@@ -1064,11 +1082,17 @@ async fn pod_events_come_for_the_target_pods_only() {
     })
     .await;
     feeds.cancel();
-    assert_eq!(started, Ok(true), "no Started of the replacement: {seen:?}");
+    assert_eq!(
+        started,
+        Ok(true),
+        "no Started of the replacement or no SuccessfulCreate: {seen:?}"
+    );
     assert!(
-        seen.iter()
-            .all(|s| s.starts_with("pod/ollama-") && !s.starts_with("pod/ollama-client ")),
-        "an Event about a pod not of the target: {seen:?}"
+        seen.iter().all(|s| (s.starts_with("pod/ollama-")
+            || s.starts_with("replicaset/ollama-")
+            || s.starts_with("deployment/ollama "))
+            && !s.contains("/ollama-client")),
+        "an Event about an object not of the target: {seen:?}"
     );
     assert!(
         seen.iter().any(|s| s == &format!("pod/{old} Killing")),

@@ -102,6 +102,7 @@ async fn a_refused_node_watch_is_said_once_and_not_retried() {
             namespace: "llm-recovery-lab".into(),
             selector: "app=ollama".into(),
             service: None,
+            deployment: None,
         },
         tx.clone(),
         cancel.clone(),

@@ -10,9 +10,12 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// The reasons that explain why a replacement is not Ready or not serving: the scheduler's
 /// `FailedScheduling`, the kubelet's `Unhealthy` (a probe failed, with its output), `Killing`,
-/// `BackOff`, `FailedMount`, `Evicted`, and the node's `OOMKilling`.
-pub const EXPLAINING: [&str; 7] = [
+/// `BackOff`, `FailedMount`, `Evicted`, the node's `OOMKilling`, and the ReplicaSet
+/// controller's `FailedCreate` (no pod at all: a quota, an admission webhook; kubernetes
+/// `pkg/controller/replicaset/replica_set.go`, "Error creating: …").
+pub const EXPLAINING: [&str; 8] = [
     "FailedScheduling",
+    "FailedCreate",
     "Unhealthy",
     "Killing",
     "BackOff",

@@ -388,6 +388,7 @@ pub async fn build(
             namespace: target.namespace.clone(),
             selector: target.selector.clone(),
             service: Some(target.service.clone()),
+            deployment: target.deployment.clone(),
         },
         tx.clone(),
         feeds.clone(),

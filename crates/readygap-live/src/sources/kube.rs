@@ -231,6 +231,9 @@ pub struct KubeConfig {
     pub selector: String,
     /// The Service whose EndpointSlices are watched.
     pub service: Option<String>,
+    /// The Deployment, when the target is one: its Events and its ReplicaSets' are watched
+    /// too (`super::pod_events`).
+    pub deployment: Option<String>,
 }
 
 /// Run all Kubernetes feeds until cancelled.
@@ -275,6 +278,7 @@ pub async fn run(
     }
     tasks.spawn(super::pod_events::run(
         Api::namespaced(client.clone(), &cfg.namespace),
+        cfg.deployment.clone(),
         seen_rx,
         tx.clone(),
         cancel.clone(),

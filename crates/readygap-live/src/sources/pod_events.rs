@@ -14,6 +14,15 @@
 //! past that, the pods seen later are covered by one namespace-wide watch kept to the pods
 //! the pod watch has seen and no per-pod watch covers (so no Event comes twice).
 //!
+//! The target's Deployment and its ReplicaSets have Events of their own that explain a
+//! replacement that never got a pod (the ReplicaSet controller's `FailedCreate`: a quota, an
+//! admission webhook) and say what a rollout did (`ScalingReplicaSet`, `SuccessfulCreate`).
+//! The Deployment's come from one watch of its name; a ReplicaSet's name is only known once
+//! it exists, and one that cannot create a pod never shows in the pod watch, so its Events
+//! come from one watch of the namespace's ReplicaSet Events, kept to the Deployment's own
+//! ([`replica_set_of`]). ReplicaSet Events are few next to pod Events (one per pod created
+//! or deleted, not per probe).
+//!
 //! [`Scopes`] decides (pure, tested); [`run`] carries its orders out.
 
 use super::watch::adapt;
@@ -153,9 +162,22 @@ impl Scopes {
     }
 }
 
-/// Watch the Events of the pods `pods` reports until cancelled.
+/// Whether the ReplicaSet `rs` is one of Deployment `deployment`'s: the Deployment
+/// controller names them `<deployment>-<pod-template-hash>` (kubernetes
+/// `pkg/controller/deployment/sync.go` `getNewReplicaSet`; the hash is `rand.SafeEncodeString`
+/// of a number: letters and digits, no dash), so another Deployment named `<deployment>-x`
+/// does not match.
+pub fn replica_set_of(rs: &str, deployment: &str) -> bool {
+    rs.strip_prefix(deployment)
+        .and_then(|r| r.strip_prefix('-'))
+        .is_some_and(|hash| !hash.is_empty() && hash.chars().all(|c| c.is_ascii_alphanumeric()))
+}
+
+/// Watch the Events of the pods `pods` reports, and of `deployment` and its ReplicaSets,
+/// until cancelled.
 pub async fn run(
     api: Api<CoreEvent>,
+    deployment: Option<String>,
     mut pods: mpsc::UnboundedReceiver<PodSeen>,
     tx: mpsc::Sender<Event>,
     cancel: CancellationToken,
@@ -167,6 +189,19 @@ pub async fn run(
     let events_of = |fields: &str| {
         watcher(api.clone(), watcher::Config::default().fields(fields)).default_backoff()
     };
+    if let Some(d) = deployment {
+        let all = |_: &CoreEvent| true;
+        let own = events_of(&format!(
+            "involvedObject.kind=Deployment,involvedObject.name={d}"
+        ));
+        tokio::spawn(adapt(own, "events", all, tx.clone(), cancel.child_token()));
+        let of_d = move |e: &CoreEvent| {
+            let name = e.involved_object.name.as_deref().unwrap_or_default();
+            replica_set_of(name, &d)
+        };
+        let rs = events_of("involvedObject.kind=ReplicaSet");
+        tokio::spawn(adapt(rs, "events", of_d, tx.clone(), cancel.child_token()));
+    }
     loop {
         let due = scopes.next_due();
         let orders = tokio::select! {
@@ -234,6 +269,19 @@ mod tests {
 
     fn pod(n: &str) -> PodSeen {
         PodSeen::Pod(n.into())
+    }
+
+    #[test]
+    fn a_replica_set_is_the_deployments_by_its_name_and_hash() {
+        assert!(replica_set_of("ollama-7d4b9c8f6", "ollama"));
+        assert!(
+            !replica_set_of("ollama-gpu-7d4b9c8f6", "ollama"),
+            "another Deployment's"
+        );
+        assert!(replica_set_of("ollama-gpu-7d4b9c8f6", "ollama-gpu"));
+        assert!(!replica_set_of("ollama", "ollama"));
+        assert!(!replica_set_of("ollama-", "ollama"));
+        assert!(!replica_set_of("ollamax-7d4b9c8f6", "ollama"));
     }
 
     #[test]
