@@ -310,6 +310,8 @@ async fn run_session(
             let cmd = match intent {
                 Intent::Quit => break,
                 Intent::ChoosePod(p) => Some(RunnerCommand::Choose(Some(p))),
+                // Reading a log is a GET: also when read-only.
+                Intent::FollowLog(on) => Some(RunnerCommand::Tail(on)),
                 Intent::ChooseModel(m) => {
                     model_choice = Some(m);
                     None

@@ -388,9 +388,13 @@ fn send(dash: &mut Dashboard, actions: Option<&mpsc::Sender<Intent>>, intent: In
             }
         }
         // Choices and replay keys still change the view; nothing to say.
+        // (a replay's Log view shows the lines the recording holds).
         None if matches!(
             intent,
-            Intent::ChoosePod(_) | Intent::ChooseModel(_) | Intent::Replay(_)
+            Intent::ChoosePod(_)
+                | Intent::ChooseModel(_)
+                | Intent::Replay(_)
+                | Intent::FollowLog(_)
         ) => {}
         None => {
             let text = format!(

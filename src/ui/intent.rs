@@ -24,6 +24,8 @@ pub enum Intent {
     ChooseModel(String),
     /// Use this pod for inferences and the memory chart from now on.
     ChoosePod(String),
+    /// Follow the focused pod's container log for the Log view (`L`), or stop.
+    FollowLog(bool),
     /// Move the replay's playhead or change its pace (sent to the replay controller).
     Replay(ReplayCommand),
     /// Leave the dashboard.
@@ -45,6 +47,8 @@ impl Intent {
             Intent::ToggleRecord => "toggle recording".into(),
             Intent::ChooseModel(m) => format!("use model {m}"),
             Intent::ChoosePod(p) => format!("use pod {p}"),
+            Intent::FollowLog(true) => "follow the focused pod's log".into(),
+            Intent::FollowLog(false) => "stop following the log".into(),
             Intent::Replay(c) => format!("replay: {c:?}"),
             Intent::Quit => "quit".into(),
         }

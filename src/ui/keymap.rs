@@ -75,6 +75,8 @@ commands! {
         "next colour theme";
     ToggleLog "toggle_log" Key::char('l'), "log":
         "memory chart: log/linear scale";
+    RuntimeLog "runtime_log" Key::char('L'), "logs":
+        "the focused pod's runtime log, followed (the lines readygap marks highlighted)";
     Freeze "freeze" Key::char(' '), "freeze":
         "freeze/unfreeze the display (events keep coming)";
     Events "events" Key::char('e'), "events":

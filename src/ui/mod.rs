@@ -13,8 +13,8 @@ pub mod theme;
 pub mod view;
 
 use panels::{
-    banner, dialog, endpoints, footer, header, host, memory, pods, replaybar, residency, timeline,
-    verdicts,
+    banner, dialog, endpoints, footer, header, host, log, memory, pods, replaybar, residency,
+    timeline, verdicts,
 };
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -38,17 +38,21 @@ pub struct Areas {
     pub memory: Rect,
     pub endpoints: Rect,
     pub host: Rect,
+    /// The Log view (`L`), empty while it is off.
+    pub log: Rect,
     pub footer: Rect,
 }
 
 /// Where each panel goes in `area`.
 pub fn layout(area: Rect) -> Areas {
-    layout_with(area, 0)
+    layout_with(area, 0, false)
 }
 
 /// Where each panel goes in `area`, the stacked layout's top row (Pods, Residency) at least
 /// `top_rows` high (up to half the body): Events that explain a trial need the room on 80×24.
-pub fn layout_with(area: Rect, top_rows: u16) -> Areas {
+/// With the Log view on (`log`), the log takes the bottom row's Endpoints and Host (wide),
+/// or the whole bottom row (stacked).
+pub fn layout_with(area: Rect, top_rows: u16, log: bool) -> Areas {
     let [header, body, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(0),
@@ -76,6 +80,16 @@ pub fn layout_with(area: Rect, top_rows: u16) -> Areas {
         (pods, timeline, residency, bottom, [46, 28, 26])
     };
     let [memory, endpoints, host] = Layout::horizontal(percent(split)).areas(bottom);
+    let none = Rect::default();
+    let (memory, endpoints, host, log) = match log {
+        false => (memory, endpoints, host, none),
+        true if area.width >= WIDE => {
+            let [memory, log] =
+                Layout::horizontal([40, 60].map(Constraint::Percentage)).areas(bottom);
+            (memory, none, none, log)
+        }
+        true => (none, none, none, bottom),
+    };
     Areas {
         header,
         pods,
@@ -84,6 +98,7 @@ pub fn layout_with(area: Rect, top_rows: u16) -> Areas {
         memory,
         endpoints,
         host,
+        log,
         footer,
     }
 }
@@ -104,7 +119,7 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     if let Some((bar, line)) = bar {
         replaybar::render(state, bar, theme, line, buf);
     }
-    let a = layout_with(area, pods::wanted_height(state));
+    let a = layout_with(area, pods::wanted_height(state), view.log_view);
     header::render(state, view, theme, a.header, buf);
     pods::render(state, view, theme, a.pods, buf);
     timeline::render(state, view, theme, a.timeline, buf);
@@ -113,6 +128,9 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     verdicts::render(state, view, theme, a.memory, buf);
     endpoints::render(state, view, theme, a.endpoints, buf);
     host::render(state, view, theme, a.host, buf);
+    if view.log_view {
+        log::render(state, view, theme, a.log, buf);
+    }
     footer::render(state, view, theme, a.footer, buf);
     banner::render(state, view, theme, area, buf);
     dialog::render(state, view, theme, area, buf);

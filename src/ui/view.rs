@@ -35,6 +35,8 @@ pub struct ViewState {
     pub theme_names: Vec<String>,
     /// The memory chart's y axis is logarithmic.
     pub log_scale: bool,
+    /// The Log view is on: the focused pod's log takes the bottom row's right side.
+    pub log_view: bool,
     /// The display shows a snapshot; events keep being applied underneath.
     pub frozen: bool,
     pub dialog: Option<Dialog>,
@@ -72,6 +74,7 @@ impl Default for ViewState {
             theme: "default".into(),
             theme_names: vec!["default".into()],
             log_scale: false,
+            log_view: false,
             frozen: false,
             dialog: None,
             selected_pod: None,
@@ -197,6 +200,10 @@ pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, 
             }
         }
         Command::ToggleLog => view.log_scale = !view.log_scale,
+        Command::RuntimeLog => {
+            view.log_view = !view.log_view;
+            intent = Some(Intent::FollowLog(view.log_view));
+        }
         Command::Freeze => view.frozen = !view.frozen,
         Command::Help => view.dialog = Some(Dialog::Help),
         Command::Events => view.dialog = Some(Dialog::Events),

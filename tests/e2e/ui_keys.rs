@@ -217,9 +217,13 @@ fn read_only_refuses_destructive_intents() {
         read_only: true,
         ..ViewState::default()
     };
-    let (view, intents) = press(view, &state, &[key('l'), key('R')]);
-    assert_eq!(intents, vec![Intent::ToggleRecord]);
-    assert!(view.log_scale);
+    let (view, intents) = press(view, &state, &[key('l'), key('R'), key('L')]);
+    assert_eq!(intents, vec![Intent::ToggleRecord, Intent::FollowLog(true)]);
+    assert!(view.log_scale && view.log_view);
+    // `L` again: the log view off, and its follower stopped.
+    let (off, intents) = press(view.clone(), &state, &[key('L')]);
+    assert_eq!(intents, vec![Intent::FollowLog(false)]);
+    assert!(!off.log_view);
     // And the footer says read-only, without the destructive hints.
     let t = frame(&state, &view, &Theme::default_theme(), 160, 48);
     let footer = text(t.backend().buffer())

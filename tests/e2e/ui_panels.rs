@@ -9,7 +9,7 @@ use ratatui::layout::Rect;
 use ratatui::style::Color;
 use readygap::ui;
 use readygap::ui::panels::{
-    dialog, endpoints, footer, header, host, memory, pods, residency, timeline,
+    dialog, endpoints, footer, header, host, log, memory, pods, residency, timeline,
 };
 use readygap::ui::theme::Theme;
 use readygap::ui::view::{Dialog, ViewState};
@@ -18,7 +18,7 @@ use readygap_core::state::State;
 
 type Panel = fn(&State, &ViewState, &Theme, Rect, &mut Buffer);
 
-const PANELS: [(&str, Panel); 10] = [
+const PANELS: [(&str, Panel); 11] = [
     ("header", header::render),
     ("pods", pods::render),
     ("timeline", timeline::render),
@@ -26,6 +26,7 @@ const PANELS: [(&str, Panel); 10] = [
     ("memory", memory::render),
     ("endpoints", endpoints::render),
     ("host", host::render),
+    ("log", log::render),
     ("footer", footer::render),
     ("dialog", dialog::render),
     ("dashboard", ui::render),
@@ -77,6 +78,7 @@ fn every_panel_survives_zero_and_one_cell_areas() {
     let view = ViewState {
         dialog: Some(Dialog::Help),
         log_scale: true,
+        log_view: true,
         ..ViewState::default()
     };
     let theme = Theme::default_theme();
@@ -129,9 +131,15 @@ fn every_panel_survives_zero_and_one_cell_areas() {
 fn whole_dashboard_survives_every_tiny_terminal() {
     let state = state_at(AFTER_OOM);
     let theme = Theme::default_theme();
-    for dialog in [None, Some(Dialog::Help), Some(Dialog::Events)] {
+    for (dialog, log_view) in [
+        (None, false),
+        (None, true),
+        (Some(Dialog::Help), false),
+        (Some(Dialog::Events), true),
+    ] {
         let view = ViewState {
             dialog,
+            log_view,
             ..ViewState::default()
         };
         for w in 0..24u16 {
@@ -896,4 +904,117 @@ fn events_that_explain_the_trial_are_on_screen_and_e_shows_them_whole() {
     let t = text(&buf);
     assert!(t.contains("Couldn't connect to server"), "{t}");
     assert!(t.contains("Container image already present"), "{t}");
+}
+
+/// The Log view (`L`): the followed pod's lines, newest at the bottom, timed from the trial's
+/// T0, the lines readygap marks highlighted and named; the new pod's start-up lines ticked
+/// on the Timeline's bar; a log that cannot be read says why in the title. At 160×48 the log
+/// takes Endpoints' and Host's place, at 80×24 the whole bottom row.
+#[test]
+fn the_log_view_shows_the_followed_pods_lines_with_its_marks() {
+    use readygap_core::event::{EventKind, Source};
+    let line = |ms: i64, text: &str| {
+        ev(
+            ms,
+            Source::Log,
+            EventKind::LogLine {
+                pod: "ollama-1".into(),
+                text: text.into(),
+            },
+        )
+    };
+    let mut events = until(MID_LOAD);
+    events.push(ev(
+        T0 + 1_000,
+        Source::Log,
+        EventKind::LogFollow {
+            pod: "ollama-1".into(),
+            following: true,
+            error: None,
+        },
+    ));
+    events.push(line(
+        T0 + 1_100,
+        r#"time=2026-12-07T01:58:48.936Z level=INFO source=routes.go:1564 msg="Listening on [::]:11434 (version 0.12.6)""#,
+    ));
+    events.push(line(
+        T0 + 1_200,
+        r#"[GIN] 2026/12/07 - 01:58:49 | 200 |    1.005396ms |       127.0.0.1 | GET      "/api/tags""#,
+    ));
+    events.push(line(
+        T0 + 2_000,
+        r#"time=2026-12-07T01:58:49.463Z level=INFO source=server.go:400 msg="starting runner" cmd="/usr/bin/ollama runner""#,
+    ));
+    events.push(line(
+        T0 + 2_100,
+        "llama_model_loader: - type  f32:   61 tensors",
+    ));
+    let state = State::from_events(&events);
+    assert_eq!(
+        state.timeline.current().and_then(|t| t.new_pod.as_deref()),
+        Some("ollama-1")
+    );
+    let theme = Theme::default_theme();
+    let on = ViewState {
+        log_view: true,
+        ..ViewState::default()
+    };
+    for (w, h) in [(160, 48), (80, 24)] {
+        let mut buf = Buffer::empty(Rect::new(0, 0, w, h));
+        ui::render(&state, &on, &theme, buf.area, &mut buf);
+        let t = text(&buf);
+        assert!(t.contains("Log · ollama-1 · following"), "{w}×{h}:\n{t}");
+        assert!(!t.contains("Endpoints"), "the log takes its place:\n{t}");
+        let (lx, ly) = find(&buf, "▸ listening").unwrap_or_else(|| panic!("{w}×{h}:\n{t}"));
+        assert_eq!(
+            buf[(lx, ly)].fg,
+            theme.accent().fg.unwrap(),
+            "{w}×{h}: highlighted"
+        );
+        let (_, ry) = find(&buf, "▸ model load").unwrap_or_else(|| panic!("{w}×{h}:\n{t}"));
+        let (_, ty) = find(&buf, "llama_model_loader").unwrap_or_else(|| panic!("{w}×{h}:\n{t}"));
+        assert!(
+            ly < ry && ry < ty,
+            "oldest first, newest at the bottom:\n{t}"
+        );
+        assert!(t.contains("+1.10s"), "timed from T0:\n{t}");
+        let (gx, gy) = find(&buf, "[GIN]").unwrap_or_else(|| panic!("{w}×{h}:\n{t}"));
+        assert_eq!(
+            buf[(gx, gy)].fg,
+            theme.muted().fg.unwrap(),
+            "a poll is muted"
+        );
+        assert!(
+            !t.lines().nth(gy as usize).unwrap().contains('▸'),
+            "a GET marks nothing:\n{t}"
+        );
+        // The new pod's start-up lines ticked on the bar, above its labels.
+        let (_, by) = find(&buf, timeline::LOG_TICK).unwrap_or_else(|| panic!("{w}×{h}:\n{t}"));
+        assert!(
+            find(&buf, "T0→").is_some_and(|(_, y)| y == by + 1),
+            "the tick is on the bar:\n{t}"
+        );
+    }
+    // Off: no Log panel, no tick (the lines stay in the state).
+    let mut buf = Buffer::empty(Rect::new(0, 0, 160, 48));
+    ui::render(&state, &ViewState::default(), &theme, buf.area, &mut buf);
+    assert!(find(&buf, "Log · ").is_none() && find(&buf, "Endpoints").is_some());
+    // A log that cannot be read says why.
+    events.push(ev(
+        T0 + 3_000,
+        Source::Log,
+        EventKind::LogFollow {
+            pod: "ollama-1".into(),
+            following: false,
+            error: Some("forbidden: get pods/log in llm-recovery-lab".into()),
+        },
+    ));
+    let state = State::from_events(&events);
+    let mut buf = Buffer::empty(Rect::new(0, 0, 160, 48));
+    ui::render(&state, &on, &theme, buf.area, &mut buf);
+    let t = text(&buf);
+    assert!(
+        t.contains("cannot read: forbidden: get pods/log"),
+        "the reason in the title:\n{t}"
+    );
 }

@@ -665,3 +665,59 @@ fn events_that_explain_a_trial_are_on_screen_at_200x55_and_80x24() {
         assert!(screen.contains("EXITED 0"), "{screen}");
     }
 }
+
+/// The Log view (issue 34) in a real terminal on `demo`: `L` follows the focused pod's log
+/// (its "Listening on" line marked), a trial replaces the pod and the view follows the new
+/// one, whose model load readygap's inference causes is marked ("model loaded", Ollama's
+/// "llama runner started in … seconds") and ticked `◆` on the Timeline's bar; at 200×55 and
+/// 80×24; `L` again gives Endpoints their place back. Each screen is printed.
+#[ignore = "needs tmux (apt-get install -y tmux)"]
+#[test]
+fn the_log_view_follows_the_new_pod_through_a_trial_at_200x55_and_80x24() {
+    crate::peers::tmux();
+    let bin = env!("CARGO_BIN_EXE_readygap");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tmux = Tmux {
+        socket: format!("readygap-log-view-{}", std::process::id()),
+    };
+    let script = format!("'{bin}' demo --speed 3; echo EXITED $?; sleep 60");
+    tmux.start(&dir.path().join("config"), &script);
+    tmux.resize(200, 55);
+    tmux.wait("a Ready pod", |s| s.contains("Running True"));
+    tmux.cmd(&["send-keys", "-t", "rg", "L"]);
+    let first = tmux.wait("the focused pod's log with its Listening line", |s| {
+        s.contains("· following") && s.contains("▸ listening") && s.contains("Listening on")
+    });
+    let pod_of = |s: &str| {
+        s.split("Log · ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .map(str::to_string)
+    };
+    let old = pod_of(&first).unwrap_or_else(|| panic!("no pod in the Log title:\n{first}"));
+    tmux.cmd(&["send-keys", "-t", "rg", "t"]);
+    tmux.wait("the confirmation", |s| s.contains("Confirm"));
+    tmux.cmd(&["send-keys", "-t", "rg", "y"]);
+    for (w, h) in [(200, 55), (80, 24)] {
+        tmux.resize(w, h);
+        let screen = tmux.wait(&format!("the new pod's model load at {w}×{h}"), |s| {
+            s.lines().all(|l| l.chars().count() <= w as usize)
+                && pod_of(s).is_some_and(|p| p != old)
+                && s.contains("▸ model loaded")
+                && s.contains(readygap::ui::panels::timeline::LOG_TICK)
+        });
+        eprintln!("log view at {w}×{h}:\n{screen}");
+        assert!(
+            !screen.contains("Endpoints"),
+            "the log has their place:\n{screen}"
+        );
+    }
+    tmux.resize(200, 55);
+    tmux.cmd(&["send-keys", "-t", "rg", "L"]);
+    tmux.wait("the Endpoints panel back", |s| {
+        s.contains("Endpoints") && !s.contains("Log · ")
+    });
+    tmux.cmd(&["send-keys", "-t", "rg", "q"]);
+    let screen = tmux.wait("the process to exit", |s| s.contains("EXITED"));
+    assert!(screen.contains("EXITED 0"), "{screen}");
+}

@@ -173,6 +173,17 @@ pub enum EventKind {
     /// A request line of the runtime's own log (Ollama's gin line, llama.cpp server's
     /// request line), stamped with the instant the line was written (the request's end).
     RequestLogged(LoggedRequest),
+    /// One line of a pod's container log, followed while the Log view is on (`L`),
+    /// stamped with the instant the kubelet says it was written.
+    LogLine { pod: String, text: String },
+    /// The Log view's follower of a pod's log: following, or stopped (the container ended;
+    /// with `error`, the log cannot be read and why).
+    LogFollow {
+        pod: String,
+        following: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// The page cache of a node was dropped (or the attempt failed): the cold step of a trial.
     CachesDropped(CacheDrop),
     /// The trial runner begins a trial it will drive (before its cold step or T0).

@@ -12,6 +12,7 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod residency;
+pub mod runtime_log;
 pub mod series;
 pub mod state;
 pub mod stats;

@@ -130,6 +130,9 @@ pub struct State {
     pub slices: BTreeMap<String, EndpointSliceView>,
     pub endpoints: Series<EndpointCounts>,
     pub kube_events: VecDeque<(Timestamp, KubeEventView)>,
+    /// The Log view's lines (`L`): the latest lines of the pods whose logs were followed.
+    #[serde(default)]
+    pub log_tail: crate::runtime_log::Tail,
     pub nodes: BTreeMap<String, NodeView>,
     pub runtimes: BTreeMap<String, RuntimeView>,
     /// The latest probe of the runtime through the target's Service (the study's T2), when
@@ -416,6 +419,20 @@ impl State {
             }
             EventKind::SourceConnected { feed, detail } => self.feed(ts, feed, true, detail),
             EventKind::Note { text } => self.message(ts, Severity::Info, text.clone()),
+            EventKind::LogLine { pod, text } => self.log_tail.line(ts, pod, text),
+            EventKind::LogFollow {
+                pod,
+                following,
+                error,
+            } => {
+                use crate::runtime_log::Following;
+                let state = match (following, error) {
+                    (_, Some(e)) => Following::Failed(e.clone()),
+                    (true, None) => Following::Yes,
+                    (false, None) => Following::Ended,
+                };
+                self.log_tail.follow(pod, state);
+            }
             EventKind::TrialBegin { .. } | EventKind::RequestLogged(_) => {}
         }
         self.contract_trials(ts, &running_before);

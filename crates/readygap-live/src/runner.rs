@@ -140,6 +140,9 @@ pub enum Command {
     Unload { model: Option<String> },
     /// Start recording to this file (a new one; `None`: stop). The driver's, not a decision.
     Record(Option<std::path::PathBuf>),
+    /// Follow the focused pod's container log for the Log view (`L`), or stop. The
+    /// driver's, not a decision.
+    Tail(bool),
 }
 
 /// A task the driver ran for the machine.
@@ -425,7 +428,7 @@ impl Machine {
         match c {
             Command::Act(req) => _ = self.act(req, out),
             Command::Choose(pod) => self.chosen = pod,
-            Command::Record(_) => {}
+            Command::Record(_) | Command::Tail(_) => {}
             Command::Infer { model } => self.on_focus(s, out, |pod| Request::Infer { pod, model }),
             Command::Unload { model } => {
                 self.on_focus(s, out, |pod| Request::Unload { pod, model })

@@ -25,6 +25,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// Lines of a pod's log the Log view asks for first (the rest as they come).
+const TAIL_FIRST: i64 = 300;
+
 /// Per-pod background feeds (memory, residency/models, fast probes).
 #[derive(Default)]
 struct Followed {
@@ -64,6 +67,11 @@ pub struct Runner {
     compact_after: Option<usize>,
     /// The probe through the Service for the trial of this index, while it runs.
     service_probe: Option<(u32, CancellationToken)>,
+    /// The Log view is on: the focused pod's log is followed.
+    tail: bool,
+    /// The log followed for the Log view: the pod, its restart count when started (a
+    /// restarted container is followed again), and its follower.
+    tailing: Option<(String, u32, CancellationToken)>,
 }
 
 /// What the runner is built from: the event channel (every source sends to `tx`; the
@@ -106,6 +114,8 @@ impl Runner {
             record_error: None,
             compact_after: None,
             service_probe: None,
+            tail: false,
+            tailing: None,
         }
     }
 
@@ -229,6 +239,11 @@ impl Runner {
                 self.record(path);
                 continue;
             }
+            if let Input::Command(Command::Tail(on)) = input {
+                self.tail = on;
+                self.follow();
+                continue;
+            }
             let choose = matches!(input, Input::Command(Command::Choose(_)));
             for d in self.machine.on(&self.state, input, Utc::now()) {
                 match d {
@@ -271,6 +286,7 @@ impl Runner {
             }
             if choose {
                 self.publish_node();
+                self.follow_tail();
             }
         }
         !finish
@@ -503,6 +519,46 @@ impl Runner {
             }
         }
         self.follow_service();
+        self.follow_tail();
+    }
+
+    /// While the Log view is on, follow the focused pod's container log once it runs (again
+    /// after a restart, skipping the lines already held); another pod focused, or the view
+    /// off, stops it.
+    fn follow_tail(&mut self) {
+        let want = self
+            .tail
+            .then(|| readygap_core::focus::live_pod(&self.state, self.machine.chosen()))
+            .flatten()
+            .filter(|p| {
+                p.containers.iter().any(|c| {
+                    matches!(
+                        c.state,
+                        readygap_core::event::ContainerState::Running { .. }
+                    )
+                })
+            })
+            .map(|p| (p.name.clone(), p.restarts()));
+        let same = matches!((&self.tailing, &want), (Some((p, r, _)), Some((wp, wr))) if p == wp && r == wr);
+        if same {
+            return;
+        }
+        if let Some((_, _, c)) = self.tailing.take() {
+            c.cancel();
+        }
+        if let Some((pod, restarts)) = want {
+            let token = self.stop_feeds.child_token();
+            let t = crate::sources::logs::LogTail {
+                namespace: self.machine.cfg.namespace.clone(),
+                after: self.state.log_tail.last_of(&pod),
+                pod: pod.clone(),
+                container: self.machine.cfg.container.clone(),
+                lines: TAIL_FIRST,
+            };
+            let (client, tx) = (self.client.clone(), self.tx.clone());
+            tokio::spawn(crate::sources::logs::tail(client, t, tx, token.clone()));
+            self.tailing = Some((pod, restarts, token));
+        }
     }
 
     /// The study's T2: once the latest trial has T1 and no answer through the Service yet,

@@ -9,6 +9,7 @@ pub mod endpoints;
 pub mod footer;
 pub mod header;
 pub mod host;
+pub mod log;
 pub mod memory;
 pub mod pods;
 pub mod replaybar;

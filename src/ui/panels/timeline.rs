@@ -5,7 +5,8 @@
 //! T2 "HTTP answers" ticked on the bar where the runtime answers before its model is ready
 //! (llama-server's 503 "Loading model"), with its lead over "model ready" labelled, the
 //! Events that explain the trial (a failed probe, a kill, FailedScheduling) ticked `!` where
-//! they happened,
+//! they happened, with the Log view on (`L`) the new pod's start-up lines (listening, model
+//! load begun and done) ticked `◆`,
 //! the statistics of the finished trials (mean/median/p95 from `TrialStats`), and the last
 //! trials as rows with ✓/✗ and the failure reason.
 
@@ -29,6 +30,8 @@ pub const GROWING: &str = "▒";
 pub const HTTP_TICK: &str = "┃";
 /// The tick of an Event that explains the trial (warning colour).
 pub const EVENT_TICK: &str = "!";
+/// The tick of a start-up line of the new pod's log (accent colour).
+pub const LOG_TICK: &str = "◆";
 
 /// T2 "HTTP answers" where it is apart from T2 "model ready" (before it, or T2 not reached
 /// yet); `None` where the runtime does not tell them apart (one instant).
@@ -112,7 +115,11 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
             y += 1;
             if y < inner.height {
                 let events = kube_events::of_trial(trial, None, &state.kube_events);
-                draw_bar(trial, state.now, &events, theme, inner, y, buf);
+                let ticks = Ticks {
+                    events: &events,
+                    log: log_marks(state, trial),
+                };
+                draw_bar(trial, state.now, &ticks, theme, inner, y, buf);
                 y += 1;
             }
             put_line(buf, inner, y, &segment_labels(trial, state.now, theme));
@@ -231,11 +238,29 @@ fn trial_title(trial: &Trial, now: Option<Timestamp>, theme: &Theme) -> Line<'st
     Line::from(spans)
 }
 
+/// What is ticked on the bar besides its marks.
+struct Ticks<'a> {
+    /// The Events of the trial's pods (those that explain it are ticked).
+    events: &'a [EventRow],
+    /// When the new pod's log said it listens or loads a model.
+    log: Vec<Timestamp>,
+}
+
+/// The start-up lines of the trial's new pod that the Log view holds, from its T0.
+fn log_marks(state: &State, trial: &Trial) -> Vec<Timestamp> {
+    let (Some(pod), Some(t0)) = (trial.new_pod.as_deref(), trial.marks.t0) else {
+        return Vec::new();
+    };
+    let end = trial.marks.t4.or(state.now).unwrap_or(t0);
+    let marks = state.log_tail.startup_marks(pod, t0, end);
+    marks.map(|(ts, _)| ts).collect()
+}
+
 /// Draw the bar of the trial on row `y` of `area`.
 fn draw_bar(
     trial: &Trial,
     now: Option<Timestamp>,
-    events: &[EventRow],
+    ticks: &Ticks,
     theme: &Theme,
     area: Rect,
     y: u16,
@@ -267,9 +292,17 @@ fn draw_bar(
             cell.set_symbol(HTTP_TICK).set_style(theme.text());
         }
     }
+    // Where the new pod's log said it listens or loads (under the Events' ticks).
+    for ts in ticks.log.iter().filter(|ts| **ts >= t0 && **ts <= end) {
+        let x = col(*ts).min(area.width.saturating_sub(1));
+        if let Some(cell) = buf.cell_mut((area.x + x, area.y + y)) {
+            cell.set_symbol(LOG_TICK).set_style(theme.accent());
+        }
+    }
     // Where the Events that explain the trial happened (a failed probe, a kill, a pod that
     // cannot be scheduled): a tick in the warning colour at each one's last time.
-    for r in events
+    for r in ticks
+        .events
         .iter()
         .filter(|r| r.explains && r.last >= t0 && r.last <= end)
     {

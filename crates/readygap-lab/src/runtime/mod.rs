@@ -664,6 +664,30 @@ impl Runtime {
     pub(crate) fn track_task(&self, task: JoinHandle<()>) {
         self.track(task);
     }
+    /// The engine's own log lines of a model load: begun (`took` `None`) or done, as the
+    /// real servers print them (Ollama 0.12.6 `llm/server.go`: `msg="starting runner"`,
+    /// `msg="llama runner started in 0.54 seconds"`; llama-server `tools/server/server.cpp`:
+    /// `load_model: loading model '…'`, `llama_server: model loaded`). vLLM's are its own
+    /// start-up phases, not written by the lab yet.
+    fn log_load(&self, model: &str, took: Option<Duration>) {
+        let now = chrono::Utc::now();
+        let at = now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let line = match (self.spec.dialect, took) {
+            (Dialect::Ollama, None) => format!(
+                "time={at} level=INFO source=server.go:400 msg=\"starting runner\" cmd=\"/usr/bin/ollama runner --model /root/.ollama/models/{model}\""
+            ),
+            (Dialect::Ollama, Some(d)) => format!(
+                "time={at} level=INFO source=server.go:1310 msg=\"llama runner started in {:.2} seconds\"",
+                d.as_secs_f64()
+            ),
+            (Dialect::LlamaCpp, None) => {
+                format!("srv    load_model: loading model '/models/{model}'")
+            }
+            (Dialect::LlamaCpp, Some(_)) => "srv  llama_server: model loaded".to_string(),
+            _ => return,
+        };
+        self.log.write(now, line);
+    }
 
     /// Load the served model and keep it (llama-server and vLLM load one model at start and
     /// hold it); false when the container died meanwhile or the model is unknown.
@@ -819,6 +843,7 @@ impl Runtime {
         }
 
         self.make_room(spec).await?;
+        self.log_load(&spec.name, None);
         let cold = !self.spec.node_cache.is_warm(&spec.name);
         let mut duration = self.sample(&spec.load);
         if cold {
@@ -894,6 +919,7 @@ impl Runtime {
         }
         self.spec.node_cache.mark_warm(&spec.name, spec.disk_bytes);
         let load = start.elapsed();
+        self.log_load(&spec.name, Some(load));
         self.spec.ground_truth.log(
             &self.spec.pod_name,
             Transition::ModelResident,
