@@ -56,7 +56,7 @@ fn json_report(files: &[PathBuf]) -> serde_json::Value {
     serde_json::from_slice(&readygap(&["report", "--format", "json"], files).stdout).unwrap()
 }
 
-fn html_report(dir: &Path, files: &[PathBuf]) -> PathBuf {
+pub(crate) fn html_report(dir: &Path, files: &[PathBuf]) -> PathBuf {
     let out = dir.join("report.html");
     readygap(
         &["report", "--format", "html", "-o", out.to_str().unwrap()],

@@ -373,6 +373,51 @@ async fn five_trials_at_speed_one_agree_with_the_ground_truth() {
         "{text}"
     );
     assert_eq!(text.lines().count(), 1 + out.trials.len());
+    // Each new pod's start-up lines, read from its container log whether or not anyone
+    // looks at the Log view, are in the recording at the instants the lab's runtime wrote
+    // them: "Listening on" when it listened, "llama runner started" when the model became
+    // resident (the lab writes each line and its ground-truth entry together).
+    let logged = |pod: &str, m: readygap_core::runtime_log::LogMark| {
+        rec_events.events.iter().find_map(|e| match &e.kind {
+            EventKind::LogLine { pod: p, text }
+                if p == pod && readygap_core::runtime_log::mark(text) == Some(m) =>
+            {
+                Some(e.ts)
+            }
+            _ => None,
+        })
+    };
+    use readygap_core::runtime_log::LogMark;
+    for t in own.iter().filter(|t| t.is_ok()) {
+        let pod = t.new_pod.as_deref().unwrap();
+        let t0 = t.marks.t0.unwrap();
+        for (m, tr) in [
+            (LogMark::Listening, Transition::RuntimeListening),
+            (LogMark::ModelLoaded, Transition::ModelResident),
+        ] {
+            let at = logged(pod, m).unwrap_or_else(|| panic!("trial {}: no {m:?} line", t.index));
+            let truth = truth(&gt, pod, tr, t0).expect("in the ground truth");
+            let off = (at - truth).num_milliseconds().abs();
+            assert!(
+                off <= 50,
+                "trial {}: {m:?} {off} ms from the lab's {tr:?}",
+                t.index
+            );
+        }
+        let loading = logged(pod, LogMark::ModelLoading).expect("the model load began");
+        assert!(loading <= logged(pod, LogMark::ModelLoaded).unwrap());
+    }
+    // The HTML report lists them under each trial.
+    let page = crate::report_html::html_report(dir.path(), std::slice::from_ref(&rec));
+    let page = std::fs::read_to_string(page).unwrap();
+    let row = page
+        .split("data-trial-log=\"1\"")
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .unwrap_or_else(|| panic!("no log row under trial 1"));
+    for label in ["listening", "model load", "model loaded"] {
+        assert!(row.contains(label), "{label}: {row}");
+    }
     lab.shutdown().await;
 }
 

@@ -209,12 +209,21 @@ pub struct Tail {
 }
 
 impl Tail {
-    /// A line written at `ts`.
+    /// A line written at `ts`; one already held (the same pod, instant and text: the Log
+    /// view's follower and the start-up follower both read a start-up line) is not kept
+    /// twice.
     pub fn line(&mut self, ts: Timestamp, pod: &str, text: &str) {
+        let text: String = text.chars().take(LINE_CHARS).collect();
+        let held = self
+            .lines
+            .iter()
+            .any(|l| l.ts == ts && l.pod == pod && l.text == text);
+        if held {
+            return;
+        }
         if self.lines.len() == TAIL_LINES {
             self.lines.pop_front();
         }
-        let text: String = text.chars().take(LINE_CHARS).collect();
         let mark = mark(&text);
         self.lines.push_back(TailLine {
             ts,
@@ -222,14 +231,19 @@ impl Tail {
             text,
             mark,
         });
-        if self.following.as_ref().is_none_or(|(p, _)| p != pod) {
-            self.following = Some((pod.to_string(), Following::Yes));
-        }
     }
 
     /// The follower of `pod` started, ended or failed.
     pub fn follow(&mut self, pod: &str, state: Following) {
         self.following = Some((pod.to_string(), state));
+    }
+
+    /// The lines of `pod` held, in the order they were written (lines from two followers
+    /// arrive interleaved).
+    pub fn of_pod(&self, pod: &str) -> Vec<&TailLine> {
+        let mut lines: Vec<&TailLine> = self.lines.iter().filter(|l| l.pod == pod).collect();
+        lines.sort_by_key(|l| l.ts);
+        lines
     }
 
     /// When the latest line of `pod` was written (a new follower of it skips what came
@@ -400,7 +414,10 @@ mod tests {
         );
         assert!(t.lines.iter().all(|l| l.text.chars().count() == LINE_CHARS));
         assert_eq!(t.last_of("b"), Some(at(TAIL_LINES as i64 + 3)));
-        assert_eq!(t.following, Some(("a".into(), Following::Yes)));
+        assert_eq!(t.following, None, "only the follower says it follows");
+        t.line(at(6), "a", &"x".repeat(LINE_CHARS));
+        assert_eq!(t.lines.len(), TAIL_LINES, "a line held is not kept twice");
+        assert_eq!(t.lines.front().map(|l| l.ts), Some(at(5)));
         t.follow("a", Following::Failed("forbidden".into()));
         assert_eq!(
             t.following,
@@ -434,6 +451,9 @@ mod tests {
             "new",
             r#"time=x level=INFO source=server.go:1310 msg="llama runner started in 5.54 seconds""#,
         );
+        t.line(at(0), "new", "written first, read last");
+        let order: Vec<_> = t.of_pod("new").iter().map(|l| l.ts).collect();
+        assert_eq!(order, vec![at(0), at(1), at(3), at(4), at(9)]);
         let marks: Vec<_> = t.startup_marks("new", at(0), at(5)).collect();
         assert_eq!(
             marks,

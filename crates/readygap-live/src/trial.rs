@@ -13,6 +13,7 @@ use crate::node_host::NodeSelection;
 pub use crate::runner::{Command, InferAfter, ReplaceBy, TrialConfig};
 use crate::runner::{Do, Input, Machine, Task, pod_ref, slot};
 use crate::session::{RecordStatus, Recording};
+use crate::sources::logs::Lines;
 use crate::sources::memory::{self, MemoryConfig};
 use crate::sources::runtime::{PodRef, RuntimeAdapter};
 use chrono::Utc;
@@ -35,6 +36,9 @@ struct Followed {
     probe: Option<CancellationToken>,
     /// The runtime's request log, followed for an observed trial (its index).
     log: Option<(u32, CancellationToken)>,
+    /// The start-up lines of the container's log, followed while it runs (the restart
+    /// count it was started at: a restarted container is followed again).
+    startup: Option<(u32, CancellationToken)>,
     ip: Option<String>,
 }
 
@@ -430,6 +434,7 @@ impl Runner {
                     .iter()
                     .chain(f.probe.iter())
                     .chain(f.log.iter().map(|(_, c)| c))
+                    .chain(f.startup.iter().map(|(_, c)| c))
                     .for_each(|c| c.cancel());
             }
             here
@@ -477,6 +482,30 @@ impl Runner {
                 && let Some(c) = entry.feeds.take()
             {
                 c.cancel();
+            }
+            // The start-up lines of each run of the container (a deleted pod's last lines
+            // are not start-up lines).
+            let restarts = p.restarts();
+            let want_startup = running && p.deletion_timestamp.is_none();
+            if let Some((_, c)) = entry
+                .startup
+                .take_if(|(r, _)| !want_startup || *r != restarts)
+            {
+                c.cancel();
+            }
+            if want_startup && entry.startup.is_none() {
+                let token = self.stop_feeds.child_token();
+                let since = p.created.unwrap_or_else(Utc::now);
+                let t = crate::sources::logs::LogTail {
+                    namespace: self.machine.cfg.namespace.clone(),
+                    after: self.state.log_tail.last_of(&p.name),
+                    pod: p.name.clone(),
+                    container: self.machine.cfg.container.clone(),
+                    lines: Lines::StartupSince(since),
+                };
+                let (client, tx) = (self.client.clone(), self.tx.clone());
+                tokio::spawn(crate::sources::logs::tail(client, t, tx, token.clone()));
+                entry.startup = Some((restarts, token));
             }
             let want_log = observed.filter(|_| {
                 let candidate = p.deletion_timestamp.is_none() && probe_now.contains(&p.name);
@@ -553,7 +582,7 @@ impl Runner {
                 after: self.state.log_tail.last_of(&pod),
                 pod: pod.clone(),
                 container: self.machine.cfg.container.clone(),
-                lines: TAIL_FIRST,
+                lines: Lines::Tail(TAIL_FIRST),
             };
             let (client, tx) = (self.client.clone(), self.tx.clone());
             tokio::spawn(crate::sources::logs::tail(client, t, tx, token.clone()));

@@ -43,7 +43,7 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
     };
     let t0 = state.timeline.trials.last().and_then(|t| t.marks.t0);
     let rows = inner.height as usize;
-    let lines: Vec<_> = tail.lines.iter().filter(|l| l.pod == *pod).collect();
+    let lines = tail.of_pod(pod);
     let shown = &lines[lines.len().saturating_sub(rows)..];
     let width = inner.width as usize;
     for (y, l) in shown.iter().enumerate() {

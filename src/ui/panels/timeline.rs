@@ -5,8 +5,8 @@
 //! T2 "HTTP answers" ticked on the bar where the runtime answers before its model is ready
 //! (llama-server's 503 "Loading model"), with its lead over "model ready" labelled, the
 //! Events that explain the trial (a failed probe, a kill, FailedScheduling) ticked `!` where
-//! they happened, with the Log view on (`L`) the new pod's start-up lines (listening, model
-//! load begun and done) ticked `◆`,
+//! they happened, the new pod's start-up lines in its log (listening, model load begun and
+//! done) ticked `◆`,
 //! the statistics of the finished trials (mean/median/p95 from `TrialStats`), and the last
 //! trials as rows with ✓/✗ and the failure reason.
 
@@ -246,7 +246,8 @@ struct Ticks<'a> {
     log: Vec<Timestamp>,
 }
 
-/// The start-up lines of the trial's new pod that the Log view holds, from its T0.
+/// The start-up lines of the trial's new pod (read from its log whether or not the Log view
+/// is on), from its T0.
 fn log_marks(state: &State, trial: &Trial) -> Vec<Timestamp> {
     let (Some(pod), Some(t0)) = (trial.new_pod.as_deref(), trial.marks.t0) else {
         return Vec::new();

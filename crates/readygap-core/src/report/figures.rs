@@ -117,6 +117,9 @@ pub struct RecordingFigures {
     pub verdicts: Vec<Verdict>,
     /// Every Kubernetes Event of the recording, at the time it happened.
     pub events: Vec<(Timestamp, crate::event::KubeEventView)>,
+    /// The runtime's start-up lines of the recording (listening, model load begun and
+    /// done): when written, the pod, what they mark.
+    pub log_marks: Vec<(Timestamp, String, crate::runtime_log::LogMark)>,
 }
 
 /// Everything drawn for one input file.
@@ -197,6 +200,7 @@ fn replay(path: &Path) -> Result<(Vec<(String, String)>, RecordingFigures)> {
     let mut state = State::new();
     let mut residency = Vec::new();
     let mut events = Vec::new();
+    let mut log_marks = Vec::new();
     let mut first: Option<Timestamp> = None;
     let (header, _) = jsonl::for_each(path, |ev| {
         first = Some(first.map_or(ev.ts, |f| f.min(ev.ts)));
@@ -232,6 +236,12 @@ fn replay(path: &Path) -> Result<(Vec<(String, String)>, RecordingFigures)> {
         }
         if let EventKind::KubeEvent(e) = &ev.kind {
             events.push((e.time.unwrap_or(ev.ts), e.clone()));
+        }
+        if let EventKind::LogLine { pod, text } = &ev.kind
+            && let Some(m) = crate::runtime_log::mark(text).filter(|m| m.is_startup())
+            && !log_marks.contains(&(ev.ts, pod.clone(), m))
+        {
+            log_marks.push((ev.ts, pod.clone(), m));
         }
         // A deleted pod's runtime holds nothing any more (the reducer forgets it).
         if let EventKind::PodDeleted(p) = &ev.kind
@@ -311,6 +321,7 @@ fn replay(path: &Path) -> Result<(Vec<(String, String)>, RecordingFigures)> {
             residency,
             verdicts: state.oom.verdicts.clone(),
             events,
+            log_marks,
         },
     ))
 }

@@ -219,9 +219,28 @@ fn recording(out: &mut String, rec: &RecordingFigures) -> Result<()> {
             t.index,
             esc(&t.trigger),
         )?;
+        let next_t0 = rec.trials.get(i + 1).and_then(|n| n.marks.t0);
+        // Under each trial, where its new pod's log said it listens and loads its model.
+        let startup: Vec<String> = rec
+            .log_marks
+            .iter()
+            .filter(|(ts, pod, _)| {
+                t.new_pod.as_deref() == Some(pod.as_str())
+                    && *ts >= t0
+                    && next_t0.is_none_or(|n| *ts < n)
+            })
+            .map(|(ts, _, m)| format!("{} {}", esc(m.label()), opt_s(Some(secs(t0, *ts)))))
+            .collect();
+        if !startup.is_empty() {
+            writeln!(
+                out,
+                r#"<tr class="log-marks" data-trial-log="{}"><td></td><td colspan="6">the runtime's log: {}</td></tr>"#,
+                t.index,
+                startup.join(" · ")
+            )?;
+        }
         // Under a trial that failed or has Events that explain it, its Events (at most
         // EVENTS_PER_TRIAL, the explaining ones first) in the words the cluster wrote them.
-        let next_t0 = rec.trials.get(i + 1).and_then(|n| n.marks.t0);
         let rows = crate::kube_events::of_trial(t, next_t0, &rec.events);
         if t.reason().is_some() || rows.iter().any(|r| r.explains) {
             let items: String = rows
@@ -254,7 +273,7 @@ fn recording(out: &mut String, rec: &RecordingFigures) -> Result<()> {
     }
     writeln!(
         out,
-        r#"</tbody></table><p class="muted">seconds since each trial's T0; under a trial that failed or whose Events explain it, the Events of its pods (at seconds since its T0), those that explain it first</p>"#
+        r#"</tbody></table><p class="muted">seconds since each trial's T0; under a trial, where its new pod's log said it listens and loads its model; under a trial that failed or whose Events explain it, the Events of its pods (at seconds since its T0), those that explain it first</p>"#
     )?;
     // One window for every trial of the recording, so the curves compare.
     let spans: Vec<f64> = rec

@@ -5,7 +5,10 @@
 //!   without sending one (an observed trial's T3/T4).
 //! - [`tail`], while the Log view is on (`L`): the last lines of the focused pod
 //!   (`tailLines`) and every line after, each a `log_line` event; how the follower stands
-//!   (following, ended with the container, cannot read and why) a `log_follow` event.
+//!   (following, ended with the container, cannot read and why) a `log_follow` event. And
+//!   for every running pod of the target, its start-up lines only (listening, model load
+//!   begun and done), from its creation: the Timeline's ticks and the report's marks,
+//!   whether or not the view is on (a few lines per pod start).
 //!
 //! What a line means is read in `readygap_core::runtime_log` (pure, with the formats).
 
@@ -14,6 +17,7 @@ use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::LogParams;
 use readygap_core::event::{Event, EventKind, Source, Timestamp};
+use readygap_core::runtime_log::{LogMark, mark};
 pub use readygap_core::runtime_log::{go_duration_ms, parse_line};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -103,21 +107,32 @@ fn refusal(e: &kube::Error, namespace: &str, pod: &str) -> String {
     crate::rbac::explain_kube_error(e, &req).unwrap_or_else(|| format!("log of {pod}: {e}"))
 }
 
-/// What the Log view follows.
+/// Which lines of a container's log become `log_line` events, and from where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lines {
+    /// The Log view: the last N lines (`tailLines`), then every line; how the follower
+    /// stands is said (`log_follow`).
+    Tail(i64),
+    /// The start-up lines only (listening, model load begun and done), from this instant
+    /// (`sinceTime`, whole seconds): the Timeline's ticks and the report, whether or not
+    /// the Log view is on. A refusal is said once as a `source_error` of the `logs` feed.
+    StartupSince(Timestamp),
+}
+
+/// A container log to follow.
 #[derive(Debug, Clone)]
 pub struct LogTail {
     pub namespace: String,
     pub pod: String,
     pub container: Option<String>,
-    /// Lines before the end asked for first (`tailLines`).
-    pub lines: i64,
-    /// Lines written at or before this are skipped: the tail already holds them (the same
+    pub lines: Lines,
+    /// Lines written at or before this are skipped: the store already holds them (the same
     /// pod followed again, after its container restarted or the view was turned off and on).
     pub after: Option<Timestamp>,
 }
 
-/// Follow one container's log for the Log view until it ends (the container stopped:
-/// `log_follow` ended), `cancel`, or an error (`log_follow` with the reason).
+/// Follow one container's log until it ends (the container stopped), `cancel`, or an
+/// error, sending its lines as [`Lines`] says.
 pub async fn tail(
     client: kube::Client,
     t: LogTail,
@@ -125,21 +140,47 @@ pub async fn tail(
     cancel: CancellationToken,
 ) {
     let api: kube::Api<Pod> = kube::Api::namespaced(client, &t.namespace);
-    let lp = LogParams {
+    let mut lp = LogParams {
         container: t.container.clone(),
         follow: true,
         timestamps: true,
-        tail_lines: Some(t.lines),
         ..LogParams::default()
     };
+    let view = match t.lines {
+        Lines::Tail(n) => {
+            lp.tail_lines = Some(n);
+            true
+        }
+        Lines::StartupSince(since) => {
+            lp.since_time = k8s_openapi::jiff::Timestamp::from_second(since.timestamp()).ok();
+            false
+        }
+    };
+    // How the Log view's follower stands (the start-up follower says only a refusal).
     let state = |error: Option<String>, following: bool| {
         let pod = t.pod.clone();
-        let kind = EventKind::LogFollow {
-            pod,
-            following,
-            error,
+        let kind = match (view, error) {
+            (true, error) => EventKind::LogFollow {
+                pod,
+                following,
+                error,
+            },
+            (false, Some(message)) => EventKind::SourceError {
+                feed: "logs".into(),
+                message,
+            },
+            (false, None) => return None,
         };
-        Event::new(Utc::now(), Source::Log, kind)
+        Some(Event::new(Utc::now(), Source::Log, kind))
+    };
+    let say = |ev: Option<Event>| {
+        let tx = tx.clone();
+        async move {
+            match ev {
+                Some(ev) => tx.send(ev).await.is_ok(),
+                None => true,
+            }
+        }
     };
     let stream = tokio::select! {
         _ = cancel.cancelled() => return,
@@ -148,13 +189,11 @@ pub async fn tail(
     let stream = match stream {
         Ok(s) => s,
         Err(e) => {
-            let _ = tx
-                .send(state(Some(refusal(&e, &t.namespace, &t.pod)), false))
-                .await;
+            say(state(Some(refusal(&e, &t.namespace, &t.pod)), false)).await;
             return;
         }
     };
-    if tx.send(state(None, true)).await.is_err() {
+    if !say(state(None, true)).await {
         return;
     }
     let mut lines = std::pin::pin!(stream.lines());
@@ -166,12 +205,11 @@ pub async fn tail(
         let line = match line {
             Some(Ok(line)) => line,
             Some(Err(e)) => {
-                let why = format!("log of {}: {e}", t.pod);
-                let _ = tx.send(state(Some(why), false)).await;
+                say(state(Some(format!("log of {}: {e}", t.pod)), false)).await;
                 return;
             }
             None => {
-                let _ = tx.send(state(None, false)).await;
+                say(state(None, false)).await;
                 return;
             }
         };
@@ -179,6 +217,9 @@ pub async fn tail(
             continue;
         };
         if t.after.is_some_and(|after| ts <= after) {
+            continue;
+        }
+        if !view && !mark(text).is_some_and(LogMark::is_startup) {
             continue;
         }
         let pod = t.pod.clone();
