@@ -216,16 +216,33 @@ fn lab_bench_scale_reports_readygaps_cost_and_its_requests_are_selector_scoped()
             assert_eq!(r["scope"], "label", "{r}");
         }
     }
-    // The Events of the ollama pods, each pod's by name; none of the 50 others'.
+    // The Events of the ollama pods, of their ReplicaSet and of the Deployment, each
+    // object's by name; none of the 50 others'.
     let events = watches("/events");
     assert!(!events.is_empty(), "no watch of events: {s}");
+    let mut kinds = std::collections::BTreeSet::new();
     for r in &events {
         let q = r["query"].as_str().unwrap_or("");
+        let name = q
+            .split("involvedObject.name%3D")
+            .nth(1)
+            .and_then(|n| n.split('&').next())
+            .unwrap_or_default();
         assert!(
-            q.contains("involvedObject.name%3Dollama-"),
-            "an Event watch not of one ollama pod: {r}"
+            name == "ollama" || name.starts_with("ollama-"),
+            "an Event watch not of one ollama object: {r}"
         );
+        for kind in ["Pod", "ReplicaSet", "Deployment"] {
+            if q.contains(&format!("involvedObject.kind%3D{kind}")) {
+                kinds.insert(kind);
+            }
+        }
     }
+    assert_eq!(
+        kinds.len(),
+        3,
+        "the pods', the ReplicaSet's and the Deployment's: {kinds:?}"
+    );
     // No list or watch without a selector, other than of the cluster-scoped Nodes; and
     // nothing across namespaces.
     for r in rows {

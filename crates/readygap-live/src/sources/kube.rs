@@ -250,7 +250,9 @@ pub async fn run(
         .default_backoff()
         .inspect(move |item| {
             if let Ok(ev) = item {
-                let _ = seen_tx.send(super::pod_events::PodSeen::of(ev));
+                for seen in super::pod_events::PodSeen::all(ev) {
+                    let _ = seen_tx.send(seen);
+                }
             }
         });
     let mut tasks = tokio::task::JoinSet::new();

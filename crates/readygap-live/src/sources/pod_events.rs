@@ -17,15 +17,16 @@
 //! The target's Deployment and its ReplicaSets have Events of their own that explain a
 //! replacement that never got a pod (the ReplicaSet controller's `FailedCreate`: a quota, an
 //! admission webhook) and say what a rollout did (`ScalingReplicaSet`, `SuccessfulCreate`).
-//! The Deployment's come from one watch of its name; a ReplicaSet's name is only known once
-//! it exists, and one that cannot create a pod never shows in the pod watch, so its Events
-//! come from one watch of the namespace's ReplicaSet Events, kept to the Deployment's own
-//! ([`replica_set_of`]). ReplicaSet Events are few next to pod Events (one per pod created
-//! or deleted, not per probe).
+//! Each is watched by name too: the Deployment's from the start; a ReplicaSet's once its
+//! name is known, from a pod it owns or from the Deployment's `ScalingReplicaSet` Event that
+//! scaled it ([`scaled_replica_set`]), which comes before any pod (a ReplicaSet that cannot
+//! create a pod shows in no pod watch). A namespace-wide watch of ReplicaSet Events would
+//! read every other Deployment's too.
 //!
 //! [`Scopes`] decides (pure, tested); [`run`] carries its orders out.
 
 use super::watch::adapt;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -52,6 +53,8 @@ pub enum PodSeen {
     RelistDone,
     /// A pod was deleted.
     Gone(String),
+    /// A ReplicaSet of the target: a pod's owner, or one its Deployment scaled.
+    ReplicaSet(String),
 }
 
 impl PodSeen {
@@ -66,6 +69,34 @@ impl PodSeen {
             watcher::Event::Delete(p) => Self::Gone(name(p)),
         }
     }
+
+    /// What one pod watcher event tells: the pod, and its owning ReplicaSet.
+    pub fn all(ev: &watcher::Event<k8s_openapi::api::core::v1::Pod>) -> Vec<Self> {
+        let owner = match ev {
+            watcher::Event::InitApply(p) | watcher::Event::Apply(p) => p
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.kind == "ReplicaSet")
+                .map(|o| Self::ReplicaSet(o.name.clone())),
+            _ => None,
+        };
+        std::iter::once(Self::of(ev)).chain(owner).collect()
+    }
+}
+
+/// The ReplicaSet a Deployment's `ScalingReplicaSet` Event names: "Scaled up replica set
+/// ollama-7d4b9c8f6 from 0 to 1" (kubernetes `pkg/controller/deployment/sync.go`
+/// `scaleReplicaSet`: "Scaled %s replica set %s from %d to %d"; before 1.30 "… %s to %d").
+pub fn scaled_replica_set<'a>(reason: &str, message: &'a str) -> Option<&'a str> {
+    if reason != "ScalingReplicaSet" {
+        return None;
+    }
+    let rest = message
+        .strip_prefix("Scaled up replica set ")
+        .or_else(|| message.strip_prefix("Scaled down replica set "))?;
+    rest.split_whitespace().next()
 }
 
 /// What [`run`] is to do.
@@ -77,6 +108,8 @@ pub enum Order {
     Stop(String),
     /// Start the namespace-wide watch (once).
     WatchNamespace,
+    /// Start the Event watch of this ReplicaSet.
+    WatchReplicaSet(String),
 }
 
 /// Which pods have an Event watch, and until when.
@@ -89,6 +122,9 @@ pub struct Scopes {
     /// The pods of the re-list under way.
     relisted: Option<BTreeSet<String>>,
     wide: bool,
+    /// The ReplicaSets whose Events are watched (kept: old ones are few, see
+    /// `revisionHistoryLimit`).
+    replica_sets: BTreeSet<String>,
 }
 
 impl Scopes {
@@ -134,6 +170,13 @@ impl Scopes {
                 }
                 Vec::new()
             }
+            PodSeen::ReplicaSet(rs) => {
+                if self.replica_sets.len() < MAX_PER_POD && self.replica_sets.insert(rs.clone()) {
+                    vec![Order::WatchReplicaSet(rs)]
+                } else {
+                    Vec::new()
+                }
+            }
         }
     }
 
@@ -162,17 +205,6 @@ impl Scopes {
     }
 }
 
-/// Whether the ReplicaSet `rs` is one of Deployment `deployment`'s: the Deployment
-/// controller names them `<deployment>-<pod-template-hash>` (kubernetes
-/// `pkg/controller/deployment/sync.go` `getNewReplicaSet`; the hash is `rand.SafeEncodeString`
-/// of a number: letters and digits, no dash), so another Deployment named `<deployment>-x`
-/// does not match.
-pub fn replica_set_of(rs: &str, deployment: &str) -> bool {
-    rs.strip_prefix(deployment)
-        .and_then(|r| r.strip_prefix('-'))
-        .is_some_and(|hash| !hash.is_empty() && hash.chars().all(|c| c.is_ascii_alphanumeric()))
-}
-
 /// Watch the Events of the pods `pods` reports, and of `deployment` and its ReplicaSets,
 /// until cancelled.
 pub async fn run(
@@ -189,18 +221,24 @@ pub async fn run(
     let events_of = |fields: &str| {
         watcher(api.clone(), watcher::Config::default().fields(fields)).default_backoff()
     };
-    if let Some(d) = deployment {
-        let all = |_: &CoreEvent| true;
+    // The Deployment's Events, which also name the ReplicaSets it scales.
+    let (scaled_tx, mut scaled) = mpsc::unbounded_channel();
+    if let Some(d) = &deployment {
         let own = events_of(&format!(
             "involvedObject.kind=Deployment,involvedObject.name={d}"
-        ));
+        ))
+        .inspect(move |item| {
+            if let Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) = item
+                && let Some(rs) = scaled_replica_set(
+                    e.reason.as_deref().unwrap_or_default(),
+                    e.message.as_deref().unwrap_or_default(),
+                )
+            {
+                let _ = scaled_tx.send(PodSeen::ReplicaSet(rs.to_string()));
+            }
+        });
+        let all = |_: &CoreEvent| true;
         tokio::spawn(adapt(own, "events", all, tx.clone(), cancel.child_token()));
-        let of_d = move |e: &CoreEvent| {
-            let name = e.involved_object.name.as_deref().unwrap_or_default();
-            replica_set_of(name, &d)
-        };
-        let rs = events_of("involvedObject.kind=ReplicaSet");
-        tokio::spawn(adapt(rs, "events", of_d, tx.clone(), cancel.child_token()));
     }
     loop {
         let due = scopes.next_due();
@@ -210,6 +248,7 @@ pub async fn run(
                 Some(seen) => scopes.on(seen, Instant::now()),
                 None => break,
             },
+            Some(rs) = scaled.recv() => scopes.on(rs, Instant::now()),
             _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now).into()), if due.is_some() => {
                 scopes.expire(Instant::now())
             }
@@ -224,6 +263,21 @@ pub async fn run(
                     let all = |_: &CoreEvent| true;
                     tokio::spawn(adapt(stream, "events", all, tx.clone(), token.clone()));
                     watches.insert(name, token);
+                }
+                Order::WatchReplicaSet(rs) => {
+                    // A pod's owner outside the Deployment (a selector that matches more)
+                    // is watched too: its Events are about the target's pods.
+                    let stream = events_of(&format!(
+                        "involvedObject.kind=ReplicaSet,involvedObject.name={rs}"
+                    ));
+                    let all = |_: &CoreEvent| true;
+                    tokio::spawn(adapt(
+                        stream,
+                        "events",
+                        all,
+                        tx.clone(),
+                        cancel.child_token(),
+                    ));
                 }
                 Order::Stop(name) => {
                     if let Some(token) = watches.remove(&name) {
@@ -272,16 +326,37 @@ mod tests {
     }
 
     #[test]
-    fn a_replica_set_is_the_deployments_by_its_name_and_hash() {
-        assert!(replica_set_of("ollama-7d4b9c8f6", "ollama"));
-        assert!(
-            !replica_set_of("ollama-gpu-7d4b9c8f6", "ollama"),
-            "another Deployment's"
+    fn a_replica_set_is_watched_once_from_a_pod_or_a_scaling_event() {
+        let t0 = Instant::now();
+        let mut s = Scopes::default();
+        let rs = |n: &str| PodSeen::ReplicaSet(n.into());
+        assert_eq!(
+            s.on(rs("ollama-7d4b9c8f6"), t0),
+            vec![Order::WatchReplicaSet("ollama-7d4b9c8f6".into())]
         );
-        assert!(replica_set_of("ollama-gpu-7d4b9c8f6", "ollama-gpu"));
-        assert!(!replica_set_of("ollama", "ollama"));
-        assert!(!replica_set_of("ollama-", "ollama"));
-        assert!(!replica_set_of("ollamax-7d4b9c8f6", "ollama"));
+        assert_eq!(s.on(rs("ollama-7d4b9c8f6"), t0), vec![], "once");
+        assert_eq!(
+            scaled_replica_set(
+                "ScalingReplicaSet",
+                "Scaled up replica set ollama-5f6d7 from 0 to 1"
+            ),
+            Some("ollama-5f6d7")
+        );
+        assert_eq!(
+            scaled_replica_set(
+                "ScalingReplicaSet",
+                "Scaled down replica set ollama-1a2b3 to 0"
+            ),
+            Some("ollama-1a2b3")
+        );
+        assert_eq!(
+            scaled_replica_set("SuccessfulCreate", "Created pod: ollama-x"),
+            None
+        );
+        assert_eq!(
+            scaled_replica_set("ScalingReplicaSet", "something else"),
+            None
+        );
     }
 
     #[test]
