@@ -127,5 +127,44 @@ async fn vllm_imitation_refuses_until_loaded_so_http_is_model_ready() {
         t.durations
     );
     assert_eq!(t.durations.eval_ns, None, "vLLM sends no timings");
+    // vLLM's start-up phases, read from the new pod's log as the imitation writes them in
+    // vLLM's words, are secondary marks of the trial, in vLLM's order, after T0 and by T2
+    // (vLLM serves HTTP only once its engine is up).
+    let phases = [
+        "weights_loaded",
+        "kv_cache_profiled",
+        "kv_cache_allocated",
+        "graphs_captured",
+        "engine_ready",
+        "listening",
+    ];
+    let at: Vec<_> = phases
+        .iter()
+        .map(|p| {
+            *t.marks
+                .startup
+                .get(*p)
+                .unwrap_or_else(|| panic!("no {p} in {:?}", t.marks.startup))
+        })
+        .collect();
+    assert!(
+        at.windows(2).all(|w| w[0] <= w[1]),
+        "in order: {:?}",
+        t.marks.startup
+    );
+    assert!(t.marks.t0.unwrap() <= at[0] && at[5] <= t.marks.t2.unwrap());
+    // `run --format json` carries them, and `report --format json` of the recording gives
+    // each phase's statistics.
+    assert!(out.stdout.contains("\"graphs_captured\""), "{}", out.stdout);
+    let report = std::process::Command::new(env!("CARGO_BIN_EXE_readygap"))
+        .args(["report", "--format", "json"])
+        .arg(&rec)
+        .output()
+        .expect("readygap report");
+    let v: serde_json::Value = serde_json::from_slice(&report.stdout).expect("report json");
+    let phases = &v["files"][0]["startup_phases"];
+    for p in ["weights_loaded", "kv_cache_allocated", "graphs_captured"] {
+        assert_eq!(phases[p]["n"], 1, "{p}: {phases}");
+    }
     lab.shutdown().await;
 }

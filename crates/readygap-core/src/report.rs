@@ -69,6 +69,28 @@ pub struct FileReport {
     /// mixed) and `readiness` (shallow, inference-aware), with the evidence.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub measured: BTreeMap<String, String>,
+    /// The runtime's start-up phases as its log told them (`Marks::startup`: vLLM's
+    /// `weights_loaded`, `kv_cache_*`, `graphs_captured`, `engine_ready`; `model_loaded`,
+    /// `listening`): statistics of each one's seconds since T0, over the trials that have
+    /// it.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub startup_phases: BTreeMap<String, Summary>,
+}
+
+/// Statistics of each start-up phase's seconds since T0, over `trials`.
+pub fn startup_phases(trials: &[Trial]) -> BTreeMap<String, Summary> {
+    let mut since: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for t in trials {
+        let Some(t0) = t.marks.t0 else { continue };
+        for (name, at) in &t.marks.startup {
+            let s = (*at - t0).num_microseconds().unwrap_or(0) as f64 / 1e6;
+            since.entry(name).or_default().push(s);
+        }
+    }
+    since
+        .into_iter()
+        .filter_map(|(name, v)| Some((name.to_string(), Summary::of(&v)?)))
+        .collect()
 }
 
 /// A failed trial: its number, what started it, when, and why it failed.
@@ -226,6 +248,7 @@ impl FileReport {
             verdicts: BTreeMap::new(),
             warnings,
             conditions: conditions_of(&trials),
+            startup_phases: startup_phases(&trials),
             trial_list: trials,
             readiness_verdicts: Vec::new(),
             measured: BTreeMap::new(),

@@ -22,7 +22,15 @@
 //! the model loaded); llama-server logs `srv    load_model: loading model '…'`,
 //! `srv  llama_server: model loaded` and `srv  llama_server: listening on http://…`
 //! (`tools/server/server.cpp`; older builds `main: model loaded`, `main: server is listening
-//! on http://…`).
+//! on http://…`). vLLM (the v1 engine of `vllm/vllm-openai:v0.10.1`, which the vllm overlay
+//! pins) logs its start-up phases before it serves HTTP at all: `Model loading took 0.2574
+//! GiB and 2.148 seconds` (`vllm/v1/worker/gpu_model_runner.py` `load_model`), `Available
+//! KV cache memory: 1.50 GiB` (`vllm/v1/worker/gpu_worker.py`
+//! `determine_available_memory`), `GPU KV cache size: 49,152 tokens`
+//! (`vllm/v1/core/kv_cache_utils.py`), `Graph capturing finished in 8 secs, took 0.31 GiB`
+//! (`gpu_model_runner.py` `capture_model`), `init engine (profile, create kv cache, warmup
+//! model) took 28.44 seconds` (`vllm/v1/engine/core.py`), then `Starting vLLM API server 0
+//! on http://0.0.0.0:8000` (`vllm/entrypoints/openai/api_server.py`).
 
 use crate::event::{LoggedRequest, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -109,15 +117,28 @@ pub fn parse_line(pod: &str, text: &str) -> Option<LoggedRequest> {
 }
 
 /// What readygap reads in a log line: the start-up steps and the inferences.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LogMark {
-    /// The server answers HTTP from now on (its own word for T2).
-    Listening,
     /// A model load began (Ollama starts a runner; llama-server opens the file).
     ModelLoading,
-    /// The model is loaded.
+    /// vLLM: the weights are in GPU memory (`Model loading took X GiB and Y seconds`).
+    WeightsLoaded,
+    /// vLLM: the memory profile run measured what is left for the KV cache (`Available KV
+    /// cache memory: X GiB`).
+    KvCacheProfiled,
+    /// vLLM: the KV cache is allocated (`GPU KV cache size: N tokens`).
+    KvCacheAllocated,
+    /// vLLM: the CUDA graphs are captured (`Graph capturing finished in N secs, took X
+    /// GiB`).
+    GraphsCaptured,
+    /// vLLM: the engine is up (`init engine (profile, create kv cache, warmup model) took X
+    /// seconds`).
+    EngineReady,
+    /// The model is loaded (Ollama, llama-server).
     ModelLoaded,
+    /// The server answers HTTP from now on (its own word for T2).
+    Listening,
     /// A request line of an inference (T3/T4 of an observed trial come from these).
     Inference,
 }
@@ -129,6 +150,26 @@ impl LogMark {
             LogMark::Listening => "listening",
             LogMark::ModelLoading => "model load",
             LogMark::ModelLoaded => "model loaded",
+            LogMark::WeightsLoaded => "weights loaded",
+            LogMark::KvCacheProfiled => "kv cache profiled",
+            LogMark::KvCacheAllocated => "kv cache allocated",
+            LogMark::GraphsCaptured => "graphs captured",
+            LogMark::EngineReady => "engine ready",
+            LogMark::Inference => "inference",
+        }
+    }
+
+    /// The name of its mark in a trial's marks and the reports (`weights_loaded`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LogMark::Listening => "listening",
+            LogMark::ModelLoading => "model_loading",
+            LogMark::ModelLoaded => "model_loaded",
+            LogMark::WeightsLoaded => "weights_loaded",
+            LogMark::KvCacheProfiled => "kv_cache_profiled",
+            LogMark::KvCacheAllocated => "kv_cache_allocated",
+            LogMark::GraphsCaptured => "graphs_captured",
+            LogMark::EngineReady => "engine_ready",
             LogMark::Inference => "inference",
         }
     }
@@ -158,6 +199,22 @@ pub fn mark(text: &str) -> Option<LogMark> {
         } else {
             None
         };
+    }
+    // vLLM (its logger: `LEVEL MM-DD HH:MM:SS [file.py:line] message`, the engine core's
+    // lines prefixed `(EngineCore_DP0 pid=N)`).
+    const VLLM: [(&str, LogMark); 6] = [
+        ("] Model loading took ", LogMark::WeightsLoaded),
+        ("] Available KV cache memory: ", LogMark::KvCacheProfiled),
+        ("] GPU KV cache size: ", LogMark::KvCacheAllocated),
+        ("] Graph capturing finished in ", LogMark::GraphsCaptured),
+        (
+            "] init engine (profile, create kv cache, warmup model) took ",
+            LogMark::EngineReady,
+        ),
+        ("] Starting vLLM API server", LogMark::Listening),
+    ];
+    if let Some((_, m)) = VLLM.iter().find(|(needle, _)| text.contains(needle)) {
+        return Some(*m);
     }
     // llama-server.
     if text.contains("load_model: loading model") {
@@ -393,6 +450,61 @@ mod tests {
         for (line, want) in ollama.iter().chain(llama.iter()) {
             assert_eq!(mark(line), *want, "{line}");
         }
+    }
+
+    /// vLLM's start-up as its v1 engine logs it (the lines of a vLLM 0.10/0.11 start-up
+    /// on one GPU, message formats from the files named in the module's comment).
+    #[test]
+    fn vllm_start_up_phases_are_marked_in_order() {
+        let lines = [
+            (
+                "(EngineCore_DP0 pid=212) INFO 10-06 12:00:20 [gpu_model_runner.py:1971] Model loading took 0.2574 GiB and 2.148012 seconds",
+                Some(LogMark::WeightsLoaded),
+            ),
+            (
+                "(EngineCore_DP0 pid=212) INFO 10-06 12:00:30 [gpu_worker.py:276] Available KV cache memory: 1.50 GiB",
+                Some(LogMark::KvCacheProfiled),
+            ),
+            (
+                "(EngineCore_DP0 pid=212) INFO 10-06 12:00:31 [kv_cache_utils.py:1087] GPU KV cache size: 49,152 tokens",
+                Some(LogMark::KvCacheAllocated),
+            ),
+            (
+                "(EngineCore_DP0 pid=212) INFO 10-06 12:00:31 [kv_cache_utils.py:1091] Maximum concurrency for 8,192 tokens per request: 6.00x",
+                None,
+            ),
+            (
+                "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████████| 11/11",
+                None,
+            ),
+            (
+                "(EngineCore_DP0 pid=212) INFO 10-06 12:00:40 [gpu_model_runner.py:3480] Graph capturing finished in 8 secs, took 0.31 GiB",
+                Some(LogMark::GraphsCaptured),
+            ),
+            (
+                "(EngineCore_DP0 pid=212) INFO 10-06 12:00:40 [core.py:214] init engine (profile, create kv cache, warmup model) took 19.71 seconds",
+                Some(LogMark::EngineReady),
+            ),
+            (
+                "(APIServer pid=1) INFO 10-06 12:00:41 [api_server.py:1971] Starting vLLM API server 0 on http://0.0.0.0:8000",
+                Some(LogMark::Listening),
+            ),
+            ("INFO:     Application startup complete.", None),
+            (
+                r#"INFO:     10.0.0.1:51234 - "POST /v1/completions HTTP/1.1" 200 OK"#,
+                None,
+            ),
+        ];
+        for (line, want) in lines {
+            assert_eq!(mark(line), want, "{line}");
+        }
+        let names: Vec<&str> = lines
+            .iter()
+            .filter_map(|(_, m)| m.map(LogMark::name))
+            .collect();
+        assert!(names.iter().any(|n| n.contains("weights")));
+        assert!(names.iter().any(|n| n.contains("kv_cache")));
+        assert!(names.iter().any(|n| n.contains("graph")));
     }
 
     #[test]

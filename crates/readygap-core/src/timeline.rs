@@ -56,6 +56,12 @@ pub struct Marks {
     /// inference-aware readiness probe's own generate): shown, never taken as T3/T4.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_inference: Option<Timestamp>,
+    /// The new pod's runtime start-up phases as its own log writes them, the first instant
+    /// of each after T0, by name (`model_loaded`; vLLM's `weights_loaded`,
+    /// `kv_cache_profiled`, `kv_cache_allocated`, `graphs_captured`, `engine_ready`;
+    /// `listening`): secondary marks, mostly between T1 and T2 (`crate::runtime_log`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub startup: BTreeMap<String, Timestamp>,
 }
 
 /// Whether a trial is still going.
@@ -636,6 +642,15 @@ impl Timeline {
             EventKind::InferenceDone(result) => self.inference_done(ts, result),
             EventKind::RequestLogged(r) if r.is_inference() => self.request_logged(ts, r, pods),
             EventKind::KubeEvent(e) => self.kube_event(e, pods),
+            EventKind::LogLine { pod, text } => {
+                if let Some(t) = self.open_mut()
+                    && t.new_pod.as_deref() == Some(pod.as_str())
+                    && t.marks.t0.is_some_and(|t0| ts >= t0)
+                    && let Some(m) = crate::runtime_log::mark(text).filter(|m| m.is_startup())
+                {
+                    t.marks.startup.entry(m.name().to_string()).or_insert(ts);
+                }
+            }
             EventKind::MemorySample(s) => {
                 // Memory after T4: the first sample of the trial's new pod at or after its
                 // T4 and before the next trial's T0 (a next trial may already have begun

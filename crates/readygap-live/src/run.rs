@@ -216,6 +216,7 @@ pub fn trial_json(t: &Trial) -> Value {
             "scheduled": ms(m.scheduled), "container_started": ms(m.container_started),
             "endpoint_ready": ms(m.endpoint_ready), "model_resident": ms(m.model_resident),
             "first_token": ms(m.first_token),
+            "startup": m.startup.iter().map(|(k, v)| (k.clone(), ms(Some(*v)))).collect::<serde_json::Map<_, _>>(),
         },
         "metrics": metrics,
         "inference_source": t.inference_source.as_deref().unwrap_or("request"),

@@ -465,18 +465,25 @@ async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrC
         });
         runtime.track(load);
     }
-    // Ollama's start-up line (server/routes.go Serve: slog "Listening on").
+    // The server's start-up line: Ollama's (server/routes.go Serve: slog "Listening on"),
+    // vLLM's (vllm/entrypoints/openai/api_server.py: "Starting vLLM API server 0 on …").
     let now = chrono::Utc::now();
-    runtime.log.write(
-        now,
-        format!(
+    let line = match dialect {
+        Dialect::Vllm => format!(
+            "(APIServer pid=1) INFO {} [api_server.py:1971] Starting vLLM API server 0 on http://{}:{}",
+            now.format("%m-%d %H:%M:%S"),
+            runtime.spec.ip,
+            runtime.spec.port,
+        ),
+        _ => format!(
             "time={} level=INFO source=routes.go msg=\"Listening on {}:{} (version {})\"",
             now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             runtime.spec.ip,
             runtime.spec.port,
             runtime.spec.profile.ollama_version,
         ),
-    );
+    };
+    runtime.log.write(now, line);
     runtime.spec.ground_truth.log(
         &runtime.spec.pod_name,
         Transition::RuntimeListening,
@@ -664,6 +671,55 @@ impl Runtime {
     pub(crate) fn track_task(&self, task: JoinHandle<()>) {
         self.track(task);
     }
+    /// vLLM's start-up within the load's `duration`, each phase's line written as it ends,
+    /// in its v1 engine's words (`crate::runtime` leaves the formats to
+    /// `readygap_core::runtime_log`, which cites vLLM's files): the weights (60 % of the
+    /// load), the memory profile and the KV cache (10 %), the CUDA graphs (25 %), the rest of
+    /// the engine's start (5 %). `vram` is what the weights take on the simulated GPU.
+    async fn vllm_start_up(&self, duration: Duration, vram: u64) -> Result<(), RunError> {
+        const GIB: f64 = (1u64 << 30) as f64;
+        let gpu = u64::from(self.spec.gpus).saturating_mul(GPU_VRAM_BYTES) as f64;
+        // vLLM's default gpu_memory_utilization 0.9: the KV cache gets what is left of it.
+        let kv = (gpu * 0.9 - vram as f64).max(0.0);
+        let graphs = 0.31 * GIB;
+        let engine = |msg: String| {
+            let now = chrono::Utc::now();
+            let at = now.format("%m-%d %H:%M:%S");
+            self.log
+                .write(now, format!("(EngineCore_DP0 pid=212) INFO {at} {msg}"));
+        };
+        let part = |f: f64| mul(duration, f);
+        self.sleep_alive(part(0.60)).await?;
+        engine(format!(
+            "[gpu_model_runner.py:1971] Model loading took {:.4} GiB and {:.6} seconds",
+            vram as f64 / GIB,
+            part(0.60).as_secs_f64()
+        ));
+        self.sleep_alive(part(0.10)).await?;
+        engine(format!(
+            "[gpu_worker.py:276] Available KV cache memory: {:.2} GiB",
+            kv / GIB
+        ));
+        // A token's KV cache for a small model: ~32 KiB.
+        let tokens = (kv / 32_768.0) as u64;
+        engine(format!(
+            "[kv_cache_utils.py:1087] GPU KV cache size: {} tokens",
+            thousands(tokens)
+        ));
+        self.sleep_alive(part(0.25)).await?;
+        engine(format!(
+            "[gpu_model_runner.py:3480] Graph capturing finished in {:.0} secs, took {:.2} GiB",
+            part(0.25).as_secs_f64(),
+            graphs / GIB
+        ));
+        self.sleep_alive(part(0.05)).await?;
+        engine(format!(
+            "[core.py:214] init engine (profile, create kv cache, warmup model) took {:.2} seconds",
+            part(0.40).as_secs_f64()
+        ));
+        Ok(())
+    }
+
     /// The engine's own log lines of a model load: begun (`took` `None`) or done, as the
     /// real servers print them (Ollama 0.12.6 `llm/server.go`: `msg="starting runner"`,
     /// `msg="llama runner started in 0.54 seconds"`; llama-server `tools/server/server.cpp`:
@@ -881,7 +937,11 @@ impl Runtime {
             self.oom_kill();
             return Err(RunError::Killed);
         }
-        self.sleep_alive(duration).await?;
+        if self.spec.dialect == Dialect::Vllm {
+            self.vllm_start_up(duration, vram).await?;
+        } else {
+            self.sleep_alive(duration).await?;
+        }
         {
             let mut state = self.lock();
             self.check_alive(&state)?;
@@ -1170,4 +1230,17 @@ impl Runtime {
 /// `d × f` without panicking (negative or NaN is zero, overflow is `Duration::MAX`).
 fn mul(d: Duration, f: f64) -> Duration {
     duration_from_ms(d.as_secs_f64() * 1000.0 * f)
+}
+
+/// `49152` as vLLM prints it: `49,152`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
