@@ -519,13 +519,14 @@ impl Runner {
             if let (None, Some((index, since))) = (&entry.log, want_log) {
                 let token = self.stop_feeds.child_token();
                 entry.log = Some((index, token.clone()));
-                tokio::spawn(crate::sources::logs::follow(
+                tokio::spawn(crate::sources::logs::tail(
                     self.client.clone(),
-                    crate::sources::logs::LogFollow {
+                    crate::sources::logs::LogTail {
                         namespace: self.machine.cfg.namespace.clone(),
                         pod: p.name.clone(),
                         container: self.machine.cfg.container.clone(),
-                        since,
+                        lines: Lines::RequestsSince(since),
+                        after: None,
                     },
                     self.tx.clone(),
                     token,

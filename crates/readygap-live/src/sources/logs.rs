@@ -1,14 +1,16 @@
-//! The serving container's log (`pods/log`, `follow=true&timestamps=true`), two ways, each
-//! line stamped with the instant the kubelet says it was written:
-//! - [`follow`], for an observed trial: from its T0 (`sinceTime`), each request line
-//!   becomes a `request_logged` event. That is how readygap sees someone else's inference
-//!   without sending one (an observed trial's T3/T4).
-//! - [`tail`], while the Log view is on (`L`): the last lines of the focused pod
-//!   (`tailLines`) and every line after, each a `log_line` event; how the follower stands
-//!   (following, ended with the container, cannot read and why) a `log_follow` event. And
-//!   for every running pod of the target, its start-up lines only (listening, model load
-//!   begun and done), from its creation: the Timeline's ticks and the report's marks,
-//!   whether or not the view is on (a few lines per pod start).
+//! The serving container's log (`pods/log`, `follow=true&timestamps=true`), followed by
+//! [`tail`] three ways ([`Lines`]), each line stamped with the instant the kubelet says it
+//! was written:
+//! - for an observed trial, from its T0 (`sinceTime`): each request line becomes a
+//!   `request_logged` event. That is how readygap sees someone else's inference without
+//!   sending one (an observed trial's T3/T4).
+//! - while the Log view is on (`L`): the last lines of the focused pod (`tailLines`) and
+//!   every line after, each a `log_line` event; how the follower stands (following, ended
+//!   with the container, cannot read and why) a `log_follow` event.
+//! - for every running pod of the target, its start-up lines only (listening, model load
+//!   begun and done, vLLM's phases), from its creation: the trial's secondary marks, the
+//!   Timeline's ticks and the report's, whether or not the view is on (a few lines per
+//!   container start).
 //!
 //! What a line means is read in `readygap_core::runtime_log` (pure, with the formats).
 
@@ -31,70 +33,6 @@ pub fn split_timestamp(line: &str) -> Option<(Timestamp, &str)> {
     Some((ts, rest))
 }
 
-/// What to follow for an observed trial.
-#[derive(Debug, Clone)]
-pub struct LogFollow {
-    pub namespace: String,
-    pub pod: String,
-    pub container: Option<String>,
-    /// Lines written before this are skipped (the trial's T0).
-    pub since: Timestamp,
-}
-
-/// Follow one container's log until it ends (the container stopped), `cancel`, or an
-/// error (reported once as a `source_error` of the `logs` feed; no retry loop).
-pub async fn follow(
-    client: kube::Client,
-    f: LogFollow,
-    tx: mpsc::Sender<Event>,
-    cancel: CancellationToken,
-) {
-    let api: kube::Api<Pod> = kube::Api::namespaced(client, &f.namespace);
-    // sinceTime has whole seconds on the wire: ask from the second of T0.
-    let since = k8s_openapi::jiff::Timestamp::from_second(f.since.timestamp()).ok();
-    let lp = LogParams {
-        container: f.container.clone(),
-        follow: true,
-        timestamps: true,
-        since_time: since,
-        ..LogParams::default()
-    };
-    let stream = tokio::select! {
-        _ = cancel.cancelled() => return,
-        s = api.log_stream(&f.pod, &lp) => s,
-    };
-    let stream = match stream {
-        Ok(s) => s,
-        Err(e) => {
-            let message = refusal(&e, &f.namespace, &f.pod);
-            let feed = "logs".into();
-            let ev = EventKind::SourceError { feed, message };
-            let _ = tx.send(Event::new(Utc::now(), Source::Log, ev)).await;
-            return;
-        }
-    };
-    let mut lines = std::pin::pin!(stream.lines());
-    loop {
-        let line = tokio::select! {
-            _ = cancel.cancelled() => return,
-            l = lines.next() => l,
-        };
-        let Some(Ok(line)) = line else { return };
-        let Some((ts, text)) = split_timestamp(&line) else {
-            continue;
-        };
-        if ts < f.since {
-            continue;
-        }
-        if let Some(r) = parse_line(&f.pod, text) {
-            let ev = Event::new(ts, Source::Log, EventKind::RequestLogged(r));
-            if tx.send(ev).await.is_err() {
-                return;
-            }
-        }
-    }
-}
-
 /// Why the log of `pod` cannot be read, in the words of the request (RBAC names verb and
 /// resource).
 fn refusal(e: &kube::Error, namespace: &str, pod: &str) -> String {
@@ -107,16 +45,18 @@ fn refusal(e: &kube::Error, namespace: &str, pod: &str) -> String {
     crate::rbac::explain_kube_error(e, &req).unwrap_or_else(|| format!("log of {pod}: {e}"))
 }
 
-/// Which lines of a container's log become `log_line` events, and from where.
+/// Which lines of a container's log become events, and from where.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lines {
-    /// The Log view: the last N lines (`tailLines`), then every line; how the follower
-    /// stands is said (`log_follow`).
+    /// The Log view: the last N lines (`tailLines`), then every line, as `log_line`; how
+    /// the follower stands is said (`log_follow`).
     Tail(i64),
-    /// The start-up lines only (listening, model load begun and done), from this instant
-    /// (`sinceTime`, whole seconds): the Timeline's ticks and the report, whether or not
-    /// the Log view is on. A refusal is said once as a `source_error` of the `logs` feed.
+    /// The start-up lines only (listening, model load begun and done), as `log_line`,
+    /// from this instant (`sinceTime`).
     StartupSince(Timestamp),
+    /// The request lines only, as `request_logged`, from this instant (`sinceTime`): an
+    /// observed trial's from its T0.
+    RequestsSince(Timestamp),
 }
 
 /// A container log to follow.
@@ -146,17 +86,19 @@ pub async fn tail(
         timestamps: true,
         ..LogParams::default()
     };
-    let view = match t.lines {
+    let (view, since) = match t.lines {
         Lines::Tail(n) => {
             lp.tail_lines = Some(n);
-            true
+            (true, None)
         }
-        Lines::StartupSince(since) => {
+        // sinceTime has whole seconds on the wire: ask from the second, skip before.
+        Lines::StartupSince(since) | Lines::RequestsSince(since) => {
             lp.since_time = k8s_openapi::jiff::Timestamp::from_second(since.timestamp()).ok();
-            false
+            (false, Some(since))
         }
     };
-    // How the Log view's follower stands (the start-up follower says only a refusal).
+    // How the Log view's follower stands (the others say only that the log cannot be
+    // read, once: no retry loop).
     let state = |error: Option<String>, following: bool| {
         let pod = t.pod.clone();
         let kind = match (view, error) {
@@ -216,14 +158,26 @@ pub async fn tail(
         let Some((ts, text)) = split_timestamp(&line) else {
             continue;
         };
-        if t.after.is_some_and(|after| ts <= after) {
+        if t.after.is_some_and(|after| ts <= after) || since.is_some_and(|s| ts < s) {
             continue;
         }
-        if !view && !mark(text).is_some_and(LogMark::is_startup) {
-            continue;
-        }
-        let pod = t.pod.clone();
-        let text = text.to_string();
+        let kind = match t.lines {
+            Lines::Tail(_) => Some(text),
+            Lines::StartupSince(_) => {
+                Some(text).filter(|l| mark(l).is_some_and(LogMark::is_startup))
+            }
+            Lines::RequestsSince(_) => {
+                if let Some(r) = parse_line(&t.pod, text) {
+                    let ev = Event::new(ts, Source::Log, EventKind::RequestLogged(r));
+                    if tx.send(ev).await.is_err() {
+                        return;
+                    }
+                }
+                None
+            }
+        };
+        let Some(text) = kind else { continue };
+        let (pod, text) = (t.pod.clone(), text.to_string());
         let ev = Event::new(ts, Source::Log, EventKind::LogLine { pod, text });
         if tx.send(ev).await.is_err() {
             return;
