@@ -999,6 +999,26 @@ fn the_log_view_shows_the_followed_pods_lines_with_its_marks() {
     let mut buf = Buffer::empty(Rect::new(0, 0, 160, 48));
     ui::render(&state, &ViewState::default(), &theme, buf.area, &mut buf);
     assert!(find(&buf, "Log · ").is_none() && find(&buf, "Endpoints").is_some());
+    // Without the view's follower (a replay of a recording made with the view off), the
+    // focused pod's start-up lines, read regardless, and the title says so.
+    let startup_only: Vec<_> = events
+        .iter()
+        .filter(|e| match &e.kind {
+            EventKind::LogFollow { .. } => false,
+            EventKind::LogLine { text, .. } => readygap_core::runtime_log::mark(text).is_some(),
+            _ => true,
+        })
+        .cloned()
+        .collect();
+    let state = State::from_events(&startup_only);
+    let mut buf = Buffer::empty(Rect::new(0, 0, 160, 48));
+    ui::render(&state, &on, &theme, buf.area, &mut buf);
+    let t = text(&buf);
+    assert!(t.contains("Log · ollama-1 · its start-up lines"), "{t}");
+    assert!(
+        find(&buf, "▸ model load").is_some() && find(&buf, "[GIN]").is_none(),
+        "{t}"
+    );
     // A log that cannot be read says why.
     events.push(ev(
         T0 + 3_000,

@@ -16,17 +16,30 @@ use ratatui::text::{Line, Span};
 use readygap_core::runtime_log::{Following, parse_line};
 use readygap_core::state::State;
 
+/// Whose log the panel shows: the pod followed last, else the focused pod (whose start-up
+/// lines are read whether or not the view is on: a replay of a recording made without the
+/// view shows those).
+fn shown_pod(state: &State, view: &ViewState) -> Option<String> {
+    match &state.log_tail.following {
+        Some((pod, _)) => Some(pod.clone()),
+        None => view.focus_pod(state),
+    }
+}
+
 /// The panel's title: whose log and how it stands.
 pub fn title(state: &State, view: &ViewState) -> String {
     let tail = &state.log_tail;
-    match &tail.following {
-        Some((pod, Following::Yes)) => format!("Log · {pod} · following"),
-        Some((pod, Following::Ended)) => format!("Log · {pod} · ended (container stopped)"),
-        Some((pod, Following::Failed(why))) => format!("Log · {pod} · cannot read: {why}"),
-        None => match view.focus_pod(state) {
-            Some(pod) => format!("Log · {pod} · waiting for its container to run"),
-            None => "Log · no pod".into(),
-        },
+    match (&tail.following, shown_pod(state, view)) {
+        (Some((pod, Following::Yes)), _) => format!("Log · {pod} · following"),
+        (Some((pod, Following::Ended)), _) => {
+            format!("Log · {pod} · ended (container stopped)")
+        }
+        (Some((pod, Following::Failed(why))), _) => format!("Log · {pod} · cannot read: {why}"),
+        (None, Some(pod)) if !tail.of_pod(&pod).is_empty() => {
+            format!("Log · {pod} · its start-up lines (the whole log once followed)")
+        }
+        (None, Some(pod)) => format!("Log · {pod} · waiting for its container to run"),
+        (None, None) => "Log · no pod".into(),
     }
 }
 
@@ -36,11 +49,12 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         return;
     };
     let tail = &state.log_tail;
-    let Some((pod, _)) = &tail.following else {
-        let text = " L again hides this view; the log is followed once the pod runs";
+    let Some(pod) = shown_pod(state, view) else {
+        let text = " L again hides this view; the log is followed once a pod runs";
         put_line(buf, inner, 0, &Line::styled(text, theme.muted()));
         return;
     };
+    let pod = &pod;
     let t0 = state.timeline.trials.last().and_then(|t| t.marks.t0);
     let rows = inner.height as usize;
     let lines = tail.of_pod(pod);
