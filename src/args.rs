@@ -97,7 +97,7 @@ pub struct RuntimeArgs {
     pub runtime: Option<RuntimeKind>,
     /// The runtime's port in the pod (with another runtime than ollama, the default is that
     /// runtime's: llamacpp 8080, openai 8000, or the container's declared port).
-    #[arg(long, default_value_t = 11434)]
+    #[arg(long, default_value_t = readygap_live::sources::runtime::RuntimeKind::Ollama.default_port())]
     pub runtime_port: u16,
     /// Path probed for T2 (with another runtime than ollama, the default is `/health`).
     #[arg(long, default_value = "/api/tags")]

@@ -99,7 +99,7 @@ impl Default for WatchConfig {
             access: AccessMode::Proxy,
             direct_url: "http://{pod_ip}:{port}".into(),
             runtime: None,
-            runtime_port: 11434,
+            runtime_port: RuntimeKind::Ollama.default_port(),
             probe_path: "/api/tags".into(),
             probe_interval: Duration::from_millis(200),
             ready_timeout: Duration::from_secs(900),

@@ -98,6 +98,10 @@ pub struct TrialConfig {
     pub poll: PollConfig,
 }
 
+/// How often a new pod's runtime is probed for T2 (`--probe-interval`'s default): the one
+/// place it is written.
+pub const PROBE_INTERVAL: Duration = Duration::from_millis(50);
+
 impl Default for TrialConfig {
     fn default() -> Self {
         Self {
@@ -105,7 +109,7 @@ impl Default for TrialConfig {
             replace_by: ReplaceBy::Delete,
             deployment: None,
             infer_after: InferAfter::Runtime,
-            probe_interval: Duration::from_millis(50),
+            probe_interval: PROBE_INTERVAL,
             cooldown: Duration::from_secs(15),
             ready_timeout: Duration::from_secs(300),
             runtime_timeout: Duration::from_secs(300),
@@ -115,7 +119,7 @@ impl Default for TrialConfig {
             memory: true,
             memory_interval: Duration::from_millis(250),
             container: None,
-            runtime_port: 11434,
+            runtime_port: crate::sources::runtime::RuntimeKind::Ollama.default_port(),
             preload_model: None,
             probe_external: false,
             read_only: false,

@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use readygap_core::event::{PodSpecFacts, ProbeFacts};
 
 /// The runtime port the serving container is recognised by when it has no better name.
-const OLLAMA_PORT: i32 = 11434;
+const OLLAMA_PORT: i32 = crate::sources::runtime::RuntimeKind::Ollama.default_port() as i32;
 /// Mount paths that hold an LLM runtime's models (Ollama's `~/.ollama`, `/models` of
 /// llama.cpp and vLLM images, a Hugging Face cache).
 const MODEL_DIRS: [&str; 4] = [".ollama", "/models", "huggingface", "/root/.cache"];

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Ollama's port and probe path: the defaults of `--runtime-port` / `--probe-path`.
-const OLLAMA_PORT: u16 = 11434;
+const OLLAMA_PORT: u16 = RuntimeKind::Ollama.default_port();
 const OLLAMA_PROBE: &str = "/api/tags";
 
 /// The runtime chosen for a session.

@@ -664,8 +664,8 @@ impl RuntimeKind {
         Self::NAMES[self as usize].0
     }
 
-    /// The runtime's usual port in a pod.
-    pub fn default_port(self) -> u16 {
+    /// The runtime's usual port in a pod: the one place each is written.
+    pub const fn default_port(self) -> u16 {
         match self {
             RuntimeKind::Ollama => 11434,
             RuntimeKind::Llamacpp => 8080,
