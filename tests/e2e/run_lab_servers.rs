@@ -168,3 +168,69 @@ async fn vllm_imitation_refuses_until_loaded_so_http_is_model_ready() {
     }
     lab.shutdown().await;
 }
+
+/// GPU memory (issue 33, part): on the lab's `gpu` scenario the serving container asks for
+/// a GPU, so readygap reads `nvidia-smi` in it (one long-lived exec, the lab's simulated
+/// GPU answering as the real query prints): the recording holds the new pod's VRAM from that
+/// source, rising as the model loads, on a GPU of 24 GiB. On the baseline scenario (no GPU
+/// asked) there is no GPU sampler at all: no sample, no "unavailable".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gpu_pods_vram_is_read_with_nvidia_smi_and_a_cpu_pod_has_none() {
+    use readygap_core::event::EventKind;
+    let _one = ONE_LAB.lock().await;
+    for (scenario, gpu) in [
+        (readygap_lab::scenario::Scenario::Gpu, true),
+        (readygap_lab::scenario::Scenario::Baseline, false),
+    ] {
+        let p = Profile::named("local-1b").expect("profile");
+        let model = p.model.clone();
+        let mut o = LabOptions::new(p);
+        o.speed = 4.0;
+        o.scenario = scenario;
+        let lab = serve(o).await.expect("lab starts");
+        lab.wait_ready(Duration::from_secs(120))
+            .await
+            .expect("lab ready");
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("gpu.jsonl");
+        let rec_arg = rec.display().to_string();
+        let out = one_trial(&lab, &model, &["--record", &rec_arg]).await;
+        let t = &out.trials[0];
+        assert!(t.is_ok(), "{scenario}: {t:?}");
+        let events = readygap_core::record::jsonl::read(&rec).unwrap().events;
+        let new_pod = t.new_pod.clone().unwrap();
+        let vram: Vec<(u64, u64)> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::GpuSample { pod, source, gpus } if *pod == new_pod => {
+                    assert_eq!(source, readygap_live::sources::gpu::SOURCE);
+                    Some((
+                        gpus.iter().map(|g| g.used).sum(),
+                        gpus.iter().map(|g| g.total).sum(),
+                    ))
+                }
+                _ => None,
+            })
+            .collect();
+        let unavailable = events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::GpuUnavailable { .. }))
+            .count();
+        if gpu {
+            assert!(!vram.is_empty(), "no GPU sample of {new_pod}");
+            assert!(vram.iter().all(|(_, total)| *total == 24 << 30), "{vram:?}");
+            let (first, last) = (vram[0].0, vram.last().unwrap().0);
+            assert!(last > first, "VRAM rose as the model loaded: {vram:?}");
+            assert_eq!(unavailable, 0);
+            eprintln!(
+                "[gpu] {} samples of {new_pod}: {:.2} → {:.2} GiB of 24",
+                vram.len(),
+                first as f64 / (1u64 << 30) as f64,
+                last as f64 / (1u64 << 30) as f64
+            );
+        } else {
+            assert!(vram.is_empty() && unavailable == 0, "{scenario}: {vram:?}");
+        }
+        lab.shutdown().await;
+    }
+}

@@ -1038,3 +1038,50 @@ fn the_log_view_shows_the_followed_pods_lines_with_its_marks() {
         "the reason in the title:\n{t}"
     );
 }
+
+/// A GPU pod's VRAM on the Memory panel: its figures and source in the legend, drawn on the
+/// chart; when it cannot be read, the reason in the warning colour, never a zero.
+#[test]
+fn the_memory_panel_shows_a_gpu_pods_vram_and_why_it_is_not_read() {
+    use readygap_core::event::{EventKind, Source};
+    use readygap_core::gpu::GpuMemory;
+    let mut events = until(MID_LOAD);
+    let pod = "ollama-1".to_string();
+    for (ms, used) in [(T0 + 2_000, 0u64), (T0 + 3_000, 3 << 30)] {
+        events.push(ev(
+            ms,
+            Source::Memory,
+            EventKind::GpuSample {
+                pod: pod.clone(),
+                source: "nvidia-smi in the container".into(),
+                gpus: vec![GpuMemory {
+                    index: 0,
+                    uuid: "GPU-1".into(),
+                    used,
+                    total: 24 << 30,
+                }],
+            },
+        ));
+    }
+    let state = State::from_events(&events);
+    let theme = Theme::default_theme();
+    let buf = drawn(memory::render, &state, 120, 20);
+    let t = text(&buf);
+    assert!(
+        t.contains("VRAM 3.00G/24.00G (nvidia-smi in the container)"),
+        "{t}"
+    );
+    events.push(ev(
+        T0 + 4_000,
+        Source::Memory,
+        EventKind::GpuUnavailable {
+            pod,
+            why: "nvidia-smi line 1: memory.used is [N/A]".into(),
+        },
+    ));
+    let state = State::from_events(&events);
+    let buf = drawn(memory::render, &state, 160, 20);
+    let t = text(&buf);
+    let (x, y) = find(&buf, "VRAM not read: nvidia-smi line 1").unwrap_or_else(|| panic!("{t}"));
+    assert_eq!(buf[(x + 2, y)].fg, theme.warn().fg.unwrap());
+}

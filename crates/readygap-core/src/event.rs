@@ -150,6 +150,14 @@ pub enum EventKind {
     },
     /// One memory sample of the serving container.
     MemorySample(MemorySample),
+    /// The GPU memory a pod's container sees, from `source` (`nvidia-smi in the container`).
+    GpuSample {
+        pod: String,
+        source: String,
+        gpus: Vec<crate::gpu::GpuMemory>,
+    },
+    /// A pod's GPU memory cannot be read, and why (no source, or it failed).
+    GpuUnavailable { pod: String, why: String },
     /// One sample of a host's CPU and memory.
     HostSample(HostSample),
     /// How the selected node is reached (access for its host samples and the cold step).
@@ -258,6 +266,13 @@ pub struct PodSpecFacts {
     /// Where the models directory is mounted (`/root/.ollama`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub models_mount: Option<String>,
+    /// The GPUs the serving container asks for (`nvidia.com/gpu` in its limits or requests).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gpus: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One probe of a container spec.

@@ -7,6 +7,7 @@ pub mod event;
 pub mod fixtures;
 pub mod fleet;
 pub mod focus;
+pub mod gpu;
 pub mod kube_events;
 pub mod record;
 pub mod replay;

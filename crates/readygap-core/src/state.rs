@@ -140,6 +140,9 @@ pub struct State {
     #[serde(default)]
     pub service_probe: Option<(Timestamp, crate::event::ServiceProbe)>,
     pub memory: BTreeMap<String, MemoryView>,
+    /// GPU memory per pod (pods that request a GPU).
+    #[serde(default)]
+    pub gpu: BTreeMap<String, crate::gpu::GpuView>,
     /// Host samples: `None` is the machine readygap runs on, `Some(node)` a node.
     pub hosts: BTreeMap<Option<String>, Series<HostSample>>,
     /// How each node that readygap followed is reached (the latest announcement per node).
@@ -297,6 +300,18 @@ impl State {
                 m.oom_kill = s.oom_kill.or(m.oom_kill);
                 m.source = s.source;
                 m.peak = m.peak.max(s.current);
+            }
+            EventKind::GpuSample { pod, source, gpus } => {
+                self.gpu
+                    .entry(pod.clone())
+                    .or_default()
+                    .sample(ts, source, gpus);
+            }
+            EventKind::GpuUnavailable { pod, why } => {
+                self.gpu
+                    .entry(pod.clone())
+                    .or_default()
+                    .unavailable(ts, why);
             }
             EventKind::HostSample(h) => {
                 self.hosts
@@ -615,6 +630,13 @@ impl State {
                     Source::Memory,
                     EventKind::MemorySample(sample),
                 ));
+            }
+        }
+        for (pod, v) in &self.gpu {
+            if let Some(source) = v.source.clone().filter(|_| v.latest().is_some()) {
+                let (pod, gpus) = (pod.clone(), v.gpus.clone());
+                let kind = EventKind::GpuSample { pod, source, gpus };
+                out.push(Event::new(ts, Source::Memory, kind));
             }
         }
         let hosts = self.hosts.values().filter_map(Series::last_value);

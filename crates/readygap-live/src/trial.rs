@@ -475,7 +475,27 @@ impl Runner {
                         node: p.node.clone(),
                         interval: self.machine.cfg.memory_interval,
                     };
-                    tokio::spawn(memory::run(self.client.clone(), mc, self.tx.clone(), token));
+                    tokio::spawn(memory::run(
+                        self.client.clone(),
+                        mc,
+                        self.tx.clone(),
+                        token.clone(),
+                    ));
+                }
+                // VRAM, which no cgroup counts, of a pod that asks for a GPU.
+                if self.machine.cfg.memory && p.spec().is_some_and(|s| s.gpus > 0) {
+                    let gc = crate::sources::gpu::GpuConfig {
+                        namespace: self.machine.cfg.namespace.clone(),
+                        pod: p.name.clone(),
+                        container: self.machine.cfg.container.clone(),
+                        interval: self.machine.cfg.memory_interval.max(Duration::from_secs(1)),
+                    };
+                    tokio::spawn(crate::sources::gpu::run(
+                        self.client.clone(),
+                        gc,
+                        self.tx.clone(),
+                        token,
+                    ));
                 }
             }
             if p.deletion_timestamp.is_some()

@@ -1,7 +1,9 @@
 //! The Memory panel: a chart of the focused pod's memory (usage and working set) over the last
 //! minutes of event time, the limit as a horizontal line, the T0–T4 marks of the trials in the
 //! window as vertical lines labelled on the time axis, and a linear/log y axis (`l`). A gap in
-//! the series (the memory feed failed) breaks the line; it is never drawn as zero.
+//! the series (the memory feed failed) breaks the line; it is never drawn as zero. For a pod
+//! that asks for a GPU, its GPU memory (VRAM, which no cgroup counts) is drawn on the same
+//! axis, with its source in the legend, or why it cannot be read.
 
 use crate::ui::theme::Theme;
 use crate::ui::view::ViewState;
@@ -122,6 +124,25 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         Span::styled("limit ", Style::new().fg(theme.chart_limit)),
         Span::styled(mem.limit.map_or("none".into(), g), theme.text()),
     ];
+    let gpu = state.gpu.get(&pod);
+    match gpu.map(|v| (v.latest(), v)) {
+        Some((Some(p), v)) => {
+            let source = v.source.as_deref().unwrap_or("?");
+            legend.push(Span::styled("  VRAM ", Style::new().fg(theme.accent)));
+            legend.push(Span::styled(
+                format!("{}/{} ({source})", g(p.used), g(p.total)),
+                theme.text(),
+            ));
+        }
+        Some((None, v)) => legend.push(Span::styled(
+            format!(
+                "  VRAM not read: {}",
+                v.unavailable.as_deref().unwrap_or("no sample yet")
+            ),
+            theme.warn(),
+        )),
+        None => {}
+    }
     if log {
         legend.push(Span::styled("  log", theme.warn()));
     }
@@ -148,7 +169,31 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         .map(|p| p.current.max(p.working_set.unwrap_or(0)))
         .max()
         .unwrap_or(0);
-    let top_bytes = (peak.max(mem.limit.unwrap_or(0)) as f64 * 1.1).max(64.0 * MIB);
+    // VRAM on the same axis, in runs broken where it could not be read.
+    let vram: Vec<Vec<(f64, f64)>> = gpu
+        .map(|v| {
+            let points: Vec<Option<(f64, f64)>> = v
+                .series
+                .since(from)
+                .map(|p| {
+                    let used = p.value.as_ref()?.used;
+                    Some((secs(from, p.ts), y_of(used as f64, log)))
+                })
+                .collect();
+            points
+                .split(Option::is_none)
+                .filter(|r| !r.is_empty())
+                .map(|r| r.iter().flatten().copied().collect())
+                .collect()
+        })
+        .unwrap_or_default();
+    let vram_peak = gpu
+        .into_iter()
+        .flat_map(|v| v.series.since(from))
+        .filter_map(|p| p.value.as_ref().map(|v| v.used))
+        .max()
+        .unwrap_or(0);
+    let top_bytes = (peak.max(vram_peak).max(mem.limit.unwrap_or(0)) as f64 * 1.1).max(64.0 * MIB);
     let (y_min, y_max) = (0.0, y_of(top_bytes, log));
     let limit_line: Vec<(f64, f64)> = mem
         .limit
@@ -200,6 +245,7 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         datasets.push(line(theme.chart_limit, &limit_line));
     }
     datasets.extend(ws.iter().map(|r| line(theme.chart_working_set, r)));
+    datasets.extend(vram.iter().map(|r| line(theme.accent, r)));
     datasets.extend(usage.iter().map(|r| line(theme.chart_usage, r)));
     // Y labels are padded to one width so the graph's left edge is known for the mark labels.
     let labels: Vec<String> = [y_min, (y_min + y_max) / 2.0, y_max]

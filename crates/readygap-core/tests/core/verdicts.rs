@@ -40,6 +40,7 @@ fn with_spec(mut p: PodView, readiness: Option<ProbeFacts>, volume: &str) -> Pod
         startup: None,
         models_volume: Some(volume.into()),
         models_mount: Some("/root/.ollama".into()),
+        gpus: 0,
     });
     p
 }

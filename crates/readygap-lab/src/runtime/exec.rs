@@ -1008,6 +1008,10 @@ impl Shell {
             // Nothing is buffered in the lab: there is nothing to flush.
             "sync" => 0,
             "ollama" => self.ollama(args, r).await?,
+            // Mounted by the NVIDIA container runtime into a container given a GPU only.
+            "nvidia-smi" if matches!(&self.host, Host::Runtime(rt) if rt.spec.gpus > 0) => {
+                self.nvidia_smi(args, r).await?
+            }
             // The ollama image has no curl; the lab's other containers stand for images that
             // have it (curlimages/curl, the study's client pod).
             "curl" if matches!(self.host, Host::Plain(_)) => self.curl(args, r).await?,
@@ -1394,6 +1398,38 @@ impl Shell {
             }
         };
         self.out(r, format!("{text}\n")).await?;
+        Ok(0)
+    }
+
+    /// `nvidia-smi --query-gpu=index,uuid,memory.used,memory.total
+    /// --format=csv,noheader,nounits` (the one query readygap runs): a line per simulated
+    /// GPU, memory in MiB, as the real one prints it.
+    async fn nvidia_smi(&self, args: &[String], r: &Redirect) -> Result<i32, Flow> {
+        let Host::Runtime(rt) = &self.host else {
+            return Ok(127);
+        };
+        let want = readygap_core::gpu::NVIDIA_SMI_QUERY[1..].to_vec();
+        if args.iter().map(String::as_str).collect::<Vec<_>>() != want {
+            let only = want.join(" ");
+            self.err(r, format!("the lab's nvidia-smi knows only: {only}\n"))
+                .await?;
+            return Ok(2);
+        }
+        let mib = |b: u64| b >> 20;
+        let text: String = rt
+            .vram_used()
+            .iter()
+            .enumerate()
+            .map(|(i, used)| {
+                format!(
+                    "{i}, GPU-1ab{i:05}-0000-4000-8000-{:012x}, {}, {}\n",
+                    rt.spec.pod_name.len(),
+                    mib(*used),
+                    mib(super::GPU_VRAM_BYTES)
+                )
+            })
+            .collect();
+        self.out(r, text).await?;
         Ok(0)
     }
 

@@ -671,6 +671,26 @@ impl Runtime {
     pub(crate) fn track_task(&self, task: JoinHandle<()>) {
         self.track(task);
     }
+    /// The bytes in use on each of the container's simulated GPUs (`nvidia-smi`): the
+    /// resident models' VRAM, and the share of the loading one's loaded so far, filling GPU 0
+    /// first.
+    pub(crate) fn vram_used(&self) -> Vec<u64> {
+        let state = self.lock();
+        let resident: u64 = state.resident.values().map(|r| r.vram).sum();
+        let loading = state.loading.as_ref().map_or(0, |l| {
+            let done = l.started.elapsed().as_secs_f64() / l.duration.as_secs_f64().max(1e-9);
+            (l.vram as f64 * done.clamp(0.0, 1.0)) as u64
+        });
+        let mut left = resident + loading;
+        (0..self.spec.gpus)
+            .map(|_| {
+                let on = left.min(GPU_VRAM_BYTES);
+                left -= on;
+                on
+            })
+            .collect()
+    }
+
     /// vLLM's start-up within the load's `duration`, each phase's line written as it ends,
     /// in its v1 engine's words (`crate::runtime` leaves the formats to
     /// `readygap_core::runtime_log`, which cites vLLM's files): the weights (60 % of the

@@ -9,10 +9,12 @@
 //! - [`pod_events`]: the Events of the target's pods, one scoped watch per pod.
 //! - [`nodes`]: the Node watch, said once and paused when the cluster refuses it.
 //! - [`memory`]: the serving container's memory (cgroup stream over exec, Summary API).
+//! - [`gpu`]: the GPU memory of a pod that asks for a GPU (`nvidia-smi` over exec).
 //! - [`container`]: which container of a pod serves the runtime.
 //! - [`pod_spec`]: the probes and models volume of a pod spec (for the contract verdicts).
 
 pub mod container;
+pub mod gpu;
 pub mod kube;
 pub mod logs;
 pub mod memory;

@@ -33,8 +33,27 @@ pub fn pod_spec_facts(pod: &Pod) -> Option<(String, PodSpecFacts)> {
         startup: c.startup_probe.as_ref().map(probe_facts),
         models_volume,
         models_mount,
+        gpus: gpus(c),
     };
     Some((c.name.clone(), facts))
+}
+
+/// `nvidia.com/gpu` of the container's limits (where extended resources must be), else of
+/// its requests.
+fn gpus(c: &Container) -> u32 {
+    let r = c.resources.as_ref();
+    let of = |m: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >| {
+        m.and_then(|m| m.get("nvidia.com/gpu"))
+            .and_then(|q| q.0.parse::<u32>().ok())
+    };
+    of(r.and_then(|r| r.limits.as_ref()))
+        .or_else(|| of(r.and_then(|r| r.requests.as_ref())))
+        .unwrap_or(0)
 }
 
 fn port(p: &IntOrString) -> String {
@@ -158,6 +177,32 @@ mod tests {
         assert!(f.startup.is_none());
         assert_eq!(f.models_volume.as_deref(), Some("emptyDir"));
         assert_eq!(f.models_mount.as_deref(), Some("/root/.ollama"));
+    }
+
+    #[test]
+    fn the_gpus_asked_for_are_read_from_limits_then_requests() {
+        let with = |resources: serde_json::Value| {
+            pod(
+                serde_json::json!({"spec": {"containers": [{"name": "vllm", "resources": resources}]}}),
+            )
+        };
+        let gpus = |p: &Pod| pod_spec_facts(p).map(|(_, f)| f.gpus);
+        assert_eq!(
+            gpus(&with(
+                serde_json::json!({"limits": {"nvidia.com/gpu": "2"}})
+            )),
+            Some(2)
+        );
+        assert_eq!(
+            gpus(&with(
+                serde_json::json!({"requests": {"nvidia.com/gpu": "1"}})
+            )),
+            Some(1)
+        );
+        assert_eq!(
+            gpus(&with(serde_json::json!({"limits": {"memory": "4Gi"}}))),
+            Some(0)
+        );
     }
 
     #[test]
