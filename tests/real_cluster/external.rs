@@ -12,7 +12,7 @@ use std::time::Duration;
 
 /// The audit log `scripts/cluster.sh` has the API server write (`READYGAP_AUDIT_LOG` in its
 /// `cluster.env`).
-fn audit_log() -> std::path::PathBuf {
+pub(crate) fn audit_log() -> std::path::PathBuf {
     std::env::var_os("READYGAP_AUDIT_LOG")
         .map(Into::into)
         .unwrap_or_else(|| cluster_dir().join("log/audit.log"))
