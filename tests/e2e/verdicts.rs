@@ -267,8 +267,8 @@ fn gpu_surge_on_a_one_gpu_node_is_rollout_stalled() {
     let v = verdicts(&r, "rollout_stalled")[0];
     assert_eq!(
         v["evidence"]["failed_scheduling"],
-        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are \
-         available: 2 No preemption victims found for incoming pod."
+        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. no new claims to deallocate, \
+         preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
     );
     assert!(v["seconds"].as_f64().is_some_and(|s| s >= 15.0), "{v:#}");
     assert!(
@@ -287,8 +287,9 @@ fn gpu_surge_on_a_one_gpu_node_is_rollout_stalled() {
     assert!(
         reason.starts_with("timeout: the replacement pod was not Ready within")
             && reason.ends_with(
-                "(Pending: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: \
-                 0/2 nodes are available: 2 No preemption victims found for incoming pod.)"
+                "(Pending: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu. no new claims \
+                 to deallocate, preemption: 0/2 nodes are available: 2 No preemption victims \
+                 found for incoming pod.)"
             ),
         "{reason}"
     );

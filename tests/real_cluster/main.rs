@@ -10,6 +10,7 @@
 mod conformance;
 mod dashboard;
 mod external;
+mod gpu_surge;
 mod liveness;
 mod memory;
 mod rbac;

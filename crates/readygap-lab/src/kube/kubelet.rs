@@ -1377,9 +1377,16 @@ fn gpu_unschedulable(
         return None;
     }
     let n = nodes.len();
+    // The scheduler's FitError (pkg/scheduler/framework/types.go `FitError.Error`): the
+    // filter reasons, then the PostFilter plugins' messages joined by ", "
+    // (framework/runtime/framework.go `RunPostFilterPlugins`). From 1.34 DynamicResources
+    // (DRA, on by default) runs before DefaultPreemption (apis/config/v1/default_plugins.go)
+    // and says "no new claims to deallocate" for a pod without claims
+    // (plugins/dynamicresources/dynamicresources.go `PostFilter`): the real v1.34.4
+    // scheduler's Event, tests/real_cluster/gpu_surge.rs.
     Some(format!(
-        "0/{n} nodes are available: {n} Insufficient nvidia.com/gpu. preemption: 0/{n} nodes are \
-         available: {n} No preemption victims found for incoming pod."
+        "0/{n} nodes are available: {n} Insufficient nvidia.com/gpu. no new claims to deallocate, \
+         preemption: 0/{n} nodes are available: {n} No preemption victims found for incoming pod."
     ))
 }
 
