@@ -9,6 +9,7 @@
 
 mod conformance;
 mod dashboard;
+mod emptydir;
 mod external;
 mod gpu_surge;
 mod liveness;
