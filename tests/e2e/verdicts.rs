@@ -224,11 +224,13 @@ fn aggressive_liveness_is_liveness_killed_during_load() {
                 .is_some_and(|m| m.ends_with("failed liveness probe, will be restarted"))),
         "{v:#}"
     );
+    // The simulated probe does not answer in time: the real kubelet's words for an exec
+    // probe past its timeout (the CRI client's error), the command and the spec's 5 s.
     assert!(
         events.iter().any(|e| e["reason"] == "Unhealthy"
-            && e["message"]
-                .as_str()
-                .is_some_and(|m| m.starts_with("Liveness probe failed: "))),
+            && e["message"].as_str().is_some_and(|m| m
+                .starts_with("Liveness probe failed: command timed out: \"sh -c curl -sf -m 5 ")
+                && m.ends_with("\" timed out after 5s"))),
         "{v:#}"
     );
     assert!(

@@ -793,7 +793,7 @@ fn a_restart_by_the_liveness_probe_is_said_in_the_kubelets_words() {
     let unhealthy = kube(
         3_000,
         "Unhealthy",
-        "Liveness probe failed: command \"/bin/sh -c ollama ps\" timed out",
+        "Liveness probe failed: command timed out: \"/bin/sh -c ollama ps\" timed out after 5s",
     );
     let killing = kube(
         4_000,
@@ -809,7 +809,7 @@ fn a_restart_by_the_liveness_probe_is_said_in_the_kubelets_words() {
         applied(2_000, ready_again),
     ];
     let want = "container restarted: killed by the liveness probe (Liveness probe failed: \
-                command \"/bin/sh -c ollama ps\" timed out), restart 2";
+                command timed out: \"/bin/sh -c ollama ps\" timed out after 5s), restart 2";
     // Events first, then the restart; and the restart first, then the Events.
     for events in [
         [
