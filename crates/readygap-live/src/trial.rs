@@ -41,6 +41,9 @@ struct Finished {
     events: Vec<Event>,
 }
 
+/// What [`Runner::on_open_trial`] calls with the open trial.
+pub type OpenTrialHook = Box<dyn FnMut(&Trial) + Send>;
+
 /// The runner: the session's store and the driver of the machine.
 pub struct Runner {
     pub state: State,
@@ -64,6 +67,8 @@ pub struct Runner {
     compact_after: Option<usize>,
     /// The probe through the Service for the trial of this index, while it runs.
     service_probe: Option<(u32, CancellationToken)>,
+    /// Sees the open trial after every step (see [`Runner::on_open_trial`]).
+    on_open: Option<OpenTrialHook>,
 }
 
 /// What the runner is built from: the event channel (every source sends to `tx`; the
@@ -106,7 +111,15 @@ impl Runner {
             record_error: None,
             compact_after: None,
             service_probe: None,
+            on_open: None,
         }
+    }
+
+    /// `hook` sees the open (running) trial after every step, so a mark is known to it as
+    /// soon as the state has it: the watcher observes each interval when its end mark is
+    /// known, not when the whole trial ends (issue 32).
+    pub fn on_open_trial(&mut self, hook: OpenTrialHook) {
+        self.on_open = Some(hook);
     }
 
     /// Keep the store bounded for a session that runs for weeks (`readygap watch`): between
@@ -272,6 +285,12 @@ impl Runner {
             if choose {
                 self.publish_node();
             }
+        }
+        if let Some(hook) = &mut self.on_open
+            && let Some(t) = self.state.timeline.trials.last()
+            && t.is_running()
+        {
+            hook(t);
         }
         !finish
     }
