@@ -224,11 +224,13 @@ fn aggressive_liveness_is_liveness_killed_during_load() {
                 .is_some_and(|m| m.ends_with("failed liveness probe, will be restarted"))),
         "{v:#}"
     );
+    // The simulated probe does not answer in time: the real kubelet's words for an exec
+    // probe past its timeout (the CRI client's error), the command and the spec's 5 s.
     assert!(
         events.iter().any(|e| e["reason"] == "Unhealthy"
-            && e["message"]
-                .as_str()
-                .is_some_and(|m| m.starts_with("Liveness probe failed: "))),
+            && e["message"].as_str().is_some_and(|m| m
+                .starts_with("Liveness probe failed: command timed out: \"sh -c curl -sf -m 5 ")
+                && m.ends_with("\" timed out after 5s"))),
         "{v:#}"
     );
     assert!(
@@ -267,8 +269,8 @@ fn gpu_surge_on_a_one_gpu_node_is_rollout_stalled() {
     let v = verdicts(&r, "rollout_stalled")[0];
     assert_eq!(
         v["evidence"]["failed_scheduling"],
-        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are \
-         available: 2 No preemption victims found for incoming pod."
+        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. no new claims to deallocate, \
+         preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
     );
     assert!(v["seconds"].as_f64().is_some_and(|s| s >= 15.0), "{v:#}");
     assert!(
@@ -287,8 +289,9 @@ fn gpu_surge_on_a_one_gpu_node_is_rollout_stalled() {
     assert!(
         reason.starts_with("timeout: the replacement pod was not Ready within")
             && reason.ends_with(
-                "(Pending: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: \
-                 0/2 nodes are available: 2 No preemption victims found for incoming pod.)"
+                "(Pending: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu. no new claims \
+                 to deallocate, preemption: 0/2 nodes are available: 2 No preemption victims \
+                 found for incoming pod.)"
             ),
         "{reason}"
     );

@@ -501,6 +501,59 @@ async fn every_replacement_is_counted_once_and_the_histograms_match_the_recordin
     }
 }
 
+/// Each histogram observes its interval when its end mark is known (issue 32): once the
+/// watcher knows the Deployment's model (its series' label; here from a first replacement
+/// its users used), a replacement no one sends traffic to is in
+/// `readygap_k8s_recovery_seconds` within a scrape after the new pod's Ready, long before
+/// its trial ends (by the inference timeout, 60 s here); the other three wait for T2 and T4,
+/// and the users' request, when it comes, adds them without counting T1 again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k8s_recovery_is_observed_at_t1_without_waiting_for_the_trial_to_end() {
+    let _one = ONE_LAB.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let f = fleet(&[("chat", Shape::Ollama)], 73, dir.path()).await;
+    let ns = f.lab.namespace.clone();
+    f.replace("chat", Shape::Ollama, 1).await;
+    let pods: kube::Api<Pod> = kube::Api::namespaced(f.client.clone(), &ns);
+    let old = ready_pod(&f.client, &ns, "chat", None).await;
+    pods.delete(&old, &Default::default()).await.unwrap();
+    let new = ready_pod(&f.client, &ns, "chat", Some(&old)).await;
+    let ready_seen = std::time::Instant::now();
+    f.until("k8s_recovery observed after the new pod's Ready", |m, _| {
+        of(m, "readygap_k8s_recovery_seconds_count", "chat") == Some(2.0)
+    })
+    .await;
+    let after = ready_seen.elapsed();
+    let (m, t) = (f.metrics().await, f.trials().await);
+    eprintln!(
+        "k8s_recovery observed {:.0} ms after the test saw {new} Ready: {:?} s",
+        after.as_secs_f64() * 1e3,
+        of(&m, "readygap_k8s_recovery_seconds_sum", "chat")
+    );
+    // Within one scrape (Prometheus' default interval is 15 s; the watcher has it at once).
+    assert!(after < Duration::from_secs(5), "{after:?}");
+    assert_eq!(Fleet::seen(&t, "chat"), 1, "the trial still runs: {t:#}");
+    assert_eq!(of(&m, "readygap_trials_total", "chat"), Some(1.0));
+    assert_eq!(
+        of(&m, "readygap_ready_to_inference_seconds_count", "chat"),
+        Some(1.0),
+        "T4 of the second trial is not known yet"
+    );
+    // The users' request ends the trial: the other intervals join, T1's is not counted twice.
+    let (port, _, infer, body) = inference(Shape::Ollama, &f.model);
+    pod_http(&f.client, &ns, &new, port, Some(&body), infer)
+        .await
+        .unwrap_or_else(|e| panic!("the users' inference on {new}: {e}"));
+    f.until("the trial ends", |_, t| Fleet::seen(t, "chat") == 2)
+        .await;
+    let m = f.metrics().await;
+    for (h, _) in HISTOGRAMS {
+        assert_eq!(of(&m, &format!("{h}_count"), "chat"), Some(2.0), "{h}");
+    }
+    let lab = f.stop().await;
+    lab.shutdown().await;
+}
+
 /// The watcher runs as the ServiceAccount of `manifests/watch` with its ClusterRole and
 /// nothing else (a token the lab checks against the applied RBAC): it lists, watches,
 /// probes and reads the request log, and measures the replacement; it may not delete.

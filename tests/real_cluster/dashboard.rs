@@ -165,9 +165,13 @@ fn a_dashboard_trial_draws_its_marks_in_their_real_order() {
         .find_map(|r| r.split_whitespace().next()?.strip_suffix('s')?.parse().ok())
         .expect("the trial's time after ✓");
     let sum: f64 = labels.iter().map(|l| l.2).sum();
+    // Each figure is rounded to its last digit (`fmt_secs`: 2 decimals below 10 s, 1 from
+    // 10 s; a slow inference on a busy machine took 12.9 s): half a unit of each.
+    let half = |s: f64| if s < 10.0 { 0.005 } else { 0.05 };
+    let slack: f64 = labels.iter().map(|l| half(l.2)).sum::<f64>() + half(total) + 1e-9;
     assert!(
-        (sum - total).abs() <= 0.03,
-        "segments {sum} s vs trial {total} s: {labels:?}"
+        (sum - total).abs() <= slack,
+        "segments {sum} s vs trial {total} s (±{slack}): {labels:?}"
     );
     tmux.keys("q");
     tmux.wait("the process to exit", 30, |s| s.contains("EXITED"));

@@ -9,7 +9,10 @@
 
 mod conformance;
 mod dashboard;
+mod emptydir;
 mod external;
+mod gpu_surge;
+mod liveness;
 mod memory;
 mod rbac;
 mod study;

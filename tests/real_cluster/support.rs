@@ -332,6 +332,24 @@ impl Tmux {
         String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "rg"]).stdout).into_owned()
     }
 
+    /// Resize the window to WIDTH×HEIGHT (readygap redraws at the new size).
+    pub fn resize(&self, (width, height): (u16, u16)) {
+        let out = self.cmd(&[
+            "resize-window",
+            "-t",
+            "rg",
+            "-x",
+            &width.to_string(),
+            "-y",
+            &height.to_string(),
+        ]);
+        assert!(
+            out.status.success(),
+            "tmux resize-window: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Type `keys` (tmux key names) into the pane.
     pub fn keys(&self, keys: &str) {
         assert!(self.cmd(&["send-keys", "-t", "rg", keys]).status.success());

@@ -691,10 +691,12 @@ impl Timeline {
                 if e.message.starts_with("Liveness probe failed")
                     || e.message.starts_with("Startup probe failed") =>
             {
+                // An exec probe's output ends with its own newline, kept by the kubelet
+                // ("Liveness probe failed: not ready: …\n"); the reason is one line.
                 self.pod_evidence
                     .entry(pod.to_string())
                     .or_default()
-                    .failure = Some(e.message.clone());
+                    .failure = Some(e.message.trim_end().to_string());
             }
             "FailedScheduling" => {
                 self.pod_evidence

@@ -328,8 +328,10 @@ impl ContractDetector {
                 }
                 let p = self.pods.entry(name.to_string()).or_default();
                 if probe_kill {
+                    // The probe's output keeps its newline in the kubelet's message; the
+                    // verdict quotes it in a sentence.
                     p.probe_failures
-                        .push((at, e.reason.clone(), e.message.clone()));
+                        .push((at, e.reason.clone(), e.message.trim_end().to_string()));
                     if p.probe_failures.len() > 20 {
                         p.probe_failures.remove(0);
                     }

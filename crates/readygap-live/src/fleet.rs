@@ -666,6 +666,12 @@ impl ServedModel {
         }
     }
 
+    /// Whether the runtime told of a model yet (resident or on disk): the label is no
+    /// longer `unknown`.
+    pub fn settled(&self) -> bool {
+        self.resident.is_some() || self.on_disk.is_some()
+    }
+
     /// The label value (`unknown` before any answer).
     pub fn label(&self) -> String {
         self.resident
@@ -781,19 +787,39 @@ async fn member(
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(4);
     let shared = ctx.shared.clone();
     let runtime_name = chosen.kind.name().to_string();
-    let mut on_trial = move |t: &Trial| {
-        if t.reason() == Some("interrupted") {
-            return;
-        }
-        let key = SeriesKey {
+    let served = model.clone();
+    let series = {
+        let (namespace, name, runtime) = (namespace.clone(), name.clone(), runtime_name.clone());
+        move || SeriesKey {
             namespace: namespace.clone(),
             deployment: name.clone(),
             model: model
                 .lock()
                 .map(|m| m.label())
                 .unwrap_or_else(|_| "unknown".into()),
-            runtime: runtime_name.clone(),
-        };
+            runtime: runtime.clone(),
+        }
+    };
+    // Each interval goes into its histogram as soon as its end mark is known: a recovery
+    // shows within one scrape after T1, whether or not anyone sends the pod a request. Only
+    // once the runtime told of a model: before, the series' model label is still `unknown`
+    // and would split one trial over two series; its intervals then wait for the trial's
+    // end, as before.
+    {
+        let (series, shared) = (series.clone(), shared.clone());
+        runner.on_open_trial(Box::new(move |t: &Trial| {
+            if served.lock().is_ok_and(|m| m.settled())
+                && let Ok(mut m) = shared.metrics.lock()
+            {
+                m.observe_intervals(&series(), t);
+            }
+        }));
+    }
+    let mut on_trial = move |t: &Trial| {
+        if t.reason() == Some("interrupted") {
+            return;
+        }
+        let key = series();
         if let Ok(mut m) = shared.metrics.lock() {
             m.observe(&key, t);
         }

@@ -48,6 +48,9 @@ struct Finished {
     events: Vec<Event>,
 }
 
+/// What [`Runner::on_open_trial`] calls with the open trial.
+pub type OpenTrialHook = Box<dyn FnMut(&Trial) + Send>;
+
 /// The runner: the session's store and the driver of the machine.
 pub struct Runner {
     pub state: State,
@@ -76,6 +79,8 @@ pub struct Runner {
     /// The log followed for the Log view: the pod, its restart count when started (a
     /// restarted container is followed again), and its follower.
     tailing: Option<(String, u32, CancellationToken)>,
+    /// Sees the open trial after every step (see [`Runner::on_open_trial`]).
+    on_open: Option<OpenTrialHook>,
 }
 
 /// What the runner is built from: the event channel (every source sends to `tx`; the
@@ -120,7 +125,15 @@ impl Runner {
             service_probe: None,
             tail: false,
             tailing: None,
+            on_open: None,
         }
+    }
+
+    /// `hook` sees the open (running) trial after every step, so a mark is known to it as
+    /// soon as the state has it: the watcher observes each interval when its end mark is
+    /// known, not when the whole trial ends (issue 32).
+    pub fn on_open_trial(&mut self, hook: OpenTrialHook) {
+        self.on_open = Some(hook);
     }
 
     /// Keep the store bounded for a session that runs for weeks (`readygap watch`): between
@@ -292,6 +305,12 @@ impl Runner {
                 self.publish_node();
                 self.follow_tail();
             }
+        }
+        if let Some(hook) = &mut self.on_open
+            && let Some(t) = self.state.timeline.trials.last()
+            && t.is_running()
+        {
+            hook(t);
         }
         !finish
     }

@@ -1,7 +1,9 @@
-//! The fleet watcher's measurements (`readygap watch`): every finished trial of every
-//! watched Deployment goes into a bounded registry — per series (namespace, deployment,
-//! model, runtime) the four recovery histograms, counters of trials, failures and verdicts,
-//! the last trial's instant — and into a ring of the Deployment's last trials. Nothing here
+//! The fleet watcher's measurements (`readygap watch`): every trial of every watched
+//! Deployment goes into a bounded registry — per series (namespace, deployment, model,
+//! runtime) the four recovery histograms, each interval as soon as its end mark is known
+//! ([`FleetMetrics::observe_intervals`]), and once the trial ended, counters of trials,
+//! failures and verdicts, the last trial's instant — and into a ring of the Deployment's
+//! last trials. Nothing here
 //! grows with time: the histograms have fixed buckets, the series are capped
 //! ([`FleetMetrics::max_series`]), verdict labels come from closed lists, and each ring
 //! keeps its last N trials.
@@ -144,7 +146,14 @@ pub struct FleetMetrics {
     pub dropped: u64,
     /// Deployments being watched now (a gauge, set by the watcher).
     pub watched: u64,
+    /// Per Deployment, its open trial (index and T0) and which of [`HISTOGRAMS`] it was
+    /// observed in already: each interval once, as soon as its end mark is known.
+    open: BTreeMap<(String, String), OpenTrial>,
 }
+
+/// A trial's identity (its index and T0: indices start over when the watcher's store is
+/// rebuilt) and the histograms it went into.
+type OpenTrial = ((u32, Option<crate::event::Timestamp>), [bool; 4]);
 
 impl FleetMetrics {
     /// An empty registry.
@@ -156,7 +165,38 @@ impl FleetMetrics {
         }
     }
 
-    /// A finished trial of `key`'s Deployment. A running trial is not counted (false).
+    /// The intervals of `t`, running or ended, whose end mark is known go into `key`'s
+    /// histograms, each once: `readygap_k8s_recovery_seconds` as soon as T1 is known,
+    /// whatever follows (a replacement no one sends traffic to ends only at the inference
+    /// timeout). How many were observed now. A histogram never takes an observation back:
+    /// an interval observed stays when its trial is later interrupted or its series' model
+    /// label changes.
+    pub fn observe_intervals(&mut self, key: &SeriesKey, t: &Trial) -> usize {
+        let id = (t.index, t.marks.t0);
+        let open = self
+            .open
+            .entry((key.namespace.clone(), key.deployment.clone()))
+            .or_insert((id, [false; 4]));
+        if open.0 != id {
+            *open = (id, [false; 4]);
+        }
+        if !self.series.contains_key(key) && self.series.len() >= self.max_series {
+            return 0;
+        }
+        let s = self.series.entry(key.clone()).or_default();
+        let mut n = 0;
+        for ((h, (metric, _, _)), done) in s.histograms.iter_mut().zip(HISTOGRAMS).zip(&mut open.1)
+        {
+            if !*done && let Some(v) = t.metric(metric) {
+                *done = true;
+                n += usize::from(h.observe(v));
+            }
+        }
+        n
+    }
+
+    /// A finished trial of `key`'s Deployment: the intervals not observed yet, the counters,
+    /// the ring. A running trial is not counted (false).
     pub fn observe(&mut self, key: &SeriesKey, t: &Trial) -> bool {
         if t.is_running() {
             return false;
@@ -170,14 +210,12 @@ impl FleetMetrics {
             self.dropped += 1;
             return true;
         }
+        self.observe_intervals(key, t);
+        self.open
+            .remove(&(key.namespace.clone(), key.deployment.clone()));
         let s = self.series.entry(key.clone()).or_default();
         s.trials += 1;
         s.failures += u64::from(!t.is_ok());
-        for (h, (metric, _, _)) in s.histograms.iter_mut().zip(HISTOGRAMS) {
-            if let Some(v) = t.metric(metric) {
-                h.observe(v);
-            }
-        }
         let oom = t.oom.as_ref().map(|v| v.kind.name());
         for name in t.verdicts.iter().map(String::as_str).chain(oom) {
             if let Some(k) = known_verdict(name) {

@@ -178,3 +178,56 @@ fn label_values_are_escaped_in_the_exposition() {
             .unwrap_or("")
     );
 }
+
+/// Each interval goes into its histogram once, as soon as its end mark is known (issue 32):
+/// a running trial with T0 and T1 is in `k8s_recovery` at once, and in nothing else; seen
+/// again it is not counted twice; when it ends, the other intervals join and `k8s_recovery`
+/// stays at one observation, so the histograms still hold exactly what `report` says.
+#[test]
+fn an_interval_is_observed_once_when_its_end_mark_is_known() {
+    let ts = trials(4000);
+    let done = ts
+        .iter()
+        .find(|t| t.is_ok() && t.marks.t4.is_some() && t.marks.t2.is_some())
+        .expect("a completed trial")
+        .clone();
+    let mut running = done.clone();
+    running.status = readygap_core::timeline::TrialStatus::Running;
+    (running.marks.t2, running.marks.t3, running.marks.t4) = (None, None, None);
+    running.inference_end = None;
+    let count = |m: &FleetMetrics, name: &str| {
+        samples(&encode(m, Format::Text))
+            .get(&format!("{name}_count{{{L}}}"))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let [k8s, runtime, ready_inf, functional] = HISTOGRAMS.map(|(_, n, _)| n);
+    let mut m = FleetMetrics::new(10, 10);
+    assert_eq!(m.observe_intervals(&key("chat"), &running), 1);
+    assert_eq!(m.observe_intervals(&key("chat"), &running), 0, "once");
+    assert_eq!(count(&m, k8s), 1.0, "k8s_recovery at T1");
+    for name in [runtime, ready_inf, functional] {
+        assert_eq!(count(&m, name), 0.0, "{name} waits for its end mark");
+    }
+    // A trial is counted when it ends; its T1 interval is not observed again.
+    let trials_total = format!("readygap_trials_total{{{L}}}");
+    assert_eq!(
+        samples(&encode(&m, Format::Text)).get(&trials_total),
+        Some(&0.0)
+    );
+    assert!(m.observe(&key("chat"), &done));
+    let s = samples(&encode(&m, Format::Text));
+    for (metric, name, _) in HISTOGRAMS {
+        assert_eq!(s[&format!("{name}_count{{{L}}}")], 1.0, "{name}");
+        let want = done.metric(metric).expect("the completed trial's interval");
+        assert!(
+            (s[&format!("{name}_sum{{{L}}}")] - want).abs() < 1e-9,
+            "{name}"
+        );
+    }
+    // The next trial (another index) starts afresh.
+    let mut next = running.clone();
+    next.index += 1;
+    assert_eq!(m.observe_intervals(&key("chat"), &next), 1);
+    assert_eq!(count(&m, k8s), 2.0);
+}

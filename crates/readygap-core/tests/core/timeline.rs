@@ -793,7 +793,7 @@ fn a_restart_by_the_liveness_probe_is_said_in_the_kubelets_words() {
     let unhealthy = kube(
         3_000,
         "Unhealthy",
-        "Liveness probe failed: command \"/bin/sh -c ollama ps\" timed out",
+        "Liveness probe failed: command timed out: \"/bin/sh -c ollama ps\" timed out after 5s",
     );
     let killing = kube(
         4_000,
@@ -809,7 +809,7 @@ fn a_restart_by_the_liveness_probe_is_said_in_the_kubelets_words() {
         applied(2_000, ready_again),
     ];
     let want = "container restarted: killed by the liveness probe (Liveness probe failed: \
-                command \"/bin/sh -c ollama ps\" timed out), restart 2";
+                command timed out: \"/bin/sh -c ollama ps\" timed out after 5s), restart 2";
     // Events first, then the restart; and the restart first, then the Events.
     for events in [
         [
@@ -827,6 +827,28 @@ fn a_restart_by_the_liveness_probe_is_said_in_the_kubelets_words() {
         assert_eq!(s.timeline.trials.len(), 2, "{:#?}", s.timeline.trials);
         assert_eq!(s.timeline.trials[0].reason(), Some(want));
     }
+    // An exec probe that printed its reason and exited 1: the real kubelet's Event keeps the
+    // output's newline (seen on the real cluster, tests/real_cluster/liveness.rs); the reason
+    // stays one line.
+    let printed = kube(
+        3_000,
+        "Unhealthy",
+        "Liveness probe failed: not ready: no complete answer from /api/generate within 1s\n",
+    );
+    let s = state_of(
+        &[
+            base.clone(),
+            vec![printed, killing.clone(), restarted(5_000, 2)],
+        ]
+        .concat(),
+    );
+    assert_eq!(
+        s.timeline.trials[0].reason(),
+        Some(
+            "container restarted: killed by the liveness probe (Liveness probe failed: not \
+             ready: no complete answer from /api/generate within 1s), restart 2"
+        )
+    );
     // Without the kubelet's Events the reason stays what the pod said.
     let s = state_of(&[base, vec![restarted(5_000, 2)]].concat());
     assert_eq!(

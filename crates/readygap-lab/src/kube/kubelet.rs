@@ -557,16 +557,25 @@ impl PodRun {
 
     /// Run one readiness probe; true when it passed.
     async fn probe(&self, spec: &ReadinessSpec) -> bool {
-        self.probe_within(spec, Duration::from_secs(5)).await
+        self.probe_within(spec, Duration::from_secs(5))
+            .await
+            .is_ok()
     }
 
     /// Run one probe whose inference (exec) check gets at least `inference_floor` however
     /// fast the lab runs. Readiness keeps 5 s (a slow machine must not fail it); liveness
     /// takes its own scaled timeout, or the aggressive probe could never miss at speed.
-    async fn probe_within(&self, spec: &ReadinessSpec, inference_floor: Duration) -> bool {
-        let Some(ip) = self.ip else { return false };
+    /// A failure is the output the kubelet puts after "… probe failed: " in its Event.
+    async fn probe_within(
+        &self,
+        spec: &ReadinessSpec,
+        inference_floor: Duration,
+    ) -> Result<(), String> {
+        let Some(ip) = self.ip else {
+            return Err(failure_output(spec, None));
+        };
         if !self.runs_ollama {
-            return true;
+            return Ok(());
         }
         let http = &self.cluster.http;
         let timeout = |floor: Duration| {
@@ -580,12 +589,19 @@ impl PodRun {
             && let Some(real) = real.as_real_process()
         {
             // The real engine runs this probe's own exec command (inside the container's
-            // cgroup): exit 0 within the timeout passes (pkg/probe/exec/exec.go).
+            // cgroup): exit 0 within the timeout passes (pkg/probe/exec/exec.go). Another
+            // exit status fails with the command's output, verbatim: its stdout then its
+            // stderr (kuberuntime_container.go `RunInContainer`), trailing newline and all,
+            // as the real kubelet's Event said on the real cluster
+            // (tests/real_cluster/liveness.rs).
             let t = timeout(Duration::from_secs(1));
-            let out = tokio::time::timeout(t, real.exec(argv).collect()).await;
-            return matches!(out, Ok(o) if o.code == Some(0));
+            return match tokio::time::timeout(t, real.exec(argv).collect()).await {
+                Ok(o) if o.code == Some(0) => Ok(()),
+                Ok(o) => Err(String::from_utf8_lossy(&[o.stdout, o.stderr].concat()).into_owned()),
+                Err(_) => Err(failure_output(spec, Some(ip))),
+            };
         }
-        match &spec.action {
+        let ok = match &spec.action {
             ProbeAction::None => true,
             ProbeAction::Http { path, port } => {
                 let path = if path.starts_with('/') {
@@ -621,6 +637,11 @@ impl PodRun {
                     _ => false,
                 }
             }
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(failure_output(spec, Some(ip)))
         }
     }
 }
@@ -950,12 +971,12 @@ async fn run_pod(
                     None => container.events = None,
                 }
             }
-            ok = &mut start_fut, if !started && startup.is_some() => {
+            probed = &mut start_fut, if !started && startup.is_some() => {
                 container.events = events;
                 next_start = later(next_start, start_period);
                 start_fut.set(probe_once(startup.clone(), next_start));
                 let Some(spec) = startup.as_ref() else { continue };
-                if ok {
+                let Err(output) = probed else {
                     started = true;
                     // The other probes begin now (or at their initial delay, counted from the
                     // container's start); without a readiness probe the pod is Ready now.
@@ -973,10 +994,9 @@ async fn run_pod(
                     });
                     container.ready |= ready_now;
                     continue;
-                }
+                };
                 start_failures += 1;
                 if let Some(pod) = cluster.store.get(PODS, &run.ns, &run.name) {
-                    let output = failure_output(spec, run.ip);
                     run.event(&pod, "Warning", "Unhealthy", &format!("Startup probe failed: {output}"));
                 }
                 if start_failures < spec.failure_threshold {
@@ -993,16 +1013,16 @@ async fn run_pod(
                 }
                 probes_start_over!();
             }
-            alive = &mut live_fut, if liveness.is_some() && started => {
+            probed = &mut live_fut, if liveness.is_some() && started => {
                 container.events = events;
                 // The prober's ticker runs from each probe's start (prober/worker.go), not
                 // from its end: a probe that timed out is followed by the next at once.
                 next_live = later(next_live, live_period);
                 live_fut.set(probe_once(liveness.clone(), next_live));
-                if alive {
+                let Err(output) = probed else {
                     live_failures = 0;
                     continue;
-                }
+                };
                 live_failures += 1;
                 // kubelet pkg/kubelet/prober/prober.go: an Unhealthy event per failed probe
                 // ("Liveness probe failed: <output>"); at the threshold kuberuntime kills the
@@ -1010,7 +1030,6 @@ async fn run_pod(
                 // (reason Killing) and restarts it.
                 let Some(spec) = liveness.as_ref() else { continue };
                 if let Some(pod) = cluster.store.get(PODS, &run.ns, &run.name) {
-                    let output = failure_output(spec, run.ip);
                     run.event(&pod, "Warning", "Unhealthy", &format!("Liveness probe failed: {output}"));
                 }
                 if live_failures < spec.failure_threshold {
@@ -1062,16 +1081,34 @@ async fn run_pod(
 }
 
 /// What the Unhealthy event of a failed liveness or startup probe says after "… probe
-/// failed: " (pkg/kubelet/prober/prober.go): an exec probe past its timeout outputs `command
-/// "…" timed out` (pkg/probe/exec/exec.go), an httpGet one the Go client's deadline error.
+/// failed: " (pkg/kubelet/prober/prober.go) when the probe did not answer in time: an exec
+/// probe past its timeout gets the CRI client's error, `command timed out: "CMD" timed out
+/// after 5s` (cri-client pkg/remote_runtime.go `execSyncV1`: `%w: %q timed out after %s`,
+/// a Go duration; pkg/probe/exec/exec.go passes `err.Error()` on as the output; the real
+/// v1.34.4 kubelet said exactly that for `sleep 5` with a 1 s timeout), an httpGet one the
+/// Go client's deadline error.
 fn failure_output(spec: &ReadinessSpec, ip: Option<Ipv4Addr>) -> String {
     match (&spec.action, &spec.command) {
-        (ProbeAction::Inference, Some(cmd)) => format!("command \"{}\" timed out", cmd.join(" ")),
+        (ProbeAction::Inference, Some(cmd)) => format!(
+            "command timed out: {:?} timed out after {}",
+            cmd.join(" "),
+            go_duration(spec.timeout_seconds)
+        ),
         (ProbeAction::Http { path, port }, _) => format!(
             "Get \"http://{}:{port}{path}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
             ip.map(|i| i.to_string()).unwrap_or_default()
         ),
         _ => "probe failed".to_string(),
+    }
+}
+
+/// Whole seconds as Go's `time.Duration.String` prints them: `5s`, `1m0s`, `1h2m3s`.
+fn go_duration(secs: u64) -> String {
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m{s}s"),
+        _ => format!("{h}h{m}m{s}s"),
     }
 }
 
@@ -1377,9 +1414,16 @@ fn gpu_unschedulable(
         return None;
     }
     let n = nodes.len();
+    // The scheduler's FitError (pkg/scheduler/framework/types.go `FitError.Error`): the
+    // filter reasons, then the PostFilter plugins' messages joined by ", "
+    // (framework/runtime/framework.go `RunPostFilterPlugins`). From 1.34 DynamicResources
+    // (DRA, on by default) runs before DefaultPreemption (apis/config/v1/default_plugins.go)
+    // and says "no new claims to deallocate" for a pod without claims
+    // (plugins/dynamicresources/dynamicresources.go `PostFilter`): the real v1.34.4
+    // scheduler's Event, tests/real_cluster/gpu_surge.rs.
     Some(format!(
-        "0/{n} nodes are available: {n} Insufficient nvidia.com/gpu. preemption: 0/{n} nodes are \
-         available: {n} No preemption victims found for incoming pod."
+        "0/{n} nodes are available: {n} Insufficient nvidia.com/gpu. no new claims to deallocate, \
+         preemption: 0/{n} nodes are available: {n} No preemption victims found for incoming pod."
     ))
 }
 
@@ -1468,6 +1512,31 @@ mod tests {
 
     fn pod(container: Value) -> Value {
         json!({"spec": {"containers": [container]}})
+    }
+
+    /// An exec probe past its timeout, in the real v1.34.4 kubelet's words (seen on the real
+    /// cluster: `Liveness probe failed: command timed out: "sleep 5" timed out after 1s`).
+    #[test]
+    fn a_timed_out_exec_probe_says_what_the_cri_client_says() {
+        let spec = |timeout_seconds| ReadinessSpec {
+            action: ProbeAction::Inference,
+            command: Some(vec!["sleep".into(), "5".into()]),
+            period_seconds: 3,
+            initial_delay_seconds: 0,
+            timeout_seconds,
+            failure_threshold: 3,
+            success_threshold: 1,
+        };
+        assert_eq!(
+            failure_output(&spec(1), None),
+            r#"command timed out: "sleep 5" timed out after 1s"#
+        );
+        assert_eq!(
+            failure_output(&spec(90), None),
+            r#"command timed out: "sleep 5" timed out after 1m30s"#
+        );
+        assert_eq!(go_duration(60), "1m0s");
+        assert_eq!(go_duration(3723), "1h2m3s");
     }
 
     #[test]
