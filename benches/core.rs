@@ -1,10 +1,16 @@
 //! Benchmarks of the core: reducer throughput, and `report` on a generated 1,000,000-event
 //! recording. Targets (issue 2): ≥ 2 million events/s through the reducer; report of 1M
 //! events in < 1 s.
+//!
+//! `report_long_session` (issue 36): `report` of one monotonic session, the shipped
+//! `recordings/warm-3b-series.jsonl` repeated with shifted times (`fixtures::repeated`), at
+//! 100,000 events (about 620 trials) and 1,000,000 (about 6,200). The reducer's work per
+//! event must not grow with the trials so far: 1M under 1 s, and 10× the events about 10×
+//! the time (the ratio is printed).
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use readygap_core::fixtures::*;
-use readygap_core::record::jsonl::{Header, Recorder};
+use readygap_core::record::jsonl::{self, Header, Recorder};
 use readygap_core::state::State;
 use std::hint::black_box;
 
@@ -56,5 +62,45 @@ fn report(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, reducer, report);
+fn report_long_session(c: &mut Criterion) {
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("recordings")
+        .join("warm-3b-series.jsonl");
+    let recorded = jsonl::read(&shipped).expect("the shipped recording").events;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut g = c.benchmark_group("report_long_session");
+    g.sample_size(10);
+    let mut took = Vec::new();
+    for n in [100_000, 1_000_000] {
+        let path = dir.path().join(format!("warm-3b-series-x{n}.jsonl"));
+        let mut rec = Recorder::create(
+            &path,
+            &Header::new(at(0), "bench", "ns", "deployment/ollama"),
+        )
+        .expect("create recording");
+        for e in &repeated(&recorded, n) {
+            rec.write(e).expect("write");
+        }
+        drop(rec);
+        let run = || readygap_core::report::report_file(&path).expect("report");
+        let t = std::time::Instant::now();
+        let trials = run().trials;
+        took.push(t.elapsed().as_secs_f64());
+        eprintln!(
+            "{n} events, {trials} trials: report once in {:.3} s",
+            took[took.len() - 1]
+        );
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_function(format!("report_{n}_events"), |b| {
+            b.iter(|| black_box(run().trials))
+        });
+    }
+    g.finish();
+    eprintln!(
+        "report time 1M / 100k events: {:.1} (work per event independent of the session: ~10)",
+        took[1] / took[0]
+    );
+}
+
+criterion_group!(benches, reducer, report, report_long_session);
 criterion_main!(benches);

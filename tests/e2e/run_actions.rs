@@ -230,6 +230,7 @@ async fn delete_is_stamped_before_the_api_server_accepts_it() {
     let lab = lab(81).await;
     let (exec, mut rx, client) = setup(&lab).await;
     let pod = serving_pod(&lab, &client).await;
+    let before_submit = chrono::Utc::now();
     let id = exec.submit(Request::DeletePod {
         pod: pod.name.clone(),
         grace_seconds: Some(1),
@@ -269,7 +270,14 @@ async fn delete_is_stamped_before_the_api_server_accepts_it() {
         started <= accepted,
         "T0 {started} must not be after the API server's acceptance {accepted}"
     );
-    assert!((accepted - started).num_milliseconds() < 100);
+    // T0 is this request's own instant: stamped after it was asked for (not a stale stamp).
+    // How close it lies to the acceptance is a speed that depends on the machine's load, not
+    // a behaviour: no wall-clock bound here.
+    assert!(
+        before_submit <= events[0].ts && events[0].ts <= started,
+        "asked {before_submit}, requested {}, T0 {started}",
+        events[0].ts
+    );
 
     // Deleting it again: the pod is going or gone; a pod that never existed is an error.
     let (_, o) = exec
@@ -293,6 +301,7 @@ async fn inference_unload_and_drop_caches() {
     let pod = serving_pod(&lab, &client).await;
     runtime_up(&exec, &mut rx, &pod).await;
 
+    let before_submit = chrono::Utc::now();
     let id = exec.submit(Request::Infer {
         pod: pod.clone(),
         model: None,
@@ -333,7 +342,13 @@ async fn inference_unload_and_drop_caches() {
         events[started].ts <= received,
         "T3 stamped before the runtime received it"
     );
-    assert!((received - events[started].ts).num_milliseconds() < 100);
+    // …and stamped for this request, after it was asked for (no wall-clock bound: how
+    // close T3 lies to the receipt depends on the machine's load).
+    assert!(
+        before_submit <= events[started].ts,
+        "asked {before_submit}, T3 {}",
+        events[started].ts
+    );
 
     // The inference left the model resident. The lab, like Ollama, answers an unload before
     // its runner has exited; the action is done only once `/api/ps` no longer lists it.

@@ -549,11 +549,22 @@ async fn a_hanging_runtime_ends_the_trial_with_a_timeout() {
     lab.shutdown().await;
 }
 
+/// Whether a recording being written holds a completed inference (`inference_done` with
+/// `ok: true`); a line still being written is not read.
+fn recorded_inference_done(path: &Path) -> bool {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .any(|v| v["kind"]["inference_done"]["ok"] == true)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_external_delete_during_the_cooldown_is_its_own_trial() {
     let _one = ONE_LAB.lock().await;
     use k8s_openapi::api::core::v1::Pod;
     let lab = lab("local-1b", 4.0, 41).await;
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("cooldown.jsonl");
     // --probe-external: readygap infers on the external replacement too (T3/T4 of its own).
     let a = args(
         &lab,
@@ -564,13 +575,17 @@ async fn an_external_delete_during_the_cooldown_is_its_own_trial() {
             "8s",
             "--no-memory",
             "--probe-external",
+            "--record",
+            rec.to_str().unwrap(),
         ],
     );
     let gt = lab.ground_truth();
     let kubeconfig = lab.kubeconfig.clone();
     let ns = lab.namespace.clone();
     let deleter = tokio::spawn(async move {
-        // Wait (bounded) until the first trial's inference is done, then delete the pod
+        // Wait (bounded) until readygap has its first trial's T4, the trial ended and the
+        // cooldown begun (the runner records each event it applies, so the completed
+        // inference in its recording is one the runner has seen), then delete the pod
         // from outside readygap, as `kubectl delete pod` would.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
@@ -579,8 +594,9 @@ async fn an_external_delete_during_the_cooldown_is_its_own_trial() {
                 .into_iter()
                 .filter(|e| e.transition == Transition::InferenceDone)
                 .collect();
-            if let Some(e) = done.first() {
-                tokio::time::sleep(Duration::from_millis(1500)).await;
+            if let Some(e) = done.first()
+                && recorded_inference_done(&rec)
+            {
                 let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
                 let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
                     .await

@@ -207,10 +207,8 @@ impl State {
             EventKind::PodApplied(p) | EventKind::PodDeleted(p) => self.pods.get(&p.name),
             _ => None,
         };
-        let trials = &self.timeline.trials;
-        let running_before: Vec<usize> = (0..trials.len())
-            .filter(|&i| trials[i].is_running())
-            .collect();
+        // The one trial this event can finish: only the latest trial is ever open.
+        let open_before = self.timeline.open().map(|t| t.index);
         self.timeline.apply(ev, &self.pods, prev);
         let contract_before = self.contract.verdicts.len();
         self.contract.apply(ev, prev);
@@ -450,7 +448,7 @@ impl State {
             }
             EventKind::TrialBegin { .. } | EventKind::RequestLogged(_) => {}
         }
-        self.contract_trials(ts, &running_before);
+        self.contract_trials(ts, open_before);
         // Verdicts last, so the footer shows them rather than the plainer facts above: the
         // contract's (a problem warns), then the OOM detector's (a failure is an error).
         use Severity::{Error, Info, Warn};
@@ -486,21 +484,25 @@ impl State {
         self.feeds.insert(feed.to_string(), status);
     }
 
-    /// Trials that finished with this event get their readiness verdict and cache
-    /// condition; verdicts name the trial open at the time.
-    fn contract_trials(&mut self, ts: Timestamp, running_before: &[usize]) {
-        for &i in running_before {
-            let Some(t) = self.timeline.trials.get(i).filter(|t| !t.is_running()) else {
-                continue;
-            };
+    /// The trial that finished with this event (`open_before`: the trial open before it)
+    /// gets its readiness verdict and cache condition; verdicts name the trial open at the
+    /// time. Work per event is independent of the number of trials so far.
+    fn contract_trials(&mut self, ts: Timestamp, open_before: Option<u32>) {
+        if let Some(t) = open_before
+            .and_then(|i| self.timeline.trial(i))
+            .filter(|t| !t.is_running())
+        {
             let model = t.inference_request.and_then(|id| {
                 self.inferences
                     .iter()
                     .find(|x| x.request_id == id)
                     .map(|x| x.model.clone())
             });
+            let index = t.index;
             let condition = self.contract.trial_finished(ts, t, model);
-            self.timeline.trials[i].condition = condition.map(str::to_string);
+            if let Some(t) = self.timeline.trial_mut(index) {
+                t.condition = condition.map(str::to_string);
+            }
         }
         self.contract
             .set_open_trial(self.timeline.open().map(|t| t.index));
@@ -510,17 +512,9 @@ impl State {
         let first = self.contract_attributed.min(n);
         for v in &mut self.contract.verdicts[first..] {
             if v.trial.is_none() && !v.pod.is_empty() {
-                v.trial = self
-                    .timeline
-                    .trials
-                    .iter()
-                    .rev()
-                    .find(|t| t.new_pod.as_deref() == Some(v.pod.as_str()))
-                    .map(|t| t.index);
+                v.trial = self.timeline.latest_of_new_pod(&v.pod).map(|t| t.index);
             }
-            if let Some(t) = v
-                .trial
-                .and_then(|i| self.timeline.trials.iter_mut().find(|t| t.index == i))
+            if let Some(t) = v.trial.and_then(|i| self.timeline.trial_mut(i))
                 && !t.verdicts.iter().any(|k| k == v.kind.name())
             {
                 t.verdicts.push(v.kind.name().to_string());

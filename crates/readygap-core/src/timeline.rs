@@ -426,9 +426,16 @@ struct Announced {
 }
 
 /// All trials of a session, in order.
+///
+/// Trial `i` (1-based) is `trials[i - 1]`, and only the latest trial is ever running (a new
+/// trial ends the open one first): the reducer finds the trial an event concerns without
+/// scanning the trials so far, so its work per event does not grow with the session.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Timeline {
     pub trials: Vec<Trial>,
+    /// Per replacement pod, the latest trial it is the new pod of.
+    #[serde(default)]
+    by_new_pod: BTreeMap<String, u32>,
     /// Actions requested, by id, until they start.
     requested: BTreeMap<u64, Action>,
     /// Replacement actions that started a trial: action id → trial index.
@@ -474,6 +481,22 @@ impl Timeline {
     /// The latest trial (open or not).
     pub fn current(&self) -> Option<&Trial> {
         self.trials.last()
+    }
+
+    /// Trial `index` (1-based).
+    pub fn trial(&self, index: u32) -> Option<&Trial> {
+        let t = self.trials.get((index as usize).checked_sub(1)?)?;
+        (t.index == index).then_some(t)
+    }
+
+    pub(crate) fn trial_mut(&mut self, index: u32) -> Option<&mut Trial> {
+        let t = self.trials.get_mut((index as usize).checked_sub(1)?)?;
+        (t.index == index).then_some(t)
+    }
+
+    /// The latest trial whose replacement pod is `pod`.
+    pub fn latest_of_new_pod(&self, pod: &str) -> Option<&Trial> {
+        self.by_new_pod.get(pod).and_then(|&i| self.trial(i))
     }
 
     fn begin(
@@ -655,12 +678,8 @@ impl Timeline {
                 // Memory after T4: the first sample of the trial's new pod at or after its
                 // T4 and before the next trial's T0 (a next trial may already have begun
                 // when the sample arrives: with no cooldown it deletes this very pod).
-                let pod = Some(s.pod.as_str());
-                if let Some(i) = self
-                    .trials
-                    .iter()
-                    .rposition(|t| t.new_pod.as_deref() == pod)
-                {
+                if let Some(&index) = self.by_new_pod.get(&s.pod) {
+                    let i = index as usize - 1;
                     let next_t0 = self.trials.get(i + 1).and_then(|n| n.marks.t0);
                     let t = &mut self.trials[i];
                     if t.memory_after.is_none()
@@ -1057,6 +1076,10 @@ impl Timeline {
             // Observations of other candidate pods do not belong to this trial.
             let keep = pod.name.clone();
             t.observed.retain(|k, _| *k == keep);
+            t.sync();
+            let index = t.index;
+            self.by_new_pod.insert(pod.name.clone(), index);
+            return;
         }
         t.sync();
     }

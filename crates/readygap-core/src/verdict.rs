@@ -196,6 +196,10 @@ struct PodContract {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ContractDetector {
     pods: BTreeMap<String, PodContract>,
+    /// The pods whose phase is Pending (the only ones a rollout can stall on), so that the
+    /// stall check of every event looks at them, not at every pod seen.
+    #[serde(default)]
+    pending: BTreeSet<String>,
     /// The served model (the session's, else the latest inference's).
     model: Option<String>,
     /// Nodes where the model was loaded (resident or answered), with when and on which pod.
@@ -294,6 +298,7 @@ impl ContractDetector {
             EventKind::PodApplied(pod) => self.pod_applied(ts, pod, prev),
             EventKind::PodDeleted(pod) => {
                 self.pods.remove(&pod.name);
+                self.pending.remove(&pod.name);
             }
             EventKind::KubeEvent(e) => {
                 let Some(name) = e.object.strip_prefix("pod/") else {
@@ -436,6 +441,11 @@ impl ContractDetector {
         p.created = pod.created.or(p.created);
         p.ready = pod.is_ready();
         p.pending = pod.phase == "Pending";
+        if p.pending {
+            self.pending.insert(pod.name.clone());
+        } else {
+            self.pending.remove(&pod.name);
+        }
         if prev.is_some_and(|old| old.restarts() < pod.restarts()) {
             // What was loading when the container died: an inference waiting for a model
             // that was not resident, or the served model not resident yet.
@@ -703,8 +713,9 @@ impl ContractDetector {
     fn stall_check(&mut self, ts: Timestamp) {
         let after = self.thresholds.rollout_stall_after_s;
         let stalled: Vec<(String, Timestamp, String)> = self
-            .pods
+            .pending
             .iter()
+            .filter_map(|name| Some((name, self.pods.get(name)?)))
             .filter(|(_, p)| p.pending && !p.reported.contains(&ContractKind::RolloutStalled))
             .filter_map(|(name, p)| {
                 let (_, msg) = p.failed_scheduling.clone()?;

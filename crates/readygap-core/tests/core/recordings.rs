@@ -253,3 +253,38 @@ fn warm_series_is_flagged_warm_and_the_cold_one_is_not() {
         }
     }
 }
+
+/// A long session is the short one many times over: the shipped series repeated with
+/// shifted times (`fixtures::repeated`, the shape of `benches/core.rs`'s long session) gives
+/// its trials again in every copy, measured the same: what the reducer finds of a trial does
+/// not depend on how many trials came before it.
+#[test]
+fn a_recording_repeated_gives_the_same_trials_in_every_copy() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recordings/warm-3b-series.jsonl");
+    let rec = jsonl::read(&path).unwrap_or_else(|e| panic!("{e}"));
+    let once = State::from_events(&rec.events).timeline.trials;
+    let copies = 12;
+    let long = readygap_core::fixtures::repeated(&rec.events, rec.events.len() * copies);
+    let trials = State::from_events(&long).timeline.trials;
+    let n = once.len();
+    assert_eq!(trials.len(), n * copies);
+    let seen = |t: &readygap_core::timeline::Trial| {
+        let metrics: Vec<_> = Metric::ALL.iter().map(|m| t.metric(*m)).collect();
+        (
+            t.external,
+            t.status.clone(),
+            t.new_pod.clone(),
+            t.condition.clone(),
+            t.verdicts.clone(),
+            metrics,
+        )
+    };
+    // The first copy is the recording itself; every later one starts from the state the one
+    // before left (its node warm), so each is compared with the second.
+    for (i, t) in trials.iter().enumerate() {
+        let like = if i < n { &once[i] } else { &trials[n + i % n] };
+        assert_eq!(seen(t), seen(like), "trial {}", t.index);
+        assert_eq!(t.index as usize, i + 1);
+    }
+    assert!(trials.iter().all(|t| t.is_ok() && t.memory_after.is_some()));
+}
