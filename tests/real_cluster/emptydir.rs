@@ -7,42 +7,31 @@
 //! the volume. The readiness probe is the study's shallow `GET /api/tags`, as in that run (with the
 //! shipped inference-aware probe the replacement would never turn Ready at all).
 
-use crate::support::{Cluster, MODEL, NS, cluster, relative, repo};
+use crate::support::{Cluster, MODEL, NS, cluster, repo};
 use serde_json::Value;
 
 /// The smollm2 overlay, models on an emptyDir, readiness `GET /api/tags`.
 fn emptydir_overlay(dir: &std::path::Path) -> std::path::PathBuf {
-    let overlay = dir.join("emptydir");
-    std::fs::create_dir(&overlay).unwrap();
-    let base = relative(&overlay, &repo().join("manifests/overlays/smollm2"));
-    std::fs::write(
-        overlay.join("kustomization.yaml"),
-        format!(
-            r#"apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - {}
-patches:
-  - target: {{group: apps, version: v1, kind: Deployment, name: ollama}}
+    crate::support::smollm2_overlay(
+        dir,
+        "emptydir",
+        r#"patches:
+  - target: {group: apps, version: v1, kind: Deployment, name: ollama}
     patch: |-
       - op: replace
         path: /spec/template/spec/volumes/0
         value:
           name: models
-          emptyDir: {{}}
+          emptyDir: {}
       - op: replace
         path: /spec/template/spec/containers/0/readinessProbe
         value:
-          httpGet: {{path: /api/tags, port: http}}
+          httpGet: {path: /api/tags, port: http}
           periodSeconds: 1
           timeoutSeconds: 1
           failureThreshold: 3
 "#,
-            base.display()
-        ),
     )
-    .unwrap();
-    overlay
 }
 
 /// A directory holding what Ollama needs of `MODEL`: `manifests/…/smollm2/135m` and the

@@ -7,7 +7,7 @@
 //! restart` must say `rollout_stalled` and fail its trial with the scheduler's words; the
 //! extended resource is removed again at the end, pass or fail.
 
-use crate::support::{Cluster, MODEL, NS, cluster, relative, repo, wait_until};
+use crate::support::{Cluster, MODEL, NS, cluster, repo, wait_until};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -71,24 +71,17 @@ impl Drop for AdvertisedGpu<'_> {
 
 /// The smollm2 overlay with one GPU requested and the Deployment's default strategy.
 fn gpu_overlay(dir: &std::path::Path) -> std::path::PathBuf {
-    let overlay = dir.join("gpu-surge");
-    std::fs::create_dir(&overlay).unwrap();
-    let base = relative(&overlay, &repo().join("manifests/overlays/smollm2"));
-    std::fs::write(
-        overlay.join("kustomization.yaml"),
-        format!(
-            r#"apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - {}
-patches:
-  - target: {{group: apps, version: v1, kind: Deployment, name: ollama}}
+    crate::support::smollm2_overlay(
+        dir,
+        "gpu-surge",
+        r#"patches:
+  - target: {group: apps, version: v1, kind: Deployment, name: ollama}
     patch: |-
       - op: replace
         path: /spec/strategy
         value:
           type: RollingUpdate
-          rollingUpdate: {{maxSurge: 25%, maxUnavailable: 25%}}
+          rollingUpdate: {maxSurge: 25%, maxUnavailable: 25%}
       - op: add
         path: /spec/template/spec/containers/0/resources/requests/nvidia.com~1gpu
         value: "1"
@@ -96,11 +89,7 @@ patches:
         path: /spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu
         value: "1"
 "#,
-            base.display()
-        ),
     )
-    .unwrap();
-    overlay
 }
 
 #[ignore = "needs the real cluster: scripts/cluster.sh up"]

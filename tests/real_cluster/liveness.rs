@@ -13,30 +13,23 @@
 //! failure in the kubelet's words, beside what kubectl and the audit log say.
 
 use crate::external::audit_log;
-use crate::support::{Cluster, MODEL, NS, Tmux, cluster, relative, repo, wait_until};
+use crate::support::{Cluster, MODEL, NS, Tmux, cluster, repo, wait_until};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
 /// The test overlay over `manifests/overlays/smollm2` (kustomize takes the base as a path
 /// relative to the kustomization).
 fn aggressive_overlay(dir: &std::path::Path) -> std::path::PathBuf {
-    let overlay = dir.join("aggressive-liveness");
-    std::fs::create_dir(&overlay).unwrap();
-    let base = relative(&overlay, &repo().join("manifests/overlays/smollm2"));
-    std::fs::write(
-        overlay.join("kustomization.yaml"),
-        format!(
-            r#"apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - {}
-configMapGenerator:
+    crate::support::smollm2_overlay(
+        dir,
+        "aggressive-liveness",
+        r#"configMapGenerator:
   - name: ollama-config
     behavior: merge
     literals:
       - READYGAP_PROBE_TIMEOUT_SECONDS=1
 patches:
-  - target: {{group: apps, version: v1, kind: Deployment, name: ollama}}
+  - target: {group: apps, version: v1, kind: Deployment, name: ollama}
     patch: |-
       - op: remove
         path: /spec/template/spec/containers/0/startupProbe
@@ -51,21 +44,17 @@ patches:
       - op: replace
         path: /spec/template/spec/containers/0/readinessProbe
         value:
-          httpGet: {{path: /api/tags, port: http}}
+          httpGet: {path: /api/tags, port: http}
           periodSeconds: 1
           timeoutSeconds: 1
           failureThreshold: 3
       - op: replace
         path: /spec/template/spec/containers/0/resources
         value:
-          requests: {{cpu: 200m, memory: 1Gi}}
-          limits: {{cpu: 200m, memory: 1Gi}}
+          requests: {cpu: 200m, memory: 1Gi}
+          limits: {cpu: 200m, memory: 1Gi}
 "#,
-            base.display()
-        ),
     )
-    .unwrap();
-    overlay
 }
 
 /// The pods of `deployment/ollama` as kubectl returns them.

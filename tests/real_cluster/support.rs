@@ -371,3 +371,15 @@ impl Drop for Tmux {
         let _ = self.cmd(&["kill-server"]);
     }
 }
+
+/// A test overlay `dir/name` over `manifests/overlays/smollm2` (kustomize takes the base as
+/// a path relative to the kustomization), `rest` after its `resources` (patches, generators).
+pub fn smollm2_overlay(dir: &Path, name: &str, rest: &str) -> PathBuf {
+    let overlay = dir.join(name);
+    std::fs::create_dir(&overlay).unwrap();
+    let base = relative(&overlay, &repo().join("manifests/overlays/smollm2"));
+    let head = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n";
+    let text = format!("{head}  - {}\n{rest}", base.display());
+    std::fs::write(overlay.join("kustomization.yaml"), text).unwrap();
+    overlay
+}

@@ -3,7 +3,7 @@
 //! as `ollama ps` prints it in the pod; the readiness contract judged with the shipped
 //! inference-aware probe and with the shallow HTTP probe of `overlays/http-readiness`.
 
-use crate::support::{MODEL, NS, cluster, ollama_ps_sizes, relative, repo};
+use crate::support::{MODEL, NS, cluster, ollama_ps_sizes, repo};
 use readygap_core::event::{EventKind, MemorySource};
 use readygap_core::timeline::Trial;
 use std::path::Path;
@@ -206,17 +206,7 @@ fn the_shallow_http_probe_is_judged_shallow_on_the_same_model() {
     .expect("the http-readiness overlay");
     let patches = &shipped[shipped.find("patches:").expect("its patches")..];
     let dir = tempfile::tempdir().unwrap();
-    let overlay = dir.path().join("overlay");
-    std::fs::create_dir(&overlay).unwrap();
-    std::fs::write(
-        overlay.join("kustomization.yaml"),
-        format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\n{patches}\n",
-            // kustomize takes a base only as a path relative to the kustomization.
-            relative(&overlay, &repo().join("manifests/overlays/smollm2")).display()
-        ),
-    )
-    .unwrap();
+    let overlay = crate::support::smollm2_overlay(dir.path(), "overlay", &format!("{patches}\n"));
     c.deploy(&overlay);
     let rec = dir.path().join("run.jsonl");
     let (trials, _) = run(&c, 1, &rec);
