@@ -356,13 +356,20 @@ impl Tmux {
     }
 
     /// Poll the pane until `cond` holds, for at most `secs`; the screen that satisfied it.
+    /// On a timeout the last screen is printed with the failure.
     pub fn wait(&self, what: &str, secs: u64, cond: impl Fn(&str) -> bool) -> String {
-        let mut screen = String::new();
-        wait_until(what, Duration::from_secs(secs), || {
-            screen = self.screen();
-            cond(&screen)
-        });
-        screen
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let screen = self.screen();
+            if cond(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {secs} s waiting for {what}; the last screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 }
 

@@ -95,12 +95,19 @@ pub fn rows(
         })
         .collect();
     // Explaining rows in the order of EXPLAINING (a probe's output before the kill it caused
-    // and the back-off after it), each newest first; then the others, newest first.
+    // and the back-off after it), a failed liveness or startup probe (which kills) before a
+    // failed readiness probe (which a kill brings about: the runtime is gone), each newest
+    // first; then the others, newest first. On 80×24 only the first few rows show.
     let rank = |r: &EventRow| {
-        r.explains
+        let reason = r
+            .explains
             .then(|| EXPLAINING.iter().position(|x| *x == r.reason))
             .flatten()
-            .unwrap_or(EXPLAINING.len())
+            .unwrap_or(EXPLAINING.len());
+        (
+            reason,
+            r.explains && r.message.starts_with("Readiness probe failed"),
+        )
     };
     out.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.last.cmp(&a.last)));
     out
@@ -219,6 +226,27 @@ mod tests {
             ["Unhealthy", "Killing", "Pulled", "Scheduled"],
             "the probe's output before the newer kill it caused"
         );
+        // A readiness failure after the kill (the runtime is gone) comes after the liveness
+        // failure that killed, though newer: on 80×24 only the first rows show.
+        let mut after_kill = with_kill.clone();
+        for (s, name, message) in [
+            (
+                23,
+                "a.6",
+                "Readiness probe failed: Get \"http://10.0.0.9:11434/api/tags\": EOF",
+            ),
+            (
+                24,
+                "a.7",
+                "Readiness probe failed: dial tcp 10.0.0.9:11434: connect: connection refused",
+            ),
+        ] {
+            after_kill.push_back(ev(s, name, "Unhealthy", message, Some(1)));
+        }
+        let r = rows(&after_kill, Some(at(5)));
+        let heads: Vec<&str> = r.iter().take(3).map(|r| &r.message[..10]).collect();
+        assert_eq!(heads, ["Liveness p", "Readiness ", "Readiness "], "{r:?}");
+        assert!(r[1].last > r[2].last, "readiness failures newest first");
         let r = rows(&events, Some(at(5)));
         assert_eq!(r.len(), 3, "{r:?}");
         assert_eq!((r[0].reason.as_str(), r[0].count), ("Unhealthy", 3));
