@@ -1086,7 +1086,7 @@ async fn run_pod(
 /// after 5s` (cri-client pkg/remote_runtime.go `execSyncV1`: `%w: %q timed out after %s`,
 /// a Go duration; pkg/probe/exec/exec.go passes `err.Error()` on as the output; the real
 /// v1.34.4 kubelet said exactly that for `sleep 5` with a 1 s timeout), an httpGet one the
-/// Go client's deadline error.
+/// Go client's deadline error, a tcpSocket one the dial's error.
 fn failure_output(spec: &ReadinessSpec, ip: Option<Ipv4Addr>) -> String {
     match (&spec.action, &spec.command) {
         (ProbeAction::Inference, Some(cmd)) => format!(
@@ -1096,6 +1096,12 @@ fn failure_output(spec: &ReadinessSpec, ip: Option<Ipv4Addr>) -> String {
         ),
         (ProbeAction::Http { path, port }, _) => format!(
             "Get \"http://{}:{port}{path}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+            ip.map(|i| i.to_string()).unwrap_or_default()
+        ),
+        // pkg/probe/tcp/tcp.go DoTCPProbe passes the dial's error on: Go's
+        // `dial tcp IP:PORT: connect: connection refused` while nothing listens.
+        (ProbeAction::Tcp { port }, _) => format!(
+            "dial tcp {}:{port}: connect: connection refused",
             ip.map(|i| i.to_string()).unwrap_or_default()
         ),
         _ => "probe failed".to_string(),
