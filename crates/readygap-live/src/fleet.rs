@@ -666,10 +666,12 @@ impl ServedModel {
         }
     }
 
-    /// Whether the runtime told of a model yet (resident or on disk): the label is no
-    /// longer `unknown`.
+    /// Whether the runtime has held a model resident: the label is the model it serves and
+    /// stays so. Before, the label is a guess (the first model on disk, or `unknown`) that
+    /// the first residency replaces, which would put a trial's early intervals and its
+    /// later ones, or two trials, in different series.
     pub fn settled(&self) -> bool {
-        self.resident.is_some() || self.on_disk.is_some()
+        self.resident.is_some()
     }
 
     /// The label value (`unknown` before any answer).
@@ -802,9 +804,9 @@ async fn member(
     };
     // Each interval goes into its histogram as soon as its end mark is known: a recovery
     // shows within one scrape after T1, whether or not anyone sends the pod a request. Only
-    // once the runtime told of a model: before, the series' model label is still `unknown`
-    // and would split one trial over two series; its intervals then wait for the trial's
-    // end, as before.
+    // once the runtime has held its model resident (`ServedModel::settled`): before, the
+    // series' model label is a guess the first residency replaces; the intervals then wait
+    // for the trial's end, as before.
     {
         let (series, shared) = (series.clone(), shared.clone());
         runner.on_open_trial(Box::new(move |t: &Trial| {
