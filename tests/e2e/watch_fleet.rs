@@ -305,23 +305,22 @@ fn samples(text: &str) -> BTreeMap<String, f64> {
 /// the model label's guess (the first model on disk), the next one in the resident model's
 /// (`fleet::ServedModel`; a known limit, issue 32).
 fn over_models(m: &BTreeMap<String, f64>, name: &str, deployment: &str) -> Option<f64> {
+    let found = of_deployment(m, name, deployment);
+    (!found.is_empty()).then(|| found.iter().sum())
+}
+
+/// The values of the samples of `name` whose labels include `deployment="…"`.
+fn of_deployment(m: &BTreeMap<String, f64>, name: &str, deployment: &str) -> Vec<f64> {
     let needle = format!("deployment=\"{deployment}\"");
-    let found: Vec<f64> = m
-        .iter()
+    m.iter()
         .filter(|(k, _)| k.starts_with(&format!("{name}{{")) && k.contains(&needle))
         .map(|(_, v)| *v)
-        .collect();
-    (!found.is_empty()).then(|| found.iter().sum())
+        .collect()
 }
 
 /// The value of the one sample of `name` whose labels include `deployment="…"`.
 fn of(m: &BTreeMap<String, f64>, name: &str, deployment: &str) -> Option<f64> {
-    let needle = format!("deployment=\"{deployment}\"");
-    let found: Vec<f64> = m
-        .iter()
-        .filter(|(k, _)| k.starts_with(&format!("{name}{{")) && k.contains(&needle))
-        .map(|(_, v)| *v)
-        .collect();
+    let found = of_deployment(m, name, deployment);
     assert!(found.len() <= 1, "{name} of {deployment}: {found:?}");
     found.first().copied()
 }
