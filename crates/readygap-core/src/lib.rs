@@ -21,3 +21,4 @@ pub mod thresholds;
 pub mod timeline;
 pub mod units;
 pub mod verdict;
+pub mod vram;

@@ -141,6 +141,8 @@ pub enum LogMark {
     Listening,
     /// A request line of an inference (T3/T4 of an observed trial come from these).
     Inference,
+    /// The engine ran out of GPU memory (see [`gpu_out_of_memory`]).
+    GpuOutOfMemory,
 }
 
 impl LogMark {
@@ -156,6 +158,7 @@ impl LogMark {
             LogMark::GraphsCaptured => "graphs captured",
             LogMark::EngineReady => "engine ready",
             LogMark::Inference => "inference",
+            LogMark::GpuOutOfMemory => "GPU out of memory",
         }
     }
 
@@ -171,17 +174,40 @@ impl LogMark {
             LogMark::GraphsCaptured => "graphs_captured",
             LogMark::EngineReady => "engine_ready",
             LogMark::Inference => "inference",
+            LogMark::GpuOutOfMemory => "gpu_out_of_memory",
         }
     }
 
-    /// A start-up step (not a request).
+    /// A start-up step (not a request, not an error).
     pub fn is_startup(self) -> bool {
-        self != LogMark::Inference
+        !matches!(self, LogMark::Inference | LogMark::GpuOutOfMemory)
     }
+}
+
+/// The engine's own words for running out of GPU memory, as each prints them:
+/// - vLLM refusing to start on a GPU others already fill (`vllm/v1/worker/gpu_worker.py`
+///   `init_device`): `ValueError: Free memory on device (13.91/79.33 GiB) on startup is less
+///   than desired GPU memory utilization (0.9, 71.4 GiB). Decrease GPU memory utilization or
+///   reduce GPU memory used by other processes.`;
+/// - PyTorch's caching allocator (vLLM, TGI; `c10/cuda/CUDACachingAllocator.cpp`):
+///   `torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a
+///   total capacity of 79.19 GiB of which 1.06 GiB is free.` (older: `RuntimeError: CUDA out
+///   of memory.`);
+/// - ggml's CUDA backend (llama.cpp, and Ollama's runner, which prints its lines;
+///   `ggml/src/ggml-cuda/ggml-cuda.cu` `ggml_backend_cuda_buffer_type_alloc_buffer`):
+///   `… allocating 4096.00 MiB on device 0: cudaMalloc failed: out of memory`.
+pub fn gpu_out_of_memory(text: &str) -> bool {
+    text.contains("CUDA out of memory")
+        || text.contains("cudaMalloc failed: out of memory")
+        || (text.contains("Free memory on device")
+            && text.contains("less than desired GPU memory utilization"))
 }
 
 /// What the line `text` (without the kubelet's timestamp) marks, if anything.
 pub fn mark(text: &str) -> Option<LogMark> {
+    if gpu_out_of_memory(text) {
+        return Some(LogMark::GpuOutOfMemory);
+    }
     if text.starts_with("[GIN]") || text.contains("request: ") {
         return parse_line("", text)
             .filter(LoggedRequest::is_inference)
@@ -505,6 +531,29 @@ mod tests {
         assert!(names.iter().any(|n| n.contains("weights")));
         assert!(names.iter().any(|n| n.contains("kv_cache")));
         assert!(names.iter().any(|n| n.contains("graph")));
+    }
+
+    /// Each engine's out-of-memory line, in its words (the sources cited on
+    /// `gpu_out_of_memory`), is a mark of its own, neither a start-up step nor a request;
+    /// lines that only talk about memory are not.
+    #[test]
+    fn each_engines_gpu_out_of_memory_line_is_marked() {
+        let oom = [
+            "(EngineCore_DP0 pid=16388) ERROR 03-01 21:32:52 [core.py:708] ValueError: Free memory on device (13.91/79.33 GiB) on startup is less than desired GPU memory utilization (0.95, 75.36 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.06 GiB is free.",
+            "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: out of memory",
+        ];
+        for line in oom {
+            assert_eq!(mark(line), Some(LogMark::GpuOutOfMemory), "{line}");
+            assert!(!LogMark::GpuOutOfMemory.is_startup());
+        }
+        for line in [
+            "(EngineCore_DP0 pid=212) INFO 10-06 12:00:30 [gpu_worker.py:276] Available KV cache memory: 1.50 GiB",
+            "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0",
+            "Free memory on device is fine",
+        ] {
+            assert_ne!(mark(line), Some(LogMark::GpuOutOfMemory), "{line}");
+        }
     }
 
     #[test]

@@ -21,6 +21,12 @@
 //! - `warm_node_bias`: a trial on a node where the model had already been loaded (its files in
 //!   the page cache) without a cold step, or whose cold step did not make Cached fall: its
 //!   statistics are flagged `warm`, apart from the `cold` ones;
+//! - `vram_overcommit`: a GPU held by two pods or more (time-slicing, MPS) whose used memory
+//!   reaches its total, or an engine's own out-of-memory line (vLLM, PyTorch, ggml/CUDA),
+//!   with the pods, the GPU and its figures (`vram.rs`); and `rollout_stalled` also when a
+//!   pod asking for a GPU is Running but not Ready past the threshold on a GPU that is full
+//!   and shared, or after such a line: the surge pod waits for VRAM that its predecessor
+//!   holds;
 //! - `traffic_gap`: an interval with no ready endpoint, its exact length from the watch, and
 //!   how much of it serving-terminating endpoints covered (kube-proxy sends them traffic,
 //!   KEP-1669).
@@ -50,10 +56,11 @@ pub enum ContractKind {
     RolloutStalled,
     WarmNodeBias,
     TrafficGap,
+    VramOvercommit,
 }
 
 impl ContractKind {
-    pub const ALL: [ContractKind; 8] = [
+    pub const ALL: [ContractKind; 9] = [
         ContractKind::ShallowReadiness,
         ContractKind::ReadinessCoversInference,
         ContractKind::ModelMissingAfterReplacement,
@@ -62,6 +69,7 @@ impl ContractKind {
         ContractKind::RolloutStalled,
         ContractKind::WarmNodeBias,
         ContractKind::TrafficGap,
+        ContractKind::VramOvercommit,
     ];
 
     pub fn name(self) -> &'static str {
@@ -74,6 +82,7 @@ impl ContractKind {
             ContractKind::RolloutStalled => "rollout_stalled",
             ContractKind::WarmNodeBias => "warm_node_bias",
             ContractKind::TrafficGap => "traffic_gap",
+            ContractKind::VramOvercommit => "vram_overcommit",
         }
     }
 
@@ -113,6 +122,11 @@ impl ContractKind {
             ContractKind::TrafficGap => {
                 "requests in this interval had no endpoint: surge (maxSurge 1, maxUnavailable 0) \
                  with an inference-aware probe keeps one ready"
+            }
+            ContractKind::VramOvercommit => {
+                "give each model server a GPU of its own (no time-slicing), or cap each engine's \
+                 share (vLLM --gpu-memory-utilization) so the sum fits; replace in place \
+                 (maxSurge: 0) when the GPU holds one server only"
             }
         }
     }
@@ -189,6 +203,9 @@ struct PodContract {
     probe_failures: Vec<(Timestamp, String, String)>,
     /// The latest FailedScheduling Event: (when, message).
     failed_scheduling: Option<(Timestamp, String)>,
+    /// When the current container began Running (the phase, or the restart).
+    #[serde(default)]
+    running_since: Option<Timestamp>,
     reported: BTreeSet<ContractKind>,
 }
 
@@ -200,6 +217,13 @@ pub struct ContractDetector {
     /// stall check of every event looks at them, not at every pod seen.
     #[serde(default)]
     pending: BTreeSet<String>,
+    /// The pods asking for a GPU that are Running but not Ready (a surge pod can stall there,
+    /// loading on a GPU another pod fills).
+    #[serde(default)]
+    loading_on_gpu: BTreeSet<String>,
+    /// Which pods hold which GPU, how full, and the engines' out-of-memory lines.
+    #[serde(default)]
+    gpu_share: crate::vram::GpuShare,
     /// The served model (the session's, else the latest inference's).
     model: Option<String>,
     /// Nodes where the model was loaded (resident or answered), with when and on which pod.
@@ -299,6 +323,15 @@ impl ContractDetector {
             EventKind::PodDeleted(pod) => {
                 self.pods.remove(&pod.name);
                 self.pending.remove(&pod.name);
+                self.loading_on_gpu.remove(&pod.name);
+                self.gpu_share.forget(&pod.name);
+            }
+            EventKind::GpuSample { pod, gpus, .. } => {
+                self.gpu_share.sample(ts, pod, gpus);
+                self.overcommit_check(ts, pod);
+            }
+            EventKind::LogLine { pod, text } if self.gpu_share.log_line(ts, pod, text) => {
+                self.overcommit_check(ts, pod);
             }
             EventKind::KubeEvent(e) => {
                 let Some(name) = e.object.strip_prefix("pod/") else {
@@ -356,6 +389,7 @@ impl ContractDetector {
             }
             EventKind::Residency { pod, models } => {
                 let model = self.model.clone();
+                self.gpu_share.residency(pod, models);
                 let p = self.pods.entry(pod.clone()).or_default();
                 p.resident = Some(models.iter().map(|m| m.name.clone()).collect());
                 if let Some(m) = &model
@@ -446,6 +480,17 @@ impl ContractDetector {
         } else {
             self.pending.remove(&pod.name);
         }
+        if pod.phase == "Running" {
+            p.running_since.get_or_insert(ts);
+        } else {
+            p.running_since = None;
+        }
+        let asks_gpu = p.spec.as_ref().is_some_and(|s| s.gpus > 0);
+        if asks_gpu && pod.phase == "Running" && !p.ready {
+            self.loading_on_gpu.insert(pod.name.clone());
+        } else {
+            self.loading_on_gpu.remove(&pod.name);
+        }
         if prev.is_some_and(|old| old.restarts() < pod.restarts()) {
             // What was loading when the container died: an inference waiting for a model
             // that was not resident, or the served model not resident yet.
@@ -483,6 +528,8 @@ impl ContractDetector {
                 _ => None,
             };
             p.restart = Some((ts, waiting.or(not_yet)));
+            p.running_since = Some(ts);
+            self.gpu_share.restarted(&pod.name);
             // A new container: its readiness and residency start over.
             p.endpoint_ready = None;
             p.answers = None;
@@ -710,6 +757,53 @@ impl ContractDetector {
         );
     }
 
+    /// `pod`'s GPU is full and shared, or its engine said it ran out of GPU memory:
+    /// `vram_overcommit`, once per pod (a full shared GPU is given to the pod that came
+    /// last, the one whose load did not fit).
+    fn overcommit_check(&mut self, ts: Timestamp, pod: &str) {
+        let line = self.gpu_share.oom_line(pod).cloned();
+        let (who, message, evidence) = if let Some((at, text)) = line {
+            let gpu = self.gpu_share.any(pod);
+            let quoted: String = text.chars().take(240).collect();
+            let message = format!(
+                "{pod}: the engine ran out of GPU memory at {}: \"{quoted}\"{}",
+                clock(at),
+                gpu.as_ref()
+                    .map(|g| format!("; {}", g.describe()))
+                    .unwrap_or_default()
+            );
+            let mut evidence = json!({"line": text,
+                "at": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)});
+            if let Some(g) = gpu {
+                evidence["gpu"] = g.to_json();
+            }
+            (pod.to_string(), message, evidence)
+        } else {
+            let Some(g) = self.gpu_share.full(pod).filter(|g| g.shared()) else {
+                return;
+            };
+            // The pod that came last: the newest creation among the holders.
+            let who = g
+                .pods
+                .iter()
+                .max_by_key(|(p, _)| self.pods.get(p).and_then(|c| c.created))
+                .map(|(p, _)| p.clone())
+                .unwrap_or_else(|| pod.to_string());
+            let message = format!(
+                "{who} shares a full GPU: {}; the pods' VRAM reaches the GPU's total",
+                g.describe()
+            );
+            (who, message, json!({"gpu": g.to_json()}))
+        };
+        if self
+            .unreported(&who, ContractKind::VramOvercommit)
+            .is_none()
+        {
+            return;
+        }
+        self.push(ts, &who, ContractKind::VramOvercommit, message, evidence);
+    }
+
     fn stall_check(&mut self, ts: Timestamp) {
         let after = self.thresholds.rollout_stall_after_s;
         let stalled: Vec<(String, Timestamp, String)> = self
@@ -733,6 +827,43 @@ impl ContractDetector {
                 "pending_seconds": pending, "failed_scheduling": msg, "threshold_seconds": after});
             self.push(ts, &pod, ContractKind::RolloutStalled, message, evidence)
                 .seconds = Some(pending);
+        }
+        // Running but stuck loading on a full GPU that another pod holds (or after the
+        // engine's out-of-memory line).
+        let stuck: Vec<(String, Timestamp, String, Value)> = self
+            .loading_on_gpu
+            .iter()
+            .filter_map(|name| Some((name, self.pods.get(name)?)))
+            .filter(|(_, p)| !p.reported.contains(&ContractKind::RolloutStalled))
+            .filter_map(|(name, p)| {
+                let since = p.running_since?;
+                if secs(since, ts) < after {
+                    return None;
+                }
+                let full = self.gpu_share.full(name).filter(|g| g.shared());
+                let line = self.gpu_share.oom_line(name);
+                let why = match (&full, line) {
+                    (Some(g), _) => format!("the GPU it was given is full: {}", g.describe()),
+                    (None, Some((_, text))) => format!(
+                        "its engine ran out of GPU memory: \"{}\"",
+                        text.chars().take(160).collect::<String>()
+                    ),
+                    (None, None) => return None,
+                };
+                let evidence = json!({
+                    "running_since": since.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    "running_seconds": secs(since, ts), "threshold_seconds": after,
+                    "gpu": full.map(|g| g.to_json()), "line": line.map(|(_, t)| t)});
+                Some((name.clone(), since, why, evidence))
+            })
+            .collect();
+        for (pod, since, why, evidence) in stuck {
+            let running = secs(since, ts);
+            let message = format!(
+                "{pod} Running for {running:.1} s but not Ready: {why}; the rollout cannot proceed"
+            );
+            self.push(ts, &pod, ContractKind::RolloutStalled, message, evidence)
+                .seconds = Some(running);
         }
     }
 

@@ -594,3 +594,148 @@ fn traffic_gap_has_its_exact_length_and_says_what_covered_it() {
             .contains("no serving-terminating endpoint covered it")
     );
 }
+
+/// A pod that asks for one GPU.
+fn gpu_pod(name: &str, stage: Stage, ms: i64) -> PodView {
+    let mut p = pod(name, &format!("uid-{name}"), stage, ms);
+    p.created = Some(at(ms));
+    p.containers[0].spec = Some(PodSpecFacts {
+        gpus: 1,
+        ..PodSpecFacts::default()
+    });
+    p
+}
+
+/// `nvidia-smi` in `pod` sees GPU `uuid` with `used` of its 24 GiB.
+fn gpu_sample(ms: i64, pod: &str, uuid: &str, used_gib: f64) -> Event {
+    ev(
+        ms,
+        Source::Memory,
+        EventKind::GpuSample {
+            pod: pod.into(),
+            source: "nvidia-smi in the container".into(),
+            gpus: vec![readygap_core::gpu::GpuMemory {
+                index: 0,
+                uuid: uuid.into(),
+                used: (used_gib * (1u64 << 30) as f64) as u64,
+                total: 24 << 30,
+            }],
+        },
+    )
+}
+
+/// A time-sliced GPU: the old pod holds it (11 GiB by its own runtime's count), the surge
+/// pod is given the same one and its load fills it. Both name one UUID: `vram_overcommit`
+/// on the surge pod (the one that came last) with the GPU's figures and both pods; past the
+/// stall threshold Running but not Ready, `rollout_stalled` names the full GPU too. Near
+/// misses: the same figures on two different GPUs; the shared GPU below full; the surge pod
+/// Ready in time.
+#[test]
+fn vram_overcommit_names_the_pods_sharing_a_full_gpu_and_the_surge_stalls_on_it() {
+    let shared = "GPU-5b6c3a2e-1f0d-4c1e-9f3a-2b7d8e9f0a1b";
+    let base = |surge_uuid: &str, filled: f64| {
+        let mut r = residency(500, "vllm-a", &["m"]);
+        if let EventKind::Residency { models, .. } = &mut r.kind {
+            models[0].size_vram = 11 << 30;
+        }
+        vec![
+            applied(-60_000, gpu_pod("vllm-a", Stage::Ready, -60_000)),
+            applied(0, gpu_pod("vllm-b", Stage::Started, 0)),
+            r,
+            gpu_sample(1_000, "vllm-a", shared, 11.2),
+            gpu_sample(2_000, "vllm-b", surge_uuid, filled),
+        ]
+    };
+    let s = State::from_events(&base(shared, 23.4));
+    let v = one(&s, ContractKind::VramOvercommit);
+    assert_eq!(v.pod, "vllm-b");
+    assert!(
+        v.message.contains("GPU-5b6c3a2e")
+            && v.message.contains("23.4 of 24.0 GiB")
+            && v.message.contains("vllm-a (11.0 GiB)")
+            && v.message.contains("vllm-b (its share not known)"),
+        "{}",
+        v.message
+    );
+    assert_eq!(v.evidence["gpu"]["pods"].as_array().map(Vec::len), Some(2));
+    assert!(v.advice.contains("gpu-memory-utilization"));
+    assert!(
+        kinds(&State::from_events(&base("GPU-other", 23.4))).is_empty(),
+        "a GPU of its own"
+    );
+    assert!(
+        kinds(&State::from_events(&base(shared, 20.0))).is_empty(),
+        "not full"
+    );
+
+    // Still Running and not Ready 15 s after it started: the rollout stalls on the GPU.
+    let mut events = base(shared, 23.4);
+    events.push(memory(14_000, "vllm-a", 1));
+    assert_eq!(
+        kinds(&State::from_events(&events)).len(),
+        1,
+        "14 s: not yet"
+    );
+    events.push(memory(15_500, "vllm-a", 1));
+    let s = State::from_events(&events);
+    let v = one(&s, ContractKind::RolloutStalled);
+    assert_eq!((v.pod.as_str(), v.seconds), ("vllm-b", Some(15.5)));
+    assert!(
+        v.message.contains("Running for 15.5 s but not Ready")
+            && v.message.contains("the GPU it was given is full"),
+        "{}",
+        v.message
+    );
+    // Ready before the threshold: no stall.
+    let mut events = base(shared, 23.4);
+    events.push(applied(10_000, gpu_pod("vllm-b", Stage::Ready, 0)));
+    events.push(memory(15_500, "vllm-a", 1));
+    assert_eq!(
+        kinds(&State::from_events(&events)),
+        [ContractKind::VramOvercommit]
+    );
+}
+
+/// The engine's own out-of-memory line (vLLM refusing to start on a GPU already in use) is
+/// a `vram_overcommit` of that pod, quoting the line and the GPU's figures; with no sample
+/// of a shared GPU, it alone makes a Running surge pod's stall.
+#[test]
+fn an_engines_out_of_memory_line_is_vram_overcommit_and_explains_a_stall() {
+    let line = "(EngineCore_DP0 pid=167) ERROR 02-28 16:12:13 [core.py:866] ValueError: Free memory on device (4.04/23.63 GiB) on startup is less than desired GPU memory utilization (0.9, 21.3 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.";
+    let log = |ms, text: &str| {
+        ev(
+            ms,
+            Source::Log,
+            EventKind::LogLine {
+                pod: "vllm-b".into(),
+                text: text.into(),
+            },
+        )
+    };
+    let mut events = vec![
+        applied(0, gpu_pod("vllm-b", Stage::Started, 0)),
+        gpu_sample(1_000, "vllm-b", "GPU-aaaa", 19.6),
+        log(2_000, "INFO loading weights"),
+    ];
+    assert!(kinds(&State::from_events(&events)).is_empty());
+    events.push(log(3_000, line));
+    events.push(log(3_100, line));
+    let s = State::from_events(&events);
+    let v = one(&s, ContractKind::VramOvercommit);
+    assert!(
+        v.message.contains("ran out of GPU memory")
+            && v.message.contains("Free memory on device (4.04/23.63 GiB)")
+            && v.message.contains("19.6 of 24.0 GiB"),
+        "{}",
+        v.message
+    );
+    assert_eq!(v.evidence["line"], line);
+    events.push(memory(16_000, "vllm-b", 1));
+    let s = State::from_events(&events);
+    let v = one(&s, ContractKind::RolloutStalled);
+    assert!(
+        v.message.contains("its engine ran out of GPU memory"),
+        "{}",
+        v.message
+    );
+}

@@ -10,7 +10,7 @@
 //! - for every running pod of the target, its start-up lines only (listening, model load
 //!   begun and done, vLLM's phases), from its creation: the trial's secondary marks, the
 //!   Timeline's ticks and the report's, whether or not the view is on (a few lines per
-//!   container start).
+//!   container start); and the engine's GPU out-of-memory lines (`vram_overcommit`).
 //!
 //! What a line means is read in `readygap_core::runtime_log` (pure, with the formats).
 
@@ -51,8 +51,8 @@ pub enum Lines {
     /// The Log view: the last N lines (`tailLines`), then every line, as `log_line`; how
     /// the follower stands is said (`log_follow`).
     Tail(i64),
-    /// The start-up lines only (listening, model load begun and done), as `log_line`,
-    /// from this instant (`sinceTime`).
+    /// The start-up lines only (listening, model load begun and done) and GPU
+    /// out-of-memory lines, as `log_line`, from this instant (`sinceTime`).
     StartupSince(Timestamp),
     /// The request lines only, as `request_logged`, from this instant (`sinceTime`): an
     /// observed trial's from its T0.
@@ -163,9 +163,9 @@ pub async fn tail(
         }
         let kind = match t.lines {
             Lines::Tail(_) => Some(text),
-            Lines::StartupSince(_) => {
-                Some(text).filter(|l| mark(l).is_some_and(LogMark::is_startup))
-            }
+            Lines::StartupSince(_) => Some(text).filter(|l| {
+                mark(l).is_some_and(|m| m.is_startup() || m == LogMark::GpuOutOfMemory)
+            }),
             Lines::RequestsSince(_) => {
                 if let Some(r) = parse_line(&t.pod, text) {
                     let ev = Event::new(ts, Source::Log, EventKind::RequestLogged(r));
