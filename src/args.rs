@@ -186,6 +186,12 @@ pub struct SessionArgs {
     /// The serving container (default: the one exposing --runtime-port, else the first).
     #[arg(long)]
     pub container: Option<String>,
+    /// The DCGM exporter, the preferred source of a GPU pod's memory: a URL
+    /// (`http://HOST:9400/metrics`) or `NAMESPACE/SERVICE:PORT` read through the API server's
+    /// proxy (the GPU Operator's: `gpu-operator/nvidia-dcgm-exporter:9400`). Without it, or
+    /// until it labels the pod, `nvidia-smi` in the container.
+    #[arg(long, value_name = "URL|NS/SERVICE:PORT")]
+    pub dcgm: Option<readygap_live::sources::gpu::Dcgm>,
     /// Send readygap's own T3 inference to replacements it did not start (someone's
     /// `kubectl delete`, a rollout, an OOM restart). Off by default: readygap only observes
     /// them (watches, GET probes, `/api/ps`, the runtime's request log), so it never loads
@@ -377,6 +383,7 @@ impl SessionArgs {
             no_memory: self.no_memory,
             memory_interval: self.memory_interval,
             container: self.container.clone(),
+            dcgm: self.dcgm.clone(),
             think: self.think,
             probe_external: self.probe_external,
             // `read_only` is the dashboard's (`--read-only`), `verdicts` the caller's.

@@ -166,6 +166,13 @@ async fn vllm_imitation_refuses_until_loaded_so_http_is_model_ready() {
     for p in ["weights_loaded", "kv_cache_allocated", "graphs_captured"] {
         assert_eq!(phases[p]["n"], 1, "{p}: {phases}");
     }
+    // The OpenAI API says nothing of the models on disk: no verdict that the model is
+    // missing (it answered).
+    let verdicts = v["files"][0]["readiness_verdicts"].to_string();
+    assert!(
+        !verdicts.contains("model_missing_after_replacement"),
+        "{verdicts}"
+    );
     lab.shutdown().await;
 }
 
@@ -202,7 +209,9 @@ async fn a_gpu_pods_vram_is_read_with_nvidia_smi_and_a_cpu_pod_has_none() {
         let vram: Vec<(u64, u64)> = events
             .iter()
             .filter_map(|e| match &e.kind {
-                EventKind::GpuSample { pod, source, gpus } if *pod == new_pod => {
+                EventKind::GpuSample {
+                    pod, source, gpus, ..
+                } if *pod == new_pod => {
                     assert_eq!(source, readygap_live::sources::gpu::SOURCE);
                     Some((
                         gpus.iter().map(|g| g.used).sum(),

@@ -1060,6 +1060,7 @@ fn the_memory_panel_shows_a_gpu_pods_vram_and_why_it_is_not_read() {
                     used,
                     total: 24 << 30,
                 }],
+                passed_over: vec!["DCGM exporter: not configured (--dcgm)".into()],
             },
         ));
     }
@@ -1070,6 +1071,12 @@ fn the_memory_panel_shows_a_gpu_pods_vram_and_why_it_is_not_read() {
     assert!(
         t.contains("VRAM 3.00G/24.00G (nvidia-smi in the container)"),
         "{t}"
+    );
+    let buf = drawn(memory::render, &state, 200, 20);
+    let t = text(&buf);
+    assert!(
+        t.contains("[DCGM exporter: not configured (--dcgm)]"),
+        "why the preferred source is not used:\n{t}"
     );
     events.push(ev(
         T0 + 4_000,
@@ -1084,4 +1091,27 @@ fn the_memory_panel_shows_a_gpu_pods_vram_and_why_it_is_not_read() {
     let t = text(&buf);
     let (x, y) = find(&buf, "VRAM not read: nvidia-smi line 1").unwrap_or_else(|| panic!("{t}"));
     assert_eq!(buf[(x + 2, y)].fg, theme.warn().fg.unwrap());
+    // No GPU source, but the runtime says what its models hold in VRAM: that figure, said
+    // as the runtime's, with why the GPU is not read.
+    events.push(ev(
+        T0 + 5_000,
+        Source::Runtime,
+        EventKind::Residency {
+            pod: "ollama-1".into(),
+            models: vec![readygap_core::event::ResidentModel {
+                name: "llama3.2:1b".into(),
+                size: 3 << 30,
+                size_vram: 2 << 30,
+                ..Default::default()
+            }],
+        },
+    ));
+    let state = State::from_events(&events);
+    let buf = drawn(memory::render, &state, 200, 20);
+    let t = text(&buf);
+    assert!(
+        t.contains("VRAM 2.00G (the runtime's /api/ps size_vram: its models only)")
+            && t.contains("[GPU not read: nvidia-smi line 1"),
+        "{t}"
+    );
 }

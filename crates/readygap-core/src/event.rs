@@ -155,6 +155,9 @@ pub enum EventKind {
         pod: String,
         source: String,
         gpus: Vec<crate::gpu::GpuMemory>,
+        /// Why the sources preferred to `source` are not used.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        passed_over: Vec<String>,
     },
     /// A pod's GPU memory cannot be read, and why (no source, or it failed).
     GpuUnavailable { pod: String, why: String },

@@ -278,6 +278,9 @@ impl State {
                 let r = self.runtimes.entry(pod.clone()).or_default();
                 r.resident = models.clone();
                 r.resident_ts = Some(ts);
+                if let Some(g) = self.gpu.get_mut(pod) {
+                    g.runtime_figure(models);
+                }
             }
             EventKind::ModelsOnDisk { pod, models } => {
                 self.runtimes.entry(pod.clone()).or_default().on_disk = models.clone();
@@ -299,11 +302,16 @@ impl State {
                 m.source = s.source;
                 m.peak = m.peak.max(s.current);
             }
-            EventKind::GpuSample { pod, source, gpus } => {
+            EventKind::GpuSample {
+                pod,
+                source,
+                gpus,
+                passed_over,
+            } => {
                 self.gpu
                     .entry(pod.clone())
                     .or_default()
-                    .sample(ts, source, gpus);
+                    .sample(ts, source, passed_over, gpus);
             }
             EventKind::GpuUnavailable { pod, why } => {
                 self.gpu
@@ -629,7 +637,13 @@ impl State {
         for (pod, v) in &self.gpu {
             if let Some(source) = v.source.clone().filter(|_| v.latest().is_some()) {
                 let (pod, gpus) = (pod.clone(), v.gpus.clone());
-                let kind = EventKind::GpuSample { pod, source, gpus };
+                let passed_over = v.passed_over.clone();
+                let kind = EventKind::GpuSample {
+                    pod,
+                    source,
+                    gpus,
+                    passed_over,
+                };
                 out.push(Event::new(ts, Source::Memory, kind));
             }
         }

@@ -87,6 +87,8 @@ pub struct SessionConfig {
     pub memory_interval: Duration,
     /// The serving container (default: the one exposing the runtime port, else the first).
     pub container: Option<String>,
+    /// The DCGM exporter to read GPU memory from (`--dcgm`).
+    pub dcgm: Option<crate::sources::gpu::Dcgm>,
     /// Send readygap's own T3 inference to replacements it did not start (someone's
     /// `kubectl delete`, a rollout, an OOM restart). Off by default: readygap only observes
     /// them (watches, GET probes, `/api/ps`, the runtime's request log), so it never loads
@@ -165,6 +167,7 @@ impl Default for SessionConfig {
             no_memory: false,
             memory_interval: Duration::from_millis(250),
             container: None,
+            dcgm: None,
             think: None,
             probe_external: false,
             read_only: false,
@@ -462,6 +465,7 @@ pub async fn build(
         probe_external: args.session.probe_external,
         read_only: args.session.read_only,
         service: Some(target.service.clone()),
+        dcgm: args.session.dcgm.clone(),
         poll: crate::sources::runtime::PollConfig {
             residency: args.session.residency_interval,
             tags: args.session.tags_interval,

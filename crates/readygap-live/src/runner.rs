@@ -96,6 +96,9 @@ pub struct TrialConfig {
     pub service: Option<String>,
     #[serde(skip)]
     pub poll: PollConfig,
+    /// The DCGM exporter, the preferred source of a GPU pod's memory (`--dcgm`).
+    #[serde(skip)]
+    pub dcgm: Option<crate::sources::gpu::Dcgm>,
 }
 
 /// How often a new pod's runtime is probed for T2 (`--probe-interval`'s default): the one
@@ -125,6 +128,7 @@ impl Default for TrialConfig {
             read_only: false,
             service: None,
             poll: PollConfig::default(),
+            dcgm: None,
         }
     }
 }

@@ -508,6 +508,7 @@ impl Runner {
                         pod: p.name.clone(),
                         container: self.machine.cfg.container.clone(),
                         interval: self.machine.cfg.memory_interval.max(Duration::from_secs(1)),
+                        dcgm: self.machine.cfg.dcgm.clone(),
                     };
                     tokio::spawn(crate::sources::gpu::run(
                         self.client.clone(),

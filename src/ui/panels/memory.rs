@@ -133,14 +133,37 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
                 format!("{}/{} ({source})", g(p.used), g(p.total)),
                 theme.text(),
             ));
+            // Why a preferred source is not the one used.
+            if !v.passed_over.is_empty() {
+                legend.push(Span::styled(
+                    format!(" [{}]", v.passed_over.join("; ")),
+                    theme.muted(),
+                ));
+            }
         }
-        Some((None, v)) => legend.push(Span::styled(
-            format!(
-                "  VRAM not read: {}",
-                v.unavailable.as_deref().unwrap_or("no sample yet")
-            ),
-            theme.warn(),
-        )),
+        Some((None, v)) => {
+            let why = v.unavailable.as_deref().unwrap_or("no sample yet");
+            // The runtime's own figure stands in, said as such (its models only, no total).
+            if let Some(b) = v.runtime {
+                legend.push(Span::styled("  VRAM ", Style::new().fg(theme.accent)));
+                legend.push(Span::styled(
+                    format!(
+                        "{} (the runtime's /api/ps size_vram: its models only)",
+                        g(b)
+                    ),
+                    theme.text(),
+                ));
+                legend.push(Span::styled(
+                    format!(" [GPU not read: {why}]"),
+                    theme.warn(),
+                ));
+            } else {
+                legend.push(Span::styled(
+                    format!("  VRAM not read: {why}"),
+                    theme.warn(),
+                ));
+            }
+        }
         None => {}
     }
     if log {

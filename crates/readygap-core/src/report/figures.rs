@@ -112,6 +112,8 @@ pub struct RecordingFigures {
     pub end: Timestamp,
     pub trials: Vec<Trial>,
     pub memory: Vec<PodMemory>,
+    /// GPU memory (VRAM) of each GPU pod: used bytes over time, `limit` the GPUs' total.
+    pub gpu: Vec<PodMemory>,
     pub endpoints: Vec<(Timestamp, Option<EndpointCounts>)>,
     pub residency: Vec<ResidencyChange>,
     pub verdicts: Vec<Verdict>,
@@ -274,6 +276,20 @@ fn replay(path: &Path) -> Result<(Vec<(String, String)>, RecordingFigures)> {
                 .collect(),
         })
         .collect();
+    let gpu = state
+        .gpu
+        .iter()
+        .map(|(pod, g)| PodMemory {
+            pod: pod.clone(),
+            limit: g.series.last_value().map(|p| p.total).filter(|t| *t > 0),
+            points: g
+                .series
+                .points()
+                .map(|p| (p.ts, p.value.map(|v| v.used)))
+                .collect(),
+        })
+        .filter(|g| !g.points.is_empty())
+        .collect();
     let endpoints = state.endpoints.points().map(|p| (p.ts, p.value)).collect();
     let s = &header.settings;
     let session = &state.session;
@@ -317,6 +333,7 @@ fn replay(path: &Path) -> Result<(Vec<(String, String)>, RecordingFigures)> {
             end,
             trials: state.timeline.trials.clone(),
             memory,
+            gpu,
             endpoints,
             residency,
             verdicts: state.oom.verdicts.clone(),

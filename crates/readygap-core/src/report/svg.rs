@@ -345,12 +345,19 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
         .iter()
         .filter(|m| m.points.iter().any(|(ts, v)| v.is_some() && in_window(*ts)))
         .collect();
+    // GPU memory (VRAM) of the GPU pods in the window, on the same axis.
+    let gpus: Vec<_> = rec
+        .gpu
+        .iter()
+        .filter(|m| m.points.iter().any(|(ts, v)| v.is_some() && in_window(*ts)))
+        .collect();
     let (x0, x1, y0, y1) = (70.0, WIDTH - 130.0, 56.0, 176.0);
     let peak = pods
         .iter()
+        .chain(&gpus)
         .flat_map(|m| m.points.iter().filter(|(ts, _)| in_window(*ts)))
         .filter_map(|(_, v)| *v)
-        .chain(pods.iter().filter_map(|m| m.limit))
+        .chain(pods.iter().chain(&gpus).filter_map(|m| m.limit))
         .max()
         .unwrap_or(0);
     let gib_f = |b: u64| b as f64 / (1u64 << 30) as f64;
@@ -364,9 +371,14 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
         t.index
     );
     open_svg(&mut out, "memory", 216.0, &label, false);
+    let title = if gpus.is_empty() {
+        "container memory (GiB) against the limit"
+    } else {
+        "container memory and GPU memory (VRAM, dashed; GiB) against the limit and the GPU's total"
+    };
     let _ = write!(
         out,
-        r#"<text class="title" x="8" y="18">trial {}: container memory (GiB) against the limit</text>"#,
+        r#"<text class="title" x="8" y="18">trial {}: {title}</text>"#,
         t.index
     );
     // Axes and grid.
@@ -476,7 +488,61 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
             esc(&short(&p.pod, 34))
         );
     }
-    if pods.is_empty() {
+    // GPU memory: the GPUs' total dotted, each pod's VRAM dashed, broken where the source
+    // could not be read.
+    let mut totals: Vec<u64> = gpus.iter().filter_map(|g| g.limit).collect();
+    totals.sort();
+    totals.dedup();
+    for l in &totals {
+        let yy = px(y(*l));
+        let _ = write!(
+            out,
+            r#"<g class="gpu-total-line"><line class="limit" x1="{}" y1="{yy}" x2="{}" y2="{yy}" style="stroke-dasharray: 2 3"/><text x="{}" y="{}">GPU {}</text></g>"#,
+            px(x0),
+            px(x1),
+            px(x1 + 6.0),
+            px(y(*l) + 4.0),
+            gib(*l)
+        );
+    }
+    for (i, g) in gpus.iter().enumerate() {
+        let c = colour::SERIES[(pods.len() + i) % colour::SERIES.len()];
+        let _ = write!(
+            out,
+            r#"<g class="gpu-line" data-pod="{}"><title>GPU memory (VRAM) of {}</title>"#,
+            esc(&g.pod),
+            esc(&g.pod)
+        );
+        let points: Vec<Option<String>> = g
+            .points
+            .iter()
+            .filter(|(ts, _)| in_window(*ts))
+            .map(|(ts, v)| v.map(|b| format!("{},{}", px(x(secs(t0, *ts))), px(y(b)))))
+            .collect();
+        for run in points.split(Option::is_none).filter(|r| !r.is_empty()) {
+            let mut run: Vec<&str> = run.iter().flatten().map(String::as_str).collect();
+            if run.len() == 1 {
+                run.push(run[0]);
+            }
+            let _ = write!(
+                out,
+                r#"<polyline points="{}" style="fill: none; stroke: {c}; stroke-width: 2; stroke-dasharray: 6 3"/>"#,
+                run.join(" ")
+            );
+        }
+        out.push_str("</g>");
+        let ly = 18.0 + ((pods.len() + i) as f64) * 14.0;
+        let _ = write!(
+            out,
+            r#"<rect x="{}" y="{}" width="12" height="4" style="fill: {c}"/><text x="{}" y="{}">GPU memory {}</text>"#,
+            px(x1 - 260.0),
+            px(ly - 5.0),
+            px(x1 - 244.0),
+            px(ly),
+            esc(&short(&g.pod, 24))
+        );
+    }
+    if pods.is_empty() && gpus.is_empty() {
         let (x, y) = ((x0 + x1) / 2.0, (y0 + y1) / 2.0);
         let label = "no memory samples in this window";
         text(&mut out, "muted", x, y, "middle", label);

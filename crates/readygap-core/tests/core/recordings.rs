@@ -288,3 +288,52 @@ fn a_recording_repeated_gives_the_same_trials_in_every_copy() {
     }
     assert!(trials.iter().all(|t| t.is_ok() && t.memory_after.is_some()));
 }
+
+/// The lab's vLLM on its simulated GPU (recordings/README.md): each trial's marks hold
+/// vLLM's start-up phases in its order between T0 and T2, the new pods' GPU memory rises
+/// as the weights and the KV cache fill it (read with `nvidia-smi`, said as such), and the
+/// HTML report draws it as "GPU memory".
+#[test]
+fn vllm_gpu_startup_demo_has_the_phases_and_the_gpu_memory() {
+    let s = replay("vllm-gpu-startup.jsonl");
+    let own: Vec<_> = s.timeline.trials.iter().filter(|t| !t.external).collect();
+    assert_eq!(own.len(), 2);
+    for t in &own {
+        assert!(t.is_ok(), "{t:?}");
+        let m = &t.marks;
+        let at = |p: &str| {
+            *m.startup
+                .get(p)
+                .unwrap_or_else(|| panic!("no {p} in {:?}", m.startup))
+        };
+        let phases = [
+            "weights_loaded",
+            "kv_cache_profiled",
+            "kv_cache_allocated",
+            "graphs_captured",
+            "engine_ready",
+        ];
+        let times: Vec<_> = phases.iter().map(|p| at(p)).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{:?}", m.startup);
+        assert!(m.t0.unwrap() <= times[0] && times[4] <= m.t2.unwrap());
+        let pod = t.new_pod.as_deref().unwrap();
+        let g = &s.gpu[pod];
+        assert_eq!(g.source.as_deref(), Some("nvidia-smi in the container"));
+        let used: Vec<u64> = g
+            .series
+            .points()
+            .filter_map(|p| p.value.map(|v| v.used))
+            .collect();
+        assert!(used.len() >= 3 && used.last() > used.first(), "{used:?}");
+    }
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recordings/vllm-gpu-startup.jsonl");
+    let report = readygap_core::report::Report {
+        files: vec![readygap_core::report::report_file(&path).unwrap()],
+    };
+    let html = readygap_core::report::render(&report, readygap_core::report::Format::Html).unwrap();
+    assert!(
+        html.contains("GPU memory (VRAM") && html.matches(r#"class="gpu-line""#).count() >= 2,
+        "the VRAM curve of each trial's new pod"
+    );
+}

@@ -620,6 +620,7 @@ fn gpu_sample(ms: i64, pod: &str, uuid: &str, used_gib: f64) -> Event {
                 used: (used_gib * (1u64 << 30) as f64) as u64,
                 total: 24 << 30,
             }],
+            passed_over: Vec::new(),
         },
     )
 }

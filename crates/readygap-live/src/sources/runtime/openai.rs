@@ -88,8 +88,11 @@ impl RuntimeAdapter for OpenAi {
         )
     }
 
+    /// The OpenAI API has no list of the models on disk (`/v1/models` is what the server
+    /// serves, once it does): unknown, never "none" (an empty list would read as the model
+    /// missing after the replacement).
     fn models_on_disk<'a>(&'a self, _pod: &'a PodRef) -> Answer<'a, Vec<DiskModel>> {
-        Box::pin(async { Ok(Vec::new()) })
+        Box::pin(async { Err("the OpenAI API lists no models on disk".to_string()) })
     }
 
     fn generate<'a>(
