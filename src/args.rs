@@ -308,7 +308,7 @@ pub struct RunArgs {
     #[arg(long, num_args = 0..=1, default_missing_value = "local-3b")]
     pub lab: Option<String>,
     /// Scenario of the built-in lab (baseline, http-readiness, inference-readiness, emptydir,
-    /// overlap-oom, rollout, gpu, gpu-surge, aggressive-liveness).
+    /// overlap-oom, rollout, gpu, gpu-surge, gpu-shared, aggressive-liveness).
     #[arg(long, default_value = "baseline")]
     pub lab_scenario: readygap_lab::scenario::Scenario,
     /// The Ollama version the built-in lab imitates (0.12.x: a load that does not fit next to

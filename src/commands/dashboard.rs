@@ -52,7 +52,7 @@ pub struct DemoArgs {
     /// Calibration profile of the lab.
     #[arg(long, default_value = "local-3b")]
     pub profile: String,
-    /// Lab scenario (baseline, http-readiness, inference-readiness, emptydir, overlap-oom, rollout, gpu, gpu-surge, aggressive-liveness).
+    /// Lab scenario (baseline, http-readiness, inference-readiness, emptydir, overlap-oom, rollout, gpu, gpu-surge, gpu-shared, aggressive-liveness).
     #[arg(long, default_value = "baseline")]
     pub scenario: readygap_lab::scenario::Scenario,
     /// Run the lab's timings this many times faster.

@@ -15,7 +15,7 @@ pub struct LabArgs {
     /// Calibration profile (local-1b, local-3b, azure-1b, azure-3b, azure-3b-cold, azure-8b).
     #[arg(long, default_value = "local-3b")]
     pub profile: String,
-    /// Scenario: baseline, none, http-readiness, inference-readiness, emptydir, overlap-oom, rollout, gpu, gpu-surge, aggressive-liveness.
+    /// Scenario: baseline, none, http-readiness, inference-readiness, emptydir, overlap-oom, rollout, gpu, gpu-surge, gpu-shared, aggressive-liveness.
     #[arg(long, default_value = "baseline")]
     pub scenario: Scenario,
     /// Divide every timing by this factor.

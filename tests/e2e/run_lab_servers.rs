@@ -243,3 +243,85 @@ async fn a_gpu_pods_vram_is_read_with_nvidia_smi_and_a_cpu_pod_has_none() {
         lab.shutdown().await;
     }
 }
+
+/// `vram_overcommit` (issue 33) on the lab's `gpu-shared` scenario: one physical GPU
+/// time-sliced into two `nvidia.com/gpu`, vLLM's imitation rolled out with surge. Once the
+/// old pod holds its 0.9 of the GPU, the surge pod lands on the same GPU (one UUID in both
+/// pods' `nvidia-smi`), finds too little free memory, writes vLLM's own refusal and exits:
+/// the trial fails by the restart, and the verdict quotes the line and names the GPU with
+/// both pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_surge_vllm_on_a_shared_full_gpu_is_vram_overcommit() {
+    let _one = ONE_LAB.lock().await;
+    let p = Profile::named("local-1b").expect("profile");
+    let model = p.model.clone();
+    let mut o = LabOptions::new(p);
+    o.speed = 4.0;
+    o.shape = Shape::Vllm;
+    o.scenario = readygap_lab::scenario::Scenario::GpuShared;
+    let lab = serve(o).await.expect("lab starts");
+    lab.wait_ready(Duration::from_secs(120))
+        .await
+        .expect("lab ready");
+    let dir = tempfile::tempdir().unwrap();
+    // The lab turns Ready once the first pod's engine answers (its VRAM held); should a
+    // replacement still find the GPU free, the next one meets a loaded predecessor.
+    let mut failed = None;
+    for i in 0..2 {
+        let rec = dir.path().join(format!("shared-{i}.jsonl"));
+        let rec_arg = rec.display().to_string();
+        let extra = [
+            "--runtime",
+            "openai",
+            "--replace",
+            "restart",
+            "--ready-timeout",
+            "20s",
+            "--record",
+            &rec_arg,
+        ];
+        let out = one_trial(&lab, &model, &extra).await;
+        let t = out.trials[0].clone();
+        if !t.is_ok() {
+            failed = Some((t, rec, out.stdout));
+            break;
+        }
+    }
+    let (t, rec, stdout) = failed.expect("a surge pod on the loaded GPU fails");
+    let status = format!("{:?}", t.status).to_lowercase();
+    assert!(status.contains("restart"), "{status}");
+    let report = std::process::Command::new(env!("CARGO_BIN_EXE_readygap"))
+        .args(["report", "--format", "json"])
+        .arg(&rec)
+        .output()
+        .expect("readygap report");
+    let v: serde_json::Value = serde_json::from_slice(&report.stdout).expect("report json");
+    let verdicts = v["files"][0]["readiness_verdicts"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let over: Vec<_> = verdicts
+        .iter()
+        .filter(|x| x["verdict"] == "vram_overcommit")
+        .collect();
+    assert_eq!(over.len(), 1, "{verdicts:#?}");
+    // The surge pod never turned Ready (the trial may not have named it): the verdict's pod
+    // is one of the GPU's two holders, the one whose engine refused.
+    let msg = over[0]["message"].as_str().unwrap();
+    let pod = over[0]["pod"].as_str().unwrap();
+    if let Some(new_pod) = &t.new_pod {
+        assert_eq!(pod, new_pod);
+    }
+    assert!(
+        msg.contains("Free memory on device") && msg.contains("less than desired GPU memory"),
+        "{msg}"
+    );
+    let pods = over[0]["evidence"]["gpu"]["pods"]
+        .as_array()
+        .expect("the GPU's holders");
+    assert_eq!(pods.len(), 2, "the old pod and the surge pod: {msg}");
+    assert!(pods.iter().any(|p| p["pod"] == pod), "{msg}");
+    assert!(stdout.contains("vram_overcommit"), "{stdout}");
+    eprintln!("[gpu-shared] {msg}");
+    lab.shutdown().await;
+}

@@ -203,7 +203,7 @@ struct PodContract {
     probe_failures: Vec<(Timestamp, String, String)>,
     /// The latest FailedScheduling Event: (when, message).
     failed_scheduling: Option<(Timestamp, String)>,
-    /// When the current container began Running (the phase, or the restart).
+    /// When the pod's phase became Running (a restart of its container does not change it).
     #[serde(default)]
     running_since: Option<Timestamp>,
     reported: BTreeSet<ContractKind>,
@@ -528,7 +528,8 @@ impl ContractDetector {
                 _ => None,
             };
             p.restart = Some((ts, waiting.or(not_yet)));
-            p.running_since = Some(ts);
+            // Still Running (the phase) since before: a pod whose engine keeps failing on a
+            // full GPU is stuck across its restarts.
             self.gpu_share.restarted(&pod.name);
             // A new container: its readiness and residency start over.
             p.endpoint_ready = None;

@@ -113,8 +113,13 @@ impl GpuShare {
 
     /// What `/api/ps` says `pod` holds in VRAM.
     pub fn residency(&mut self, pod: &str, models: &[ResidentModel]) {
-        let vram = models.iter().map(|m| m.size_vram).sum();
-        self.runtime_vram.insert(pod.to_string(), vram);
+        // Zero is "not said" (vLLM and llama.cpp report no VRAM), not an empty GPU.
+        let vram: u64 = models.iter().map(|m| m.size_vram).sum();
+        if vram > 0 {
+            self.runtime_vram.insert(pod.to_string(), vram);
+        } else {
+            self.runtime_vram.remove(pod);
+        }
     }
 
     /// A line of `pod`'s log: true when it is the pod's first out-of-memory line.
@@ -139,9 +144,10 @@ impl GpuShare {
         self.oom_line.remove(pod);
     }
 
-    /// The pod's new container starts over (its out-of-memory line was the old one's).
+    /// The pod's container restarted: its runtime's figure starts over; its first
+    /// out-of-memory line stays the pod's (an engine that keeps failing on a full GPU says it
+    /// again on each start).
     pub fn restarted(&mut self, pod: &str) {
-        self.oom_line.remove(pod);
         self.runtime_vram.remove(pod);
     }
 
@@ -234,9 +240,9 @@ mod tests {
         assert!(!s.full("a").expect("still full").shared());
     }
 
-    /// Only an engine's out-of-memory line counts, once per container.
+    /// Only an engine's out-of-memory line counts, the pod's first, kept across restarts.
     #[test]
-    fn the_first_out_of_memory_line_of_a_container_is_kept() {
+    fn the_first_out_of_memory_line_of_a_pod_is_kept() {
         let mut s = GpuShare::default();
         assert!(!s.log_line(at(0), "b", "INFO loading weights"));
         let oom = "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: out of memory";
@@ -244,6 +250,9 @@ mod tests {
         assert!(!s.log_line(at(2), "b", oom), "once");
         assert_eq!(s.oom_line("b").map(|(t, _)| *t), Some(at(1)));
         s.restarted("b");
-        assert!(s.log_line(at(3), "b", oom), "a new container's own");
+        assert!(!s.log_line(at(3), "b", oom), "the pod's, across restarts");
+        assert_eq!(s.oom_line("b").map(|(t, _)| *t), Some(at(1)));
+        s.forget("b");
+        assert!(s.log_line(at(4), "b", oom), "a pod of the same name, later");
     }
 }

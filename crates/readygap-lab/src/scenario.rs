@@ -44,6 +44,13 @@ pub enum Scenario {
     /// GPU: the surge pod cannot be scheduled while the old pod holds the GPU (Pending,
     /// FailedScheduling "Insufficient nvidia.com/gpu"), so the rollout stalls.
     GpuSurge,
+    /// The `gpu` pod rolled out with surge on a node whose one physical GPU is time-sliced
+    /// into two `nvidia.com/gpu` (the NVIDIA device plugin's `sharing.timeSlicing`,
+    /// replicas 2): the surge pod is scheduled next to the old one on the same GPU, both see
+    /// the whole device (one UUID, its memory the sum of theirs), and a vLLM that finds too
+    /// little free memory refuses to start (its `Free memory on device … less than desired
+    /// GPU memory utilization` line) and is restarted, again and again.
+    GpuShared,
     /// A shallow readiness probe and a liveness probe that sends an inference with a short
     /// timeout and no startupProbe (the classic mistake): the kubelet kills the container
     /// while the model is still loading, again and again.
@@ -61,6 +68,7 @@ pub const NAMES: &[&str] = &[
     "rollout",
     "gpu",
     "gpu-surge",
+    "gpu-shared",
     "aggressive-liveness",
 ];
 
@@ -68,7 +76,12 @@ impl Scenario {
     /// The readiness rule of this scenario.
     pub fn readiness(&self) -> Readiness {
         match self {
-            Scenario::HttpReadiness | Scenario::AggressiveLiveness => Readiness::Http,
+            // gpu-shared: Ready once the server answers, so the rollout keeps the old pod
+            // (and its VRAM) until the surge pod's engine is up, as the vllm overlay's
+            // `GET /health` probe does.
+            Scenario::HttpReadiness | Scenario::AggressiveLiveness | Scenario::GpuShared => {
+                Readiness::Http
+            }
             Scenario::InferenceReadiness | Scenario::Rollout => Readiness::Inference,
             _ => Readiness::Started,
         }
@@ -77,14 +90,23 @@ impl Scenario {
     /// (maxSurge, maxUnavailable) of the Deployment's rolling update.
     pub fn strategy(&self) -> (i32, i32) {
         match self {
-            Scenario::Rollout | Scenario::GpuSurge => (1, 0),
+            Scenario::Rollout | Scenario::GpuSurge | Scenario::GpuShared => (1, 0),
             _ => (0, 1),
         }
     }
 
     /// Whether the pod asks for a GPU (`nvidia.com/gpu: 1`).
     pub fn gpu(&self) -> bool {
-        matches!(self, Scenario::Gpu | Scenario::GpuSurge)
+        matches!(
+            self,
+            Scenario::Gpu | Scenario::GpuSurge | Scenario::GpuShared
+        )
+    }
+
+    /// How many `nvidia.com/gpu` the GPU node advertises for its one physical GPU (2 when
+    /// time-sliced).
+    pub fn gpu_replicas(&self) -> u32 {
+        if *self == Scenario::GpuShared { 2 } else { 1 }
     }
 
     /// Whether the serving container gets the aggressive liveness probe (an inference with
@@ -119,6 +141,7 @@ impl Scenario {
             Scenario::Rollout => "rollout",
             Scenario::Gpu => "gpu",
             Scenario::GpuSurge => "gpu-surge",
+            Scenario::GpuShared => "gpu-shared",
             Scenario::AggressiveLiveness => "aggressive-liveness",
         }
     }
@@ -144,6 +167,7 @@ impl FromStr for Scenario {
             "rollout" => Scenario::Rollout,
             "gpu" => Scenario::Gpu,
             "gpu-surge" => Scenario::GpuSurge,
+            "gpu-shared" => Scenario::GpuShared,
             "aggressive-liveness" => Scenario::AggressiveLiveness,
             other => {
                 return Err(format!(

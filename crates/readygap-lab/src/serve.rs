@@ -339,8 +339,9 @@ pub async fn serve(opts: LabOptions) -> Result<LabHandle> {
     for (i, n) in objects::NODE_NAMES.iter().enumerate() {
         let mut node = objects::node(n, i + 1, now);
         if opts.scenario.gpu() && i == 0 {
-            // One GPU on the node the models' volume is attached to.
-            node = objects::with_gpus(node, 1);
+            // One GPU on the node the models' volume is attached to (time-sliced into two
+            // in the gpu-shared scenario).
+            node = objects::with_gpus(node, opts.scenario.gpu_replicas());
         }
         store.create(NODES, typed::<Node>(node).map_err(invalid)?)?;
     }

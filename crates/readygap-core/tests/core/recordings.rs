@@ -337,3 +337,26 @@ fn vllm_gpu_startup_demo_has_the_phases_and_the_gpu_memory() {
         "the VRAM curve of each trial's new pod"
     );
 }
+
+/// The lab's `gpu-shared` scenario (recordings/README.md): the surge vLLM refuses to start
+/// on the GPU its predecessor fills; `vram_overcommit` quotes vLLM's line and names the one
+/// GPU with both pods, and the trial failed by the restart.
+#[test]
+fn vllm_gpu_shared_demo_is_vram_overcommit() {
+    let s = replay("vllm-gpu-shared-overcommit.jsonl");
+    let v = contract(&s, readygap_core::verdict::ContractKind::VramOvercommit);
+    assert_eq!(v.len(), 1, "{:#?}", s.contract.verdicts);
+    assert!(
+        v[0].message
+            .contains("Free memory on device (2.09/24.00 GiB)"),
+        "{}",
+        v[0].message
+    );
+    assert_eq!(
+        v[0].evidence["gpu"]["pods"].as_array().map(Vec::len),
+        Some(2)
+    );
+    let own: Vec<_> = s.timeline.trials.iter().filter(|t| !t.external).collect();
+    assert_eq!(own.len(), 1);
+    assert!(!own[0].is_ok(), "{:?}", own[0].status);
+}

@@ -437,6 +437,7 @@ impl PodRun {
                 faults: self.cluster.runtime_faults.clone(),
                 gpus: self.plan.gpus,
                 dialect: runtime::Dialect::of_image(&self.plan.image),
+                shared_gpu: self.shared_gpu(),
             };
             let started = match self.cluster.settings.engine.real() {
                 Some(engine) => start_real(engine, &self.cluster, &self.ns, spec, tx).await,
@@ -513,6 +514,34 @@ impl PodRun {
             started_at: now,
             container_id,
         }
+    }
+
+    /// The node's one physical GPU, time-sliced between the pods given a slice of it (the
+    /// `gpu-shared` scenario): its UUID from the node's name, the others' VRAM from the
+    /// node's other runtimes.
+    fn shared_gpu(&self) -> Option<crate::runtime::SharedGpu> {
+        if self.plan.gpus == 0 || self.cluster.settings.scenario.gpu_replicas() < 2 {
+            return None;
+        }
+        let weak = Arc::downgrade(&self.cluster);
+        let node = self.node.clone();
+        let others = move |me: &str| {
+            weak.upgrade().map_or(0, |c| {
+                c.runtimes()
+                    .iter()
+                    .filter(|(_, pod, n, _)| n.as_deref() == Some(node.as_str()) && pod != me)
+                    .map(|(_, _, _, rt)| rt.vram_bytes())
+                    .sum()
+            })
+        };
+        let id = self
+            .node
+            .bytes()
+            .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        Some(crate::runtime::SharedGpu {
+            uuid: format!("GPU-{id:08x}-5a4b-4c2d-8e0f-a9b8c7d6e5f4"),
+            others: Arc::new(others),
+        })
     }
 
     fn node_cache(&self) -> Arc<crate::runtime::NodeCache> {

@@ -1421,9 +1421,15 @@ impl Shell {
             .iter()
             .enumerate()
             .map(|(i, used)| {
+                let uuid = match &rt.spec.shared_gpu {
+                    Some(s) => s.uuid.clone(),
+                    None => format!(
+                        "GPU-1ab{i:05}-0000-4000-8000-{:012x}",
+                        rt.spec.pod_name.len()
+                    ),
+                };
                 format!(
-                    "{i}, GPU-1ab{i:05}-0000-4000-8000-{:012x}, {}, {}\n",
-                    rt.spec.pod_name.len(),
+                    "{i}, {uuid}, {}, {}\n",
                     mib(*used),
                     mib(super::GPU_VRAM_BYTES)
                 )

@@ -82,6 +82,25 @@ pub struct RuntimeSpec {
     pub gpus: u32,
     /// Which server the runtime imitates (from the container image).
     pub dialect: Dialect,
+    /// The node's one physical GPU when it is time-sliced between pods (the `gpu-shared`
+    /// scenario); `None`: the container's GPUs are its own.
+    pub shared_gpu: Option<SharedGpu>,
+}
+
+/// A node's physical GPU shared by the pods given a slice of it: its UUID, and the VRAM
+/// the other pods' containers on the node hold now.
+#[derive(Clone)]
+pub struct SharedGpu {
+    pub uuid: String,
+    /// VRAM held by the runtimes of the node's other pods (this pod's name excluded).
+    pub others: Arc<dyn Fn(&str) -> u64 + Send + Sync>,
+}
+
+impl SharedGpu {
+    /// The VRAM others hold, seen from pod `me`.
+    pub fn others_bytes(&self, me: &str) -> u64 {
+        (self.others)(me)
+    }
 }
 
 /// VRAM of one lab GPU (24 GiB, an NVIDIA L4's).
@@ -234,6 +253,8 @@ struct State {
     oom_kills: u64,
     max_events: u64,
     next_generation: u64,
+    /// VRAM the engine holds beyond its weights (vLLM: its KV cache and CUDA graphs).
+    gpu_reserved: u64,
 }
 
 /// When a resident model should be unloaded.
@@ -405,6 +426,7 @@ pub async fn start(
             oom_kills: 0,
             max_events: 0,
             next_generation: 0,
+            gpu_reserved: 0,
         }),
         load_lock: tokio::sync::Mutex::new(()),
         listening: AtomicBool::new(false),
@@ -493,6 +515,14 @@ async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrC
 }
 
 impl RuntimeHandle {
+    /// The VRAM the container holds (a real engine's: none counted).
+    pub fn vram_bytes(&self) -> u64 {
+        match &self.inner {
+            Backend::Sim(rt) => rt.vram_bytes(),
+            Backend::Real(_) => 0,
+        }
+    }
+
     /// The handle of a real engine's container.
     pub fn real(c: Arc<dyn RealProcess>) -> Self {
         Self {
@@ -675,13 +705,12 @@ impl Runtime {
     /// resident models' VRAM, and the share of the loading one's loaded so far, filling GPU 0
     /// first.
     pub(crate) fn vram_used(&self) -> Vec<u64> {
-        let state = self.lock();
-        let resident: u64 = state.resident.values().map(|r| r.vram).sum();
-        let loading = state.loading.as_ref().map_or(0, |l| {
-            let done = l.started.elapsed().as_secs_f64() / l.duration.as_secs_f64().max(1e-9);
-            (l.vram as f64 * done.clamp(0.0, 1.0)) as u64
-        });
-        let mut left = resident + loading;
+        let mut left = self.vram_bytes();
+        if let Some(shared) = &self.spec.shared_gpu {
+            // One device seen whole: what every pod on it holds.
+            let all = left + shared.others_bytes(&self.spec.pod_name);
+            return vec![all.min(GPU_VRAM_BYTES)];
+        }
         (0..self.spec.gpus)
             .map(|_| {
                 let on = left.min(GPU_VRAM_BYTES);
@@ -689,6 +718,18 @@ impl Runtime {
                 on
             })
             .collect()
+    }
+
+    /// The VRAM this container holds: the resident models', the share of the loading one's
+    /// loaded so far, and what the engine reserved beyond its weights.
+    pub(crate) fn vram_bytes(&self) -> u64 {
+        let state = self.lock();
+        let resident: u64 = state.resident.values().map(|r| r.vram).sum();
+        let loading = state.loading.as_ref().map_or(0, |l| {
+            let done = l.started.elapsed().as_secs_f64() / l.duration.as_secs_f64().max(1e-9);
+            (l.vram as f64 * done.clamp(0.0, 1.0)) as u64
+        });
+        resident + loading + state.gpu_reserved
     }
 
     /// vLLM's start-up within the load's `duration`, each phase's line written as it ends,
@@ -702,12 +743,32 @@ impl Runtime {
         // vLLM's default gpu_memory_utilization 0.9: the KV cache gets what is left of it.
         let kv = (gpu * 0.9 - vram as f64).max(0.0);
         let graphs = 0.31 * GIB;
-        let engine = |msg: String| {
+        let line = |level: &str, msg: String| {
             let now = chrono::Utc::now();
             let at = now.format("%m-%d %H:%M:%S");
             self.log
-                .write(now, format!("(EngineCore_DP0 pid=212) INFO {at} {msg}"));
+                .write(now, format!("(EngineCore_DP0 pid=212) {level} {at} {msg}"));
         };
+        let engine = |msg: String| line("INFO", msg);
+        // On a shared GPU vLLM first checks that its share is free (vllm/v1/worker/
+        // gpu_worker.py `init_device`), and refuses to start otherwise: the engine exits.
+        if let Some(shared) = &self.spec.shared_gpu {
+            let free = (gpu - shared.others_bytes(&self.spec.pod_name) as f64).max(0.0);
+            if free < gpu * 0.9 {
+                line(
+                    "ERROR",
+                    format!(
+                        "[core.py:708] ValueError: Free memory on device ({:.2}/{:.2} GiB) on startup is less than desired GPU memory utilization (0.9, {:.2} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+                        free / GIB,
+                        gpu / GIB,
+                        gpu * 0.9 / GIB
+                    ),
+                );
+                self.lock().loading = None;
+                let _ = self.events.send(RuntimeEvent::Exited { exit_code: 1 });
+                return Err(RunError::Stopped);
+            }
+        }
         let part = |f: f64| mul(duration, f);
         self.sleep_alive(part(0.60)).await?;
         engine(format!(
@@ -726,7 +787,9 @@ impl Runtime {
             "[kv_cache_utils.py:1087] GPU KV cache size: {} tokens",
             thousands(tokens)
         ));
+        self.lock().gpu_reserved = kv as u64;
         self.sleep_alive(part(0.25)).await?;
+        self.lock().gpu_reserved = (kv + graphs) as u64;
         engine(format!(
             "[gpu_model_runner.py:3480] Graph capturing finished in {:.0} secs, took {:.2} GiB",
             part(0.25).as_secs_f64(),

@@ -109,6 +109,7 @@ pub async fn start(profile: Profile, options: Options) -> Lab {
             faults: Arc::new(RuntimeFaults::new()),
             gpus: 0,
             dialect: crate::runtime::Dialect::Ollama,
+            shared_gpu: None,
         };
         let (tx, events) = tokio::sync::mpsc::unbounded_channel();
         match runtime::start(spec.clone(), tx).await {
