@@ -325,3 +325,89 @@ async fn a_surge_vllm_on_a_shared_full_gpu_is_vram_overcommit() {
     eprintln!("[gpu-shared] {msg}");
     lab.shutdown().await;
 }
+
+/// The DCGM exporter is the preferred source of GPU memory (issue 33): with `--dcgm URL`
+/// (the lab's imitation of the exporter, pods labelled as its Kubernetes mapping labels
+/// them) the new pod's samples come from it once it labels the pod, and the `nvidia-smi`
+/// exec stops (no sample from it after the first from DCGM); samples read before say why
+/// DCGM was passed over. An exporter that refuses: `nvidia-smi`, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dcgm_exporter_is_preferred_once_it_labels_the_pod() {
+    use readygap_core::event::EventKind;
+    let _one = ONE_LAB.lock().await;
+    let p = Profile::named("local-1b").expect("profile");
+    let model = p.model.clone();
+    let mut o = LabOptions::new(p);
+    o.speed = 4.0;
+    o.scenario = readygap_lab::scenario::Scenario::Gpu;
+    let lab = serve(o).await.expect("lab starts");
+    lab.wait_ready(Duration::from_secs(120))
+        .await
+        .expect("lab ready");
+    let url = lab.dcgm_exporter().await.expect("the lab's DCGM exporter");
+    let dir = tempfile::tempdir().unwrap();
+    let samples = |rec: &std::path::Path, pod: &str| -> Vec<(String, Vec<String>, u64)> {
+        readygap_core::record::jsonl::read(rec)
+            .unwrap()
+            .events
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::GpuSample {
+                    pod: p,
+                    source,
+                    gpus,
+                    passed_over,
+                } if p == pod => Some((source, passed_over, gpus.iter().map(|g| g.used).sum())),
+                _ => None,
+            })
+            .collect()
+    };
+    for (dcgm, works) in [
+        (url.clone(), true),
+        ("http://127.0.0.1:9/metrics".into(), false),
+    ] {
+        let rec = dir.path().join("dcgm.jsonl");
+        let rec_arg = rec.display().to_string();
+        let out = one_trial(&lab, &model, &["--dcgm", &dcgm, "--record", &rec_arg]).await;
+        let t = &out.trials[0];
+        assert!(t.is_ok(), "{t:?}");
+        let pod = t.new_pod.clone().unwrap();
+        let s = samples(&rec, &pod);
+        let from_dcgm = format!("DCGM exporter {dcgm}");
+        let first = s.iter().position(|(src, _, _)| *src == from_dcgm);
+        if works {
+            let first = first.unwrap_or_else(|| panic!("no sample from DCGM: {s:?}"));
+            assert!(
+                s[first..].iter().all(|(src, _, _)| *src == from_dcgm),
+                "nvidia-smi after DCGM: {s:?}"
+            );
+            assert!(s[first..].iter().all(|(_, why, _)| why.is_empty()));
+            assert!(
+                s.iter().map(|x| x.2).max() > s.first().map(|x| x.2),
+                "{s:?}"
+            );
+            assert!(
+                s[..first]
+                    .iter()
+                    .all(|(src, why, _)| src == readygap_live::sources::gpu::SOURCE
+                        && why.iter().any(|w| w.contains(&dcgm))),
+                "{s:?}"
+            );
+            eprintln!(
+                "[dcgm] {} samples of {pod}, the first {first} from nvidia-smi",
+                s.len()
+            );
+        } else {
+            assert!(first.is_none() && !s.is_empty(), "{s:?}");
+            assert!(
+                s.iter()
+                    .all(|(src, why, _)| src == readygap_live::sources::gpu::SOURCE
+                        && why
+                            .iter()
+                            .any(|w| w.starts_with(&format!("DCGM exporter {dcgm}: ")))),
+                "{s:?}"
+            );
+        }
+    }
+    lab.shutdown().await;
+}

@@ -182,6 +182,55 @@ impl LabHandle {
     }
 
     /// Stop everything (runtimes, controllers, server).
+    /// Serve an imitation of the DCGM exporter's `/metrics` on loopback (until the lab shuts
+    /// down) and return its URL: for each running container that has GPUs,
+    /// `DCGM_FI_DEV_FB_USED` and `DCGM_FI_DEV_FB_FREE` in MiB per GPU, labelled as the
+    /// exporter's Kubernetes pod mapping labels them (`gpu`, `UUID`, `device`, `modelName`,
+    /// `Hostname`, `namespace`, `pod`; NVIDIA/dcgm-exporter `internal/pkg/transformation`),
+    /// the figures the lab's `nvidia-smi` gives.
+    pub async fn dcgm_exporter(&self) -> Result<String> {
+        let cluster = self.api.cluster.clone();
+        let metrics = move || {
+            let cluster = cluster.clone();
+            async move {
+                let mib = |b: u64| b >> 20;
+                let mut used = String::from(
+                    "# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n# TYPE DCGM_FI_DEV_FB_USED gauge\n",
+                );
+                let mut free = String::from(
+                    "# HELP DCGM_FI_DEV_FB_FREE Framebuffer memory free (in MiB).\n# TYPE DCGM_FI_DEV_FB_FREE gauge\n",
+                );
+                for (ns, pod, node, rt) in cluster.runtimes() {
+                    for (i, (uuid, bytes)) in rt.gpu_memory().into_iter().enumerate() {
+                        let labels = format!(
+                            "gpu=\"{i}\",UUID=\"{uuid}\",device=\"nvidia{i}\",modelName=\"NVIDIA L4\",Hostname=\"{}\",namespace=\"{ns}\",pod=\"{pod}\"",
+                            node.as_deref().unwrap_or_default()
+                        );
+                        let total = crate::runtime::GPU_VRAM_BYTES;
+                        used.push_str(&format!("DCGM_FI_DEV_FB_USED{{{labels}}} {}\n", mib(bytes)));
+                        free.push_str(&format!(
+                            "DCGM_FI_DEV_FB_FREE{{{labels}}} {}\n",
+                            mib(total.saturating_sub(bytes))
+                        ));
+                    }
+                }
+                used + &free
+            }
+        };
+        let app = axum::Router::new().route("/metrics", axum::routing::get(metrics));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .wrap_err("binding the lab's DCGM exporter")?;
+        let addr = listener.local_addr().wrap_err("its address")?;
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+        });
+        Ok(format!("http://{addr}/metrics"))
+    }
+
     pub async fn shutdown(self) {
         self.api.cluster.shutdown.cancel();
         self.api.drop_connections();

@@ -1417,17 +1417,10 @@ impl Shell {
         }
         let mib = |b: u64| b >> 20;
         let text: String = rt
-            .vram_used()
+            .gpu_memory()
             .iter()
             .enumerate()
-            .map(|(i, used)| {
-                let uuid = match &rt.spec.shared_gpu {
-                    Some(s) => s.uuid.clone(),
-                    None => format!(
-                        "GPU-1ab{i:05}-0000-4000-8000-{:012x}",
-                        rt.spec.pod_name.len()
-                    ),
-                };
+            .map(|(i, (uuid, used))| {
                 format!(
                     "{i}, {uuid}, {}, {}\n",
                     mib(*used),

@@ -515,6 +515,14 @@ async fn boot(runtime: Arc<Runtime>, socket: tokio::net::TcpSocket, claim: AddrC
 }
 
 impl RuntimeHandle {
+    /// The GPUs the container sees, UUID and bytes in use (a real engine's: none).
+    pub fn gpu_memory(&self) -> Vec<(String, u64)> {
+        match &self.inner {
+            Backend::Sim(rt) => rt.gpu_memory(),
+            Backend::Real(_) => Vec::new(),
+        }
+    }
+
     /// The VRAM the container holds (a real engine's: none counted).
     pub fn vram_bytes(&self) -> u64 {
         match &self.inner {
@@ -716,6 +724,25 @@ impl Runtime {
                 let on = left.min(GPU_VRAM_BYTES);
                 left -= on;
                 on
+            })
+            .collect()
+    }
+
+    /// Each GPU the container sees, with its UUID (the node's shared GPU's, else one of the
+    /// container's own) and its bytes in use: what `nvidia-smi` and the DCGM exporter say.
+    pub(crate) fn gpu_memory(&self) -> Vec<(String, u64)> {
+        self.vram_used()
+            .into_iter()
+            .enumerate()
+            .map(|(i, used)| {
+                let uuid = match &self.spec.shared_gpu {
+                    Some(s) => s.uuid.clone(),
+                    None => format!(
+                        "GPU-1ab{i:05}-0000-4000-8000-{:012x}",
+                        self.spec.pod_name.len()
+                    ),
+                };
+                (uuid, used)
             })
             .collect()
     }
