@@ -346,6 +346,23 @@ impl SessionArgs {
         self.verdicts.thresholds(&file, path.as_deref())
     }
 
+    /// The DCGM exporter in force: `--dcgm`, else `[gpu] dcgm` of the config file (`--config`,
+    /// else the default file), else none.
+    pub fn dcgm_source(&self) -> color_eyre::Result<Option<readygap_live::sources::gpu::Dcgm>> {
+        if self.dcgm.is_some() {
+            return Ok(self.dcgm.clone());
+        }
+        let (file, path) = crate::config::load(self.node_config.as_deref())?;
+        let name = path.map_or_else(|| "config".into(), |p| p.display().to_string());
+        file.gpu
+            .and_then(|g| g.dcgm)
+            .map(|text| {
+                text.parse()
+                    .map_err(|e| color_eyre::eyre::eyre!("config {name}: [gpu] dcgm: {e}"))
+            })
+            .transpose()
+    }
+
     /// The live session's configuration. `lab`: the session runs against the built-in lab
     /// (its nodes are reached through debug pods unless `--node-access` or an explicit
     /// config file says otherwise).

@@ -49,6 +49,16 @@ pub struct ConfigFile {
     pub nodes: Option<BTreeMap<String, readygap_live::node::config::NodeConfig>>,
     /// Thresholds of the readiness-contract verdicts.
     pub verdicts: Option<VerdictsFile>,
+    /// Where GPU memory is read (`[gpu]`).
+    pub gpu: Option<GpuFile>,
+}
+
+/// `[gpu]` as written: `dcgm = "gpu-operator/nvidia-dcgm-exporter:9400"` (or a URL), the
+/// DCGM exporter `--dcgm` names (the flag wins).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuFile {
+    pub dcgm: Option<String>,
 }
 
 /// `[verdicts]` as written: durations (`15s`, `500ms`, `2m`) and a memory size (`128Mi`);

@@ -81,6 +81,7 @@ pub async fn live(mut session: crate::args::SessionArgs, screen: ScreenArgs) -> 
     session.node_config = screen.config.clone();
     let mut config = session.to_config(false);
     config.verdicts = session.verdict_thresholds()?;
+    config.dcgm = session.dcgm_source()?;
     dashboard(config, screen, "live", HINT).await
 }
 

@@ -27,6 +27,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
 pub async fn run_with(args: RunArgs, cancel: CancellationToken) -> Result<RunOutput> {
     let mut config = args.to_config();
     config.session.verdicts = args.session.verdict_thresholds()?;
+    config.session.dcgm = args.session.dcgm_source()?;
     let mut lab = None;
     if let Some(profile) = &args.lab {
         let p = readygap_lab::engine::profiles::resolve(

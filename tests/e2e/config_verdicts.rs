@@ -95,3 +95,49 @@ fn the_flags_parse_on_run() {
             .is_err()
     );
 }
+
+/// `[gpu] dcgm` of the config file names the DCGM exporter; `--dcgm` wins; a value that is
+/// neither a URL nor NAMESPACE/SERVICE:PORT is refused naming the file and the key.
+#[test]
+fn the_dcgm_exporter_comes_from_the_flag_else_the_config_file() {
+    use readygap_live::sources::gpu::Dcgm;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        "[gpu]\ndcgm = \"gpu-operator/nvidia-dcgm-exporter:9400\"\n",
+    )
+    .unwrap();
+    let session = |extra: &[&str]| {
+        let mut v = vec!["readygap", "run"];
+        v.extend_from_slice(extra);
+        let cli = readygap::cli::Cli::try_parse_from(v).unwrap();
+        let Some(readygap::cli::Command::Run(cmd)) = cli.command else {
+            panic!("run");
+        };
+        let mut s = cmd.run.session;
+        s.node_config = Some(cfg.clone());
+        s
+    };
+    assert_eq!(
+        session(&[]).dcgm_source().unwrap(),
+        Some(Dcgm::Service {
+            namespace: "gpu-operator".into(),
+            name: "nvidia-dcgm-exporter".into(),
+            port: 9400
+        })
+    );
+    assert_eq!(
+        session(&["--dcgm", "http://127.0.0.1:9400/metrics"])
+            .dcgm_source()
+            .unwrap(),
+        Some(Dcgm::Url("http://127.0.0.1:9400/metrics".into()))
+    );
+    std::fs::write(&cfg, "[gpu]\ndcgm = \"nvidia-dcgm-exporter\"\n").unwrap();
+    let err = session(&[]).dcgm_source().unwrap_err().to_string();
+    assert!(
+        err.contains("config.toml") && err.contains("[gpu] dcgm"),
+        "{err}"
+    );
+    assert!(readygap::cli::Cli::try_parse_from(["readygap", "run", "--dcgm", "x"]).is_err());
+}
