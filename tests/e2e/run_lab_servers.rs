@@ -23,11 +23,17 @@ struct Wrap {
 static ONE_LAB: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn lab(shape: Shape) -> (LabHandle, String) {
+    lab_in(shape, readygap_lab::scenario::Scenario::Baseline).await
+}
+
+/// The lab (profile local-1b at speed 4) serving `shape` in `scenario`, ready, and its model.
+async fn lab_in(shape: Shape, scenario: readygap_lab::scenario::Scenario) -> (LabHandle, String) {
     let p = Profile::named("local-1b").expect("profile");
     let model = p.model.clone();
     let mut o = LabOptions::new(p);
     o.speed = 4.0;
     o.shape = shape;
+    o.scenario = scenario;
     let lab = serve(o).await.expect("lab starts");
     lab.wait_ready(Duration::from_secs(120))
         .await
@@ -189,15 +195,7 @@ async fn a_gpu_pods_vram_is_read_with_nvidia_smi_and_a_cpu_pod_has_none() {
         (readygap_lab::scenario::Scenario::Gpu, true),
         (readygap_lab::scenario::Scenario::Baseline, false),
     ] {
-        let p = Profile::named("local-1b").expect("profile");
-        let model = p.model.clone();
-        let mut o = LabOptions::new(p);
-        o.speed = 4.0;
-        o.scenario = scenario;
-        let lab = serve(o).await.expect("lab starts");
-        lab.wait_ready(Duration::from_secs(120))
-            .await
-            .expect("lab ready");
+        let (lab, model) = lab_in(Shape::Ollama, scenario).await;
         let dir = tempfile::tempdir().unwrap();
         let rec = dir.path().join("gpu.jsonl");
         let rec_arg = rec.display().to_string();
@@ -253,16 +251,7 @@ async fn a_gpu_pods_vram_is_read_with_nvidia_smi_and_a_cpu_pod_has_none() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_surge_vllm_on_a_shared_full_gpu_is_vram_overcommit() {
     let _one = ONE_LAB.lock().await;
-    let p = Profile::named("local-1b").expect("profile");
-    let model = p.model.clone();
-    let mut o = LabOptions::new(p);
-    o.speed = 4.0;
-    o.shape = Shape::Vllm;
-    o.scenario = readygap_lab::scenario::Scenario::GpuShared;
-    let lab = serve(o).await.expect("lab starts");
-    lab.wait_ready(Duration::from_secs(120))
-        .await
-        .expect("lab ready");
+    let (lab, model) = lab_in(Shape::Vllm, readygap_lab::scenario::Scenario::GpuShared).await;
     let dir = tempfile::tempdir().unwrap();
     // The lab turns Ready once the first pod's engine answers (its VRAM held); should a
     // replacement still find the GPU free, the next one meets a loaded predecessor.
@@ -335,15 +324,7 @@ async fn a_surge_vllm_on_a_shared_full_gpu_is_vram_overcommit() {
 async fn the_dcgm_exporter_is_preferred_once_it_labels_the_pod() {
     use readygap_core::event::EventKind;
     let _one = ONE_LAB.lock().await;
-    let p = Profile::named("local-1b").expect("profile");
-    let model = p.model.clone();
-    let mut o = LabOptions::new(p);
-    o.speed = 4.0;
-    o.scenario = readygap_lab::scenario::Scenario::Gpu;
-    let lab = serve(o).await.expect("lab starts");
-    lab.wait_ready(Duration::from_secs(120))
-        .await
-        .expect("lab ready");
+    let (lab, model) = lab_in(Shape::Ollama, readygap_lab::scenario::Scenario::Gpu).await;
     let url = lab.dcgm_exporter().await.expect("the lab's DCGM exporter");
     let dir = tempfile::tempdir().unwrap();
     let samples = |rec: &std::path::Path, pod: &str| -> Vec<(String, Vec<String>, u64)> {

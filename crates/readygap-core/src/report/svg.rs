@@ -434,28 +434,56 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
             secs(t0, ts)
         );
     }
-    // Limits.
-    let mut limits: Vec<u64> = pods.iter().filter_map(|p| p.limit).collect();
-    limits.sort();
-    limits.dedup();
-    for l in &limits {
-        let yy = px(y(*l));
+    // The containers' limits (solid) and the GPUs' totals (dotted).
+    let lines = |ms: &[&super::figures::PodMemory]| {
+        let mut l: Vec<u64> = ms.iter().filter_map(|m| m.limit).collect();
+        l.sort();
+        l.dedup();
+        l
+    };
+    let limits = lines(&pods)
+        .into_iter()
+        .map(|l| (l, "limit-line", "", "limit"));
+    let totals = lines(&gpus).into_iter().map(|l| {
+        (
+            l,
+            "gpu-total-line",
+            r#" style="stroke-dasharray: 2 3""#,
+            "GPU",
+        )
+    });
+    for (l, class, style, label) in limits.chain(totals) {
+        let yy = px(y(l));
         let _ = write!(
             out,
-            r#"<g class="limit-line"><line class="limit" x1="{}" y1="{yy}" x2="{}" y2="{yy}"/><text x="{}" y="{}">limit {}</text></g>"#,
+            r#"<g class="{class}"><line class="limit" x1="{}" y1="{yy}" x2="{}" y2="{yy}"{style}/><text x="{}" y="{}">{label} {}</text></g>"#,
             px(x0),
             px(x1),
             px(x1 + 6.0),
-            px(y(*l) + 4.0),
-            gib(*l)
+            px(y(l) + 4.0),
+            gib(l)
         );
     }
-    // The curves, broken at gaps.
-    for (i, p) in pods.iter().enumerate() {
+    // The curves, broken at gaps: each container's memory solid, each GPU pod's VRAM dashed.
+    let curves = pods
+        .iter()
+        .map(|p| (*p, "memory-line", String::new(), "", p.pod.clone(), 34))
+        .chain(gpus.iter().map(|g| {
+            let title = "GPU memory (VRAM) of ".to_string();
+            (
+                *g,
+                "gpu-line",
+                title,
+                "; stroke-dasharray: 6 3",
+                format!("GPU memory {}", short(&g.pod, 24)),
+                0,
+            )
+        }));
+    for (i, (p, class, title, dash, legend, cut)) in curves.enumerate() {
         let c = colour::SERIES[i % colour::SERIES.len()];
         let _ = write!(
             out,
-            r#"<g class="memory-line" data-pod="{}"><title>{}</title>"#,
+            r#"<g class="{class}" data-pod="{}"><title>{title}{}</title>"#,
             esc(&p.pod),
             esc(&p.pod)
         );
@@ -472,12 +500,13 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
             }
             let _ = write!(
                 out,
-                r#"<polyline points="{}" style="fill: none; stroke: {c}; stroke-width: 2"/>"#,
+                r#"<polyline points="{}" style="fill: none; stroke: {c}; stroke-width: 2{dash}"/>"#,
                 run.join(" ")
             );
         }
         out.push_str("</g>");
         let ly = 18.0 + (i as f64) * 14.0;
+        let legend = if cut > 0 { short(&legend, cut) } else { legend };
         let _ = write!(
             out,
             r#"<rect x="{}" y="{}" width="12" height="4" style="fill: {c}"/><text x="{}" y="{}">{}</text>"#,
@@ -485,61 +514,7 @@ pub fn memory(rec: &RecordingFigures, t: &Trial, lo: f64, hi: f64) -> Option<Str
             px(ly - 5.0),
             px(x1 - 244.0),
             px(ly),
-            esc(&short(&p.pod, 34))
-        );
-    }
-    // GPU memory: the GPUs' total dotted, each pod's VRAM dashed, broken where the source
-    // could not be read.
-    let mut totals: Vec<u64> = gpus.iter().filter_map(|g| g.limit).collect();
-    totals.sort();
-    totals.dedup();
-    for l in &totals {
-        let yy = px(y(*l));
-        let _ = write!(
-            out,
-            r#"<g class="gpu-total-line"><line class="limit" x1="{}" y1="{yy}" x2="{}" y2="{yy}" style="stroke-dasharray: 2 3"/><text x="{}" y="{}">GPU {}</text></g>"#,
-            px(x0),
-            px(x1),
-            px(x1 + 6.0),
-            px(y(*l) + 4.0),
-            gib(*l)
-        );
-    }
-    for (i, g) in gpus.iter().enumerate() {
-        let c = colour::SERIES[(pods.len() + i) % colour::SERIES.len()];
-        let _ = write!(
-            out,
-            r#"<g class="gpu-line" data-pod="{}"><title>GPU memory (VRAM) of {}</title>"#,
-            esc(&g.pod),
-            esc(&g.pod)
-        );
-        let points: Vec<Option<String>> = g
-            .points
-            .iter()
-            .filter(|(ts, _)| in_window(*ts))
-            .map(|(ts, v)| v.map(|b| format!("{},{}", px(x(secs(t0, *ts))), px(y(b)))))
-            .collect();
-        for run in points.split(Option::is_none).filter(|r| !r.is_empty()) {
-            let mut run: Vec<&str> = run.iter().flatten().map(String::as_str).collect();
-            if run.len() == 1 {
-                run.push(run[0]);
-            }
-            let _ = write!(
-                out,
-                r#"<polyline points="{}" style="fill: none; stroke: {c}; stroke-width: 2; stroke-dasharray: 6 3"/>"#,
-                run.join(" ")
-            );
-        }
-        out.push_str("</g>");
-        let ly = 18.0 + ((pods.len() + i) as f64) * 14.0;
-        let _ = write!(
-            out,
-            r#"<rect x="{}" y="{}" width="12" height="4" style="fill: {c}"/><text x="{}" y="{}">GPU memory {}</text>"#,
-            px(x1 - 260.0),
-            px(ly - 5.0),
-            px(x1 - 244.0),
-            px(ly),
-            esc(&short(&g.pod, 24))
+            esc(&legend)
         );
     }
     if pods.is_empty() && gpus.is_empty() {
