@@ -14,6 +14,7 @@ mod external;
 mod gpu_surge;
 mod liveness;
 mod memory;
+mod oom;
 mod rbac;
 mod study;
 mod support;
