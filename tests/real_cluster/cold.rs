@@ -6,7 +6,7 @@
 //! (`overlays/http-readiness`): with the shipped inference-aware probe the load would happen
 //! inside the probe, before T1, and the T3 inference would find the model resident.
 
-use crate::support::{Cluster, NS, cluster, repo};
+use crate::support::{Cluster, cluster, own_trials, repo};
 use readygap_core::timeline::Trial;
 use std::path::Path;
 
@@ -14,13 +14,7 @@ const MODEL: &str = "gemma3:270m";
 
 /// `readygap run --trials 5` (`--cold --node-access local` when `cold`); readygap's trials.
 fn five(c: &Cluster, rec: &Path, cold: bool) -> Vec<Trial> {
-    let rec_s = rec.to_string_lossy();
     let mut args = vec![
-        "run",
-        "-n",
-        NS,
-        "--deployment",
-        "ollama",
         "--model",
         MODEL,
         "--trials",
@@ -29,24 +23,17 @@ fn five(c: &Cluster, rec: &Path, cold: bool) -> Vec<Trial> {
         "2s",
         "--format",
         "json",
-        "--record",
-        &rec_s,
     ];
     if cold {
         args.extend_from_slice(&["--cold", "--node-access", "local"]);
     }
-    let out = c.readygap(&args);
+    let out = c.run(rec, &args);
     assert!(
         out.status.success(),
         "readygap run (cold {cold}) failed: {}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let own: Vec<Trial> = readygap_core::report::load_trials(rec)
-        .expect("the recording")
-        .trials
-        .into_iter()
-        .filter(|t| !t.external)
-        .collect();
+    let own = own_trials(rec);
     assert_eq!(own.len(), 5, "{own:#?}");
     own
 }

@@ -14,7 +14,7 @@
 //! Ollama answered 500 "llama runner process has terminated: signal: killed". readygap must
 //! still name both models with their `/api/ps` sizes and the limit.
 
-use crate::support::{Cluster, NS, cluster, repo};
+use crate::support::{Cluster, NS, cluster, own_trials, recorded, repo};
 use readygap_core::event::EventKind;
 use readygap_core::residency::VerdictKind;
 use serde_json::Value;
@@ -124,32 +124,14 @@ fn run(
     Vec<readygap_core::event::Event>,
     readygap_core::timeline::Trial,
 ) {
-    let mut args = vec![
-        "run",
-        "-n",
-        NS,
-        "--deployment",
-        "ollama",
-        "--trials",
-        "1",
-        "--format",
-        "json",
-        "--record",
-    ];
-    let rec_s = rec.to_string_lossy();
-    args.push(&rec_s);
+    let mut args = vec!["--trials", "1", "--format", "json"];
     args.extend_from_slice(extra);
-    let out = c.readygap(&args);
-    let events = readygap_core::record::jsonl::read(rec)
-        .expect("the recording")
-        .events;
-    let trial = readygap_core::report::load_trials(rec)
-        .expect("the recording")
-        .trials
+    let out = c.run(rec, &args);
+    let trial = own_trials(rec)
         .into_iter()
-        .find(|t| !t.external)
+        .next()
         .expect("readygap's trial");
-    (out, events, trial)
+    (out, recorded(rec), trial)
 }
 
 #[ignore = "needs the real cluster: scripts/cluster.sh up"]
