@@ -12,6 +12,7 @@ mod conformance;
 mod dashboard;
 mod emptydir;
 mod external;
+mod faults;
 mod gpu_surge;
 mod liveness;
 mod memory;
