@@ -17,7 +17,7 @@
 #     imagePullPolicy Always works), answers "not found" for any other;
 #   - a hostPath PersistentVolume with peers' Ollama models (smollm2:135m, gemma3:270m),
 #     pre-bound to manifests/base's PVC llm-recovery-lab/ollama-models.
-# Usage: scripts/cluster.sh up|down|status|env|build|pv
+# Usage: scripts/cluster.sh up|down|status|env|build|pv|stop NAME|start NAME|restart NAME
 #   up      build what is missing, clean what an earlier (killed) run left, start everything,
 #           wait for the node Ready and CoreDNS answering a Service name; prints the time of each
 #           step; the last line of stdout is KUBECONFIG=<path> (already up: only that)
@@ -25,6 +25,10 @@
 #           iptables chains, host paths and sysctl changes; leaves nothing running
 #   status  what runs (pids, RSS); env: the KUBECONFIG line; build: only build; pv: (re)create
 #           the PV (a PV released by a deleted PVC is made bindable again)
+#   stop NAME, start NAME, restart NAME
+#           one component of the running cluster (etcd, registry, kube-apiserver,
+#           kube-controller-manager, kube-scheduler, containerd, kubelet, kube-proxy) by its pid
+#           file, started again with up's flags; its log is appended to (the fault tests)
 # Environment: READYGAP_CLUSTER (cache dir), READYGAP_PEERS (scripts/peers.sh's dir),
 #   READYGAP_CLUSTER_NODE_IP (10.254.0.1), READYGAP_CLUSTER_IFACE (rgk0),
 #   READYGAP_CLUSTER_BRIDGE (rgcni0), READYGAP_CLUSTER_NODE_NAME (readygap-node),
@@ -681,7 +685,8 @@ start() {
   shift
   exe="$(readlink -f "$(command -v "$1")")"
   mkdir -p "$PIDS" "$LOG"
-  setsid "$@" >"$LOG/$name.log" 2>&1 </dev/null &
+  # (Appended: a component restarted by `restart NAME` keeps its earlier lines; up clears $LOG.)
+  setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
   echo "$! $exe" >"$(pidfile "$name")"
   sleep 0.05
   alive "$name" || { sleep 0.5; alive "$name"; } || die "$name did not start (log: $LOG/$name.log)"
@@ -964,6 +969,11 @@ start_apiserver() {
 }
 
 start_controllers() {
+  start_controller_manager
+  start_scheduler
+}
+
+start_controller_manager() {
   start kube-controller-manager "$BIN/kube-controller-manager" \
     --kubeconfig="$ETC/controller-manager.kubeconfig" \
     --authentication-kubeconfig="$ETC/controller-manager.kubeconfig" \
@@ -974,6 +984,9 @@ start_controllers() {
     --use-service-account-credentials=true \
     --allocate-node-cidrs=true --cluster-cidr="$POD_CIDR" --node-cidr-mask-size=24 \
     --service-cluster-ip-range="$SERVICE_CIDR" --profiling=false --v=1
+}
+
+start_scheduler() {
   start kube-scheduler "$BIN/kube-scheduler" \
     --kubeconfig="$ETC/scheduler.kubeconfig" \
     --authentication-kubeconfig="$ETC/scheduler.kubeconfig" \
@@ -1302,6 +1315,52 @@ cmd_down() {
   say "down in $(since "$t0") s: nothing of the cluster runs; images kept in $DATA/containerd, logs in $LOG"
 }
 
+component() {
+  # component NAME: NAME is one of COMPONENTS, else the usage.
+  local c
+  for c in "${COMPONENTS[@]}"; do [ "$c" = "${1:-}" ] && return 0; done
+  die "no component '${1:-}': one of ${COMPONENTS[*]}"
+}
+
+cmd_stop() {
+  # stop NAME: that one component (SIGTERM, SIGKILL after 20 s), the others left running;
+  # for the fault tests (a restarted API server, etcd, kubelet, containerd; a node NotReady).
+  need_root
+  component "$1"
+  alive "$1" || die "$1 is not running"
+  local t0
+  t0="$(now)"
+  stop "$1" 20
+  say "$1 stopped in $(since "$t0") s"
+}
+
+cmd_start() {
+  # start NAME: that one component again, with the flags of up, waiting until it answers
+  # as up waits for it (etcd healthy, API server /readyz, containerd's socket).
+  need_root
+  component "$1"
+  alive "$1" && die "$1 is already running (pid $(pid_of "$1"))"
+  local t0
+  t0="$(now)"
+  case "$1" in
+  etcd)
+    start_etcd
+    wait_for etcd 30 curl -sf http://127.0.0.1:2379/health
+    ;;
+  registry) start_registry ;;
+  kube-apiserver)
+    start_apiserver
+    wait_for kube-apiserver 90 kc get --raw /readyz
+    ;;
+  kube-controller-manager) start_controller_manager ;;
+  kube-scheduler) start_scheduler ;;
+  containerd) start_containerd ;;
+  kubelet) start_kubelet ;;
+  kube-proxy) start_proxy ;;
+  esac
+  say "$1 started (pid $(pid_of "$1")) in $(since "$t0") s"
+}
+
 cmd_status() {
   local c pid any=0
   for c in "${COMPONENTS[@]}"; do
@@ -1330,8 +1389,11 @@ main() {
     say "built in $CLUSTER:"
     for line in "${SUMMARY[@]}"; do say "  $line"; done
     ;;
+  stop) cmd_stop "${2:-}" ;;
+  start) cmd_start "${2:-}" ;;
+  restart) cmd_stop "${2:-}" && cmd_start "${2:-}" ;;
   pv) apply_pv && say "PersistentVolume ollama-models -> $PV_DIR (claimRef llm-recovery-lab/ollama-models)" ;;
-  *) die "usage: scripts/cluster.sh up|down|status|env|build|pv" ;;
+  *) die "usage: scripts/cluster.sh up|down|status|env|build|pv|stop NAME|start NAME|restart NAME" ;;
   esac
 }
 

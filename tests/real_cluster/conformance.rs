@@ -312,29 +312,20 @@ fn scenario(
     let dir = tempfile::tempdir().unwrap();
     for replace in ["delete", "restart"] {
         let rec = dir.path().join(format!("{replace}.jsonl"));
-        let out = c
-            .readygap_at(
-                kubeconfig,
-                &[
-                    "run",
-                    "-n",
-                    NS,
-                    "--deployment",
-                    "ollama",
-                    "--model",
-                    model,
-                    "--trials",
-                    "1",
-                    "--cooldown",
-                    "0s",
-                    "--replace",
-                    replace,
-                    "--record",
-                    &rec.to_string_lossy(),
-                ],
-            )
-            .output()
-            .expect("readygap run");
+        let out = c.run_at(
+            kubeconfig,
+            &rec,
+            &[
+                "--model",
+                model,
+                "--trials",
+                "1",
+                "--cooldown",
+                "0s",
+                "--replace",
+                replace,
+            ],
+        );
         assert!(
             out.status.success(),
             "{side}: readygap run --replace {replace}: {}",

@@ -92,21 +92,10 @@ fn a_replacement_on_an_emptydir_has_no_model_and_readygap_names_the_volume() {
     assert!(listed.contains(MODEL), "{listed}");
 
     let rec = dir.path().join("run.jsonl");
-    let out = c.readygap(&[
-        "run",
-        "-n",
-        NS,
-        "--deployment",
-        "ollama",
-        "--model",
-        MODEL,
-        "--trials",
-        "1",
-        "--format",
-        "json",
-        "--record",
-        &rec.to_string_lossy(),
-    ]);
+    let out = c.run(
+        &rec,
+        &["--model", MODEL, "--trials", "1", "--format", "json"],
+    );
     assert_eq!(
         out.status.code(),
         Some(1),

@@ -7,7 +7,7 @@
 //! restart` must say `rollout_stalled` and fail its trial with the scheduler's words; the
 //! extended resource is removed again at the end, pass or fail.
 
-use crate::support::{Cluster, MODEL, NS, cluster, repo, wait_until};
+use crate::support::{Cluster, MODEL, cluster, repo, wait_until};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -136,25 +136,21 @@ fn a_surge_pod_without_a_free_gpu_is_rollout_stalled_in_the_schedulers_words() {
     c.deploy(&gpu_overlay(dir.path()));
     let holder = c.pod();
     let rec = dir.path().join("run.jsonl");
-    let out = c.readygap(&[
-        "run",
-        "-n",
-        NS,
-        "--deployment",
-        "ollama",
-        "--model",
-        MODEL,
-        "--trials",
-        "1",
-        "--replace",
-        "restart",
-        "--ready-timeout",
-        "25s",
-        "--format",
-        "json",
-        "--record",
-        &rec.to_string_lossy(),
-    ]);
+    let out = c.run(
+        &rec,
+        &[
+            "--model",
+            MODEL,
+            "--trials",
+            "1",
+            "--replace",
+            "restart",
+            "--ready-timeout",
+            "25s",
+            "--format",
+            "json",
+        ],
+    );
     assert_eq!(
         out.status.code(),
         Some(1),

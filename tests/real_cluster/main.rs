@@ -7,13 +7,16 @@
 //! missing cluster fails with the reason. They share one cluster and one namespace, so they
 //! run one at a time (`support::cluster()` holds a lock).
 
+mod cold;
 mod conformance;
 mod dashboard;
 mod emptydir;
 mod external;
+mod faults;
 mod gpu_surge;
 mod liveness;
 mod memory;
+mod oom;
 mod rbac;
 mod study;
 mod support;

@@ -33,37 +33,20 @@ fn token_kubeconfig(c: &Cluster, token: &str, at: &Path) -> PathBuf {
 
 /// `readygap run --trials 1` with another kubeconfig (the ServiceAccount's).
 fn run_as(c: &Cluster, kc: &Path, rec: &Path) -> std::process::Output {
-    let rec = rec.to_string_lossy();
-    let out = c
-        .readygap_at(
-            kc,
-            &[
-                "run",
-                "-n",
-                NS,
-                "--deployment",
-                "ollama",
-                "--model",
-                MODEL,
-                "--trials",
-                "1",
-                "--cooldown",
-                "0s",
-                "--ready-timeout",
-                "120s",
-                "--record",
-                &rec,
-            ],
-        )
-        .output()
-        .expect("readygap run");
-    eprintln!(
-        "readygap run as {}: {}\n{}",
-        kc.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    c.run_at(
+        kc,
+        rec,
+        &[
+            "--model",
+            MODEL,
+            "--trials",
+            "1",
+            "--cooldown",
+            "0s",
+            "--ready-timeout",
+            "120s",
+        ],
+    )
 }
 
 #[ignore = "needs the real cluster: scripts/cluster.sh up"]

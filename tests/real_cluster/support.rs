@@ -182,18 +182,32 @@ impl Cluster {
     }
 
     /// readygap ARGS against this cluster (`--kubeconfig` appended), as a user runs it.
-    pub fn readygap(&self, args: &[&str]) -> Output {
-        let out = self.readygap_cmd(args).output().expect("running readygap");
+    pub fn readygap_cmd(&self, args: &[&str]) -> Command {
+        self.readygap_at(&self.kubeconfig, args)
+    }
+
+    /// `readygap run -n NS --deployment ollama --record REC ARGS` against this cluster, as a
+    /// user runs it; its stderr (the progress lines) printed.
+    pub fn run(&self, rec: &Path, args: &[&str]) -> Output {
+        self.run_at(&self.kubeconfig, rec, args)
+    }
+
+    /// [`Cluster::run`] against the cluster of `kubeconfig` (another user, or the lab).
+    pub fn run_at(&self, kubeconfig: &Path, rec: &Path, args: &[&str]) -> Output {
+        let rec = rec.to_string_lossy();
+        let mut all = vec!["run", "-n", NS, "--deployment", "ollama", "--record", &rec];
+        all.extend_from_slice(args);
+        let out = self
+            .readygap_at(kubeconfig, &all)
+            .output()
+            .expect("running readygap run");
         eprintln!(
-            "readygap {args:?}: {}\n--- stderr\n{}",
+            "readygap {all:?} ({}): {}\n--- stderr\n{}",
+            kubeconfig.display(),
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
         out
-    }
-
-    pub fn readygap_cmd(&self, args: &[&str]) -> Command {
-        self.readygap_at(&self.kubeconfig, args)
     }
 
     /// readygap ARGS against the cluster of `kubeconfig` (another user, or the lab).
@@ -206,6 +220,23 @@ impl Cluster {
             .env_remove("KUBECONFIG");
         c
     }
+}
+
+/// readygap's own trials in the recording `rec` (not those it observed someone else start).
+pub fn own_trials(rec: &Path) -> Vec<readygap_core::timeline::Trial> {
+    readygap_core::report::load_trials(rec)
+        .expect("the recording reads")
+        .trials
+        .into_iter()
+        .filter(|t| !t.external)
+        .collect()
+}
+
+/// The events of the recording `rec`.
+pub fn recorded(rec: &Path) -> Vec<readygap_core::event::Event> {
+    readygap_core::record::jsonl::read(rec)
+        .expect("the recording reads")
+        .events
 }
 
 pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {

@@ -3,7 +3,7 @@
 //! as `ollama ps` prints it in the pod; the readiness contract judged with the shipped
 //! inference-aware probe and with the shallow HTTP probe of `overlays/http-readiness`.
 
-use crate::support::{MODEL, NS, cluster, ollama_ps_sizes, repo};
+use crate::support::{MODEL, cluster, ollama_ps_sizes, own_trials, recorded, repo};
 use readygap_core::event::{EventKind, MemorySource};
 use readygap_core::timeline::Trial;
 use std::path::Path;
@@ -15,33 +15,26 @@ fn run(
     rec: &Path,
 ) -> (Vec<Trial>, Vec<readygap_core::event::Event>) {
     let n = trials.to_string();
-    let out = c.readygap(&[
-        "run",
-        "-n",
-        NS,
-        "--deployment",
-        "ollama",
-        "--model",
-        MODEL,
-        "--trials",
-        &n,
-        "--cooldown",
-        "2s",
-        "--format",
-        "json",
-        "--record",
-        &rec.to_string_lossy(),
-    ]);
+    let out = c.run(
+        rec,
+        &[
+            "--model",
+            MODEL,
+            "--trials",
+            &n,
+            "--cooldown",
+            "2s",
+            "--format",
+            "json",
+        ],
+    );
     assert!(
         out.status.success(),
         "readygap run failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let loaded = readygap_core::report::load_trials(rec).expect("the recording reads");
-    let events = readygap_core::record::jsonl::read(rec)
-        .expect("the recording reads")
-        .events;
-    let own: Vec<Trial> = loaded.trials.into_iter().filter(|t| !t.external).collect();
+    let events = recorded(rec);
+    let own = own_trials(rec);
     assert_eq!(own.len(), trials, "{own:#?}");
     (own, events)
 }
