@@ -500,7 +500,7 @@ async fn a_served_runner_runs_a_trial_on_command_and_drives_an_external_one() {
         .await
         .expect("serve ends when commands close")
         .unwrap();
-    assert_eq!(runner.state.timeline.trials.len(), 2);
+    assert_eq!(runner.state().timeline.trials.len(), 2);
     assert!(*seen.lock().unwrap() > 10, "the sink saw the events");
     feeds.cancel();
     lab.shutdown().await;
@@ -568,7 +568,7 @@ async fn an_oom_kill_is_an_external_trial_that_the_runner_follows_to_recovery() 
         .await
         .unwrap()
         .unwrap();
-    assert!(runner.state.pods[&pod].oom_killed());
+    assert!(runner.state().pods[&pod].oom_killed());
     feeds.cancel();
     lab.shutdown().await;
 }
@@ -893,7 +893,7 @@ async fn read_only_refuses_every_action_and_only_observes() {
         .expect("serve ends")
         .unwrap();
     let refused = runner
-        .state
+        .state()
         .actions
         .values()
         .filter(|a| {
@@ -903,7 +903,7 @@ async fn read_only_refuses_every_action_and_only_observes() {
     assert_eq!(refused, 2, "the inference and the delete were refused");
     assert!(
         runner
-            .state
+            .state()
             .messages
             .iter()
             .any(|m| m.text.contains("starts no trial")),
@@ -991,8 +991,8 @@ async fn an_external_surge_rollout_with_kubectl_is_one_trial_with_t0_before_t1()
         .await
         .expect("serve ends")
         .unwrap();
-    let external: Vec<_> = runner
-        .state
+    let state = runner.state();
+    let external: Vec<_> = state
         .timeline
         .trials
         .iter()
@@ -1002,8 +1002,9 @@ async fn an_external_surge_rollout_with_kubectl_is_one_trial_with_t0_before_t1()
         external.len(),
         1,
         "one trial for the rollout: {:#?}",
-        runner.state.timeline.trials
+        state.timeline.trials
     );
+    drop(state);
     feeds.cancel();
     lab.shutdown().await;
 }
