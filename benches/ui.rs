@@ -147,7 +147,7 @@ fn loop_cpu(secs: u64, hz: u64) -> Option<f64> {
                 input,
                 DashboardOptions::default(),
                 rx,
-                None,
+                readygap::ui::app::Actions::None,
                 None,
             )
             .await;
@@ -269,7 +269,7 @@ fn event_to_frame(n: usize) -> Option<Vec<f64>> {
                 input,
                 DashboardOptions::default(),
                 rx,
-                None,
+                readygap::ui::app::Actions::None,
                 None,
             )
             .await;

@@ -6,28 +6,25 @@
 //!                ▲                          │ publishes (state, recording, connection)
 //!                │                          ▼
 //!                │                  store ──notify──▶ dashboard (reads, draws)
-//!                └──────────── commands ◀── intents (keys) ◀──┘
+//!                └──────────── commands (bounded) ◀── keys ◀──┘
 //! ```
 //!
 //! The runner owns the event stream and the one store: the screen reads the state the runner
 //! decides from and the recording holds; nothing else reduces events. Until the cluster
 //! answers, this module writes the store itself (this machine's Host figures, the connection
-//! state), then hands it to the runner. Key presses become intents; this module maps them onto the
-//! runner's commands (a full or cold trial, the pod choice, or one action, taken at once even
-//! mid-trial; the runner resolves "which pod" with the same focus rule as the screen). A
-//! cluster that cannot be reached opens the dashboard anyway, with the error and the next
-//! try on screen, and this machine's Host figures; the session starts when it answers.
+//! state), then hands it to the runner. A key names an action ([`Command`]) and goes straight
+//! to the runner, which decides its pod (the focus rule), its model and whether read-only
+//! allows it. A cluster that cannot be reached opens the dashboard anyway, with the error
+//! and the next try on screen, and this machine's Host figures; the session starts when it
+//! answers.
 
-use crate::ui::app::run_dashboard;
-use crate::ui::intent::Intent;
+use crate::ui::app::{Actions, run_dashboard};
 use chrono::Utc;
 use color_eyre::eyre::Result;
 use readygap_core::event::{Event, EventKind, Source};
-use readygap_live::actions::Request;
 use readygap_live::run::{Built, RunConfig, SessionConfig, build};
-use readygap_live::session::default_recording_path;
 use readygap_live::store::Store;
-use readygap_live::trial::Command as RunnerCommand;
+use readygap_live::trial::Command;
 use std::path::PathBuf;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -128,16 +125,16 @@ pub async fn dashboard(
     let cancel = CancellationToken::new();
     let store = Store::new();
     let reader = store.reader();
-    let (intent_tx, intent_rx) = mpsc::channel::<Intent>(16);
+    let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(16);
     let session = tokio::spawn(run_session(
         args,
         store,
-        intent_rx,
+        cmd_rx,
         cancel.clone(),
         mode.to_owned(),
         screen.recordings_dir.clone(),
     ));
-    let result = run_dashboard(opts, reader, Some(intent_tx)).await;
+    let result = run_dashboard(opts, reader, Actions::Session(cmd_tx)).await;
     // Leave: the session stops its feeds and runner and closes the recording.
     cancel.cancel();
     let _ = session.await;
@@ -175,7 +172,7 @@ async fn meanwhile<T>(
 async fn run_session(
     args: RunConfig,
     store: Store,
-    mut intent_rx: mpsc::Receiver<Intent>,
+    commands: mpsc::Receiver<Command>,
     cancel: CancellationToken,
     mode: String,
     recordings_dir: PathBuf,
@@ -243,7 +240,6 @@ async fn run_session(
         mut runner,
         tx,
         feeds,
-        target,
         node_feed,
         ..
     } = built;
@@ -263,78 +259,19 @@ async fn run_session(
         }
     }
     // From here on the runner is the store's only writer (the recording indicator included).
-    let reader = store.reader();
     runner.adopt_store(store);
+    runner.record_into(recordings_dir);
 
-    // The runner serves commands until the dashboard closes.
-    let (cmd_tx, cmd_rx) = mpsc::channel::<RunnerCommand>(16);
+    // The runner serves the keys' commands until the dashboard closes.
     let runner_task = tokio::spawn(async move {
         let mut on_trial = |_: &readygap_core::timeline::Trial| {};
-        runner.serve(cmd_rx, &mut on_trial).await;
+        runner.serve(commands, &mut on_trial).await;
         runner.stop();
-    });
-
-    // Intents from the keys.
-    let read_only = args.session.read_only;
-    let deployment = target
-        .deployment
-        .clone()
-        .unwrap_or_else(|| args.session.cluster.deployment.clone());
-    let context = target.context.clone();
-    let intents = tokio::spawn(async move {
-        let mut model_choice: Option<String> = None;
-        while let Some(intent) = intent_rx.recv().await {
-            let cmd = match intent {
-                Intent::Quit => break,
-                Intent::ChoosePod(p) => Some(RunnerCommand::Choose(Some(p))),
-                // Reading a log is a GET: also when read-only.
-                Intent::FollowLog(on) => Some(RunnerCommand::Tail(on)),
-                Intent::ChooseModel(m) => {
-                    model_choice = Some(m);
-                    None
-                }
-                Intent::ToggleRecord => {
-                    // The runner publishes a recording only while a file is written, so a
-                    // failed start does not leave the key in the wrong state.
-                    let recording = reader.read().recording.is_some();
-                    if recording {
-                        Some(RunnerCommand::Record(None))
-                    } else {
-                        let path = default_recording_path(&recordings_dir, &context, Utc::now());
-                        Some(RunnerCommand::Record(Some(path)))
-                    }
-                }
-                _ if read_only => None,
-                Intent::FullTrial => Some(RunnerCommand::Trial { cold: false }),
-                Intent::ColdTrial => Some(RunnerCommand::Trial { cold: true }),
-                Intent::DeletePod { pod } => Some(RunnerCommand::Act(Request::DeletePod {
-                    pod,
-                    grace_seconds: None,
-                })),
-                Intent::RolloutRestart => Some(RunnerCommand::Act(Request::RolloutRestart {
-                    deployment: deployment.clone(),
-                })),
-                // The runner sends them to the focused pod (the one on screen).
-                Intent::InferNow => Some(RunnerCommand::Infer {
-                    model: model_choice.clone(),
-                }),
-                Intent::Unload => Some(RunnerCommand::Unload {
-                    model: model_choice.clone(),
-                }),
-                Intent::Replay(_) => None,
-            };
-            if let Some(c) = cmd
-                && cmd_tx.send(c).await.is_err()
-            {
-                break;
-            }
-        }
     });
 
     cancel.cancelled().await;
     // Leave: stop the feeds and the runner, close the recording.
     feeds.cancel();
-    intents.abort();
     // The node host feed stops its sampler (and deletes a debug pod it created).
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), node_feed).await;
     drop(tx);

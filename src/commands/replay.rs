@@ -2,10 +2,10 @@
 //! The pure [`Replayer`] (readygap-core) decides what is due; [`drive`] is the tokio task
 //! around it: it reduces the due events into the replay's one store (and replaces its state
 //! on a seek, and publishes the playhead), which the dashboard reads as it reads a live
-//! session's, and carries out the replay keys (`Intent::Replay`) the dashboard sends back.
+//! session's, and carries out the replay keys ([`ReplayCommand`]) the dashboard sends back.
 
-use crate::ui::app::{DashboardOptions, run_dashboard};
-use crate::ui::intent::Intent;
+use crate::ui::app::{Actions, DashboardOptions, run_dashboard};
+use crate::ui::intent::ReplayCommand;
 use color_eyre::eyre::{Result, WrapErr, eyre};
 use readygap_core::event::Event;
 use readygap_core::record::index::ReplayIndex;
@@ -76,7 +76,11 @@ pub async fn feed(events: Vec<Event>, speed: Speed, tx: mpsc::Sender<Event>) -> 
 
 /// The replay task: publishes due events and the bar in `store`, and carries out the replay
 /// keys the dashboard sends back. Ends when the dashboard is gone (its keys' channel closed).
-pub async fn drive(mut replayer: Replayer, store: Store, mut commands: mpsc::Receiver<Intent>) {
+pub async fn drive(
+    mut replayer: Replayer,
+    store: Store,
+    mut commands: mpsc::Receiver<ReplayCommand>,
+) {
     publish(&store, replayer.begin());
     loop {
         let wake = replayer
@@ -84,8 +88,7 @@ pub async fn drive(mut replayer: Replayer, store: Store, mut commands: mpsc::Rec
             .map(tokio::time::Instant::from_std);
         let steps = tokio::select! {
             cmd = commands.recv() => match cmd {
-                Some(Intent::Replay(c)) => replayer.command(c, Instant::now()),
-                Some(_) => Vec::new(),
+                Some(c) => replayer.command(c, Instant::now()),
                 None => return,
             },
             _ = async {
@@ -126,7 +129,7 @@ pub fn run(path: &Path, replay: &ReplayOptions, mut opts: DashboardOptions) -> R
         let reader = store.reader();
         let (cmd_tx, cmd_rx) = mpsc::channel(64);
         let controller = tokio::spawn(drive(replayer, store, cmd_rx));
-        let result = run_dashboard(opts, reader, Some(cmd_tx)).await;
+        let result = run_dashboard(opts, reader, Actions::Replay(cmd_tx)).await;
         controller.abort();
         result
     })?;

@@ -11,7 +11,7 @@
 //! after a panic. Freeze keeps a copy of the state; the session's facts in the header (the
 //! recording, the connection, a replay's playhead) stay live.
 
-use super::intent::Intent;
+use super::intent::{Command, Intent, ReplayCommand};
 use super::keymap::Keymap;
 use super::terminal::PanicRelease;
 use super::theme::{Theme, Themes};
@@ -30,6 +30,16 @@ use tokio::time::Instant;
 
 /// The shortest time between two frames (30 frames/s).
 pub const FRAME: Duration = Duration::from_millis(33);
+
+/// Who carries out the keys' intents: a live session's runner (its commands), a replay's
+/// controller (its keys), or nobody (the others are refused with a notice).
+#[derive(Debug, Clone, Default)]
+pub enum Actions {
+    #[default]
+    None,
+    Session(mpsc::Sender<Command>),
+    Replay(mpsc::Sender<ReplayCommand>),
+}
 
 /// How the dashboard is set up.
 #[derive(Debug, Clone)]
@@ -68,11 +78,7 @@ impl Default for DashboardOptions {
 /// Run the dashboard in the real terminal until `q`/Ctrl-C, or until SIGINT, SIGTERM or
 /// SIGHUP (see [`crate::signals`]): each ends it as `q` does, so the terminal is restored and
 /// the caller closes the session down (recording, feeds, debug pods).
-pub async fn run_dashboard(
-    opts: DashboardOptions,
-    store: Reader,
-    actions: Option<mpsc::Sender<Intent>>,
-) -> Result<()> {
+pub async fn run_dashboard(opts: DashboardOptions, store: Reader, actions: Actions) -> Result<()> {
     let mut terminal = super::terminal::setup()?;
     let input = crossterm::event::EventStream::new();
     // The loop only stops at an await: never in the middle of a frame.
@@ -221,7 +227,7 @@ pub async fn run_loop<B, I>(
     mut input: I,
     opts: DashboardOptions,
     store: Reader,
-    actions: Option<mpsc::Sender<Intent>>,
+    actions: Actions,
     release: Option<&PanicRelease>,
 ) -> Result<()>
 where
@@ -259,7 +265,7 @@ where
                     match intent {
                         Some(Intent::Quit) => return Ok(()),
                         Some(intent) => {
-                            send(&mut dash, actions.as_ref(), intent);
+                            send(&mut dash, &actions, intent);
                             if let Some(d) = stall.take() {
                                 tokio::time::sleep(d).await;
                             }
@@ -301,36 +307,34 @@ fn write<T>(release: Option<&PanicRelease>, write: impl FnOnce() -> T) -> Result
     }
 }
 
-/// Hand an intent to the executor, or say why it cannot be done.
-fn send(dash: &mut Dashboard, actions: Option<&mpsc::Sender<Intent>>, intent: Intent) {
-    // In a replay the actions channel goes to the replay controller: only replay intents.
-    let in_replay = dash.view.replay.is_some();
-    match actions.filter(|_| !in_replay || matches!(intent, Intent::Replay(_))) {
-        Some(tx) => {
-            if let Err(e) = tx.try_send(intent.clone()) {
-                let why = match e {
-                    mpsc::error::TrySendError::Full(_) => "busy",
-                    mpsc::error::TrySendError::Closed(_) => "executor stopped",
-                };
-                dash.view.notice = Some((Severity::Error, format!("{}: {why}", intent.label())));
-            }
-        }
+/// Hand an intent to whoever carries it out, or say why it cannot be done.
+fn send(dash: &mut Dashboard, actions: &Actions, intent: Intent) {
+    let label = intent.label(None);
+    let sent = match (actions, intent) {
+        (Actions::Session(tx), Intent::Session(c)) => tx.try_send(c).map_err(busy),
+        (Actions::Replay(tx), Intent::Replay(c)) => tx.try_send(c).map_err(busy),
         // Choices and replay keys still change the view; nothing to say.
         // (a replay's Log view shows the lines the recording holds).
-        None if matches!(
-            intent,
-            Intent::ChoosePod(_)
-                | Intent::ChooseModel(_)
-                | Intent::Replay(_)
-                | Intent::FollowLog(_)
-        ) => {}
-        None => {
-            let text = format!(
-                "{}: not available in {}",
-                intent.label(),
-                dash.view.mode_label
-            );
+        (
+            _,
+            Intent::Replay(_)
+            | Intent::Session(Command::ChoosePod(_) | Command::ChooseModel(_) | Command::Tail(_)),
+        ) => Ok(()),
+        (_, _) => {
+            let text = format!("{label}: not available in {}", dash.view.mode_label);
             dash.view.notice = Some((Severity::Warn, text));
+            Ok(())
         }
+    };
+    if let Err(why) = sent {
+        dash.view.notice = Some((Severity::Error, format!("{label}: {why}")));
+    }
+}
+
+/// Why a bounded channel did not take an intent.
+fn busy<T>(e: mpsc::error::TrySendError<T>) -> &'static str {
+    match e {
+        mpsc::error::TrySendError::Full(_) => "busy",
+        mpsc::error::TrySendError::Closed(_) => "executor stopped",
     }
 }

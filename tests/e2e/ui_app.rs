@@ -1,5 +1,5 @@
 //! The event loop end to end with a test backend: events reduced into the store (as the
-//! runner reduces them) reach the screen, keys become intents on the actions channel (destructive ones after
+//! runner reduces them) reach the screen, keys become the runner's commands (destructive ones after
 //! `y`), a resize redraws at the new size, `q` ends the loop, and a closed feed is shown.
 //! Waits poll the drawn screen with a bounded deadline.
 
@@ -10,8 +10,8 @@ use ratatui::Terminal;
 use ratatui::backend::{Backend, ClearType, TestBackend, WindowSize};
 use ratatui::buffer::Cell;
 use ratatui::layout::{Position, Size};
-use readygap::ui::app::{Dashboard, DashboardOptions, run_loop};
-use readygap::ui::intent::Intent;
+use readygap::ui::app::{Actions, Dashboard, DashboardOptions, run_loop};
+use readygap::ui::intent::Command;
 use readygap_live::store::Store;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -114,7 +114,7 @@ async fn events_reach_the_screen_and_keys_become_intents() {
             key_rx,
             DashboardOptions::default(),
             feed_rx,
-            Some(act_tx),
+            Actions::Session(act_tx),
             None,
         )
         .await
@@ -132,7 +132,7 @@ async fn events_reach_the_screen_and_keys_become_intents() {
     .await;
 
     key_tx.unbounded_send(key('i')).expect("keys");
-    assert_eq!(recv(&mut act_rx).await, Intent::InferNow);
+    assert_eq!(recv(&mut act_rx).await, Command::Infer);
     key_tx.unbounded_send(key('d')).expect("keys");
     wait_screen(&backend, "confirmation", |s| {
         s.contains("delete pod ollama-1?")
@@ -140,12 +140,8 @@ async fn events_reach_the_screen_and_keys_become_intents() {
     .await;
     assert!(act_rx.try_recv().is_err(), "nothing sent before y");
     key_tx.unbounded_send(key('y')).expect("keys");
-    assert_eq!(
-        recv(&mut act_rx).await,
-        Intent::DeletePod {
-            pod: "ollama-1".into()
-        }
-    );
+    // The key names the action; the runner picks the pod by the focus rule the dialog showed.
+    assert_eq!(recv(&mut act_rx).await, Command::Delete);
     wait_screen(&backend, "dialog closed", |s| {
         !s.contains("delete pod ollama-1?")
     })
@@ -185,7 +181,7 @@ async fn closed_feed_is_shown_and_actions_without_executor_are_refused() {
     };
     let task = tokio::spawn(async move {
         let mut term = Terminal::new(b).expect("terminal");
-        run_loop(&mut term, key_rx, opts, feed_rx, None, None).await
+        run_loop(&mut term, key_rx, opts, feed_rx, Actions::None, None).await
     });
     for ev in until(MID_LOAD) {
         store.apply(&ev);
@@ -296,7 +292,15 @@ async fn replay_controls_drive_the_dashboard() {
     };
     let task = tokio::spawn(async move {
         let mut term = Terminal::new(b).expect("terminal");
-        run_loop(&mut term, key_rx, dash_opts, feed_rx, Some(cmd_tx), None).await
+        run_loop(
+            &mut term,
+            key_rx,
+            dash_opts,
+            feed_rx,
+            Actions::Replay(cmd_tx),
+            None,
+        )
+        .await
     });
     wait_screen(&backend, "the replay bar at trial 1", |s| {
         s.contains("playing 00:00.0 /") && s.contains("×1/64") && s.contains("trial #1 running")

@@ -184,7 +184,7 @@ fn panic_child() {
         let _ui = tokio::spawn(readygap::ui::app::run_dashboard(
             readygap::ui::app::DashboardOptions::default(),
             store.reader(),
-            None,
+            readygap::ui::app::Actions::None,
         ));
         for ev in scenario() {
             store.apply(&ev);

@@ -398,7 +398,6 @@ pub async fn build(args: &RunConfig, cancel: CancellationToken, mode: &str) -> R
     );
     exec.prompt = args.session.prompt.clone();
     exec.default_grace = args.session.grace;
-    exec.read_only = args.session.read_only;
     exec.timeouts.inference = args.session.inference_timeout;
     let policy = args.session.nodes.clone();
     exec.dropper = match &policy {

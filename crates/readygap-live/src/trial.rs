@@ -10,9 +10,9 @@
 
 use crate::actions::Executor;
 use crate::node_host::NodeSelection;
+use crate::runner::{ActionDefaults, Do, Input, Machine, Task, pod_ref, slot};
 pub use crate::runner::{Command, InferAfter, ReplaceBy, TrialConfig};
-use crate::runner::{Do, Input, Machine, Task, pod_ref, slot};
-use crate::session::{RecordStatus, Recording};
+use crate::session::{RecordStatus, Recording, default_recording_path};
 use crate::sources::logs::Lines;
 use crate::sources::memory::{self, MemoryConfig};
 use crate::sources::runtime::{PodRef, RuntimeAdapter};
@@ -84,6 +84,8 @@ pub struct Runner {
     on_open: Option<OpenTrialHook>,
     /// Sees each change of the recording (see [`Runner::on_recording`]).
     on_recording: Option<RecordingHook>,
+    /// Where [`Command::ToggleRecord`] starts new recordings.
+    recordings_dir: std::path::PathBuf,
 }
 
 /// What [`Runner::on_recording`] calls with each change of the recording.
@@ -109,9 +111,15 @@ impl Runner {
     pub fn new(p: RunnerParts) -> Self {
         let exec = p.exec.clone();
         let (tasks_tx, tasks) = mpsc::channel(16);
+        let mut machine = Machine::new(p.cfg, Box::new(move || exec.next_id()));
+        // The executor's settings are what the machine resolves actions with.
+        machine.defaults = ActionDefaults {
+            model: p.exec.model.clone(),
+            grace_seconds: p.exec.default_grace,
+        };
         Self {
             store: Store::new(),
-            machine: Machine::new(p.cfg, Box::new(move || exec.next_id())),
+            machine,
             rx: p.rx,
             tx: p.tx,
             exec: p.exec,
@@ -132,6 +140,7 @@ impl Runner {
             tailing: None,
             on_open: None,
             on_recording: None,
+            recordings_dir: "recordings".into(),
         }
     }
 
@@ -166,6 +175,11 @@ impl Runner {
         let snapshot = s.snapshot_events(ts);
         drop(s);
         self.store.reset(State::from_events(&snapshot));
+    }
+
+    /// Where `R` ([`Command::ToggleRecord`]) starts new recordings (default `recordings`).
+    pub fn record_into(&mut self, dir: std::path::PathBuf) {
+        self.recordings_dir = dir;
     }
 
     /// `hook` sees each change of the recording as it happens (`run` says a failure on
@@ -280,17 +294,33 @@ impl Runner {
                 self.record(path);
                 continue;
             }
+            if let Input::Command(Command::ToggleRecord) = input {
+                let path = match self.recording.path() {
+                    Some(_) => None,
+                    None => {
+                        let context = &self.recording.header.context;
+                        let dir = &self.recordings_dir;
+                        Some(default_recording_path(dir, context, Utc::now()))
+                    }
+                };
+                self.record(path);
+                continue;
+            }
             if let Input::Command(Command::Tail(on)) = input {
                 self.tail = on;
                 self.follow();
                 continue;
             }
-            let choose = matches!(input, Input::Command(Command::Choose(_)));
+            let choose = matches!(input, Input::Command(Command::ChoosePod(_)));
             // (the read lock ends before the actions: `apply` writes)
             let dos = self.machine.on(&self.store.state(), input, Utc::now());
             for d in dos {
                 match d {
-                    Do::Act { id, req } => self.exec.spawn(id, req),
+                    Do::Act { id, action, ip } => self.exec.spawn(id, action, ip),
+                    Do::Refuse { id, action, why } => {
+                        let exec = self.exec.clone();
+                        tokio::spawn(async move { exec.refuse(id, action, why).await });
+                    }
                     Do::Emit(kind) => {
                         self.apply(Event::new(Utc::now(), Source::Runner, kind));
                         inputs.push_back(Input::Changed);
