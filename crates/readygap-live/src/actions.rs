@@ -64,8 +64,11 @@ pub struct Executor {
     pub client: kube::Client,
     pub namespace: String,
     pub runtime: Arc<dyn RuntimeAdapter>,
+    /// The session's model: the runner resolves `i`, `u`, the cold step's unload and the
+    /// trial's inference with it (`runner::ActionDefaults`).
     pub model: String,
     pub prompt: String,
+    /// The grace of readygap's deletes (`--grace`), resolved by the runner likewise.
     pub default_grace: Option<u32>,
     pub dropper: CacheDropper,
     pub threshold: DropThreshold,

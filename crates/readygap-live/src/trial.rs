@@ -3,9 +3,9 @@
 //!
 //! It owns the session's one store ([`crate::store::Store`]): every source sends into one
 //! channel, the loop applies each event to its [`State`] (the state the dashboard reads and
-//! the recording holds), writes it to the recording, passes it to the sink, keeps the per-pod feeds (memory, residency, fast
-//! probes, request logs) in step with the pods, publishes the focused node, and asks the
-//! machine what to do. It waits on events, commands, the machine's next deadline and the
+//! the recording holds), writes it to the recording, passes it to the sink, keeps the
+//! per-pod feeds (memory, residency, fast probes, request logs) in step with the pods,
+//! publishes the focused node, and asks the machine what to do. It waits on events, commands, the machine's next deadline and the
 //! tasks it started all at once, so a command is taken at any time, also mid-trial.
 
 use crate::actions::Executor;
@@ -93,7 +93,8 @@ pub type RecordingHook = Box<dyn FnMut(&RecordStatus) + Send>;
 
 /// What the runner is built from: the event channel (every source sends to `tx`; the
 /// runner reads `rx`), the executor, the runtime, the cluster client, its settings, the
-/// sink that sees every event applied (the dashboard), the recording it writes every
+/// sink that sees every event applied (the watcher's learner; the dashboard reads the store
+/// instead), the recording it writes every
 /// applied event to, and Ctrl-C.
 pub struct RunnerParts {
     pub rx: mpsc::Receiver<Event>,
