@@ -1,7 +1,8 @@
 //! Replay benchmarks on a generated 1-hour recording (`session`: a trial every 30 s with 4 Hz
 //! memory, probe and residency samples, about 47,000 events):
 //! - `replay/hour_at_x100`: the whole hour replayed at ×100 on a virtual wall clock (no
-//!   sleeping): the controller's due events every frame of 33 ms, fed to the dashboard, and one
+//!   sleeping): the controller's due events every frame of 33 ms, reduced into the store the
+//!   dashboard reads, and one
 //!   frame drawn at 200×60 through a `TestBackend` terminal when something changed (at most
 //!   30 frames/s, as the real loop). Throughput is in recorded seconds; the work per recorded
 //!   second must stay under 10 ms (at ×100 a wall second replays 100 recorded seconds, so
@@ -13,6 +14,7 @@
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
+use readygap::commands::replay::publish;
 use readygap::ui::app::{Dashboard, DashboardOptions, FRAME};
 use readygap::ui::intent::ReplayCommand;
 use readygap_core::event::Event;
@@ -32,21 +34,25 @@ fn hour() -> Vec<Event> {
 /// Replay everything from the start at the replayer's speed on a virtual clock; returns the
 /// frames drawn.
 fn replay_all(r: &mut Replayer, term: &mut Terminal<TestBackend>) -> usize {
-    let mut dash = Dashboard::new(&DashboardOptions {
-        read_only: true,
-        mode_label: "replay".into(),
-        ..DashboardOptions::default()
-    });
+    let store = readygap_live::store::Store::new();
+    let mut dash = Dashboard::new(
+        &DashboardOptions {
+            read_only: true,
+            mode_label: "replay".into(),
+            ..DashboardOptions::default()
+        },
+        store.reader(),
+    );
     let mut now = Instant::now();
     let mut frames = 0;
-    let mut changed = false;
-    for item in r.command(ReplayCommand::Start, now) {
-        changed |= dash.feed(item.into());
-    }
+    publish(&store, r.command(ReplayCommand::Start, now));
+    let mut changed = dash.changed();
     while !r.ended() {
         now += FRAME;
-        for item in r.advance(now, usize::MAX) {
-            changed |= dash.feed(item.into());
+        let steps = r.advance(now, usize::MAX);
+        if !steps.is_empty() {
+            publish(&store, steps);
+            changed |= dash.changed();
         }
         if changed {
             dash.draw(term).expect("draw");

@@ -4,7 +4,7 @@
 //! Then an idle-CPU measurement: the real event loop with no events and no keys for
 //! `READYGAP_IDLE_SECS` seconds (default 5), and with 4 Hz memory events, CPU time from
 //! /proc/self/stat (target idle < 2 % of one core). Last, event → frame: a pod's Ready
-//! event handed to the real loop's feed, and the wall time until a flushed frame shows
+//! event reduced into the store the real loop reads (as the runner reduces it), and the wall time until a flushed frame shows
 //! `True` on that pod's row (a `TestBackend` that checks each flushed frame; target: within
 //! one frame, 33 ms, plus the frame's own drawing).
 
@@ -137,7 +137,8 @@ fn loop_cpu(secs: u64, hz: u64) -> Option<f64> {
         .ok()?;
     let state_events = hour();
     rt.block_on(async move {
-        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        let store = readygap_live::store::Store::new();
+        let rx = store.reader();
         let mut term = Terminal::new(TestBackend::new(200, 60)).ok()?;
         let input = futures::stream::pending::<std::io::Result<crossterm::event::Event>>();
         let ui = tokio::spawn(async move {
@@ -146,13 +147,13 @@ fn loop_cpu(secs: u64, hz: u64) -> Option<f64> {
                 input,
                 DashboardOptions::default(),
                 rx,
-                None,
+                readygap::ui::app::Actions::None,
                 None,
             )
             .await;
         });
         for e in &state_events {
-            tx.send(e.clone()).await.ok()?;
+            store.apply(e);
         }
         // Let the backlog be applied and drawn, then measure.
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -165,9 +166,7 @@ fn loop_cpu(secs: u64, hz: u64) -> Option<f64> {
                 while t0.elapsed() < Duration::from_secs(secs) {
                     tick.tick().await;
                     k += 1;
-                    tx.send(memory(3_600_000 + k * 250, "ollama-12", 2_500_000_000))
-                        .await
-                        .ok()?;
+                    store.apply(&memory(3_600_000 + k * 250, "ollama-12", 2_500_000_000));
                 }
             }
         }
@@ -255,7 +254,8 @@ fn event_to_frame(n: usize) -> Option<Vec<f64>> {
         .build()
         .ok()?;
     rt.block_on(async move {
-        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        let store = readygap_live::store::Store::new();
+        let rx = store.reader();
         let probe = std::sync::Arc::new(std::sync::Mutex::new(Probe::default()));
         let backend = Watching {
             inner: TestBackend::new(200, 60),
@@ -269,13 +269,13 @@ fn event_to_frame(n: usize) -> Option<Vec<f64>> {
                 input,
                 DashboardOptions::default(),
                 rx,
-                None,
+                readygap::ui::app::Actions::None,
                 None,
             )
             .await;
         });
         for e in &hour() {
-            tx.send(e.clone()).await.ok()?;
+            store.apply(e);
         }
         let wait = |want: &'static str, pod: String| {
             let probe = probe.clone();
@@ -303,9 +303,7 @@ fn event_to_frame(n: usize) -> Option<Vec<f64>> {
                 want: "False",
                 shown: None,
             };
-            tx.send(applied(ms, pod(&name, &uid, Stage::Started, ms)))
-                .await
-                .ok()?;
+            store.apply(&applied(ms, pod(&name, &uid, Stage::Started, ms)));
             wait("False", name.clone()).await?;
             // A random phase against the frame clock, as a watch event has.
             tokio::time::sleep(Duration::from_micros(1000 + (k as u64 * 7919) % 40_000)).await;
@@ -315,18 +313,14 @@ fn event_to_frame(n: usize) -> Option<Vec<f64>> {
                 shown: None,
             };
             let sent = Instant::now();
-            tx.send(applied(ms + 500, pod(&name, &uid, Stage::Ready, ms + 500)))
-                .await
-                .ok()?;
+            store.apply(&applied(ms + 500, pod(&name, &uid, Stage::Ready, ms + 500)));
             let shown = wait("True", name.clone()).await?;
             out.push((shown - sent).as_secs_f64() * 1000.0);
-            tx.send(ev(
+            store.apply(&ev(
                 ms + 900,
                 Source::Kube,
                 EventKind::PodDeleted(pod(&name, &uid, Stage::Ready, ms + 900)),
-            ))
-            .await
-            .ok()?;
+            ));
         }
         ui.abort();
         Some(out)

@@ -2,30 +2,30 @@
 //! built-in lab started in-process. It wires the pieces together:
 //!
 //! ```text
-//! feeds ─▶ trial runner (the one State, records, drives trials) ─sink─▶ dashboard
-//!                ▲                                                                    │
-//!                └──────────── commands ◀── intents (keys) ◀──────────────────────────┘
+//! feeds ─▶ trial runner (reduces into the one store, records, drives trials)
+//!                ▲                          │ publishes (state, recording, connection)
+//!                │                          ▼
+//!                │                  store ──notify──▶ dashboard (reads, draws)
+//!                └──────────── commands (bounded) ◀── keys ◀──┘
 //! ```
 //!
-//! The runner owns the event stream and decides from the same reduced state that the screen
-//! and the recording show. Key presses become intents; this module maps them onto the
-//! runner's commands (a full or cold trial, the pod choice, or one action, taken at once even
-//! mid-trial; the runner resolves "which pod" with the same focus rule as the screen). A
-//! cluster that cannot be reached opens the dashboard anyway, with the error and the next
-//! try on screen, and this machine's Host figures; the session starts when it answers.
+//! The runner owns the event stream and the one store: the screen reads the state the runner
+//! decides from and the recording holds; nothing else reduces events. Until the cluster
+//! answers, this module writes the store itself (this machine's Host figures, the connection
+//! state), then hands it to the runner. A key names an action ([`Command`]) and goes straight
+//! to the runner, which decides its pod (the focus rule), its model and whether read-only
+//! allows it. A cluster that cannot be reached opens the dashboard anyway, with the error
+//! and the next try on screen, and this machine's Host figures; the session starts when it
+//! answers.
 
-use crate::ui::app::{Feed, LiveFeed, run_dashboard};
-use crate::ui::intent::Intent;
+use crate::ui::app::{Actions, run_dashboard};
 use chrono::Utc;
 use color_eyre::eyre::Result;
 use readygap_core::event::{Event, EventKind, Source};
-use readygap_live::actions::Request;
 use readygap_live::run::{Built, RunConfig, SessionConfig, build};
-use readygap_live::session::{RecordStatus, default_recording_path};
-use readygap_live::trial::Command as RunnerCommand;
+use readygap_live::store::Store;
+use readygap_live::trial::Command;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -124,36 +124,22 @@ pub async fn dashboard(
     }
 
     let cancel = CancellationToken::new();
-    let (ui_tx, ui_rx) = mpsc::channel::<Event>(8192);
-    let (control_tx, control_rx) = mpsc::unbounded_channel::<Feed>();
-    let (intent_tx, intent_rx) = mpsc::channel::<Intent>(16);
+    let store = Store::new();
+    let reader = store.reader();
+    let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(16);
     let session = tokio::spawn(run_session(
         args,
-        Channels {
-            ui: ui_tx,
-            control: control_tx,
-            intents: intent_rx,
-        },
+        store,
+        cmd_rx,
         cancel.clone(),
         mode.to_owned(),
         screen.recordings_dir.clone(),
     ));
-    let feed = LiveFeed {
-        events: ui_rx,
-        control: control_rx,
-    };
-    let result = run_dashboard(opts, feed, Some(intent_tx)).await;
+    let result = run_dashboard(opts, reader, Actions::Session(cmd_tx)).await;
     // Leave: the session stops its feeds and runner and closes the recording.
     cancel.cancel();
     let _ = session.await;
     result.map(|_| 0)
-}
-
-/// How the session task reaches the screen, and the keys' intents.
-struct Channels {
-    ui: mpsc::Sender<Event>,
-    control: mpsc::UnboundedSender<Feed>,
-    intents: mpsc::Receiver<Intent>,
 }
 
 /// The first wait between two tries to reach the cluster; it doubles up to [`RETRY_MAX`].
@@ -162,27 +148,42 @@ const RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
 /// user is looking at should come up sooner once the API server answers).
 const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Until connected: apply what this machine's Host feed sends to the store, until `work`
+/// ends (its output) or the dashboard closes (`None`).
+async fn meanwhile<T>(
+    work: impl Future<Output = T>,
+    store: &Store,
+    offline: &mut mpsc::Receiver<Event>,
+    cancel: &CancellationToken,
+) -> Option<T> {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return None,
+            out = &mut work => return Some(out),
+            Some(ev) = offline.recv() => store.apply(&ev),
+        }
+    }
+}
+
 /// Connect (retrying with backoff until it works or the dashboard closes), then run the
 /// session: feeds, the runner, the keys' intents. Until connected the screen shows the
-/// state and this machine's Host figures, which need no cluster.
+/// state and this machine's Host figures, which need no cluster; this task writes them to
+/// the store, then hands the store to the runner.
 async fn run_session(
     args: RunConfig,
-    ch: Channels,
+    store: Store,
+    commands: mpsc::Receiver<Command>,
     cancel: CancellationToken,
     mode: String,
     recordings_dir: PathBuf,
 ) {
-    let Channels {
-        ui: ui_tx,
-        control: control_tx,
-        intents: mut intent_rx,
-    } = ch;
-    let (fwd_tx, mut fwd_rx) = mpsc::unbounded_channel::<Event>();
+    let (offline_tx, mut offline) = mpsc::channel::<Event>(64);
     let offline_host = cancel.child_token();
     if let Some(every) = args.local_host {
         tokio::spawn(readygap_live::host::run_local_sampler(
             every,
-            ui_tx.clone(),
+            offline_tx,
             offline_host.clone(),
         ));
     }
@@ -195,10 +196,10 @@ async fn run_session(
             1 => "connecting…".to_owned(),
             n => format!("connecting (try {n})…"),
         };
-        control_tx.send(Feed::Connection(Some(trying))).ok();
-        let attempt = tokio::select! {
-            () = cancel.cancelled() => return,
-            r = build(&args, cancel.clone(), Some(fwd_tx.clone()), &mode) => r,
+        store.update(|p| p.connection = Some(trying));
+        let attempt = build(&args, cancel.clone(), &mode);
+        let Some(attempt) = meanwhile(attempt, &store, &mut offline, &cancel).await else {
+            return;
         };
         let e = match attempt {
             Ok(b) => break b,
@@ -210,7 +211,7 @@ async fn run_session(
             next.with_timezone(&chrono::Local).format("%H:%M:%S"),
             RETRY_MAX.as_secs()
         );
-        control_tx.send(Feed::Connection(Some(state))).ok();
+        store.update(|p| p.connection = Some(state));
         // The reason goes to the footer's messages once per change, not once per try.
         if e != last_error {
             let ev = Event::new(
@@ -221,23 +222,25 @@ async fn run_session(
                     message: e.clone(),
                 },
             );
-            ui_tx.send(ev).await.ok();
+            store.apply(&ev);
             last_error = e;
         }
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = tokio::time::sleep(wait) => {}
+        let pause = tokio::time::sleep(wait);
+        if meanwhile(pause, &store, &mut offline, &cancel)
+            .await
+            .is_none()
+        {
+            return;
         }
         wait = (wait * 2).min(RETRY_MAX);
     };
     // Connected: the runner's own Host feed takes over from the one started here.
     offline_host.cancel();
-    control_tx.send(Feed::Connection(None)).ok();
+    store.update(|p| p.connection = None);
     let Built {
         mut runner,
         tx,
         feeds,
-        target,
         node_feed,
         ..
     } = built;
@@ -253,111 +256,23 @@ async fn run_session(
                 text: format!("connected: {detail}"),
             },
         ] {
-            ui_tx
-                .send(Event::new(Utc::now(), Source::Kube, kind))
-                .await
-                .ok();
+            store.apply(&Event::new(Utc::now(), Source::Kube, kind));
         }
     }
+    // From here on the runner is the store's only writer (the recording indicator included).
+    runner.adopt_store(store);
+    runner.record_into(recordings_dir);
 
-    // Runner sink → dashboard (the runner records).
-    tokio::spawn(async move {
-        while let Some(ev) = fwd_rx.recv().await
-            && ui_tx.send(ev).await.is_ok()
-        {}
-    });
-    // Recording status: the header's indicator (the status line is a note of the stream).
-    let record_to = args.session.record.clone();
-    let recording = Arc::new(AtomicBool::new(record_to.is_some()));
-    let (st_tx, mut st_rx) = mpsc::unbounded_channel();
-    runner.report_recording(st_tx);
-    if let Some(p) = &record_to {
-        control_tx
-            .send(Feed::Recording(Some(p.display().to_string())))
-            .ok();
-    }
-    let recording_now = recording.clone();
-    tokio::spawn(async move {
-        while let Some(s) = st_rx.recv().await {
-            let now = match s {
-                RecordStatus::Recording(p) => Some(p.display().to_string()),
-                RecordStatus::Stopped { .. } | RecordStatus::Failed(_) => None,
-            };
-            recording_now.store(now.is_some(), Ordering::SeqCst);
-            if control_tx.send(Feed::Recording(now)).is_err() {
-                break;
-            }
-        }
-    });
-
-    // The runner serves commands until the dashboard closes.
-    let (cmd_tx, cmd_rx) = mpsc::channel::<RunnerCommand>(16);
+    // The runner serves the keys' commands until the dashboard closes.
     let runner_task = tokio::spawn(async move {
         let mut on_trial = |_: &readygap_core::timeline::Trial| {};
-        runner.serve(cmd_rx, &mut on_trial).await;
+        runner.serve(commands, &mut on_trial).await;
         runner.stop();
-    });
-
-    // Intents from the keys.
-    let read_only = args.session.read_only;
-    let deployment = target
-        .deployment
-        .clone()
-        .unwrap_or_else(|| args.session.cluster.deployment.clone());
-    let context = target.context.clone();
-    let intents = tokio::spawn(async move {
-        let mut model_choice: Option<String> = None;
-        while let Some(intent) = intent_rx.recv().await {
-            let cmd = match intent {
-                Intent::Quit => break,
-                Intent::ChoosePod(p) => Some(RunnerCommand::Choose(Some(p))),
-                // Reading a log is a GET: also when read-only.
-                Intent::FollowLog(on) => Some(RunnerCommand::Tail(on)),
-                Intent::ChooseModel(m) => {
-                    model_choice = Some(m);
-                    None
-                }
-                Intent::ToggleRecord => {
-                    // The status task keeps `recording` true only while a file is written,
-                    // so a failed start does not leave the key in the wrong state.
-                    if recording.load(Ordering::SeqCst) {
-                        Some(RunnerCommand::Record(None))
-                    } else {
-                        let path = default_recording_path(&recordings_dir, &context, Utc::now());
-                        Some(RunnerCommand::Record(Some(path)))
-                    }
-                }
-                _ if read_only => None,
-                Intent::FullTrial => Some(RunnerCommand::Trial { cold: false }),
-                Intent::ColdTrial => Some(RunnerCommand::Trial { cold: true }),
-                Intent::DeletePod { pod } => Some(RunnerCommand::Act(Request::DeletePod {
-                    pod,
-                    grace_seconds: None,
-                })),
-                Intent::RolloutRestart => Some(RunnerCommand::Act(Request::RolloutRestart {
-                    deployment: deployment.clone(),
-                })),
-                // The runner sends them to the focused pod (the one on screen).
-                Intent::InferNow => Some(RunnerCommand::Infer {
-                    model: model_choice.clone(),
-                }),
-                Intent::Unload => Some(RunnerCommand::Unload {
-                    model: model_choice.clone(),
-                }),
-                Intent::Replay(_) => None,
-            };
-            if let Some(c) = cmd
-                && cmd_tx.send(c).await.is_err()
-            {
-                break;
-            }
-        }
     });
 
     cancel.cancelled().await;
     // Leave: stop the feeds and the runner, close the recording.
     feeds.cancel();
-    intents.abort();
     // The node host feed stops its sampler (and deletes a debug pod it created).
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), node_feed).await;
     drop(tx);

@@ -1,15 +1,17 @@
 //! `readygap replay FILE`: the dashboard on a recording, read-only, with replay controls.
 //! The pure [`Replayer`] (readygap-core) decides what is due; [`drive`] is the tokio task
-//! around it: it sends the due events to the dashboard as [`Feed::Event`], and carries out
-//! the replay keys (`Intent::Replay`) the dashboard sends back.
+//! around it: it reduces the due events into the replay's one store (and replaces its state
+//! on a seek, and publishes the playhead), which the dashboard reads as it reads a live
+//! session's, and carries out the replay keys ([`ReplayCommand`]) the dashboard sends back.
 
-use crate::ui::app::{DashboardOptions, Feed, run_dashboard};
-use crate::ui::intent::Intent;
+use crate::ui::app::{Actions, DashboardOptions, run_dashboard};
+use crate::ui::intent::ReplayCommand;
 use color_eyre::eyre::{Result, WrapErr, eyre};
 use readygap_core::event::Event;
 use readygap_core::record::index::ReplayIndex;
 use readygap_core::record::jsonl;
 use readygap_core::replay::{BATCH, ReplayOptions, Replayer, Speed, Step};
+use readygap_live::store::Store;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -37,9 +39,15 @@ pub struct ReplayArgs {
     pub config: Option<PathBuf>,
 }
 
-/// The replayer's steps as the dashboard's feed.
-fn feeds(steps: Vec<Step>) -> Vec<Feed> {
-    steps.into_iter().map(Feed::from).collect()
+/// Carry the replayer's steps into the store.
+pub fn publish(store: &Store, steps: Vec<Step>) {
+    for step in steps {
+        match step {
+            Step::Event(ev) => store.apply(&ev),
+            Step::Reset(state) => store.reset(*state),
+            Step::Bar(bar) => store.update(|p| p.replay = Some(bar)),
+        }
+    }
 }
 
 /// A plain pacer without controls (no pause or seek; the dashboard uses [`drive`]): send
@@ -66,35 +74,32 @@ pub async fn feed(events: Vec<Event>, speed: Speed, tx: mpsc::Sender<Event>) -> 
     sent
 }
 
-/// The replay task: sends due events and the bar to the dashboard, and carries out the replay
-/// keys it sends back. Ends when the dashboard is gone.
+/// The replay task: publishes due events and the bar in `store`, and carries out the replay
+/// keys the dashboard sends back. Ends when the dashboard is gone (its keys' channel closed).
 pub async fn drive(
     mut replayer: Replayer,
-    tx: mpsc::Sender<Feed>,
-    mut commands: mpsc::Receiver<Intent>,
+    store: Store,
+    mut commands: mpsc::Receiver<ReplayCommand>,
 ) {
-    let mut pending: Vec<Feed> = feeds(replayer.begin());
+    publish(&store, replayer.begin());
     loop {
-        for item in pending.drain(..) {
-            if tx.send(item).await.is_err() {
-                return;
-            }
-        }
         let wake = replayer
             .next_wake(Instant::now())
             .map(tokio::time::Instant::from_std);
-        pending = tokio::select! {
+        let steps = tokio::select! {
             cmd = commands.recv() => match cmd {
-                Some(Intent::Replay(c)) => feeds(replayer.command(c, Instant::now())),
-                Some(_) => Vec::new(),
+                Some(c) => replayer.command(c, Instant::now()),
                 None => return,
             },
             _ = async {
                 if let Some(w) = wake {
                     tokio::time::sleep_until(w).await;
                 }
-            }, if wake.is_some() => feeds(replayer.advance(Instant::now(), BATCH)),
+            }, if wake.is_some() => replayer.advance(Instant::now(), BATCH),
         };
+        publish(&store, steps);
+        // At `max` the next batch is due at once: let the screen and the keys have a turn.
+        tokio::task::yield_now().await;
     }
 }
 
@@ -120,10 +125,11 @@ pub fn run(path: &Path, replay: &ReplayOptions, mut opts: DashboardOptions) -> R
         .build()
         .wrap_err("starting the async runtime")?;
     rt.block_on(async move {
-        let (tx, rx) = mpsc::channel::<Feed>(1024);
+        let store = Store::new();
+        let reader = store.reader();
         let (cmd_tx, cmd_rx) = mpsc::channel(64);
-        let controller = tokio::spawn(drive(replayer, tx, cmd_rx));
-        let result = run_dashboard(opts, rx, Some(cmd_tx)).await;
+        let controller = tokio::spawn(drive(replayer, store, cmd_rx));
+        let result = run_dashboard(opts, reader, Actions::Replay(cmd_tx)).await;
         controller.abort();
         result
     })?;

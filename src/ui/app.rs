@@ -1,19 +1,18 @@
-//! The dashboard's event loop. Events arrive on a channel and go through `State::apply` (the UI
-//! never invents facts); keys go through the pure [`update`](super::view::update) and become
-//! [`Intent`]s sent on the `actions` channel. Input is never blocked by I/O: terminal input is
-//! crossterm's `EventStream`, awaited with the feed in one `tokio::select!`. A frame is drawn
-//! only when something changed (an event, a key, a resize), at most 30 times a second; with no
-//! events the loop sleeps. The terminal (raw mode, alternate screen) is set up and restored,
-//! on exit and on panic, by [`super::terminal`]; every frame is drawn through its
-//! [`PanicRelease`](super::terminal::PanicRelease), so nothing is drawn after a panic.
-//!
-//! The feed is anything that yields [`Feed`] items: live sessions pass a channel of events
-//! (each one a `Feed::Event`); a replay passes a channel of `Feed`, which can also replace the
-//! whole state (a seek) and report the playhead for the replay bar.
+//! The dashboard's event loop. The screen reduces nothing: it reads the session's one store
+//! ([`Reader`]: the runner's state, or a replay's) when the store says something changed (a
+//! payload-free notification, one slot: a stalled screen holds no queue of events), and
+//! draws it. Keys go through the pure [`update`](super::view::update) and become [`Intent`]s
+//! sent on the `actions` channel. Input is never blocked by I/O: terminal input is
+//! crossterm's `EventStream`, awaited with the store's notification in one `tokio::select!`.
+//! A frame is drawn only when something changed (the store, a key, a resize), at most 30
+//! times a second; with nothing new the loop sleeps. The terminal (raw mode, alternate
+//! screen) is set up and restored, on exit and on panic, by [`super::terminal`]; every frame
+//! is drawn through its [`PanicRelease`](super::terminal::PanicRelease), so nothing is drawn
+//! after a panic. Freeze keeps a copy of the state; the session's facts in the header (the
+//! recording, the connection, a replay's playhead) stay live.
 
-use super::intent::Intent;
+use super::intent::{Command, Intent, ReplayCommand};
 use super::keymap::Keymap;
-use super::panels::replaybar::ReplayBar;
 use super::terminal::PanicRelease;
 use super::theme::{Theme, Themes};
 use super::view::{ViewState, update};
@@ -22,8 +21,8 @@ use crossterm::event::Event as TermEvent;
 use futures::{Stream, StreamExt};
 use ratatui::Terminal;
 use ratatui::backend::Backend;
-use readygap_core::event::Event;
 use readygap_core::state::{Severity, State};
+use readygap_live::store::{Published, Reader};
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -31,82 +30,15 @@ use tokio::time::Instant;
 
 /// The shortest time between two frames (30 frames/s).
 pub const FRAME: Duration = Duration::from_millis(33);
-/// Events applied per wake-up before input and drawing get a turn.
-const BATCH: usize = 4096;
 
-/// What the dashboard receives.
-#[derive(Debug, Clone)]
-pub enum Feed {
-    /// Apply one event.
-    Event(Event),
-    /// Replace the whole state (a replay seeked).
-    Reset(Box<State>),
-    /// Where the replay is (switches the dashboard to replay mode).
-    Replay(ReplayBar),
-    /// The recording now being written (`None`: not recording); the header shows it.
-    Recording(Option<String>),
-    /// Not connected to the cluster: the state to show (`None`: connected).
-    Connection(Option<String>),
-}
-
-impl From<readygap_core::replay::Step> for Feed {
-    fn from(step: readygap_core::replay::Step) -> Feed {
-        use readygap_core::replay::Step;
-        match step {
-            Step::Event(ev) => Feed::Event(ev),
-            Step::Reset(state) => Feed::Reset(state),
-            Step::Bar(bar) => Feed::Replay(bar),
-        }
-    }
-}
-
-/// A source of [`Feed`] items: a channel of events or of `Feed`.
-pub trait FeedSource {
-    /// The next item; `None` once the source is closed.
-    fn recv_feed(&mut self) -> impl Future<Output = Option<Feed>> + Send;
-    /// The next item if one is ready.
-    fn try_recv_feed(&mut self) -> Option<Feed>;
-}
-
-impl FeedSource for mpsc::Receiver<Event> {
-    async fn recv_feed(&mut self) -> Option<Feed> {
-        self.recv().await.map(Feed::Event)
-    }
-    fn try_recv_feed(&mut self) -> Option<Feed> {
-        self.try_recv().ok().map(Feed::Event)
-    }
-}
-
-/// A live session's feed: the event stream, plus control items (the recording indicator,
-/// the connection state) that are not events and so are neither reduced nor recorded. Control items go first.
-pub struct LiveFeed {
-    pub events: mpsc::Receiver<Event>,
-    pub control: mpsc::UnboundedReceiver<Feed>,
-}
-
-impl FeedSource for LiveFeed {
-    async fn recv_feed(&mut self) -> Option<Feed> {
-        tokio::select! {
-            biased;
-            Some(c) = self.control.recv() => Some(c),
-            ev = self.events.recv() => ev.map(Feed::Event),
-        }
-    }
-    fn try_recv_feed(&mut self) -> Option<Feed> {
-        self.control
-            .try_recv()
-            .ok()
-            .or_else(|| self.events.try_recv().ok().map(Feed::Event))
-    }
-}
-
-impl FeedSource for mpsc::Receiver<Feed> {
-    async fn recv_feed(&mut self) -> Option<Feed> {
-        self.recv().await
-    }
-    fn try_recv_feed(&mut self) -> Option<Feed> {
-        self.try_recv().ok()
-    }
+/// Who carries out the keys' intents: a live session's runner (its commands), a replay's
+/// controller (its keys), or nobody (the others are refused with a notice).
+#[derive(Debug, Clone, Default)]
+pub enum Actions {
+    #[default]
+    None,
+    Session(mpsc::Sender<Command>),
+    Replay(mpsc::Sender<ReplayCommand>),
 }
 
 /// How the dashboard is set up.
@@ -124,8 +56,6 @@ pub struct DashboardOptions {
     pub title: String,
     /// `live`, `replay`, `demo`.
     pub mode_label: String,
-    /// The recording being written, if any.
-    pub recording: Option<String>,
     /// Problems found while starting (config, recording warnings): the first is shown in the
     /// footer.
     pub notices: Vec<String>,
@@ -140,7 +70,6 @@ impl Default for DashboardOptions {
             keymap: Keymap::default(),
             title: String::new(),
             mode_label: "live".into(),
-            recording: None,
             notices: Vec::new(),
         }
     }
@@ -149,11 +78,7 @@ impl Default for DashboardOptions {
 /// Run the dashboard in the real terminal until `q`/Ctrl-C, or until SIGINT, SIGTERM or
 /// SIGHUP (see [`crate::signals`]): each ends it as `q` does, so the terminal is restored and
 /// the caller closes the session down (recording, feeds, debug pods).
-pub async fn run_dashboard<F: FeedSource>(
-    opts: DashboardOptions,
-    feed: F,
-    actions: Option<mpsc::Sender<Intent>>,
-) -> Result<()> {
+pub async fn run_dashboard(opts: DashboardOptions, store: Reader, actions: Actions) -> Result<()> {
     let mut terminal = super::terminal::setup()?;
     let input = crossterm::event::EventStream::new();
     // The loop only stops at an await: never in the middle of a frame.
@@ -162,7 +87,7 @@ pub async fn run_dashboard<F: FeedSource>(
             &mut terminal,
             input,
             opts,
-            feed,
+            store,
             actions,
             Some(&super::terminal::PANIC_RELEASE),
         ) => r,
@@ -172,9 +97,10 @@ pub async fn run_dashboard<F: FeedSource>(
     result
 }
 
-/// The state the loop keeps between wake-ups.
+/// The state the loop keeps between wake-ups: the view (UI-only), the theme, and a copy of
+/// the state while frozen. The facts are the store's.
 pub struct Dashboard {
-    pub state: State,
+    store: Reader,
     pub view: ViewState,
     pub theme: Theme,
     themes: Themes,
@@ -183,7 +109,7 @@ pub struct Dashboard {
 }
 
 impl Dashboard {
-    pub fn new(opts: &DashboardOptions) -> Dashboard {
+    pub fn new(opts: &DashboardOptions, store: Reader) -> Dashboard {
         let (themes, errors) = Themes::load(opts.themes_dir.as_deref());
         let (theme, unknown) = themes.pick(&opts.theme);
         let notice = errors
@@ -198,12 +124,11 @@ impl Dashboard {
             theme_names: themes.names(),
             mode_label: opts.mode_label.clone(),
             title: opts.title.clone(),
-            recording: opts.recording.clone(),
             notice,
             ..ViewState::default()
         };
         Dashboard {
-            state: State::new(),
+            store,
             view,
             theme,
             themes,
@@ -211,53 +136,35 @@ impl Dashboard {
         }
     }
 
-    /// What is on screen: the frozen snapshot, or the live state.
-    pub fn shown(&self) -> &State {
-        self.frozen.as_ref().unwrap_or(&self.state)
-    }
-
-    /// Apply one event. Returns whether the display changed.
-    pub fn apply(&mut self, ev: &Event) -> bool {
-        self.state.apply(ev);
-        self.frozen.is_none()
-    }
-
-    /// Take one feed item. Returns whether the display changed.
-    pub fn feed(&mut self, item: Feed) -> bool {
-        match item {
-            Feed::Event(ev) => self.apply(&ev),
-            Feed::Reset(state) => {
-                self.state = *state;
-                self.frozen.is_none()
-            }
-            Feed::Replay(bar) => {
-                let changed = self.view.replay.as_ref() != Some(&bar);
-                self.view.replay = Some(bar);
-                changed
-            }
-            Feed::Recording(path) => {
-                let changed = self.view.recording != path;
-                self.view.recording = path;
-                changed
-            }
-            Feed::Connection(state) => {
-                let changed = self.view.connection != state;
-                self.view.connection = state;
-                changed
-            }
+    /// A copy of what is on screen: the frozen snapshot, or the store's state.
+    pub fn shown(&self) -> State {
+        match &self.frozen {
+            Some(s) => s.clone(),
+            None => self.store.snapshot().state,
         }
+    }
+
+    /// The store published a change: take its session facts into the view. Returns whether
+    /// the display changed (the state shows while not frozen; the facts always).
+    pub fn changed(&mut self) -> bool {
+        let facts = take_facts(&mut self.view, &self.store.read());
+        facts || self.frozen.is_none()
     }
 
     /// Handle one key; returns the intent to carry out.
     pub fn key(&mut self, key: crossterm::event::KeyEvent) -> Option<Intent> {
+        let published = self.store.read();
+        take_facts(&mut self.view, &published);
         let view = std::mem::take(&mut self.view);
-        let (view, intent) = update(view, self.shown(), key);
+        let shown = self.frozen.as_ref().unwrap_or(&published.state);
+        let (view, intent) = update(view, shown, key);
         self.view = view;
         if self.view.frozen && self.frozen.is_none() {
-            self.frozen = Some(self.state.clone());
+            self.frozen = Some(published.state.clone());
         } else if !self.view.frozen {
             self.frozen = None;
         }
+        drop(published);
         if self.view.theme != self.theme.name {
             let (theme, problem) = self.themes.pick(&self.view.theme);
             self.theme = theme;
@@ -268,43 +175,73 @@ impl Dashboard {
         intent
     }
 
-    /// Draw one frame.
-    pub fn draw<B: Backend>(&self, terminal: &mut Terminal<B>) -> Result<()>
+    /// Draw one frame (under the store's read lock: the runner waits for it).
+    pub fn draw<B: Backend>(&mut self, terminal: &mut Terminal<B>) -> Result<()>
     where
         B::Error: Send + Sync + 'static,
     {
+        let published = self.store.read();
+        take_facts(&mut self.view, &published);
+        let shown = self.frozen.as_ref().unwrap_or(&published.state);
         terminal
             .draw(|f| {
                 let area = f.area();
-                super::render(self.shown(), &self.view, &self.theme, area, f.buffer_mut())
+                super::render(shown, &self.view, &self.theme, area, f.buffer_mut())
             })
             .wrap_err("drawing the dashboard")?;
         Ok(())
     }
 }
 
+/// The recording, connection and replay playhead as published, into the view (the header
+/// and the key handler read them there); whether they changed.
+fn take_facts(view: &mut ViewState, p: &Published) -> bool {
+    let recording = p.recording.as_ref().map(|r| r.display().to_string());
+    let changed =
+        view.recording != recording || view.connection != p.connection || view.replay != p.replay;
+    if changed {
+        view.recording = recording;
+        view.connection = p.connection.clone();
+        view.replay = p.replay.clone();
+    }
+    changed
+}
+
+/// For measuring a stalled screen (debug builds only): `READYGAP_TEST_STALL_UI_MS=N` makes
+/// the loop stop for N ms after it sent its first intent (the key `t`'s trial), while the
+/// session goes on; the loop then goes on as before.
+fn stall_after_intent() -> Option<Duration> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    let ms = std::env::var("READYGAP_TEST_STALL_UI_MS").ok()?;
+    ms.parse().ok().map(Duration::from_millis)
+}
+
 /// The loop, for any backend and input stream (tests use a `TestBackend` and a channel);
 /// with `release`, every write to the terminal goes through it, and the loop ends with an
-/// error once a panic released the terminal.
-pub async fn run_loop<B, I, F>(
+/// error once a panic released the terminal. It ends when the input ends and the store's
+/// writer is gone, or on `q`.
+pub async fn run_loop<B, I>(
     terminal: &mut Terminal<B>,
     mut input: I,
     opts: DashboardOptions,
-    mut feed: F,
-    actions: Option<mpsc::Sender<Intent>>,
+    store: Reader,
+    actions: Actions,
     release: Option<&PanicRelease>,
 ) -> Result<()>
 where
     B: Backend,
     B::Error: Send + Sync + 'static,
     I: Stream<Item = std::io::Result<TermEvent>> + Unpin,
-    F: FeedSource,
 {
-    let mut dash = Dashboard::new(&opts);
+    let mut notified = store.clone();
+    let mut dash = Dashboard::new(&opts, store);
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
     let mut feed_open = true;
     let mut input_open = true;
+    let mut stall = stall_after_intent();
     loop {
         if dash.view.quit {
             return Ok(());
@@ -327,7 +264,12 @@ where
                     dirty = true;
                     match intent {
                         Some(Intent::Quit) => return Ok(()),
-                        Some(intent) => send(&mut dash, actions.as_ref(), intent),
+                        Some(intent) => {
+                            send(&mut dash, &actions, intent);
+                            if let Some(d) = stall.take() {
+                                tokio::time::sleep(d).await;
+                            }
+                        }
                         None => {}
                     }
                 }
@@ -339,18 +281,10 @@ where
                 Some(Err(e)) => return Err(e).wrap_err("reading terminal input"),
                 None => input_open = false,
             },
-            item = feed.recv_feed(), if feed_open => match item {
-                Some(item) => {
-                    let mut changed = dash.feed(item);
-                    for _ in 0..BATCH {
-                        match feed.try_recv_feed() {
-                            Some(item) => changed |= dash.feed(item),
-                            None => break,
-                        }
-                    }
-                    dirty |= changed;
-                }
-                None => {
+            open = notified.changed(), if feed_open => {
+                if open {
+                    dirty |= dash.changed();
+                } else {
                     feed_open = false;
                     dash.view.feed_ended = true;
                     dirty = true;
@@ -373,36 +307,34 @@ fn write<T>(release: Option<&PanicRelease>, write: impl FnOnce() -> T) -> Result
     }
 }
 
-/// Hand an intent to the executor, or say why it cannot be done.
-fn send(dash: &mut Dashboard, actions: Option<&mpsc::Sender<Intent>>, intent: Intent) {
-    // In a replay the actions channel goes to the replay controller: only replay intents.
-    let in_replay = dash.view.replay.is_some();
-    match actions.filter(|_| !in_replay || matches!(intent, Intent::Replay(_))) {
-        Some(tx) => {
-            if let Err(e) = tx.try_send(intent.clone()) {
-                let why = match e {
-                    mpsc::error::TrySendError::Full(_) => "busy",
-                    mpsc::error::TrySendError::Closed(_) => "executor stopped",
-                };
-                dash.view.notice = Some((Severity::Error, format!("{}: {why}", intent.label())));
-            }
-        }
+/// Hand an intent to whoever carries it out, or say why it cannot be done.
+fn send(dash: &mut Dashboard, actions: &Actions, intent: Intent) {
+    let label = intent.label(None);
+    let sent = match (actions, intent) {
+        (Actions::Session(tx), Intent::Session(c)) => tx.try_send(c).map_err(busy),
+        (Actions::Replay(tx), Intent::Replay(c)) => tx.try_send(c).map_err(busy),
         // Choices and replay keys still change the view; nothing to say.
         // (a replay's Log view shows the lines the recording holds).
-        None if matches!(
-            intent,
-            Intent::ChoosePod(_)
-                | Intent::ChooseModel(_)
-                | Intent::Replay(_)
-                | Intent::FollowLog(_)
-        ) => {}
-        None => {
-            let text = format!(
-                "{}: not available in {}",
-                intent.label(),
-                dash.view.mode_label
-            );
+        (
+            _,
+            Intent::Replay(_)
+            | Intent::Session(Command::ChoosePod(_) | Command::ChooseModel(_) | Command::Tail(_)),
+        ) => Ok(()),
+        (_, _) => {
+            let text = format!("{label}: not available in {}", dash.view.mode_label);
             dash.view.notice = Some((Severity::Warn, text));
+            Ok(())
         }
+    };
+    if let Err(why) = sent {
+        dash.view.notice = Some((Severity::Error, format!("{label}: {why}")));
+    }
+}
+
+/// Why a bounded channel did not take an intent.
+fn busy<T>(e: mpsc::error::TrySendError<T>) -> &'static str {
+    match e {
+        mpsc::error::TrySendError::Full(_) => "busy",
+        mpsc::error::TrySendError::Closed(_) => "executor stopped",
     }
 }

@@ -3,7 +3,7 @@
 //! `(ViewState, &State, key) → (ViewState, Option<Intent>)`. Nothing here does I/O; intents
 //! that change the cluster are only returned, after a confirmation, and never when read-only.
 
-use super::intent::{Intent, ReplayCommand};
+use super::intent::{Command as Act, Intent, ReplayCommand};
 use super::keymap::{Command, Key, Keymap};
 use super::panels::replaybar::ReplayBar;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind};
@@ -93,8 +93,9 @@ impl Default for ViewState {
 }
 
 impl ViewState {
-    /// The pod the panels focus on (and `d`, `t`, `i`, `u` act on): the one rule of
-    /// [`readygap_core::focus::pod`] over the pod chosen with `p`.
+    /// The pod the panels focus on: the one rule of [`readygap_core::focus::pod`] over the
+    /// pod chosen with `p`, the rule by which the runner picks the pod `d`, `t`, `i` and `u`
+    /// act on (the keys name no pod; the confirmation names the one on screen).
     pub fn focus_pod(&self, state: &State) -> Option<String> {
         readygap_core::focus::pod(state, self.selected_pod.as_deref())
     }
@@ -137,7 +138,11 @@ pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, 
         view.notice = Some((Severity::Warn, why));
         return (view, None);
     }
-    let confirm = |intent| Some(Dialog::Confirm { intent });
+    let confirm = |act| {
+        Some(Dialog::Confirm {
+            intent: Intent::Session(act),
+        })
+    };
     // Replay commands are only looked up in a replay; they go to the replay controller.
     let in_replay = view.replay.is_some();
     let replay = |command| in_replay.then_some(Intent::Replay(command));
@@ -148,15 +153,15 @@ pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, 
             intent = Some(Intent::Quit);
         }
         Command::DeletePod => match view.focus_pod(state) {
-            Some(pod) => view.dialog = confirm(Intent::DeletePod { pod }),
+            Some(_) => view.dialog = confirm(Act::Delete),
             None => view.notice = Some((Severity::Warn, "no pod to delete".into())),
         },
-        Command::RolloutRestart => view.dialog = confirm(Intent::RolloutRestart),
-        Command::ColdTrial => view.dialog = confirm(Intent::ColdTrial),
-        Command::FullTrial => view.dialog = confirm(Intent::FullTrial),
-        Command::Unload => view.dialog = confirm(Intent::Unload),
-        Command::InferNow => intent = Some(Intent::InferNow),
-        Command::ToggleRecord => intent = Some(Intent::ToggleRecord),
+        Command::RolloutRestart => view.dialog = confirm(Act::RolloutRestart),
+        Command::ColdTrial => view.dialog = confirm(Act::Trial { cold: true }),
+        Command::FullTrial => view.dialog = confirm(Act::Trial { cold: false }),
+        Command::Unload => view.dialog = confirm(Act::Unload),
+        Command::InferNow => intent = Some(Intent::Session(Act::Infer)),
+        Command::ToggleRecord => intent = Some(Intent::Session(Act::ToggleRecord)),
         Command::ChoosePod => {
             let items: Vec<String> = state.pods.keys().cloned().collect();
             if items.is_empty() {
@@ -202,7 +207,7 @@ pub fn update(mut view: ViewState, state: &State, key: KeyEvent) -> (ViewState, 
         Command::ToggleLog => view.log_scale = !view.log_scale,
         Command::RuntimeLog => {
             view.log_view = !view.log_view;
-            intent = Some(Intent::FollowLog(view.log_view));
+            intent = Some(Intent::Session(Act::Tail(view.log_view)));
         }
         Command::Freeze => view.frozen = !view.frozen,
         Command::Help => view.dialog = Some(Dialog::Help),
@@ -237,14 +242,14 @@ fn dialog_key(mut view: ViewState, dialog: Dialog, key: KeyEvent) -> (ViewState,
             Pick::Move(index) => view.dialog = Some(Dialog::ChoosePod { items, index }),
             Pick::Chosen(p) => {
                 view.selected_pod = Some(p.clone());
-                sent = Some(Intent::ChoosePod(p));
+                sent = Some(Intent::Session(Act::ChoosePod(Some(p))));
             }
         },
         Dialog::ChooseModel { items, index } => match pick(code, &items, index) {
             Pick::Move(index) => view.dialog = Some(Dialog::ChooseModel { items, index }),
             Pick::Chosen(m) => {
                 view.selected_model = Some(m.clone());
-                sent = Some(Intent::ChooseModel(m));
+                sent = Some(Intent::Session(Act::ChooseModel(Some(m))));
             }
         },
     }

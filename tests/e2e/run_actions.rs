@@ -6,7 +6,7 @@ use readygap_core::event::{Action, Event, EventKind, Outcome};
 use readygap_lab::ground_truth::Transition;
 use readygap_lab::profile::Profile;
 use readygap_lab::serve::{LabHandle, LabOptions, serve};
-use readygap_live::actions::{CacheDropper, Executor, Request, Timeouts, restart_patch};
+use readygap_live::actions::{CacheDropper, Executor, Timeouts, restart_patch};
 use readygap_live::sources::runtime::ollama::Ollama;
 use readygap_live::sources::runtime::{AccessMode, PodRef, RuntimeAccess, RuntimeAdapter};
 use std::sync::Arc;
@@ -207,10 +207,13 @@ async fn runtime_up(exec: &Executor, rx: &mut mpsc::Receiver<Event>, pod: &PodRe
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let (_, o) = exec
-            .run(Request::Unload {
-                pod: pod.clone(),
-                model: None,
-            })
+            .run(
+                Action::Unload {
+                    pod: pod.name.clone(),
+                    model: exec.model.clone(),
+                },
+                pod.ip.clone(),
+            )
             .await;
         if o == Outcome::Ok {
             break;
@@ -231,10 +234,13 @@ async fn delete_is_stamped_before_the_api_server_accepts_it() {
     let (exec, mut rx, client) = setup(&lab).await;
     let pod = serving_pod(&lab, &client).await;
     let before_submit = chrono::Utc::now();
-    let id = exec.submit(Request::DeletePod {
-        pod: pod.name.clone(),
-        grace_seconds: Some(1),
-    });
+    let id = exec.submit(
+        Action::DeletePod {
+            pod: pod.name.clone(),
+            grace_seconds: Some(1),
+        },
+        None,
+    );
     // submit returned at once: nothing has been sent yet or at most the first events.
     let events = until_finished(&mut rx, id).await;
     let kinds: Vec<&str> = events
@@ -281,10 +287,13 @@ async fn delete_is_stamped_before_the_api_server_accepts_it() {
 
     // Deleting it again: the pod is going or gone; a pod that never existed is an error.
     let (_, o) = exec
-        .run(Request::DeletePod {
-            pod: "no-such-pod".into(),
-            grace_seconds: None,
-        })
+        .run(
+            Action::DeletePod {
+                pod: "no-such-pod".into(),
+                grace_seconds: None,
+            },
+            None,
+        )
         .await;
     match o {
         Outcome::Error { message } => assert!(message.contains("not found"), "{message}"),
@@ -302,10 +311,13 @@ async fn inference_unload_and_drop_caches() {
     runtime_up(&exec, &mut rx, &pod).await;
 
     let before_submit = chrono::Utc::now();
-    let id = exec.submit(Request::Infer {
-        pod: pod.clone(),
-        model: None,
-    });
+    let id = exec.submit(
+        Action::Infer {
+            pod: pod.name.clone(),
+            model: exec.model.clone(),
+        },
+        pod.ip.clone(),
+    );
     let events = until_finished(&mut rx, id).await;
     let pos = |f: &dyn Fn(&EventKind) -> bool| {
         events.iter().position(|e| f(&e.kind)).unwrap_or_else(|| {
@@ -355,10 +367,13 @@ async fn inference_unload_and_drop_caches() {
     let (_, ollama) = clients(&lab).await;
     assert_eq!(ollama.residency(&pod).await.unwrap().len(), 1);
     let (_, o) = exec
-        .run(Request::Unload {
-            pod: pod.clone(),
-            model: None,
-        })
+        .run(
+            Action::Unload {
+                pod: pod.name.clone(),
+                model: exec.model.clone(),
+            },
+            pod.ip.clone(),
+        )
         .await;
     assert_eq!(o, Outcome::Ok);
     let left = ollama.residency(&pod).await.unwrap();
@@ -369,9 +384,12 @@ async fn inference_unload_and_drop_caches() {
     while rx.try_recv().is_ok() {}
 
     // No node access configured: the drop fails with the reason, as an event and an outcome.
-    let id = exec.submit(Request::DropCaches {
-        node: "lab-node-1".into(),
-    });
+    let id = exec.submit(
+        Action::DropCaches {
+            node: "lab-node-1".into(),
+        },
+        None,
+    );
     let events = until_finished(&mut rx, id).await;
     let drop = events.iter().find_map(|e| match &e.kind {
         EventKind::CachesDropped(d) => Some(d.clone()),
@@ -394,9 +412,12 @@ async fn inference_unload_and_drop_caches() {
         }),
     };
     let (_, _) = exec
-        .run(Request::DropCaches {
-            node: "lab-node-1".into(),
-        })
+        .run(
+            Action::DropCaches {
+                node: "lab-node-1".into(),
+            },
+            None,
+        )
         .await;
     let mut saw = None;
     while let Ok(e) = rx.try_recv() {
@@ -417,9 +438,12 @@ async fn inference_unload_and_drop_caches() {
     );
     // An unknown node: its debug pod is never started, and the error says why it may be.
     let (_, o) = exec
-        .run(Request::DropCaches {
-            node: "nope".into(),
-        })
+        .run(
+            Action::DropCaches {
+                node: "nope".into(),
+            },
+            None,
+        )
         .await;
     assert!(
         matches!(o, Outcome::Error { ref message } if message.contains("is nope a node of this cluster")),
@@ -440,7 +464,13 @@ async fn a_hanging_inference_times_out() {
     let pod = serving_pod(&lab, &client).await;
     runtime_up(&exec, &mut rx, &pod).await;
     lab.runtime_faults().set_hang(true);
-    let id = exec.submit(Request::Infer { pod, model: None });
+    let id = exec.submit(
+        Action::Infer {
+            pod: pod.name.clone(),
+            model: exec.model.clone(),
+        },
+        pod.ip.clone(),
+    );
     let events = until_finished(&mut rx, id).await;
     assert_eq!(outcome(&events), Outcome::Timeout { after_ms: 800 });
     assert!(events.iter().any(|e| matches!(&e.kind, EventKind::InferenceDone(r) if !r.ok && r.error.as_deref().unwrap_or("").starts_with("timeout"))));
@@ -500,7 +530,7 @@ async fn a_served_runner_runs_a_trial_on_command_and_drives_an_external_one() {
         .await
         .expect("serve ends when commands close")
         .unwrap();
-    assert_eq!(runner.state.timeline.trials.len(), 2);
+    assert_eq!(runner.state().timeline.trials.len(), 2);
     assert!(*seen.lock().unwrap() > 10, "the sink saw the events");
     feeds.cancel();
     lab.shutdown().await;
@@ -530,17 +560,12 @@ async fn an_oom_kill_is_an_external_trial_that_the_runner_follows_to_recovery() 
     assert!(first.is_ok(), "{:?}", first.status);
     let pod = first.new_pod.clone().unwrap();
     // A 3B inference on top of it passes the 4 GiB limit: OOM kill, container restart.
-    let ip = None;
+    // (the key names the action; the runner sends it to the focused pod, the new one)
     cmd_tx
-        .send(Command::Act(Request::Infer {
-            pod: PodRef {
-                name: pod.clone(),
-                ip,
-            },
-            model: Some("llama3.2:3b".into()),
-        }))
+        .send(Command::ChooseModel(Some("llama3.2:3b".into())))
         .await
         .unwrap();
+    cmd_tx.send(Command::Infer).await.unwrap();
     let second = tokio::time::timeout(Duration::from_secs(60), done_rx.recv())
         .await
         .expect("restart trial in time")
@@ -568,7 +593,7 @@ async fn an_oom_kill_is_an_external_trial_that_the_runner_follows_to_recovery() 
         .await
         .unwrap()
         .unwrap();
-    assert!(runner.state.pods[&pod].oom_killed());
+    assert!(runner.state().pods[&pod].oom_killed());
     feeds.cancel();
     lab.shutdown().await;
 }
@@ -815,42 +840,41 @@ async fn an_inference_probe_is_not_the_users_first_inference() {
 }
 
 /// `--read-only`: only GETs. The runner observes an external replacement, and every action
-/// (a delete, an inference) is refused before it is sent.
+/// (a delete, an inference) is refused by the runner before anything is sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_refuses_every_action_and_only_observes() {
     use readygap_live::trial::Command;
     let _one = ONE_LAB.lock().await;
     let lab = lab(87).await;
     let (_, _, client) = setup(&lab).await;
+    // The pods the runner has applied (the keys name no pod: it sends them to the focused
+    // one, which it must have seen, as a user has on screen).
+    let (seen_tx, mut seen) = mpsc::unbounded_channel::<String>();
+    let sink = Box::new(move |ev: &Event| {
+        if let EventKind::PodApplied(p) = &ev.kind {
+            let _ = seen_tx.send(p.name.clone());
+        }
+    });
     let ServedRunner {
         commands: cmd_tx,
         trials: mut done_rx,
         runner: served,
         feeds,
-    } = serve_runner(&lab, &client, true, Box::new(|_: &Event| {}), |c, e| {
+    } = serve_runner(&lab, &client, true, sink, |c, _| {
         c.read_only = true;
         c.probe_external = true; // read-only wins over it
         c.runtime_timeout = Duration::from_secs(5);
         c.inference_timeout = Duration::from_secs(5);
-        e.read_only = true;
     })
     .await;
     let old = ready_pod(&client, &lab.namespace).await;
-    let pod = PodRef {
-        name: old.clone(),
-        ip: None,
-    };
-    cmd_tx
-        .send(Command::Act(Request::Infer { pod, model: None }))
-        .await
-        .unwrap();
-    cmd_tx
-        .send(Command::Act(Request::DeletePod {
-            pod: old.clone(),
-            grace_seconds: None,
-        }))
-        .await
-        .unwrap();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while seen.recv().await.is_some_and(|p| p != old) {}
+    })
+    .await
+    .expect("the runner sees the pod");
+    cmd_tx.send(Command::Infer).await.unwrap();
+    cmd_tx.send(Command::Delete).await.unwrap();
     cmd_tx.send(Command::Trial { cold: false }).await.unwrap();
     let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
         kube::Api::namespaced(client.clone(), &lab.namespace);
@@ -893,7 +917,7 @@ async fn read_only_refuses_every_action_and_only_observes() {
         .expect("serve ends")
         .unwrap();
     let refused = runner
-        .state
+        .state()
         .actions
         .values()
         .filter(|a| {
@@ -903,7 +927,7 @@ async fn read_only_refuses_every_action_and_only_observes() {
     assert_eq!(refused, 2, "the inference and the delete were refused");
     assert!(
         runner
-            .state
+            .state()
             .messages
             .iter()
             .any(|m| m.text.contains("starts no trial")),
@@ -991,8 +1015,8 @@ async fn an_external_surge_rollout_with_kubectl_is_one_trial_with_t0_before_t1()
         .await
         .expect("serve ends")
         .unwrap();
-    let external: Vec<_> = runner
-        .state
+    let state = runner.state();
+    let external: Vec<_> = state
         .timeline
         .trials
         .iter()
@@ -1002,8 +1026,9 @@ async fn an_external_surge_rollout_with_kubectl_is_one_trial_with_t0_before_t1()
         external.len(),
         1,
         "one trial for the rollout: {:#?}",
-        runner.state.timeline.trials
+        state.timeline.trials
     );
+    drop(state);
     feeds.cancel();
     lab.shutdown().await;
 }

@@ -1,5 +1,5 @@
-//! The event loop end to end with a test backend: events from the feed reach the screen
-//! through `State::apply`, keys become intents on the actions channel (destructive ones after
+//! The event loop end to end with a test backend: events reduced into the store (as the
+//! runner reduces them) reach the screen, keys become the runner's commands (destructive ones after
 //! `y`), a resize redraws at the new size, `q` ends the loop, and a closed feed is shown.
 //! Waits poll the drawn screen with a bounded deadline.
 
@@ -10,8 +10,9 @@ use ratatui::Terminal;
 use ratatui::backend::{Backend, ClearType, TestBackend, WindowSize};
 use ratatui::buffer::Cell;
 use ratatui::layout::{Position, Size};
-use readygap::ui::app::{Dashboard, DashboardOptions, run_loop};
-use readygap::ui::intent::Intent;
+use readygap::ui::app::{Actions, Dashboard, DashboardOptions, run_loop};
+use readygap::ui::intent::Command;
+use readygap_live::store::Store;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -101,7 +102,8 @@ async fn recv<T>(rx: &mut mpsc::Receiver<T>) -> T {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_reach_the_screen_and_keys_become_intents() {
     let backend = Shared(Arc::new(Mutex::new(TestBackend::new(160, 48))));
-    let (feed_tx, feed_rx) = mpsc::channel(256);
+    let store = Store::new();
+    let feed_rx = store.reader();
     let (act_tx, mut act_rx) = mpsc::channel(8);
     let (key_tx, key_rx) = fmpsc::unbounded();
     let b = backend.clone();
@@ -112,7 +114,7 @@ async fn events_reach_the_screen_and_keys_become_intents() {
             key_rx,
             DashboardOptions::default(),
             feed_rx,
-            Some(act_tx),
+            Actions::Session(act_tx),
             None,
         )
         .await
@@ -122,7 +124,7 @@ async fn events_reach_the_screen_and_keys_become_intents() {
     })
     .await;
     for ev in until(AFTER_T4) {
-        feed_tx.send(ev).await.expect("loop is running");
+        store.apply(&ev);
     }
     wait_screen(&backend, "the finished trial", |s| {
         s.contains("T3→T4 5.59s") && s.contains("trial #1 ✓")
@@ -130,7 +132,7 @@ async fn events_reach_the_screen_and_keys_become_intents() {
     .await;
 
     key_tx.unbounded_send(key('i')).expect("keys");
-    assert_eq!(recv(&mut act_rx).await, Intent::InferNow);
+    assert_eq!(recv(&mut act_rx).await, Command::Infer);
     key_tx.unbounded_send(key('d')).expect("keys");
     wait_screen(&backend, "confirmation", |s| {
         s.contains("delete pod ollama-1?")
@@ -138,12 +140,8 @@ async fn events_reach_the_screen_and_keys_become_intents() {
     .await;
     assert!(act_rx.try_recv().is_err(), "nothing sent before y");
     key_tx.unbounded_send(key('y')).expect("keys");
-    assert_eq!(
-        recv(&mut act_rx).await,
-        Intent::DeletePod {
-            pod: "ollama-1".into()
-        }
-    );
+    // The key names the action; the runner picks the pod by the focus rule the dialog showed.
+    assert_eq!(recv(&mut act_rx).await, Command::Delete);
     wait_screen(&backend, "dialog closed", |s| {
         !s.contains("delete pod ollama-1?")
     })
@@ -172,7 +170,8 @@ async fn events_reach_the_screen_and_keys_become_intents() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_feed_is_shown_and_actions_without_executor_are_refused() {
     let backend = Shared(Arc::new(Mutex::new(TestBackend::new(160, 48))));
-    let (feed_tx, feed_rx) = mpsc::channel(256);
+    let store = Store::new();
+    let feed_rx = store.reader();
     let (key_tx, key_rx) = fmpsc::unbounded();
     let b = backend.clone();
     let opts = DashboardOptions {
@@ -182,12 +181,13 @@ async fn closed_feed_is_shown_and_actions_without_executor_are_refused() {
     };
     let task = tokio::spawn(async move {
         let mut term = Terminal::new(b).expect("terminal");
-        run_loop(&mut term, key_rx, opts, feed_rx, None, None).await
+        run_loop(&mut term, key_rx, opts, feed_rx, Actions::None, None).await
     });
     for ev in until(MID_LOAD) {
-        feed_tx.send(ev).await.expect("loop is running");
+        store.apply(&ev);
     }
-    drop(feed_tx);
+    // The writer gone is the end of the feed.
+    drop(store);
     wait_screen(&backend, "end of feed", |s| {
         s.contains("REPLAY (ended)") && s.contains("running 5.00s")
     })
@@ -213,24 +213,35 @@ async fn closed_feed_is_shown_and_actions_without_executor_are_refused() {
 
 #[test]
 fn frozen_display_keeps_a_snapshot_while_events_apply() {
-    let mut dash = Dashboard::new(&DashboardOptions::default());
+    let store = Store::new();
+    let mut dash = Dashboard::new(&DashboardOptions::default(), store.reader());
     let events = until(AFTER_T4);
     let (before, after) = events.split_at(events.len() / 2);
     for e in before {
-        assert!(dash.apply(e), "live display changes");
+        store.apply(e);
+        assert!(dash.changed(), "live display changes");
     }
     let space = KeyEvent::new(KeyCode::Char(' '), KeyModifiers::NONE);
     assert_eq!(dash.key(space), None);
     assert!(dash.view.frozen);
-    let snapshot = dash.shown().clone();
+    let snapshot = dash.shown();
     for e in after {
-        assert!(!dash.apply(e), "frozen display does not change");
+        store.apply(e);
+        assert!(!dash.changed(), "frozen display does not change");
     }
-    assert_eq!(dash.shown(), &snapshot);
-    assert_ne!(dash.state, snapshot, "events were applied underneath");
+    assert_eq!(dash.shown(), snapshot);
+    assert_ne!(*store.state(), snapshot, "events were applied underneath");
+    // The recording indicator is the store's, live while frozen.
+    store.update(|p| p.recording = Some("r.jsonl".into()));
+    assert!(
+        dash.changed(),
+        "the header's recording indicator changes while frozen"
+    );
+    assert_eq!(dash.view.recording.as_deref(), Some("r.jsonl"));
+    assert_eq!(dash.shown(), snapshot);
     dash.key(space);
-    assert_eq!(dash.shown(), &dash.state);
-    assert_eq!(dash.state, state_at(AFTER_T4));
+    assert_eq!(dash.shown(), *store.state());
+    assert_eq!(*store.state(), state_at(AFTER_T4));
     // T switches the theme the loop draws with.
     let t = KeyEvent::new(KeyCode::Char('T'), KeyModifiers::NONE);
     dash.key(t);
@@ -268,10 +279,11 @@ async fn replay_controls_drive_the_dashboard() {
     };
     let replayer = Replayer::new(index, &opts, std::time::Instant::now()).expect("replayer");
     let backend = Shared(Arc::new(Mutex::new(TestBackend::new(160, 48))));
-    let (feed_tx, feed_rx) = mpsc::channel(1024);
+    let store = Store::new();
+    let feed_rx = store.reader();
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
     let (key_tx, key_rx) = fmpsc::unbounded();
-    let controller = tokio::spawn(drive(replayer, feed_tx, cmd_rx));
+    let controller = tokio::spawn(drive(replayer, store, cmd_rx));
     let b = backend.clone();
     let dash_opts = DashboardOptions {
         read_only: true,
@@ -280,7 +292,15 @@ async fn replay_controls_drive_the_dashboard() {
     };
     let task = tokio::spawn(async move {
         let mut term = Terminal::new(b).expect("terminal");
-        run_loop(&mut term, key_rx, dash_opts, feed_rx, Some(cmd_tx), None).await
+        run_loop(
+            &mut term,
+            key_rx,
+            dash_opts,
+            feed_rx,
+            Actions::Replay(cmd_tx),
+            None,
+        )
+        .await
     });
     wait_screen(&backend, "the replay bar at trial 1", |s| {
         s.contains("playing 00:00.0 /") && s.contains("×1/64") && s.contains("trial #1 running")

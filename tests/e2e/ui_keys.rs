@@ -5,7 +5,7 @@
 use crate::ui_support::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use readygap::config;
-use readygap::ui::intent::Intent;
+use readygap::ui::intent::{Command as Act, Intent};
 use readygap::ui::keymap::{Command, Key, Keymap};
 use readygap::ui::theme::Theme;
 use readygap::ui::view::{Dialog, ViewState, update};
@@ -121,9 +121,7 @@ fn config_fixture_overrides_a_binding() {
     assert_eq!(
         view.dialog,
         Some(Dialog::Confirm {
-            intent: Intent::DeletePod {
-                pod: "ollama-1".into()
-            }
+            intent: Intent::Session(Act::Delete)
         })
     );
     // --theme and --read-only win over the file.
@@ -218,11 +216,17 @@ fn read_only_refuses_destructive_intents() {
         ..ViewState::default()
     };
     let (view, intents) = press(view, &state, &[key('l'), key('R'), key('L')]);
-    assert_eq!(intents, vec![Intent::ToggleRecord, Intent::FollowLog(true)]);
+    assert_eq!(
+        intents,
+        vec![
+            Intent::Session(Act::ToggleRecord),
+            Intent::Session(Act::Tail(true))
+        ]
+    );
     assert!(view.log_scale && view.log_view);
     // `L` again: the log view off, and its follower stopped.
     let (off, intents) = press(view.clone(), &state, &[key('L')]);
-    assert_eq!(intents, vec![Intent::FollowLog(false)]);
+    assert_eq!(intents, vec![Intent::Session(Act::Tail(false))]);
     assert!(!off.log_view);
     // And the footer says read-only, without the destructive hints.
     let t = frame(&state, &view, &Theme::default_theme(), 160, 48);
@@ -241,16 +245,11 @@ fn read_only_refuses_destructive_intents() {
 fn destructive_keys_need_confirmation() {
     let state = state_at(AFTER_T4);
     let cases = [
-        (
-            'd',
-            Intent::DeletePod {
-                pod: "ollama-1".into(),
-            },
-        ),
-        ('r', Intent::RolloutRestart),
-        ('c', Intent::ColdTrial),
-        ('t', Intent::FullTrial),
-        ('u', Intent::Unload),
+        ('d', Intent::Session(Act::Delete)),
+        ('r', Intent::Session(Act::RolloutRestart)),
+        ('c', Intent::Session(Act::Trial { cold: true })),
+        ('t', Intent::Session(Act::Trial { cold: false })),
+        ('u', Intent::Session(Act::Unload)),
     ];
     for (c, intent) in cases {
         let (view, intents) = press(ViewState::default(), &state, &[key(c)]);
@@ -290,7 +289,10 @@ fn pickers_quit_and_ui_toggles() {
         &state,
         &[key('p'), code(KeyCode::Down), code(KeyCode::Enter)],
     );
-    assert_eq!(intents, vec![Intent::ChoosePod("ollama-1".into())]);
+    assert_eq!(
+        intents,
+        vec![Intent::Session(Act::ChoosePod(Some("ollama-1".into())))]
+    );
     assert_eq!(view.selected_pod.as_deref(), Some("ollama-1"));
     // m: models on disk, sorted; the session's model is preselected; j moves down.
     let (view, intents) = press(ViewState::default(), &state, &[key('m')]);
@@ -303,7 +305,12 @@ fn pickers_quit_and_ui_toggles() {
         })
     );
     let (view, intents) = press(view, &state, &[key('j'), code(KeyCode::Enter)]);
-    assert_eq!(intents, vec![Intent::ChooseModel("qwen2.5:0.5b".into())]);
+    assert_eq!(
+        intents,
+        vec![Intent::Session(Act::ChooseModel(Some(
+            "qwen2.5:0.5b".into()
+        )))]
+    );
     assert_eq!(view.selected_model.as_deref(), Some("qwen2.5:0.5b"));
     // T cycles themes, space freezes, ? opens help and any key closes it.
     let view = ViewState {

@@ -128,7 +128,7 @@ fn bad_theme_file_falls_back_to_default_with_a_footer_message() {
         themes_dir: Some(fixtures().to_path_buf()),
         ..DashboardOptions::default()
     };
-    let dash = Dashboard::new(&opts);
+    let dash = Dashboard::new(&opts, readygap_live::store::Store::new().reader());
     assert_eq!(dash.theme, Theme::default_theme());
     let t = frame(&state_at(AFTER_T4), &dash.view, &dash.theme, 160, 48);
     let footer = text(t.backend().buffer())
@@ -152,7 +152,7 @@ fn user_theme_is_selectable_by_name() {
         themes_dir: Some(fixtures().to_path_buf()),
         ..DashboardOptions::default()
     };
-    let dash = Dashboard::new(&opts);
+    let dash = Dashboard::new(&opts, readygap_live::store::Store::new().reader());
     assert_eq!(dash.theme.name, "partial");
     assert_eq!(dash.theme.error, Color::Rgb(255, 0, 255));
 }

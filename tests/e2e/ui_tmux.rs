@@ -180,14 +180,14 @@ fn panic_child() {
     }
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
-        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        let store = readygap_live::store::Store::new();
         let _ui = tokio::spawn(readygap::ui::app::run_dashboard(
             readygap::ui::app::DashboardOptions::default(),
-            rx,
-            None,
+            store.reader(),
+            readygap::ui::app::Actions::None,
         ));
         for ev in scenario() {
-            tx.send(ev).await.expect("dashboard running");
+            store.apply(&ev);
         }
         let deadline = Instant::now() + Duration::from_secs(30);
         while !crossterm::terminal::is_raw_mode_enabled().unwrap_or(false) {

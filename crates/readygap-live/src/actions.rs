@@ -3,8 +3,10 @@
 //! `action_requested`, `action_started` (stamped just before the request is sent: T0 for
 //! replacements) and `action_finished{outcome}`, and has a timeout.
 //!
-//! The [`Executor`] takes [`Request`]s (from the dashboard's intents or the trial runner) and
-//! runs each in its own task, so the caller never blocks.
+//! The [`Executor`] carries out [`Action`]s as the trial runner decided them (the pod, the
+//! model, the grace and whether `--read-only` allows it are the runner's: see
+//! [`crate::runner::Command`]), each in its own task, so the caller never blocks. The action
+//! is the recorded `action_requested` payload itself; `ip` says where the pod's runtime is.
 
 use crate::node::{DropThreshold, NodeAccess};
 use crate::rbac::{self, explain_kube_error};
@@ -22,24 +24,6 @@ use tokio::sync::mpsc;
 
 /// The default prompt, as in the study.
 pub const DEFAULT_PROMPT: &str = "Reply with exactly: READY";
-
-/// What can be asked of the executor.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Request {
-    /// Delete a pod (grace from the request, else the configured default).
-    DeletePod {
-        pod: String,
-        grace_seconds: Option<u32>,
-    },
-    /// Restart a Deployment as `kubectl rollout restart` does.
-    RolloutRestart { deployment: String },
-    /// Send one inference (model: the configured one when `None`).
-    Infer { pod: PodRef, model: Option<String> },
-    /// Unload a model (`keep_alive: 0`).
-    Unload { pod: PodRef, model: Option<String> },
-    /// Drop a node's page cache.
-    DropCaches { node: String },
-}
 
 /// Resolves how to reach a node by its name.
 pub type NodeAccessFor = Arc<dyn Fn(&str) -> Result<NodeAccess, String> + Send + Sync>;
@@ -80,16 +64,16 @@ pub struct Executor {
     pub client: kube::Client,
     pub namespace: String,
     pub runtime: Arc<dyn RuntimeAdapter>,
+    /// The session's model: the runner resolves `i`, `u`, the cold step's unload and the
+    /// trial's inference with it (`runner::ActionDefaults`).
     pub model: String,
     pub prompt: String,
+    /// The grace of readygap's deletes (`--grace`), resolved by the runner likewise.
     pub default_grace: Option<u32>,
     pub dropper: CacheDropper,
     pub threshold: DropThreshold,
     pub timeouts: Timeouts,
     pub tx: mpsc::Sender<Event>,
-    /// `--read-only`: every action is refused before it sends anything (each one writes:
-    /// a DELETE, a PATCH, a POST to the runtime, an exec or a debug pod).
-    pub read_only: bool,
     ids: Arc<AtomicU64>,
     /// Debug pods this executor created (in `namespace`), for [`Executor::delete_debug_pods`].
     debug_pods: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
@@ -122,7 +106,6 @@ impl Executor {
             threshold: DropThreshold::default(),
             timeouts: Timeouts::default(),
             tx,
-            read_only: false,
             ids: Arc::new(AtomicU64::new(1)),
             debug_pods: Arc::default(),
         }
@@ -133,51 +116,38 @@ impl Executor {
         self.ids.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Run a request in the background; returns its action id at once.
-    pub fn submit(&self, req: Request) -> u64 {
+    /// Carry out `action` in the background; returns its action id at once. `ip`: the pod's
+    /// address, for the actions that talk to its runtime.
+    pub fn submit(&self, action: Action, ip: Option<String>) -> u64 {
         let id = self.next_id();
-        self.spawn(id, req);
+        self.spawn(id, action, ip);
         id
     }
 
-    /// Run a request in the background under an id drawn with [`Executor::next_id`].
-    pub fn spawn(&self, id: u64, req: Request) {
+    /// Carry out `action` in the background under an id drawn with [`Executor::next_id`].
+    pub fn spawn(&self, id: u64, action: Action, ip: Option<String>) {
         let me = self.clone();
         tokio::spawn(async move {
-            me.execute(id, req).await;
+            me.execute(id, action, ip).await;
         });
     }
 
-    /// Run a request to its end (events included); returns the outcome.
-    pub async fn run(&self, req: Request) -> (u64, Outcome) {
+    /// Carry out `action` to its end (events included); returns the outcome.
+    pub async fn run(&self, action: Action, ip: Option<String>) -> (u64, Outcome) {
         let id = self.next_id();
-        (id, self.execute(id, req).await)
+        (id, self.execute(id, action, ip).await)
     }
 
-    fn action_of(&self, req: &Request) -> Action {
-        match req {
-            Request::DeletePod { pod, grace_seconds } => Action::DeletePod {
-                pod: pod.clone(),
-                grace_seconds: grace_seconds.or(self.default_grace),
-            },
-            Request::RolloutRestart { deployment } => Action::RolloutRestart {
-                deployment: deployment.clone(),
-            },
-            Request::Infer { pod, model } => Action::Infer {
-                pod: pod.name.clone(),
-                model: model.clone().unwrap_or_else(|| self.model.clone()),
-            },
-            Request::Unload { pod, model } => Action::Unload {
-                pod: pod.name.clone(),
-                model: model.clone().unwrap_or_else(|| self.model.clone()),
-            },
-            Request::DropCaches { node } => Action::DropCaches { node: node.clone() },
-        }
+    /// Record `action` as refused (`action_requested`, then `action_finished` with `why`),
+    /// sending nothing: the runner refused it (`--read-only`).
+    pub async fn refuse(&self, id: u64, action: Action, why: String) {
+        emit(&self.tx, EventKind::ActionRequested { id, action }).await;
+        let outcome = Outcome::Error { message: why };
+        emit(&self.tx, EventKind::ActionFinished { id, outcome }).await;
     }
 
-    /// Run one request with its events; returns the outcome.
-    pub async fn execute(&self, id: u64, req: Request) -> Outcome {
-        let action = self.action_of(&req);
+    /// Carry out one action with its events; returns the outcome.
+    pub async fn execute(&self, id: u64, action: Action, ip: Option<String>) -> Outcome {
         emit(
             &self.tx,
             EventKind::ActionRequested {
@@ -186,53 +156,22 @@ impl Executor {
             },
         )
         .await;
-        let label = action.label();
-        let outcome = match (req, action) {
-            _ if self.read_only => Outcome::Error {
-                message: format!(
-                    "refused: --read-only sends only GET requests ({label} is not one)"
-                ),
-            },
-            (Request::DeletePod { pod, .. }, Action::DeletePod { grace_seconds, .. }) => {
+        let outcome = match action {
+            Action::DeletePod { pod, grace_seconds } => {
                 self.timed(self.delete_pod(id, &pod, grace_seconds)).await
             }
-            (Request::RolloutRestart { deployment }, _) => {
+            Action::RolloutRestart { deployment } => {
                 self.timed(self.rollout_restart(id, &deployment)).await
             }
-            (Request::Infer { pod, .. }, Action::Infer { model, .. }) => {
+            Action::Infer { pod, model } => {
+                let pod = PodRef { name: pod, ip };
                 self.infer(id, &pod, &model).await
             }
-            (Request::Unload { pod, .. }, Action::Unload { model, .. }) => {
-                emit(&self.tx, EventKind::ActionStarted { id }).await;
-                let limit = self.timeouts.unload;
-                let asked = std::time::Instant::now();
-                match tokio::time::timeout(limit, self.runtime.unload(&pod, &model)).await {
-                    Ok(Ok(())) => {
-                        // Done when the runtime stops listing the model, not on its reply
-                        // (see `until_not_resident`), within the same limit.
-                        let left = limit.saturating_sub(asked.elapsed());
-                        let gone = until_not_resident(
-                            self.runtime.as_ref(),
-                            &pod,
-                            &model,
-                            Duration::from_millis(50),
-                        );
-                        match tokio::time::timeout(left, gone).await {
-                            Ok(()) => Outcome::Ok,
-                            Err(_) => Outcome::Error {
-                                message: format!(
-                                    "unload {model}: accepted, but still resident {limit:?} after the request"
-                                ),
-                            },
-                        }
-                    }
-                    Ok(Err(e)) => Outcome::Error { message: e },
-                    Err(_) => Outcome::Timeout {
-                        after_ms: limit.as_millis() as u64,
-                    },
-                }
+            Action::Unload { pod, model } => {
+                let pod = PodRef { name: pod, ip };
+                self.unload(id, &pod, &model).await
             }
-            (Request::DropCaches { node }, _) => {
+            Action::DropCaches { node } => {
                 emit(&self.tx, EventKind::ActionStarted { id }).await;
                 let d = self.drop_caches(&node).await;
                 let outcome = match (&d.error, d.dropped) {
@@ -245,9 +184,6 @@ impl Executor {
                 emit(&self.tx, EventKind::CachesDropped(d)).await;
                 outcome
             }
-            _ => Outcome::Error {
-                message: "internal: request and action disagree".into(),
-            },
         };
         emit(
             &self.tx,
@@ -258,6 +194,37 @@ impl Executor {
         )
         .await;
         outcome
+    }
+
+    /// Unload `model` (`keep_alive: 0`); done when the runtime stops listing it, not on its
+    /// reply (see `until_not_resident`), within the unload timeout.
+    async fn unload(&self, id: u64, pod: &PodRef, model: &str) -> Outcome {
+        emit(&self.tx, EventKind::ActionStarted { id }).await;
+        let limit = self.timeouts.unload;
+        let asked = std::time::Instant::now();
+        match tokio::time::timeout(limit, self.runtime.unload(pod, model)).await {
+            Ok(Ok(())) => {
+                let left = limit.saturating_sub(asked.elapsed());
+                let gone = until_not_resident(
+                    self.runtime.as_ref(),
+                    pod,
+                    model,
+                    Duration::from_millis(50),
+                );
+                match tokio::time::timeout(left, gone).await {
+                    Ok(()) => Outcome::Ok,
+                    Err(_) => Outcome::Error {
+                        message: format!(
+                            "unload {model}: accepted, but still resident {limit:?} after the request"
+                        ),
+                    },
+                }
+            }
+            Ok(Err(e)) => Outcome::Error { message: e },
+            Err(_) => Outcome::Timeout {
+                after_ms: limit.as_millis() as u64,
+            },
+        }
     }
 
     /// A request to the API server, bounded by the kube timeout.

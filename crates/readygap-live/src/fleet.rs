@@ -710,14 +710,13 @@ async fn member(
     }
     let model = Arc::new(Mutex::new(ServedModel::default()));
     let learns = model.clone();
-    let mut exec = Executor::new(
+    let exec = Executor::new(
         ctx.client.clone(),
         &namespace,
         runtime.clone(),
         "",
         tx.clone(),
     );
-    exec.read_only = true;
     let tcfg = TrialConfig {
         deployment: Some(name.clone()),
         namespace: namespace.clone(),

@@ -18,4 +18,5 @@ pub mod run;
 pub mod runner;
 pub mod session;
 pub mod sources;
+pub mod store;
 pub mod trial;

@@ -259,7 +259,7 @@ pub async fn run_trials(args: &RunConfig, cancel: CancellationToken) -> Result<R
         model,
         node_feed,
         runtime_label,
-    } = build(args, cancel.clone(), None, "run").await?;
+    } = build(args, cancel.clone(), "run").await?;
     eprintln!(
         "readygap run: {} trial(s) on {} in {}/{} ({}), model {model}, runtime {}, access {:?}",
         args.trials,
@@ -279,15 +279,11 @@ pub async fn run_trials(args: &RunConfig, cancel: CancellationToken) -> Result<R
         eprintln!("{}", progress_line(t, Some((own, n))));
     };
     // A recording that fails (the disk is full) says so when it happens; the run goes on.
-    let (st_tx, mut st_rx) = mpsc::unbounded_channel();
-    runner.report_recording(st_tx);
-    tokio::spawn(async move {
-        while let Some(st) = st_rx.recv().await {
-            if matches!(st, RecordStatus::Failed(_)) {
-                eprintln!("{}", st.text());
-            }
+    runner.on_recording(Box::new(|st| {
+        if matches!(st, RecordStatus::Failed(_)) {
+            eprintln!("{}", st.text());
         }
-    });
+    }));
     runner.run_trials(n, &mut on_trial).await;
     feeds.cancel();
     // The node feed stops its sampler (and deletes a debug pod it created) first.
@@ -323,13 +319,9 @@ pub struct Built {
 }
 
 /// Connect, start the feeds and build the runner. Every event the runner sees is written to
-/// the recording (`--record`) and, when given, forwarded to `forward` (the dashboard).
-pub async fn build(
-    args: &RunConfig,
-    cancel: CancellationToken,
-    forward: Option<mpsc::UnboundedSender<Event>>,
-    mode: &str,
-) -> Result<Built> {
+/// the recording (`--record`); the dashboard hands the runner its store
+/// ([`Runner::adopt_store`]) to read what it publishes.
+pub async fn build(args: &RunConfig, cancel: CancellationToken, mode: &str) -> Result<Built> {
     let target = cluster::connect(&args.session.cluster).await?;
     let (tx, rx) = mpsc::channel::<Event>(8192);
     let feeds = CancellationToken::new();
@@ -380,11 +372,6 @@ pub async fn build(
             .map_err(|e| eyre!("creating the recording: {e}"))?;
     }
     let node_selection = crate::node_host::NodeSelection::new();
-    let sink = Box::new(move |ev: &Event| {
-        if let Some(f) = &forward {
-            let _ = f.send(ev.clone());
-        }
-    });
 
     tokio::spawn(crate::sources::kube::run(
         target.client.clone(),
@@ -414,7 +401,6 @@ pub async fn build(
     );
     exec.prompt = args.session.prompt.clone();
     exec.default_grace = args.session.grace;
-    exec.read_only = args.session.read_only;
     exec.timeouts.inference = args.session.inference_timeout;
     let policy = args.session.nodes.clone();
     exec.dropper = match &policy {
@@ -480,7 +466,7 @@ pub async fn build(
         runtime,
         client: target.client.clone(),
         cfg,
-        sink,
+        sink: Box::new(|_: &Event| {}),
         recording,
         cancel: cancel.clone(),
     });
@@ -554,7 +540,7 @@ fn finish(
     target: &cluster::Target,
     cancel: &CancellationToken,
 ) -> Result<RunOutput> {
-    let trials = runner.state.timeline.trials.clone();
+    let trials = runner.state().timeline.trials.clone();
     let warnings = Vec::from_iter(runner.record_error().map(|e| format!("recording: {e}")));
     // The table and CSV on stdout have no place for them: stderr, as `report --warnings`.
     for w in &warnings {
@@ -568,7 +554,7 @@ fn finish(
         .unwrap_or_else(|| format!("run {}/{}", target.namespace, target.label()));
     let mut fr = FileReport::from_trials(&label, trials.clone(), warnings.clone());
     // The verdicts of the run (OOM and readiness contract) with their counts.
-    let state = &runner.state;
+    let state = runner.state();
     fr.verdicts = state
         .oom
         .counts()

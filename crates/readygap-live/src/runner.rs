@@ -14,9 +14,8 @@
 //! ([`crate::trial::Runner`]) executes the [`Do`]s and feeds back what happened.
 //! (Shape as kube-rs's `reconcile(obj, ctx) -> Action`: decide from state, return what to do.)
 
-use crate::actions::Request;
 use crate::sources::runtime::{PodRef, PollConfig};
-use readygap_core::event::{CacheDrop, EventKind, Outcome, PodView, Timestamp};
+use readygap_core::event::{Action, CacheDrop, EventKind, Outcome, PodView, Timestamp};
 use readygap_core::focus;
 use readygap_core::state::State;
 use readygap_core::timeline::Trial;
@@ -133,24 +132,62 @@ impl Default for TrialConfig {
     }
 }
 
-/// What the runner is asked to do (the dashboard's keys; tests).
-#[derive(Debug, Clone, PartialEq)]
+/// What the session is asked to do: the one action type from a key to the runner (the
+/// dashboard's keys name these; tests and the watcher send them too). It names the action,
+/// not its target: the machine decides the pod (the focus rule, [`focus::live_pod`], for
+/// every key alike), the model (the one chosen with `m`, else the session's), and whether
+/// `--read-only` allows it, once; the executor carries out what it decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    /// Run one trial now on the focused pod (with the cold step when `cold`).
+    /// `t`/`c`: run one trial now on the focused pod (with the cold step when `cold`).
     Trial { cold: bool },
-    /// Run an action at once, whatever the trial is doing.
-    Act(Request),
-    /// The user chose this pod (`p`): the focus of trials, inferences and the node feed.
-    Choose(Option<String>),
-    /// One inference to the focused pod (model: the session's when `None`).
-    Infer { model: Option<String> },
-    /// Unload a model from the focused pod.
-    Unload { model: Option<String> },
-    /// Start recording to this file (a new one; `None`: stop). The driver's, not a decision.
-    Record(Option<std::path::PathBuf>),
-    /// Follow the focused pod's container log for the Log view (`L`), or stop. The
+    /// `d`: delete the focused pod now, whatever the trial is doing (it opens a trial).
+    Delete,
+    /// `r`: rollout restart the target Deployment now.
+    RolloutRestart,
+    /// `i`: one inference to the focused pod, now.
+    Infer,
+    /// `u`: unload the model from the focused pod, now.
+    Unload,
+    /// `p`: the focus of trials, actions and the node feed (`None`: the rule's own choice).
+    ChoosePod(Option<String>),
+    /// `m`: the model of `i` and `u` from now on (`None`: the session's).
+    ChooseModel(Option<String>),
+    /// `R`: start a new recording, or stop the one being written. The driver's, not a
+    /// decision.
+    ToggleRecord,
+    /// Start recording to this file (a new one; `None`: stop): the watcher's rotation. The
     /// driver's, not a decision.
+    Record(Option<std::path::PathBuf>),
+    /// `L`: follow the focused pod's container log for the Log view, or stop. The driver's,
+    /// not a decision.
     Tail(bool),
+}
+
+impl Command {
+    /// A short label for prompts and messages; `pod`: the focused pod, for the actions that
+    /// go to it.
+    pub fn label(&self, pod: Option<&str>) -> String {
+        let pod = pod.unwrap_or("the focused pod");
+        match self {
+            Command::Trial { cold: false } => "run a full trial (replace the pod)".into(),
+            Command::Trial { cold: true } => {
+                "run a cold-cache trial (drop caches, replace the pod)".into()
+            }
+            Command::Delete => format!("delete pod {pod}"),
+            Command::RolloutRestart => "rollout restart the target".into(),
+            Command::Infer => "send an inference".into(),
+            Command::Unload => "unload the model".into(),
+            Command::ChoosePod(p) => format!("use pod {}", p.as_deref().unwrap_or("(focus)")),
+            Command::ChooseModel(m) => {
+                format!("use model {}", m.as_deref().unwrap_or("(session's)"))
+            }
+            Command::ToggleRecord => "toggle recording".into(),
+            Command::Record(_) => "record".into(),
+            Command::Tail(true) => "follow the focused pod's log".into(),
+            Command::Tail(false) => "stop following the log".into(),
+        }
+    }
 }
 
 /// A task the driver ran for the machine.
@@ -180,8 +217,19 @@ pub enum Input {
 /// What the driver is asked to do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Do {
-    /// Run this action (its events report it).
-    Act { id: u64, req: Request },
+    /// Carry out this action (its events report it); `ip`: the pod's address, for the
+    /// actions that talk to its runtime.
+    Act {
+        id: u64,
+        action: Action,
+        ip: Option<String>,
+    },
+    /// Record this action as refused (requested, then finished with `why`): nothing is sent.
+    Refuse {
+        id: u64,
+        action: Action,
+        why: String,
+    },
     /// Stamp this runner event now, apply and record it.
     Emit(EventKind),
     /// List the pod's models on disk (a `models_on_disk` event), then [`Task::Models`].
@@ -275,10 +323,21 @@ const OOM_LIMIT: Duration = Duration::from_secs(3);
 /// The runner's state machine.
 pub struct Machine {
     pub cfg: TrialConfig,
+    /// The session's model (the one inferred with unless `m` chose another) and the grace of
+    /// readygap's deletes: the executor's settings, which the runner resolves actions with.
+    pub defaults: ActionDefaults,
     plan: Plan,
     phase: Phase,
     chosen: Option<String>,
+    model: Option<String>,
     ids: Box<dyn FnMut() -> u64 + Send>,
+}
+
+/// What an action's target and parameters default to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ActionDefaults {
+    pub model: String,
+    pub grace_seconds: Option<u32>,
 }
 
 fn after(t: Timestamp, d: Duration) -> Timestamp {
@@ -322,9 +381,11 @@ impl Machine {
     pub fn new(cfg: TrialConfig, ids: Box<dyn FnMut() -> u64 + Send>) -> Self {
         Self {
             cfg,
+            defaults: ActionDefaults::default(),
             plan: Plan::Serve,
             phase: Phase::Idle,
             chosen: None,
+            model: None,
             ids,
         }
     }
@@ -434,13 +495,36 @@ impl Machine {
 
     fn command(&mut self, s: &State, c: Command, now: Timestamp, out: &mut Vec<Do>) {
         match c {
-            Command::Act(req) => _ = self.act(req, out),
-            Command::Choose(pod) => self.chosen = pod,
-            Command::Record(_) | Command::Tail(_) => {}
-            Command::Infer { model } => self.on_focus(s, out, |pod| Request::Infer { pod, model }),
-            Command::Unload { model } => {
-                self.on_focus(s, out, |pod| Request::Unload { pod, model })
-            }
+            Command::ChoosePod(pod) => self.chosen = pod,
+            Command::ChooseModel(model) => self.model = model,
+            Command::ToggleRecord | Command::Record(_) | Command::Tail(_) => {}
+            Command::Delete => self.on_focus(s, out, |m, p| m.delete(p.name.clone())),
+            Command::RolloutRestart => match self.cfg.deployment.clone() {
+                Some(deployment) => _ = self.act(Action::RolloutRestart { deployment }, None, out),
+                None => out.push(note(
+                    "refused: rollout restart needs a --deployment target".into(),
+                )),
+            },
+            Command::Infer => self.on_focus(s, out, |m, p| {
+                let model = m.model();
+                (
+                    Action::Infer {
+                        pod: p.name.clone(),
+                        model,
+                    },
+                    p.ip.clone(),
+                )
+            }),
+            Command::Unload => self.on_focus(s, out, |m, p| {
+                let model = m.model();
+                (
+                    Action::Unload {
+                        pod: p.name.clone(),
+                        model,
+                    },
+                    p.ip.clone(),
+                )
+            }),
             Command::Trial { .. } if self.cfg.read_only => {
                 out.push(note("refused: --read-only starts no trial".into()));
             }
@@ -454,12 +538,33 @@ impl Machine {
         }
     }
 
-    /// An action on the focused pod.
-    fn on_focus(&mut self, s: &State, out: &mut Vec<Do>, req: impl FnOnce(PodRef) -> Request) {
+    /// An action on the focused pod: the one focus rule for `d`, `t`, `i` and `u`.
+    fn on_focus(
+        &mut self,
+        s: &State,
+        out: &mut Vec<Do>,
+        action: impl FnOnce(&Self, &PodView) -> (Action, Option<String>),
+    ) {
         match focus::live_pod(s, self.chosen.as_deref()) {
-            Some(p) => _ = self.act(req(pod_ref(p)), out),
+            Some(p) => {
+                let (action, ip) = action(self, p);
+                self.act(action, ip, out);
+            }
             None => out.push(note("no pod to send it to".into())),
         }
+    }
+
+    /// The model of `i` and `u`: the one chosen with `m`, else the session's.
+    fn model(&self) -> String {
+        self.model
+            .clone()
+            .unwrap_or_else(|| self.defaults.model.clone())
+    }
+
+    /// The delete of `pod`, with the session's grace.
+    fn delete(&self, pod: String) -> (Action, Option<String>) {
+        let grace_seconds = self.defaults.grace_seconds;
+        (Action::DeletePod { pod, grace_seconds }, None)
     }
 
     fn target(&mut self, cold: bool, now: Timestamp) {
@@ -534,11 +639,11 @@ impl Machine {
                         Some(v) => {
                             out.push(Do::Emit(EventKind::TrialBegin { cold }));
                             if cold {
-                                let req = Request::Unload {
-                                    pod: pod_ref(v),
-                                    model: None,
+                                let unload = Action::Unload {
+                                    pod: v.name.clone(),
+                                    model: self.defaults.model.clone(),
                                 };
-                                let id = self.act(req, out);
+                                let id = self.act(unload, v.ip.clone(), out);
                                 self.phase = Phase::Cold {
                                     victim: v.name.clone(),
                                     node: v.node.clone(),
@@ -562,7 +667,8 @@ impl Machine {
                     }
                     match (&node, unloading) {
                         (Some(n), true) => {
-                            let id = self.act(Request::DropCaches { node: n.clone() }, out);
+                            let drop = Action::DropCaches { node: n.clone() };
+                            let id = self.act(drop, None, out);
                             self.phase = Phase::Cold {
                                 victim,
                                 node,
@@ -703,16 +809,16 @@ impl Machine {
                 "rollout restart needs a --deployment target; deleting the pod instead".into(),
             ));
         }
-        let req = match (self.cfg.replace_by, &self.cfg.deployment) {
-            (ReplaceBy::Restart, Some(d)) => Request::RolloutRestart {
-                deployment: d.clone(),
-            },
-            _ => Request::DeletePod {
-                pod: victim,
-                grace_seconds: None,
-            },
+        let (action, ip) = match (self.cfg.replace_by, &self.cfg.deployment) {
+            (ReplaceBy::Restart, Some(d)) => (
+                Action::RolloutRestart {
+                    deployment: d.clone(),
+                },
+                None,
+            ),
+            _ => self.delete(victim),
         };
-        let id = self.act(req, out);
+        let id = self.act(action, ip, out);
         self.phase = Phase::Replace {
             id,
             before: s.timeline.trials.len(),
@@ -820,14 +926,29 @@ impl Machine {
         let Some(pod) = trial_pod(s, index) else {
             return;
         };
-        self.act(Request::Infer { pod, model: None }, out);
+        let model = self.defaults.model.clone();
+        let infer = Action::Infer {
+            pod: pod.name,
+            model,
+        };
+        self.act(infer, pod.ip, out);
         self.stage(Stage::Inference, now);
     }
 
-    /// Ask the driver for an action; returns its id.
-    fn act(&mut self, req: Request, out: &mut Vec<Do>) -> u64 {
+    /// Ask the driver for an action; returns its id. Under `--read-only` (only GETs leave
+    /// readygap) every action is refused here, the one place that decides it: the driver
+    /// records the refusal and sends nothing.
+    fn act(&mut self, action: Action, ip: Option<String>, out: &mut Vec<Do>) -> u64 {
         let id = (self.ids)();
-        out.push(Do::Act { id, req });
+        if self.cfg.read_only {
+            let why = format!(
+                "refused: --read-only sends only GET requests ({} is not one)",
+                action.label()
+            );
+            out.push(Do::Refuse { id, action, why });
+        } else {
+            out.push(Do::Act { id, action, ip });
+        }
         id
     }
 
@@ -877,13 +998,14 @@ mod tests {
     impl Sim {
         fn new(cfg: TrialConfig) -> Self {
             let mut next = 0;
-            let m = Machine::new(
+            let mut m = Machine::new(
                 cfg,
                 Box::new(move || {
                     next += 1;
                     next
                 }),
             );
+            m.defaults.model = "llama3.2:3b".into();
             let mut s = State::new();
             s.apply(&fx::applied(0, fx::pod("a", "uid-a", PodStage::Ready, 0)));
             let mut b = fx::pod("b", "uid-b", PodStage::Ready, 0);
@@ -931,13 +1053,30 @@ mod tests {
         }
     }
 
-    fn acts(dos: &[Do]) -> Vec<(u64, Request)> {
+    fn acts(dos: &[Do]) -> Vec<(u64, Action)> {
         dos.iter()
             .filter_map(|d| match d {
-                Do::Act { id, req } => Some((*id, req.clone())),
+                Do::Act { id, action, .. } => Some((*id, action.clone())),
                 _ => None,
             })
             .collect()
+    }
+
+    /// The pod addresses the actions go to.
+    fn ips(dos: &[Do]) -> Vec<Option<String>> {
+        dos.iter()
+            .filter_map(|d| match d {
+                Do::Act { ip, .. } => Some(ip.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn infer(pod: &str) -> Action {
+        Action::Infer {
+            pod: pod.into(),
+            model: "llama3.2:3b".into(),
+        }
     }
 
     fn notes(dos: &[Do]) -> Vec<String> {
@@ -950,27 +1089,16 @@ mod tests {
             .collect()
     }
 
-    fn delete(pod: &str) -> Request {
-        Request::DeletePod {
+    fn delete(pod: &str) -> Action {
+        Action::DeletePod {
             pod: pod.into(),
             grace_seconds: None,
         }
     }
 
     /// The executor's events for action `id` (requested + started) at `ms`.
-    fn started(ms: i64, id: u64, req: &Request) -> [Event; 2] {
-        let action = match req {
-            Request::DeletePod { pod, .. } => readygap_core::event::Action::DeletePod {
-                pod: pod.clone(),
-                grace_seconds: None,
-            },
-            Request::Infer { pod, .. } => readygap_core::event::Action::Infer {
-                pod: pod.name.clone(),
-                model: "llama3.2:3b".into(),
-            },
-            other => panic!("not in these tests: {other:?}"),
-        };
-        fx::action(ms, id, action)
+    fn started(ms: i64, id: u64, action: &Action) -> [Event; 2] {
+        fx::action(ms, id, action.clone())
     }
 
     /// The new pod `c` comes up: Ready at +1700 ms, the runtime answers at +2400 ms.
@@ -988,7 +1116,7 @@ mod tests {
         let mut sim = Sim::new(cfg());
         // `p` chose the older pod `a`: `t` replaces it, not the newest Ready one (`b`).
         assert!(
-            sim.input(Input::Command(Command::Choose(Some("a".into()))))
+            sim.input(Input::Command(Command::ChoosePod(Some("a".into()))))
                 .is_empty()
         );
         let dos = sim.input(Input::Command(Command::Trial { cold: false }));
@@ -1004,12 +1132,9 @@ mod tests {
         };
         assert_eq!(dos, vec![Do::ListModels(c.clone())]);
         let dos = sim.input(Input::Finished(Task::Models));
-        let infer = Request::Infer {
-            pod: c,
-            model: None,
-        };
-        assert_eq!(acts(&dos), vec![(2, infer.clone())]);
-        let mut evs = started(2700, 2, &infer).to_vec();
+        assert_eq!(acts(&dos), vec![(2, infer("c"))]);
+        assert_eq!(ips(&dos), vec![c.ip]);
+        let mut evs = started(2700, 2, &infer("c")).to_vec();
         evs.push(fx::infer_start(2710, 2, "c"));
         assert!(sim.events(evs).is_empty());
         let dos = sim.events([fx::infer_done(6000, 2, true)]);
@@ -1019,7 +1144,7 @@ mod tests {
         assert!(t.trigger.contains('a'), "{}", t.trigger);
         // Serving: idle again, a next `t` is taken (on the newest Ready pod, the choice
         // cleared).
-        sim.input(Input::Command(Command::Choose(None)));
+        sim.input(Input::Command(Command::ChoosePod(None)));
         let dos = sim.input(Input::Command(Command::Trial { cold: false }));
         assert_eq!(acts(&dos), vec![(3, delete("b"))]);
     }
@@ -1031,6 +1156,82 @@ mod tests {
         assert_eq!(acts(&dos), vec![(1, delete("b"))]);
     }
 
+    /// `d`, `t`, `i` and `u` go to the same pod: the focus rule over the choice of `p`, decided
+    /// by the machine (the key names no pod).
+    #[test]
+    fn d_t_i_and_u_pick_the_pod_by_the_one_focus_rule() {
+        let unload = |pod: &str| Action::Unload {
+            pod: pod.into(),
+            model: "llama3.2:3b".into(),
+        };
+        for (choice, pod) in [(None, "b"), (Some("a"), "a")] {
+            let mut sim = Sim::new(cfg());
+            sim.input(Input::Command(Command::ChoosePod(choice.map(Into::into))));
+            let d = sim.input(Input::Command(Command::Delete));
+            let i = sim.input(Input::Command(Command::Infer));
+            let u = sim.input(Input::Command(Command::Unload));
+            let t = sim.input(Input::Command(Command::Trial { cold: false }));
+            assert_eq!(acts(&d), vec![(1, delete(pod))], "d with {choice:?}");
+            assert_eq!(acts(&i), vec![(2, infer(pod))], "i with {choice:?}");
+            assert_eq!(acts(&u), vec![(3, unload(pod))], "u with {choice:?}");
+            assert_eq!(acts(&t), vec![(4, delete(pod))], "t with {choice:?}");
+        }
+        // `m` changes the model of `i` (and `u`), not the trial's.
+        let mut sim = Sim::new(cfg());
+        sim.input(Input::Command(Command::ChooseModel(Some(
+            "qwen2.5:0.5b".into(),
+        ))));
+        let i = sim.input(Input::Command(Command::Infer));
+        let want = Action::Infer {
+            pod: "b".into(),
+            model: "qwen2.5:0.5b".into(),
+        };
+        assert_eq!(acts(&i), vec![(1, want)]);
+    }
+
+    /// `--read-only`: the machine refuses every action itself, once, and says why; nothing is
+    /// handed to the executor to send, and no trial starts.
+    #[test]
+    fn read_only_is_decided_once_by_the_machine() {
+        let mut sim = Sim::new(TrialConfig {
+            read_only: true,
+            deployment: Some("ollama".into()),
+            ..cfg()
+        });
+        for c in [
+            Command::Delete,
+            Command::Infer,
+            Command::Unload,
+            Command::RolloutRestart,
+        ] {
+            let dos = sim.input(Input::Command(c.clone()));
+            assert!(acts(&dos).is_empty(), "{c:?} sent: {dos:?}");
+            match &dos[..] {
+                [Do::Refuse { why, action, .. }] => assert_eq!(
+                    *why,
+                    format!(
+                        "refused: --read-only sends only GET requests ({} is not one)",
+                        action.label()
+                    )
+                ),
+                other => panic!("{c:?}: {other:?}"),
+            }
+        }
+        let dos = sim.input(Input::Command(Command::Trial { cold: true }));
+        assert_eq!(notes(&dos), vec!["refused: --read-only starts no trial"]);
+        assert!(sim.m.is_idle());
+        // Without --read-only the same commands are carried out.
+        let mut sim = Sim::new(TrialConfig {
+            deployment: Some("ollama".into()),
+            ..cfg()
+        });
+        let dos = sim.input(Input::Command(Command::RolloutRestart));
+        let restart = Action::RolloutRestart {
+            deployment: "ollama".into(),
+        };
+        assert_eq!(acts(&dos), vec![(1, restart)]);
+    }
+
     #[test]
     fn commands_are_taken_at_once_while_a_trial_runs() {
         let mut sim = Sim::new(cfg());
@@ -1039,22 +1240,11 @@ mod tests {
         sim.events([fx::deleting(220, fx::pod("b", "uid-b", PodStage::Ready, 0))]);
         assert!(sim.s.timeline.open().is_some_and(|t| t.marks.t1.is_none()));
         // `i` mid-trial: an inference to the focused pod, now (not after T4).
-        let dos = sim.input(Input::Command(Command::Infer { model: None }));
-        assert_eq!(
-            acts(&dos),
-            vec![(
-                2,
-                Request::Infer {
-                    pod: PodRef {
-                        name: "a".into(),
-                        ip: Some("127.0.0.10".into())
-                    },
-                    model: None
-                }
-            )]
-        );
-        // `d` (confirmed) mid-trial: the delete, now.
-        let dos = sim.input(Input::Command(Command::Act(delete("a"))));
+        let dos = sim.input(Input::Command(Command::Infer));
+        assert_eq!(acts(&dos), vec![(2, infer("a"))]);
+        assert_eq!(ips(&dos), vec![Some("127.0.0.10".into())]);
+        // `d` (confirmed) mid-trial: the delete of the focused pod, now.
+        let dos = sim.input(Input::Command(Command::Delete));
         assert_eq!(acts(&dos), vec![(3, delete("a"))]);
         // A second trial is refused, with a reason on screen and in the recording.
         let dos = sim.input(Input::Command(Command::Trial { cold: false }));
@@ -1097,10 +1287,7 @@ mod tests {
         assert_eq!(notes(&dos), vec!["abort: interrupted"]);
         assert_eq!(dos.last(), Some(&Do::Finish));
         assert!(sim.m.is_stopped());
-        assert!(
-            sim.input(Input::Command(Command::Infer { model: None }))
-                .is_empty()
-        );
+        assert!(sim.input(Input::Command(Command::Infer)).is_empty());
     }
 
     #[test]
@@ -1235,7 +1422,7 @@ mod tests {
         );
         // The second trial fails at its inference; the run settles, then finishes.
         let victim = match &acts(&dos)[0].1 {
-            Request::DeletePod { pod, .. } => pod.clone(),
+            Action::DeletePod { pod, .. } => pod.clone(),
             other => panic!("{other:?}"),
         };
         let del = acts(&dos)[0].0;

@@ -1,21 +1,22 @@
 //! The trial runner's driver: a thin async loop around the pure state machine of
 //! [`crate::runner`], used by hotkeys (`serve`) and by `readygap run` (`run_trials`).
 //!
-//! It owns the session's one store: every source sends into one channel, the loop applies
-//! each event to [`State`] (the same state the dashboard and the recording show), passes it
-//! to the sink (recording, the dashboard), keeps the per-pod feeds (memory, residency, fast
-//! probes, request logs) in step with the pods, publishes the focused node, and asks the
-//! machine what to do. It waits on events, commands, the machine's next deadline and the
+//! It owns the session's one store ([`crate::store::Store`]): every source sends into one
+//! channel, the loop applies each event to its [`State`] (the state the dashboard reads and
+//! the recording holds), writes it to the recording, passes it to the sink, keeps the
+//! per-pod feeds (memory, residency, fast probes, request logs) in step with the pods,
+//! publishes the focused node, and asks the machine what to do. It waits on events, commands, the machine's next deadline and the
 //! tasks it started all at once, so a command is taken at any time, also mid-trial.
 
 use crate::actions::Executor;
 use crate::node_host::NodeSelection;
+use crate::runner::{ActionDefaults, Do, Input, Machine, Task, pod_ref, slot};
 pub use crate::runner::{Command, InferAfter, ReplaceBy, TrialConfig};
-use crate::runner::{Do, Input, Machine, Task, pod_ref, slot};
-use crate::session::{RecordStatus, Recording};
+use crate::session::{RecordStatus, Recording, default_recording_path};
 use crate::sources::logs::Lines;
 use crate::sources::memory::{self, MemoryConfig};
 use crate::sources::runtime::{PodRef, RuntimeAdapter};
+use crate::store::{StateRef, Store};
 use chrono::Utc;
 use readygap_core::event::{Event, EventKind, PodView, Source};
 use readygap_core::state::State;
@@ -53,7 +54,8 @@ pub type OpenTrialHook = Box<dyn FnMut(&Trial) + Send>;
 
 /// The runner: the session's store and the driver of the machine.
 pub struct Runner {
-    pub state: State,
+    /// The one store: the runner is its only writer (the dashboard reads it).
+    store: Store,
     machine: Machine,
     rx: mpsc::Receiver<Event>,
     tx: mpsc::Sender<Event>,
@@ -68,7 +70,6 @@ pub struct Runner {
     tasks: mpsc::Receiver<Finished>,
     selection: Option<NodeSelection>,
     recording: Recording,
-    record_status: Option<mpsc::UnboundedSender<RecordStatus>>,
     record_error: Option<String>,
     /// Compact the store once this many trials ended (`readygap watch`); `None`: never.
     compact_after: Option<usize>,
@@ -81,11 +82,19 @@ pub struct Runner {
     tailing: Option<(String, u32, CancellationToken)>,
     /// Sees the open trial after every step (see [`Runner::on_open_trial`]).
     on_open: Option<OpenTrialHook>,
+    /// Sees each change of the recording (see [`Runner::on_recording`]).
+    on_recording: Option<RecordingHook>,
+    /// Where [`Command::ToggleRecord`] starts new recordings.
+    recordings_dir: std::path::PathBuf,
 }
+
+/// What [`Runner::on_recording`] calls with each change of the recording.
+pub type RecordingHook = Box<dyn FnMut(&RecordStatus) + Send>;
 
 /// What the runner is built from: the event channel (every source sends to `tx`; the
 /// runner reads `rx`), the executor, the runtime, the cluster client, its settings, the
-/// sink that sees every event applied (the dashboard), the recording it writes every
+/// sink that sees every event applied (the watcher's learner; the dashboard reads the store
+/// instead), the recording it writes every
 /// applied event to, and Ctrl-C.
 pub struct RunnerParts {
     pub rx: mpsc::Receiver<Event>,
@@ -103,9 +112,15 @@ impl Runner {
     pub fn new(p: RunnerParts) -> Self {
         let exec = p.exec.clone();
         let (tasks_tx, tasks) = mpsc::channel(16);
+        let mut machine = Machine::new(p.cfg, Box::new(move || exec.next_id()));
+        // The executor's settings are what the machine resolves actions with.
+        machine.defaults = ActionDefaults {
+            model: p.exec.model.clone(),
+            grace_seconds: p.exec.default_grace,
+        };
         Self {
-            state: State::new(),
-            machine: Machine::new(p.cfg, Box::new(move || exec.next_id())),
+            store: Store::new(),
+            machine,
             rx: p.rx,
             tx: p.tx,
             exec: p.exec,
@@ -119,13 +134,14 @@ impl Runner {
             tasks,
             selection: None,
             recording: p.recording,
-            record_status: None,
             record_error: None,
             compact_after: None,
             service_probe: None,
             tail: false,
             tailing: None,
             on_open: None,
+            on_recording: None,
+            recordings_dir: "recordings".into(),
         }
     }
 
@@ -148,7 +164,7 @@ impl Runner {
 
     fn compact(&mut self) {
         let Some(n) = self.compact_after else { return };
-        let s = &self.state;
+        let s = self.store.state();
         if !self.machine.is_idle()
             || s.timeline.open().is_some()
             || s.timeline.trials.len() < n
@@ -158,12 +174,31 @@ impl Runner {
         }
         let ts = s.now.unwrap_or_else(Utc::now);
         let snapshot = s.snapshot_events(ts);
-        self.state = State::from_events(&snapshot);
+        drop(s);
+        self.store.reset(State::from_events(&snapshot));
     }
 
-    /// Tell `status` when the recording starts, stops or fails (the dashboard's header).
-    pub fn report_recording(&mut self, status: mpsc::UnboundedSender<RecordStatus>) {
-        self.record_status = Some(status);
+    /// Where `R` ([`Command::ToggleRecord`]) starts new recordings (default `recordings`).
+    pub fn record_into(&mut self, dir: std::path::PathBuf) {
+        self.recordings_dir = dir;
+    }
+
+    /// `hook` sees each change of the recording as it happens (`run` says a failure on
+    /// stderr at once; the dashboard reads the recording from the store instead).
+    pub fn on_recording(&mut self, hook: RecordingHook) {
+        self.on_recording = Some(hook);
+    }
+
+    /// The session's state (under the store's read lock: do not hold it across an await).
+    pub fn state(&self) -> StateRef<'_> {
+        self.store.state()
+    }
+
+    /// Reduce into `store` from now on (the dashboard's, which already holds what was seen
+    /// before the cluster answered), and publish there.
+    pub fn adopt_store(&mut self, store: Store) {
+        store.update(|p| p.recording = self.recording.path().map(|p| p.to_path_buf()));
+        self.store = store;
     }
 
     /// The first recording failure, if any.
@@ -171,14 +206,17 @@ impl Runner {
         self.record_error.as_deref()
     }
 
-    /// A change of the recording: said to the dashboard, and a note in the stream.
+    /// A change of the recording: published (the dashboard's header), and a note in the
+    /// stream.
     fn recording_changed(&mut self, st: RecordStatus) {
         if let RecordStatus::Failed(e) = &st {
             self.record_error.get_or_insert_with(|| e.clone());
         }
         let text = st.text();
-        if let Some(tx) = &self.record_status {
-            let _ = tx.send(st);
+        let now = self.recording.path().map(|p| p.to_path_buf());
+        self.store.update(|p| p.recording = now);
+        if let Some(hook) = &mut self.on_recording {
+            hook(&st);
         }
         let note = Event::new(Utc::now(), Source::Session, EventKind::Note { text });
         self.apply(note);
@@ -187,8 +225,9 @@ impl Runner {
     fn record(&mut self, path: Option<std::path::PathBuf>) {
         let changes = match path {
             Some(path) => {
-                let ts = self.state.now.unwrap_or_else(Utc::now);
-                self.recording.start(&self.state, &path, ts)
+                let s = self.store.state();
+                let ts = s.now.unwrap_or_else(Utc::now);
+                self.recording.start(&s, &path, ts)
             }
             None => self.recording.stop().into_iter().collect(),
         };
@@ -206,14 +245,14 @@ impl Runner {
     fn publish_node(&self) {
         if let Some(sel) = &self.selection {
             sel.set(readygap_core::focus::node(
-                &self.state,
+                &self.store.state(),
                 self.machine.chosen(),
             ));
         }
     }
 
     fn apply(&mut self, ev: Event) {
-        self.state.apply(&ev);
+        self.store.apply(&ev);
         if let Some(st) = self.recording.write(&ev) {
             self.recording_changed(st);
         }
@@ -256,15 +295,33 @@ impl Runner {
                 self.record(path);
                 continue;
             }
+            if let Input::Command(Command::ToggleRecord) = input {
+                let path = match self.recording.path() {
+                    Some(_) => None,
+                    None => {
+                        let context = &self.recording.header.context;
+                        let dir = &self.recordings_dir;
+                        Some(default_recording_path(dir, context, Utc::now()))
+                    }
+                };
+                self.record(path);
+                continue;
+            }
             if let Input::Command(Command::Tail(on)) = input {
                 self.tail = on;
                 self.follow();
                 continue;
             }
-            let choose = matches!(input, Input::Command(Command::Choose(_)));
-            for d in self.machine.on(&self.state, input, Utc::now()) {
+            let choose = matches!(input, Input::Command(Command::ChoosePod(_)));
+            // (the read lock ends before the actions: `apply` writes)
+            let dos = self.machine.on(&self.store.state(), input, Utc::now());
+            for d in dos {
                 match d {
-                    Do::Act { id, req } => self.exec.spawn(id, req),
+                    Do::Act { id, action, ip } => self.exec.spawn(id, action, ip),
+                    Do::Refuse { id, action, why } => {
+                        let exec = self.exec.clone();
+                        tokio::spawn(async move { exec.refuse(id, action, why).await });
+                    }
                     Do::Emit(kind) => {
                         self.apply(Event::new(Utc::now(), Source::Runner, kind));
                         inputs.push_back(Input::Changed);
@@ -294,7 +351,7 @@ impl Runner {
                         });
                     }
                     Do::Ended(i) => {
-                        if let Some(t) = self.state.timeline.trials.get(i) {
+                        if let Some(t) = self.store.state().timeline.trials.get(i) {
                             on_trial(t);
                         }
                     }
@@ -307,7 +364,7 @@ impl Runner {
             }
         }
         if let Some(hook) = &mut self.on_open
-            && let Some(t) = self.state.timeline.trials.last()
+            && let Some(t) = self.store.state().timeline.trials.last()
             && t.is_running()
         {
             hook(t);
@@ -343,7 +400,7 @@ impl Runner {
         while go_on {
             let wait = self
                 .machine
-                .wake(&self.state)
+                .wake(&self.store.state())
                 .map(|t| (t - Utc::now()).to_std().unwrap_or(Duration::ZERO))
                 .unwrap_or(Duration::from_secs(86_400 * 365));
             let input = tokio::select! {
@@ -407,14 +464,14 @@ impl Runner {
 
     /// Candidate replacement pods of the open trial (the ones to probe fast).
     fn candidates(&self) -> Vec<PodRef> {
-        let Some(t) = self.state.timeline.open() else {
+        let s = self.store.state();
+        let Some(t) = s.timeline.open() else {
             return Vec::new();
         };
         if t.marks.t2.is_some() {
             return Vec::new();
         }
-        self.state
-            .pods
+        s.pods
             .values()
             .filter(|p| p.deletion_timestamp.is_none())
             .filter(|p| match &t.replacement {
@@ -430,24 +487,20 @@ impl Runner {
 
     /// Start/stop the per-pod feeds and fast probes to match the state.
     fn follow(&mut self) {
-        let pods: Vec<PodView> = self.state.pods.values().cloned().collect();
         let probe_now: Vec<String> = self.candidates().into_iter().map(|p| p.name).collect();
+        let s = self.store.state();
+        let pods: Vec<PodView> = s.pods.values().cloned().collect();
         // An observed trial's marks T3/T4 come from its candidates' request logs.
-        let observed = self
-            .state
+        let observed = s
             .timeline
             .open()
-            .filter(|t| !self.machine.may_touch(&self.state, slot(t)))
+            .filter(|t| !self.machine.may_touch(&s, slot(t)))
             .filter(|t| t.marks.t4.is_none())
             .and_then(|t| Some((t.index, t.marks.t0?)));
-        let new_pod = self
-            .state
-            .timeline
-            .open()
-            .and_then(|t| t.new_pod.as_deref());
+        let new_pod = s.timeline.open().and_then(|t| t.new_pod.clone());
         // Gone pods.
         self.followed.retain(|n, f| {
-            let here = self.state.pods.contains_key(n);
+            let here = s.pods.contains_key(n);
             if !here {
                 f.feeds
                     .iter()
@@ -538,7 +591,7 @@ impl Runner {
                 let since = p.created.unwrap_or_else(Utc::now);
                 let t = crate::sources::logs::LogTail {
                     namespace: self.machine.cfg.namespace.clone(),
-                    after: self.state.log_tail.last_of(&p.name),
+                    after: s.log_tail.last_of(&p.name),
                     pod: p.name.clone(),
                     container: self.machine.cfg.container.clone(),
                     lines: Lines::StartupSince(since),
@@ -549,7 +602,7 @@ impl Runner {
             }
             let want_log = observed.filter(|_| {
                 let candidate = p.deletion_timestamp.is_none() && probe_now.contains(&p.name);
-                running && (candidate || new_pod == Some(p.name.as_str()))
+                running && (candidate || new_pod.as_deref() == Some(p.name.as_str()))
             });
             // A log followed for another trial (or for none now) stops.
             let same = matches!((&entry.log, want_log), (Some((i, _)), Some((w, _))) if *i == w);
@@ -588,6 +641,7 @@ impl Runner {
                 ));
             }
         }
+        drop(s);
         self.follow_service();
         self.follow_tail();
     }
@@ -598,7 +652,11 @@ impl Runner {
     fn follow_tail(&mut self) {
         let want = self
             .tail
-            .then(|| readygap_core::focus::live_pod(&self.state, self.machine.chosen()))
+            .then(|| {
+                let s = self.store.state();
+                let p = readygap_core::focus::live_pod(&s, self.machine.chosen())?;
+                Some(p.clone())
+            })
             .flatten()
             .filter(|p| {
                 p.containers.iter().any(|c| {
@@ -620,7 +678,7 @@ impl Runner {
             let token = self.stop_feeds.child_token();
             let t = crate::sources::logs::LogTail {
                 namespace: self.machine.cfg.namespace.clone(),
-                after: self.state.log_tail.last_of(&pod),
+                after: self.store.state().log_tail.last_of(&pod),
                 pod: pod.clone(),
                 container: self.machine.cfg.container.clone(),
                 lines: Lines::Tail(TAIL_FIRST),
@@ -638,7 +696,8 @@ impl Runner {
         let Some(service) = self.machine.cfg.service.clone() else {
             return;
         };
-        let Some(trial) = self.state.timeline.current() else {
+        let s = self.store.state();
+        let Some(trial) = s.timeline.current() else {
             return;
         };
         let index = trial.index;

@@ -117,7 +117,10 @@ pub fn render(state: &State, view: &ViewState, theme: &Theme, area: Rect, buf: &
         Dialog::Confirm { intent } => (
             "Confirm",
             vec![
-                Line::styled(format!("{}?", intent.label()), theme.text()),
+                Line::styled(
+                    format!("{}?", intent.label(view.focus_pod(state).as_deref())),
+                    theme.text(),
+                ),
                 Line::default(),
                 Line::from(vec![
                     Span::styled("y", theme.accent().add_modifier(Modifier::BOLD)),
