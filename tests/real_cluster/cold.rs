@@ -7,7 +7,7 @@
 //!
 //! The kernel's own evidence rides beside readygap's: a sampler asks the kernel every 20 ms
 //! how much of gemma3's blob (the hostPath volume's file, this machine's page cache) is
-//! resident (`fincore`, util-linux: mincore(2) over the file), so each cold trial shows the
+//! resident (`fincore`, util-linux-extra: mincore(2) over the file), so each cold trial shows the
 //! blob evicted at its T3 and read back from disk by the load, each warm one the blob cached
 //! through its load. A load's time from a cold cache depends on the disk under it: on a VM
 //! whose disk the host caches, reading ~250 MB costs a fraction of a second, inside the
@@ -77,7 +77,7 @@ fn resident(file: &Path) -> u64 {
         .args(["--bytes", "--noheadings", "--output", "RES"])
         .arg(file)
         .output()
-        .expect("fincore (util-linux)");
+        .expect("fincore (Debian: util-linux-extra)");
     assert!(out.status.success(), "fincore: {out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     text.trim()
