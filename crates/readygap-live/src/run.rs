@@ -222,7 +222,7 @@ pub fn trial_json(t: &Trial) -> Value {
             "startup": m.startup.iter().map(|(k, v)| (k.clone(), ms(Some(*v)))).collect::<serde_json::Map<_, _>>(),
         },
         "metrics": metrics,
-        "inference_source": t.inference_source.as_deref().unwrap_or("request"),
+        "inference_source": t.inference_source.map_or("request", |s| s.name()),
         "ok": t.is_ok(),
         "reason": t.reason(),
         "oom": t.oom.as_ref().map(|v| v.evidence_json()),

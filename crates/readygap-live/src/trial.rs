@@ -870,7 +870,8 @@ pub fn progress_line(t: &Trial, of: Option<(usize, usize)>) -> String {
         line.push_str(&format!(" · {c}"));
     }
     if !t.verdicts.is_empty() {
-        line.push_str(&format!(" · {}", t.verdicts.join(", ")));
+        let names: Vec<&str> = t.verdicts.iter().map(|k| k.name()).collect();
+        line.push_str(&format!(" · {}", names.join(", ")));
     }
     line
 }
