@@ -36,6 +36,14 @@ impl Event {
     }
 }
 
+/// An event's instant as a recording keeps it (whole microseconds, truncated as
+/// [`ts_format`] writes it): a live session reduces this, so replaying its recording gives
+/// the same state, figures and trial documents to the microsecond.
+pub fn recorded_instant(ts: Timestamp) -> Timestamp {
+    use chrono::SubsecRound;
+    ts.trunc_subsecs(6)
+}
+
 /// Timestamps are written as RFC 3339 with microseconds and `Z`, read from any RFC 3339 form.
 pub mod ts_format {
     use super::Timestamp;

@@ -251,7 +251,9 @@ impl Runner {
         }
     }
 
-    fn apply(&mut self, ev: Event) {
+    fn apply(&mut self, mut ev: Event) {
+        // Reduce the instant the recording will hold, so its replay is this state exactly.
+        ev.ts = readygap_core::event::recorded_instant(ev.ts);
         self.store.apply(&ev);
         if let Some(st) = self.recording.write(&ev) {
             self.recording_changed(st);
