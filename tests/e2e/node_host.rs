@@ -97,8 +97,8 @@ fn accesses(evs: &[Event]) -> Vec<&NodeAccessInfo> {
 fn host_errors(evs: &[Event]) -> Vec<(String, String)> {
     evs.iter()
         .filter_map(|e| match &e.kind {
-            EventKind::SourceError { feed, message } if feed.starts_with("host ") => {
-                Some((feed.clone(), message.clone()))
+            EventKind::SourceError { feed, message } if feed.name().starts_with("host ") => {
+                Some((feed.name(), message.clone()))
             }
             _ => None,
         })
@@ -232,7 +232,7 @@ fn a_lab_run_samples_its_node_over_one_ssh_session() {
     let conns: Vec<String> = evs
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::SourceConnected { feed, detail } if feed.starts_with("host ") => {
+            EventKind::SourceConnected { feed, detail } if feed.name().starts_with("host ") => {
                 Some(detail.clone())
             }
             _ => None,

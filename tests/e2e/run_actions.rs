@@ -753,7 +753,7 @@ async fn an_external_replacement_is_observed_and_gets_no_inference_from_readygap
     );
     // T3/T4 from the runtime's request log: the experimenter's own request.
     assert!(trial.is_ok(), "{:?}", trial.status);
-    assert_eq!(trial.inference_source.as_deref(), Some("log"));
+    assert_eq!(trial.inference_source.map(|s| s.name()), Some("log"));
     let near = |a: Stamp, b: Stamp| (a - b).num_milliseconds().abs() <= 50;
     let (lt3, lt4) = (trial.marks.t3.unwrap(), trial.marks.t4.unwrap());
     assert!(
@@ -820,7 +820,7 @@ async fn an_inference_probe_is_not_the_users_first_inference() {
     assert!(trial.external, "{}", trial.trigger);
     assert_eq!(trial.new_pod.as_deref(), Some(new.as_str()));
     assert!(trial.is_ok(), "{:?}", trial.status);
-    assert_eq!(trial.inference_source.as_deref(), Some("log"));
+    assert_eq!(trial.inference_source.map(|s| s.name()), Some("log"));
     let m = &trial.marks;
     let (t1, lt4) = (m.t1.expect("T1"), m.t4.expect("T4"));
     assert!(lt4 > t1, "T4 after Ready: {m:?}");

@@ -99,6 +99,31 @@ fn micros(m: &readygap_core::timeline::Marks) -> Vec<Option<i64>> {
     .collect()
 }
 
+/// The paths where two JSON documents differ, with both values.
+fn json_diff(a: &serde_json::Value, b: &serde_json::Value, at: &str, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for k in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
+                let none = Value::Null;
+                let (p, q) = (x.get(k).unwrap_or(&none), y.get(k).unwrap_or(&none));
+                if x.contains_key(k) != y.contains_key(k) {
+                    out.push(format!("{at}.{k}: only in one ({p} / {q})"));
+                } else {
+                    json_diff(p, q, &format!("{at}.{k}"), out);
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                json_diff(p, q, &format!("{at}[{i}]"), out);
+            }
+        }
+        _ if a != b => out.push(format!("{at}: {a} / {b}")),
+        _ => {}
+    }
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
@@ -299,6 +324,42 @@ async fn five_trials_at_speed_one_agree_with_the_ground_truth() {
             "recordings keep microseconds"
         );
         assert_eq!(a.status, b.status);
+    }
+    // One trial document: `readygap report R --format json` of the run's own recording gives
+    // the very objects `run --format json` printed (its `trial_list`; `trials` is the count
+    // there), and the rest of the file's object agrees too.
+    let report = std::process::Command::new(env!("CARGO_BIN_EXE_readygap"))
+        .args(["report", rec.to_str().unwrap(), "--format", "json"])
+        .output()
+        .expect("readygap report");
+    assert!(report.status.success(), "{report:?}");
+    let r: serde_json::Value = serde_json::from_slice(&report.stdout).expect("report json");
+    let (ran, reported) = (&v["files"][0], &r["files"][0]);
+    let mut differ = Vec::new();
+    json_diff(
+        &ran["trials"],
+        &reported["trial_list"],
+        "trials",
+        &mut differ,
+    );
+    assert!(
+        differ.is_empty(),
+        "run and report give different trial documents:\n{}",
+        differ.join("\n")
+    );
+    assert_eq!(ran["trial_count"], reported["trials"]);
+    for key in [
+        "path",
+        "failed",
+        "failed_trials",
+        "metrics",
+        "verdicts",
+        "readiness_verdicts",
+        "measured",
+        "conditions",
+        "startup_phases",
+    ] {
+        assert_eq!(ran.get(key), reported.get(key), "{key}");
     }
     let rec_events = readygap_core::record::jsonl::read(&rec).expect("read");
     assert_eq!(rec_events.header.namespace, lab.namespace);

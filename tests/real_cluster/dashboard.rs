@@ -281,7 +281,11 @@ fn read_only_dashboard_and_watcher_time_the_users_request_over_three_deletes() {
                 (probe - t1).num_milliseconds(),
                 t.inference_source
             );
-            assert_eq!(t.inference_source.as_deref(), Some("log"), "{who}: {t:?}");
+            assert_eq!(
+                t.inference_source.map(|s| s.name()),
+                Some("log"),
+                "{who}: {t:?}"
+            );
             assert!(t4 > t1, "{who}: T4 before T1: {m:?}");
             // The user's request: within the curl's own span (10 ms for the log's stamping).
             let slack = chrono::Duration::milliseconds(10);

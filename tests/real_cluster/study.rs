@@ -171,7 +171,7 @@ fn the_studys_loop_runs_unchanged_with_the_dashboard_watching() {
         );
         let t = mine[0];
         assert!(t.external, "readygap sent nothing (read-only): {t:?}");
-        assert_eq!(t.inference_source.as_deref(), Some("log"), "{t:?}");
+        assert_eq!(t.inference_source.map(|s| s.name()), Some("log"), "{t:?}");
         let ms = |ts: Option<chrono::DateTime<chrono::Utc>>| ts.map(|x| x.timestamp_millis());
         let (t3, t4) = (ms(t.marks.t3).expect("T3"), ms(t.marks.t4).expect("T4"));
         let t1 = ms(t.marks.t1).expect("T1");

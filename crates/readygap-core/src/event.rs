@@ -36,6 +36,14 @@ impl Event {
     }
 }
 
+/// An event's instant as a recording keeps it (whole microseconds, truncated as
+/// [`ts_format`] writes it): a live session reduces this, so replaying its recording gives
+/// the same state, figures and trial documents to the microsecond.
+pub fn recorded_instant(ts: Timestamp) -> Timestamp {
+    use chrono::SubsecRound;
+    ts.trunc_subsecs(6)
+}
+
 /// Timestamps are written as RFC 3339 with microseconds and `Z`, read from any RFC 3339 form.
 pub mod ts_format {
     use super::Timestamp;
@@ -107,6 +115,152 @@ pub enum Source {
     Session,
 }
 
+/// A Kubernetes resource readygap watches: the `resource` of a resync, and the name of its
+/// watch's feed. Recorded as the API's plural name (`pods`, `endpointslices`, `events`,
+/// `nodes`); a name this build does not know (a newer recording's) is kept as it is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum Resource {
+    Pods,
+    EndpointSlices,
+    Events,
+    Nodes,
+    Other(String),
+}
+
+impl Resource {
+    /// The API's plural name, as recorded.
+    pub fn name(&self) -> &str {
+        match self {
+            Resource::Pods => "pods",
+            Resource::EndpointSlices => "endpointslices",
+            Resource::Events => "events",
+            Resource::Nodes => "nodes",
+            Resource::Other(s) => s,
+        }
+    }
+}
+
+impl From<&str> for Resource {
+    fn from(s: &str) -> Self {
+        match s {
+            "pods" => Resource::Pods,
+            "endpointslices" => Resource::EndpointSlices,
+            "events" => Resource::Events,
+            "nodes" => Resource::Nodes,
+            other => Resource::Other(other.to_string()),
+        }
+    }
+}
+
+impl From<String> for Resource {
+    fn from(s: String) -> Self {
+        Resource::from(s.as_str())
+    }
+}
+
+impl From<Resource> for String {
+    fn from(r: Resource) -> Self {
+        r.name().to_string()
+    }
+}
+
+impl std::fmt::Display for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Tests and callers compare a resource with its name (`resource == "pods"`).
+impl PartialEq<str> for Resource {
+    fn eq(&self, other: &str) -> bool {
+        self.name() == other
+    }
+}
+
+impl PartialEq<&str> for Resource {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
+/// The feed a `source_error`/`source_connected` names: a watch (by its resource), the
+/// memory sampler (`memory`), a node's host sampler (`host NODE`, [`host_feed`]), the log
+/// follower (`logs`), the cluster connection (`cluster`). Recorded as that text; a name this
+/// build does not know is kept as it is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum Feed {
+    Watch(Resource),
+    Memory,
+    Host(String),
+    Logs,
+    Cluster,
+    Other(String),
+}
+
+impl Feed {
+    /// The feed's recorded name (the key of `State::feeds`).
+    pub fn name(&self) -> String {
+        match self {
+            Feed::Watch(r) => r.name().to_string(),
+            Feed::Memory => "memory".into(),
+            Feed::Host(node) => host_feed(node),
+            Feed::Logs => "logs".into(),
+            Feed::Cluster => "cluster".into(),
+            Feed::Other(s) => s.clone(),
+        }
+    }
+}
+
+impl From<&str> for Feed {
+    fn from(s: &str) -> Self {
+        match s {
+            "memory" => Feed::Memory,
+            "logs" => Feed::Logs,
+            "cluster" => Feed::Cluster,
+            _ => match s.strip_prefix("host ") {
+                Some(node) => Feed::Host(node.to_string()),
+                None => match Resource::from(s) {
+                    Resource::Other(s) => Feed::Other(s),
+                    r => Feed::Watch(r),
+                },
+            },
+        }
+    }
+}
+
+impl From<String> for Feed {
+    fn from(s: String) -> Self {
+        Feed::from(s.as_str())
+    }
+}
+
+impl From<Feed> for String {
+    fn from(f: Feed) -> Self {
+        f.name()
+    }
+}
+
+impl std::fmt::Display for Feed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// Tests and callers compare a feed with its name (`feed == "memory"`).
+impl PartialEq<str> for Feed {
+    fn eq(&self, other: &str) -> bool {
+        self.name() == other
+    }
+}
+
+impl PartialEq<&str> for Feed {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
 /// Everything that can happen. Variant names are the stable recording names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -119,9 +273,9 @@ pub enum EventKind {
     PodDeleted(PodView),
     /// A watch began a (re-)list of a resource: objects not re-applied before the matching
     /// `resync_done` are gone.
-    ResyncStarted { resource: String },
+    ResyncStarted { resource: Resource },
     /// The (re-)list of a resource is complete.
-    ResyncDone { resource: String },
+    ResyncDone { resource: Resource },
     /// An EndpointSlice was added or changed.
     EndpointSliceApplied(EndpointSliceView),
     /// An EndpointSlice was removed.
@@ -202,9 +356,9 @@ pub enum EventKind {
     /// The trial runner gives up on the open trial (stage timeout, Ctrl-C, ...).
     TrialAbort { reason: String },
     /// A source lost its connection or failed; the message is shown on screen.
-    SourceError { feed: String, message: String },
+    SourceError { feed: Feed, message: String },
     /// A source (re)connected.
-    SourceConnected { feed: String, detail: String },
+    SourceConnected { feed: Feed, detail: String },
     /// A free-form status line.
     Note { text: String },
 }

@@ -2,6 +2,7 @@
 //! through the reducer) and of the study's CSV files, as a table, CSV, JSON or Markdown, or
 //! drawn: a self-contained HTML page (`html`) and the bars of every input as SVG (`svg`).
 
+pub mod document;
 pub mod figures;
 pub mod html;
 pub mod markup;
@@ -55,7 +56,9 @@ pub struct FileReport {
     pub verdicts: BTreeMap<String, usize>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
-    #[serde(skip)]
+    /// Every trial as its document ([`document::trial`]): the same objects `run --format
+    /// json` gives in its `trials` (here `trials` stays the count).
+    #[serde(serialize_with = "document::serialize_trials")]
     pub trial_list: Vec<Trial>,
     /// Readiness-contract verdicts of a recording with their evidence
     /// (`verdict::ContractVerdict::to_json`); their counts are in `verdicts`.
@@ -292,44 +295,59 @@ pub fn load_trials(path: &Path) -> Result<Loaded> {
     }
     let mut state = State::new();
     let (_, warnings) = jsonl::for_each(path, |ev| state.apply(&ev))?;
-    let verdicts = state
-        .oom
-        .counts()
-        .into_iter()
-        .chain(state.contract.counts())
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    let readiness_verdicts = state
-        .contract
-        .verdicts
-        .iter()
-        .map(|v| v.to_json())
-        .collect();
-    // A recording says its readiness itself (verdicts); the cache and a negative
-    // ready_to_runtime are said as for a study file.
-    let measured = measured_conditions(&state.timeline.trials)
-        .into_iter()
-        .filter(|(k, _)| k == "cache" || k == "ready_to_runtime")
-        .collect();
-    Ok(Loaded {
-        trials: state.timeline.trials,
-        warnings,
-        verdicts,
-        readiness_verdicts,
-        measured,
-        ..Loaded::default()
-    })
+    Ok(Loaded::of_state(&state, warnings))
+}
+
+impl Loaded {
+    /// What a session's state yields: a replayed recording's, or the runner's own at the
+    /// end of `run` (so the two reports agree).
+    pub fn of_state(state: &State, warnings: Vec<String>) -> Loaded {
+        let verdicts = state
+            .oom
+            .counts()
+            .into_iter()
+            .chain(state.contract.counts())
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let readiness_verdicts = state
+            .contract
+            .verdicts
+            .iter()
+            .map(|v| v.to_json())
+            .collect();
+        // A recording says its readiness itself (verdicts); the cache and a negative
+        // ready_to_runtime are said as for a study file.
+        let measured = measured_conditions(&state.timeline.trials)
+            .into_iter()
+            .filter(|(k, _)| k == "cache" || k == "ready_to_runtime")
+            .collect();
+        Loaded {
+            trials: state.timeline.trials.clone(),
+            warnings,
+            verdicts,
+            readiness_verdicts,
+            measured,
+            ..Loaded::default()
+        }
+    }
+}
+
+impl FileReport {
+    /// The report of what a file (or a run) yielded, labelled `path`.
+    pub fn of_loaded(path: &str, l: Loaded) -> FileReport {
+        let mut r = FileReport::from_trials(path, l.trials, l.warnings);
+        r.metrics.extend(l.extra);
+        r.verdicts = l.verdicts;
+        r.readiness_verdicts = l.readiness_verdicts;
+        r.measured = l.measured;
+        r
+    }
 }
 
 /// Report on one file.
 pub fn report_file(path: &Path) -> Result<FileReport> {
     let l = load_trials(path)?;
-    let mut r = FileReport::from_trials(&path.display().to_string(), l.trials, l.warnings);
-    r.metrics.extend(l.extra);
-    r.verdicts = l.verdicts;
-    r.readiness_verdicts = l.readiness_verdicts;
-    r.measured = l.measured;
-    Ok(r)
+    Ok(FileReport::of_loaded(&path.display().to_string(), l))
 }
 
 /// Files given on the command line; directories are searched for `.csv` and `.jsonl` files.

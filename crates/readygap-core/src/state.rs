@@ -3,8 +3,9 @@
 //! advances only through event timestamps (`State::now` is the newest one seen).
 
 use super::event::{
-    Action, EndpointSliceView, Event, EventKind, HostSample, KubeEventView, MemorySource,
-    NodeAccessInfo, NodeView, Outcome, PodView, ResidentModel, SessionInfo, Source, Timestamp,
+    Action, EndpointSliceView, Event, EventKind, Feed, HostSample, KubeEventView, MemorySource,
+    NodeAccessInfo, NodeView, Outcome, PodView, ResidentModel, Resource, SessionInfo, Source,
+    Timestamp,
 };
 use super::residency::OomDetector;
 use super::series::Series;
@@ -162,7 +163,7 @@ pub struct State {
     #[serde(default)]
     contract_attributed: usize,
     /// Objects seen during an ongoing re-list, per resource.
-    resync: BTreeMap<String, BTreeSet<String>>,
+    resync: BTreeMap<Resource, BTreeSet<String>>,
 }
 
 fn push_bounded<T>(q: &mut VecDeque<T>, item: T) {
@@ -221,7 +222,7 @@ impl State {
         match &ev.kind {
             EventKind::Session(info) => self.session = info.clone(),
             EventKind::PodApplied(pod) => {
-                self.seen("pods", &pod.name);
+                self.seen(Resource::Pods, &pod.name);
                 let was_oom = self.pods.get(&pod.name).is_some_and(|p| p.oom_killed());
                 if pod.oom_killed() && !was_oom {
                     self.message(ts, Severity::Error, format!("pod {} OOMKilled", pod.name));
@@ -237,19 +238,19 @@ impl State {
             }
             EventKind::ResyncDone { resource } => {
                 if let Some(seen) = self.resync.remove(resource) {
-                    match resource.as_str() {
-                        "pods" => self.pods.retain(|k, _| seen.contains(k)),
-                        "endpointslices" => {
+                    match resource {
+                        Resource::Pods => self.pods.retain(|k, _| seen.contains(k)),
+                        Resource::EndpointSlices => {
                             self.slices.retain(|k, _| seen.contains(k));
                             self.count_endpoints(ts);
                         }
-                        "nodes" => self.nodes.retain(|k, _| seen.contains(k)),
-                        _ => {}
+                        Resource::Nodes => self.nodes.retain(|k, _| seen.contains(k)),
+                        Resource::Events | Resource::Other(_) => {}
                     }
                 }
             }
             EventKind::EndpointSliceApplied(slice) => {
-                self.seen("endpointslices", &slice.name);
+                self.seen(Resource::EndpointSlices, &slice.name);
                 self.slices.insert(slice.name.clone(), slice.clone());
                 self.count_endpoints(ts);
             }
@@ -262,7 +263,7 @@ impl State {
                 push_bounded(&mut self.kube_events, (e.time.unwrap_or(ts), e.clone()))
             }
             EventKind::NodeApplied(n) => {
-                self.seen("nodes", &n.name);
+                self.seen(Resource::Nodes, &n.name);
                 self.nodes.insert(n.name.clone(), n.clone());
             }
             EventKind::RuntimeProbe(p) => {
@@ -427,9 +428,14 @@ impl State {
                 // A failing feed leaves a gap in its series.
                 match ev.source {
                     Source::Memory => self.memory.values_mut().for_each(|m| m.series.gap(ts)),
-                    Source::Kube if feed.contains("endpoint") => self.endpoints.gap(ts),
+                    Source::Kube if *feed == Feed::Watch(Resource::EndpointSlices) => {
+                        self.endpoints.gap(ts)
+                    }
                     Source::Host => {
-                        let node = feed.strip_prefix("host ").map(str::to_owned);
+                        let node = match feed {
+                            Feed::Host(node) => Some(node.clone()),
+                            _ => None,
+                        };
                         if let Some(series) = self.hosts.get_mut(&node) {
                             series.gap(ts);
                         }
@@ -476,20 +482,20 @@ impl State {
     }
 
     /// An object seen during the ongoing re-list of its resource.
-    fn seen(&mut self, resource: &str, name: &str) {
-        if let Some(seen) = self.resync.get_mut(resource) {
+    fn seen(&mut self, resource: Resource, name: &str) {
+        if let Some(seen) = self.resync.get_mut(&resource) {
             seen.insert(name.to_string());
         }
     }
 
-    fn feed(&mut self, since: Timestamp, feed: &str, connected: bool, detail: &str) {
+    fn feed(&mut self, since: Timestamp, feed: &Feed, connected: bool, detail: &str) {
         let detail = detail.to_string();
         let status = FeedStatus {
             connected,
             since,
             detail,
         };
-        self.feeds.insert(feed.to_string(), status);
+        self.feeds.insert(feed.name(), status);
     }
 
     /// The trial that finished with this event (`open_before`: the trial open before it)
@@ -523,9 +529,9 @@ impl State {
                 v.trial = self.timeline.latest_of_new_pod(&v.pod).map(|t| t.index);
             }
             if let Some(t) = v.trial.and_then(|i| self.timeline.trial_mut(i))
-                && !t.verdicts.iter().any(|k| k == v.kind.name())
+                && !t.verdicts.contains(&v.kind)
             {
-                t.verdicts.push(v.kind.name().to_string());
+                t.verdicts.push(v.kind);
             }
         }
         self.contract_attributed = n;

@@ -19,9 +19,10 @@
 
 use super::event::{
     Action, CacheDrop, ContainerState, Event, EventKind, InferenceResult, LoggedRequest,
-    PodSpecFacts, PodView, RuntimeDurations, Timestamp,
+    PodSpecFacts, PodView, Resource, RuntimeDurations, Timestamp,
 };
 use super::residency::Verdict;
+use super::verdict::ContractKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -72,8 +73,150 @@ pub enum TrialStatus {
     Running,
     Ok,
     Failed {
-        reason: String,
+        reason: Failure,
     },
+}
+
+/// The reason of a `trial_abort` the runner gives when it is interrupted (Ctrl-C, the end of
+/// a watch): such a trial is [`FailureKind::Interrupted`].
+pub const INTERRUPTED: &str = "interrupted";
+
+/// Why a trial failed, as a kind the code branches on. The sentence for people is
+/// [`Failure::text`]; the kind is set where the failure is decided, never read back from
+/// the sentence (except for a trial serialised by an older build: [`FailureKind::of_text`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureKind {
+    /// A new replacement began while this one was open (`superseded by a new replacement …`).
+    Superseded,
+    /// The runner gave up on it (`TrialAbort`: a stage timeout, …).
+    Aborted,
+    /// The runner was interrupted (Ctrl-C, the end of a fleet watch): `interrupted`.
+    Interrupted,
+    /// The delete or rollout restart itself failed (`replacement request failed: …`).
+    RequestFailed,
+    /// The replacement pod was deleted before the trial ended.
+    PodDeleted,
+    /// The T3 inference failed (`inference_error: …`).
+    InferenceError,
+    /// The pod's container restarted, not yet explained (`container restarted (…)`).
+    ContainerRestarted,
+    /// The pod's container restarted, killed by a probe the Events name
+    /// (`container restarted: killed by the liveness probe (…)`).
+    KilledByProbe,
+    /// The pod was OOM-killed (`oom_killed`, `oom_killed (inference_error: …)`).
+    OomKilled,
+    /// An OOM verdict explains it (`overlapping_residency_oom: …`, …).
+    OomVerdict(super::residency::VerdictKind),
+    /// Any other reason (a study CSV's own words).
+    Other,
+}
+
+impl FailureKind {
+    /// The kind of a reason written by an older build (or imported): read from its
+    /// wording, the only place the sentence decides the kind.
+    pub fn of_text(text: &str) -> FailureKind {
+        use super::residency::VerdictKind;
+        if text == INTERRUPTED {
+            return FailureKind::Interrupted;
+        }
+        if let Some(v) = VerdictKind::ALL
+            .into_iter()
+            .find(|v| text.starts_with(&format!("{}:", v.name())))
+        {
+            return FailureKind::OomVerdict(v);
+        }
+        let prefixes = [
+            ("superseded by a new replacement", FailureKind::Superseded),
+            ("replacement request failed", FailureKind::RequestFailed),
+            ("replacement pod deleted", FailureKind::PodDeleted),
+            ("inference_error", FailureKind::InferenceError),
+            ("container restarted: killed by", FailureKind::KilledByProbe),
+            ("container restarted", FailureKind::ContainerRestarted),
+            ("oom_killed", FailureKind::OomKilled),
+            ("timeout", FailureKind::Aborted),
+        ];
+        prefixes
+            .into_iter()
+            .find(|(p, _)| text.starts_with(p))
+            .map_or(FailureKind::Other, |(_, k)| k)
+    }
+
+    /// A restart of the pod's container ended the trial (explained or not).
+    pub fn is_restart(self) -> bool {
+        matches!(
+            self,
+            FailureKind::ContainerRestarted | FailureKind::KilledByProbe
+        )
+    }
+}
+
+/// A trial's failure: its kind and the sentence shown and recorded (`reason` in JSON, the
+/// same text as before the kinds existed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub text: String,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, text: impl Into<String>) -> Self {
+        Failure {
+            kind,
+            text: text.into(),
+        }
+    }
+}
+
+/// A reason given as text (an import, an older serialisation): its kind read from it.
+impl From<String> for Failure {
+    fn from(text: String) -> Self {
+        Failure {
+            kind: FailureKind::of_text(&text),
+            text,
+        }
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(text: &str) -> Self {
+        Failure::from(text.to_string())
+    }
+}
+
+impl From<Failure> for String {
+    fn from(f: Failure) -> Self {
+        f.text
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Where a trial's T3/T4 came from, when not from readygap's own request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InferenceSource {
+    /// The runtime's request log (an observed trial: someone else's request).
+    Log,
+}
+
+impl InferenceSource {
+    /// The name in JSON (`log`); a trial without one says `request` (readygap's own).
+    pub fn name(self) -> &'static str {
+        match self {
+            InferenceSource::Log => "log",
+        }
+    }
+}
+
+impl std::fmt::Display for InferenceSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// What is being replaced.
@@ -159,19 +302,20 @@ pub struct Trial {
     /// restart replaces in place.
     #[serde(default)]
     pub present_at_t0: Vec<String>,
-    /// Where T3/T4 came from: `None` = readygap's own request, `Some("log")` = the
+    /// Where T3/T4 came from: `None` = readygap's own request, `Some(Log)` (`"log"`) = the
     /// runtime's request log (an observed trial: someone else's request).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inference_source: Option<String>,
+    pub inference_source: Option<InferenceSource>,
     /// The cache condition of the trial: `cold` (its cold step made Cached fall), `warm`
     /// (flagged `warm_node_bias`: the model's files were in the node's page cache), or a
     /// study CSV's own condition column; `None` without evidence. Statistics keep
     /// conditions apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condition: Option<String>,
-    /// The readiness-contract verdicts of this trial, by name (`shallow_readiness`, ...).
+    /// The readiness-contract verdicts of this trial, by kind (serialised by name:
+    /// `shallow_readiness`, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub verdicts: Vec<String>,
+    pub verdicts: Vec<ContractKind>,
 }
 
 impl Trial {
@@ -208,19 +352,37 @@ impl Trial {
         self.status == TrialStatus::Ok
     }
 
+    /// Why it failed, for people (`None` unless failed).
     pub fn reason(&self) -> Option<&str> {
+        self.failure().map(|f| f.text.as_str())
+    }
+
+    /// Why it failed.
+    pub fn failure(&self) -> Option<&Failure> {
         match &self.status {
             TrialStatus::Failed { reason } => Some(reason),
             _ => None,
         }
     }
 
-    fn fail(&mut self, reason: impl Into<String>) {
+    /// The kind of its failure, if it failed.
+    pub fn failure_kind(&self) -> Option<FailureKind> {
+        self.failure().map(|f| f.kind)
+    }
+
+    fn fail(&mut self, kind: FailureKind, text: impl Into<String>) {
         if self.is_running() {
             self.status = TrialStatus::Failed {
-                reason: reason.into(),
+                reason: Failure::new(kind, text),
             };
         }
+    }
+
+    /// Replace the reason of a trial already failed or running (a later explanation).
+    fn refail(&mut self, kind: FailureKind, text: impl Into<String>) {
+        self.status = TrialStatus::Failed {
+            reason: Failure::new(kind, text),
+        };
     }
 
     /// Whether a pod (by uid or name) is one this trial replaces.
@@ -292,7 +454,7 @@ impl Trial {
             && self.inference_end.is_none()
             && let Some((start, end, status)) = o.logged_inference
         {
-            self.inference_source = Some("log".into());
+            self.inference_source = Some(InferenceSource::Log);
             self.http_status = Some(status);
             m.t3 = start;
             if status == 200 {
@@ -300,7 +462,10 @@ impl Trial {
             } else {
                 self.inference_end = Some(end);
                 self.status = TrialStatus::Failed {
-                    reason: format!("inference_error: HTTP {status} (from the runtime's log)"),
+                    reason: Failure::new(
+                        FailureKind::InferenceError,
+                        format!("inference_error: HTTP {status} (from the runtime's log)"),
+                    ),
                 };
             }
         }
@@ -438,7 +603,9 @@ pub struct Timeline {
     by_new_pod: BTreeMap<String, u32>,
     /// Actions requested, by id, until they start.
     requested: BTreeMap<u64, Action>,
-    /// Replacement actions that started a trial: action id → trial index.
+    /// Replacement actions that started a trial: action id → trial index (kept after the
+    /// action finished: the runner asks which trial its request opened,
+    /// [`Timeline::trial_of_action`]).
     started: BTreeMap<u64, u32>,
     announced: Option<Announced>,
     /// A (re-)list of pods is going on: a pod first seen in it was there before readygap
@@ -494,6 +661,12 @@ impl Timeline {
         (t.index == index).then_some(t)
     }
 
+    /// The trial the replacement action `id` opened at its `action_started` (its T0), if it
+    /// opened one: the runner's own trial, never an external one that opened meanwhile.
+    pub fn trial_of_action(&self, id: u64) -> Option<&Trial> {
+        self.started.get(&id).and_then(|&i| self.trial(i))
+    }
+
     /// The latest trial whose replacement pod is `pod`.
     pub fn latest_of_new_pod(&self, pod: &str) -> Option<&Trial> {
         self.by_new_pod.get(pod).and_then(|&i| self.trial(i))
@@ -508,7 +681,10 @@ impl Timeline {
         pods: &BTreeMap<String, PodView>,
     ) {
         if let Some(open) = self.open_mut() {
-            open.fail(format!("superseded by a new replacement ({trigger})"));
+            open.fail(
+                FailureKind::Superseded,
+                format!("superseded by a new replacement ({trigger})"),
+            );
         }
         let index = self.trials.len() as u32 + 1;
         let mut trial = Trial::new(index, external, trigger, t0, r);
@@ -550,10 +726,19 @@ impl Timeline {
                     })
                 });
                 if let Some(t) = self.open_mut() {
-                    t.fail(match pending {
-                        Some(why) => format!("{reason} (Pending: {why})"),
-                        None => reason.clone(),
-                    });
+                    // The runner's own word for an interruption ([`INTERRUPTED`]).
+                    let kind = if reason == INTERRUPTED && pending.is_none() {
+                        FailureKind::Interrupted
+                    } else {
+                        FailureKind::Aborted
+                    };
+                    t.fail(
+                        kind,
+                        match pending {
+                            Some(why) => format!("{reason} (Pending: {why})"),
+                            None => reason.clone(),
+                        },
+                    );
                 }
             }
             EventKind::ActionRequested { id, action } if action.is_replacement() => {
@@ -576,22 +761,29 @@ impl Timeline {
                 }
             }
             EventKind::ActionFinished { id, outcome } => {
-                if let Some(index) = self.started.remove(id)
+                if let Some(&index) = self.started.get(id)
                     && let super::event::Outcome::Error { message } = outcome
                     && let Some(t) = self.trials.get_mut(index as usize - 1)
                 {
-                    t.fail(format!("replacement request failed: {message}"));
+                    t.fail(
+                        FailureKind::RequestFailed,
+                        format!("replacement request failed: {message}"),
+                    );
                 }
             }
-            EventKind::ResyncStarted { resource } if resource == "pods" => self.listing_pods = true,
-            EventKind::ResyncDone { resource } if resource == "pods" => self.listing_pods = false,
+            EventKind::ResyncStarted {
+                resource: Resource::Pods,
+            } => self.listing_pods = true,
+            EventKind::ResyncDone {
+                resource: Resource::Pods,
+            } => self.listing_pods = false,
             EventKind::PodApplied(pod) => self.pod_applied(ts, pod, prev, pods),
             EventKind::PodDeleted(pod) => {
                 self.pod_evidence.remove(&pod.name);
                 if let Some(t) = self.open_mut()
                     && t.new_pod.as_deref() == Some(pod.name.as_str())
                 {
-                    t.fail("replacement pod deleted");
+                    t.fail(FailureKind::PodDeleted, "replacement pod deleted");
                 }
             }
             EventKind::RuntimeProbe(p) if p.ok || p.http_answered => {
@@ -754,8 +946,7 @@ impl Timeline {
         // trial's (event times from `lastTimestamp` have whole seconds).
         let Some(i) = self.trials.iter().rposition(|t| {
             (t.new_pod.as_deref() == Some(pod) || t.observed.contains_key(pod))
-                && t.reason()
-                    .is_some_and(|r| r.starts_with("container restarted ("))
+                && t.failure_kind() == Some(FailureKind::ContainerRestarted)
         }) else {
             return;
         };
@@ -771,9 +962,10 @@ impl Timeline {
         let restart = restarts
             .map(|n| format!(", restart {n}"))
             .unwrap_or_default();
-        t.status = TrialStatus::Failed {
-            reason: format!("container restarted: killed by the {probe} probe ({output}){restart}"),
-        };
+        t.refail(
+            FailureKind::KilledByProbe,
+            format!("container restarted: killed by the {probe} probe ({output}){restart}"),
+        );
     }
 
     /// The latest trial that failed because the verdict's pod was OOM-killed (or whose
@@ -794,14 +986,16 @@ impl Timeline {
         let pod = verdict.pod.as_str();
         let hit = self.trials.iter_mut().rev().take(3).find(|t| {
             (t.new_pod.as_deref() == Some(pod) || t.observed.contains_key(pod))
-                && t.reason().is_some_and(|r| {
-                    r.starts_with("oom_killed") || r.starts_with("inference_error")
-                })
+                && matches!(
+                    t.failure_kind(),
+                    Some(FailureKind::OomKilled | FailureKind::InferenceError)
+                )
         });
         if let Some(t) = hit {
-            t.status = TrialStatus::Failed {
-                reason: format!("{}: {}", verdict.kind.name(), verdict.message),
-            };
+            t.refail(
+                FailureKind::OomVerdict(verdict.kind),
+                format!("{}: {}", verdict.kind.name(), verdict.message),
+            );
             t.oom = Some(verdict.clone());
         }
     }
@@ -878,7 +1072,10 @@ impl Timeline {
                 .clone()
                 .or_else(|| r.http_status.map(|s| format!("HTTP {s}")))
                 .unwrap_or_else(|| "no done: true".into());
-            t.fail(format!("inference_error: {why}"));
+            t.fail(
+                FailureKind::InferenceError,
+                format!("inference_error: {why}"),
+            );
         }
     }
 
@@ -1001,24 +1198,24 @@ impl Timeline {
                     && (t.new_pod.as_deref() == Some(pod.name.as_str())
                         || t.observed.contains_key(&pod.name))
                 {
-                    let reason = if pod.oom_killed() {
-                        "oom_killed".to_string()
+                    if pod.oom_killed() {
+                        t.fail(FailureKind::OomKilled, "oom_killed");
                     } else {
-                        format!("container restarted ({why})")
-                    };
-                    t.fail(reason);
+                        t.fail(
+                            FailureKind::ContainerRestarted,
+                            format!("container restarted ({why})"),
+                        );
+                    }
                     self.explain_restart(&pod.name, Some(pod.restarts()));
                 }
                 // A finished trial whose inference failed because of this kill learns why.
                 if pod.oom_killed()
                     && let Some(t) = self.trials.last_mut()
                     && t.new_pod.as_deref() == Some(pod.name.as_str())
-                    && t.reason().is_some_and(|r| r.starts_with("inference_error"))
+                    && t.failure_kind() == Some(FailureKind::InferenceError)
                 {
                     let r = t.reason().unwrap_or_default().to_string();
-                    t.status = TrialStatus::Failed {
-                        reason: format!("oom_killed ({r})"),
-                    };
+                    t.refail(FailureKind::OomKilled, format!("oom_killed ({r})"));
                 }
                 self.begin(
                     true,

@@ -86,6 +86,11 @@ impl ContractKind {
         }
     }
 
+    /// The kind named `name` (`shallow_readiness`, ...).
+    pub fn of_name(name: &str) -> Option<ContractKind> {
+        ContractKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
     /// A broken contract (all but `readiness_covers_inference`, which says it held).
     pub fn is_problem(self) -> bool {
         self != ContractKind::ReadinessCoversInference
@@ -170,6 +175,19 @@ impl ContractVerdict {
     /// The line for the screen: `shallow_readiness: … → advice`.
     pub fn line(&self) -> String {
         format!("{}: {}", self.kind.name(), self.message)
+    }
+}
+
+/// Tests and callers compare a kind with its name (`v == "shallow_readiness"`).
+impl PartialEq<str> for ContractKind {
+    fn eq(&self, other: &str) -> bool {
+        self.name() == other
+    }
+}
+
+impl PartialEq<&str> for ContractKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
     }
 }
 

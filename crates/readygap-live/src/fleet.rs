@@ -817,7 +817,7 @@ async fn member(
         }));
     }
     let mut on_trial = move |t: &Trial| {
-        if t.reason() == Some("interrupted") {
+        if t.failure_kind() == Some(readygap_core::timeline::FailureKind::Interrupted) {
             return;
         }
         let key = series();

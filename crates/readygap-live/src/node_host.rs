@@ -51,7 +51,7 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(15);
 /// The name of the Summary API fallback on screen.
 pub const SUMMARY_API: &str = "kubelet Summary API (node proxy)";
 
-use readygap_core::event::host_feed as feed_name;
+use readygap_core::event::Feed as FeedName;
 
 /// The selected node, as a `watch` the node feed follows: the session publishes
 /// [`readygap_core::focus::node`] after each pod event and pod choice. Sticky: `None` (no
@@ -300,7 +300,7 @@ async fn send(tx: &mpsc::Sender<Event>, ts: Timestamp, kind: EventKind) -> bool 
 /// receiver is still there.
 struct Feed<'a> {
     tx: &'a mpsc::Sender<Event>,
-    name: String,
+    name: FeedName,
     healthy: bool,
 }
 
@@ -308,7 +308,7 @@ impl<'a> Feed<'a> {
     fn new(tx: &'a mpsc::Sender<Event>, node: &str) -> Self {
         Self {
             tx,
-            name: feed_name(node),
+            name: FeedName::Host(node.to_string()),
             healthy: false,
         }
     }
@@ -406,7 +406,7 @@ async fn follow(
     if !send(&tx, Utc::now(), EventKind::NodeAccess(plan.info.clone())).await {
         return;
     }
-    let feed = feed_name(&node);
+    let feed = FeedName::Host(node.clone());
     if let Some(message) = plan.error {
         send(&tx, Utc::now(), EventKind::SourceError { feed, message }).await;
         return;
@@ -605,7 +605,7 @@ mod tests {
         let mut f = Focus::default();
         f.apply(&pod("old", "n1", true, 20));
         let resync = |done: bool| {
-            let resource = "pods".to_string();
+            let resource = readygap_core::event::Resource::Pods;
             Event::new(
                 at(30),
                 Source::Kube,

@@ -15,10 +15,10 @@ use crate::sources::runtime::{AccessMode, RuntimeAccess, RuntimeAdapter, Runtime
 use crate::trial::{InferAfter, ReplaceBy, Runner, RunnerParts, TrialConfig, progress_line};
 use chrono::Utc;
 use color_eyre::eyre::{Result, WrapErr, eyre};
-use readygap_core::event::{Event, EventKind, SessionInfo, Source, Timestamp};
+use readygap_core::event::{Event, EventKind, SessionInfo, Source};
 use readygap_core::record::{jsonl, labcsv};
-use readygap_core::report::{self, FileReport, Format, Report};
-use readygap_core::timeline::{Metric, Trial};
+use readygap_core::report::{self, FileReport, Format, Loaded, Report};
+use readygap_core::timeline::Trial;
 use readygap_core::verdict::VerdictThresholds;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -192,56 +192,20 @@ impl Default for RunConfig {
     }
 }
 
-/// Marks as RFC 3339 with milliseconds.
-fn ms(t: Option<Timestamp>) -> Value {
-    t.map(|t| Value::String(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)))
-        .unwrap_or(Value::Null)
-}
+/// The JSON of one trial in `--format json`: core's trial document, the one `report
+/// --format json` gives too.
+pub use readygap_core::report::document::trial as trial_json;
 
-/// The JSON of one trial in `--format json`.
-pub fn trial_json(t: &Trial) -> Value {
-    let m = &t.marks;
-    let mut metrics = serde_json::Map::new();
-    for metric in Metric::ALL {
-        let v = t.metric(metric).map(Value::from).unwrap_or(Value::Null);
-        metrics.insert(metric.name().to_string(), v);
-    }
-    json!({
-        "index": t.index,
-        "external": t.external,
-        "cold": t.cold.is_some(),
-        "trigger": t.trigger,
-        "new_pod": t.new_pod,
-        "marks": {
-            "t0": ms(m.t0), "t1": ms(m.t1), "t1_api": ms(m.t1_api), "t2": ms(m.t2),
-            "t2_http": ms(m.t2_http),
-            "t3": ms(m.t3), "t4": ms(m.t4), "deletion_seen": ms(m.deletion_seen),
-            "scheduled": ms(m.scheduled), "container_started": ms(m.container_started),
-            "endpoint_ready": ms(m.endpoint_ready), "model_resident": ms(m.model_resident),
-            "first_token": ms(m.first_token),
-            "startup": m.startup.iter().map(|(k, v)| (k.clone(), ms(Some(*v)))).collect::<serde_json::Map<_, _>>(),
-        },
-        "metrics": metrics,
-        "inference_source": t.inference_source.as_deref().unwrap_or("request"),
-        "ok": t.is_ok(),
-        "reason": t.reason(),
-        "oom": t.oom.as_ref().map(|v| v.evidence_json()),
-        "condition": t.condition,
-        "verdicts": t.verdicts,
-    })
-}
-
-/// The report with a `trials` array per file.
+/// The report with a `trials` array per file: core's report document, whose `trial_list`
+/// (the trials' documents) becomes `trials`, the count `trial_count`.
 pub fn report_json(report: &Report) -> Result<Value> {
     let mut v = serde_json::to_value(report)?;
     if let Some(files) = v["files"].as_array_mut() {
         for (f, fr) in files.iter_mut().zip(&report.files) {
             if let Some(o) = f.as_object_mut() {
                 o.insert("trial_count".into(), json!(fr.trials));
-                o.insert(
-                    "trials".into(),
-                    Value::Array(fr.trial_list.iter().map(trial_json).collect()),
-                );
+                let list = o.remove("trial_list").unwrap_or(Value::Array(vec![]));
+                o.insert("trials".into(), list);
             }
         }
     }
@@ -552,22 +516,10 @@ fn finish(
         .as_ref()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| format!("run {}/{}", target.namespace, target.label()));
-    let mut fr = FileReport::from_trials(&label, trials.clone(), warnings.clone());
-    // The verdicts of the run (OOM and readiness contract) with their counts.
-    let state = runner.state();
-    fr.verdicts = state
-        .oom
-        .counts()
-        .into_iter()
-        .chain(state.contract.counts())
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    fr.readiness_verdicts = state
-        .contract
-        .verdicts
-        .iter()
-        .map(|v| v.to_json())
-        .collect();
+    // The file as `report` gives it for the run's recording: its verdicts (OOM and
+    // readiness contract) with their counts, what it says of how it was measured.
+    let loaded = Loaded::of_state(&runner.state(), warnings.clone());
+    let fr = FileReport::of_loaded(&label, loaded);
     let report = Report { files: vec![fr] };
     let stdout = match args.format {
         OutFormat::Json => serde_json::to_string_pretty(&report_json(&report)?)? + "\n",
@@ -687,7 +639,7 @@ fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use readygap_core::event::{Event, EventKind, Source};
+    use readygap_core::event::{Event, EventKind, Source, Timestamp};
     use readygap_core::state::State;
 
     fn at(ms: i64) -> Timestamp {

@@ -18,7 +18,7 @@ use crate::sources::runtime::{PodRef, PollConfig};
 use readygap_core::event::{Action, CacheDrop, EventKind, Outcome, PodView, Timestamp};
 use readygap_core::focus;
 use readygap_core::state::State;
-use readygap_core::timeline::Trial;
+use readygap_core::timeline::{FailureKind, INTERRUPTED, Trial};
 use std::time::Duration;
 
 /// When the T3 inference is sent.
@@ -292,7 +292,6 @@ enum Phase {
     /// The replacement request `id` is out; the trial opens at its T0.
     Replace {
         id: u64,
-        before: usize,
         until: Timestamp,
     },
     /// The trial at `index`; `own`: readygap started it (it counts in a run).
@@ -581,7 +580,7 @@ impl Machine {
         let open = s.timeline.open().map(slot);
         let announced = matches!(self.phase, Phase::Cold { .. } | Phase::Replace { .. });
         if open.is_some() || announced {
-            out.push(abort("interrupted".into()));
+            out.push(abort(INTERRUPTED.into()));
         }
         if let Some(i) = open {
             out.push(Do::Ended(i));
@@ -651,7 +650,7 @@ impl Machine {
                                     id,
                                 };
                             } else {
-                                self.replace(s, v.name.clone(), now, out);
+                                self.replace(v.name.clone(), now, out);
                             }
                         }
                     }
@@ -682,23 +681,17 @@ impl Machine {
                                 error: Some(format!("pod {victim} has no node")),
                                 ..Default::default()
                             })));
-                            self.replace(s, victim, now, out);
+                            self.replace(victim, now, out);
                         }
-                        (_, false) => self.replace(s, victim, now, out),
+                        (_, false) => self.replace(victim, now, out),
                     }
                 }
-                Phase::Replace { id, before, until } => {
-                    // The trial this request opened: not an external one that opened while
-                    // it was out (a container restart seen before the delete's T0 is
-                    // superseded by it; taking it for ours ended a run with its last trial
-                    // still running).
-                    let ours = s
-                        .timeline
-                        .trials
-                        .iter()
-                        .skip(before)
-                        .position(|t| !t.external)
-                        .map(|i| before + i);
+                Phase::Replace { id, until } => {
+                    // The trial this request opened, as core mapped it: not an external one
+                    // that opened while it was out (a container restart seen before the
+                    // delete's T0 is superseded by it; taking it for ours ended a run with
+                    // its last trial still running).
+                    let ours = s.timeline.trial_of_action(id).map(slot);
                     if let Some(i) = ours {
                         self.drive(i, true, s, now);
                     } else if finished(s, id) {
@@ -755,9 +748,8 @@ impl Machine {
                     // a moment later (the reducer then rewrites the reason); memory after
                     // T4 is the first sample after it.
                     let t = s.timeline.trials.last();
-                    let oom_pending = t
-                        .and_then(|t| t.reason())
-                        .is_some_and(|r| r.starts_with("inference_error"));
+                    let oom_pending =
+                        t.and_then(Trial::failure_kind) == Some(FailureKind::InferenceError);
                     let memory_pending =
                         self.cfg.memory && t.is_some_and(|t| t.is_ok() && t.memory_after.is_none());
                     // The kubelet posts a restart's Killing Event (which names the probe
@@ -766,8 +758,7 @@ impl Machine {
                     // (The restart may have opened an external trial after the run's own.)
                     let own = s.timeline.trials.iter().rev().find(|t| !t.external);
                     let killing_pending = own.is_some_and(|t| {
-                        t.reason()
-                            .is_some_and(|r| r.starts_with("container restarted"))
+                        t.failure_kind().is_some_and(FailureKind::is_restart)
                             && !t.new_pod.iter().chain(t.observed.keys()).any(|p| {
                                 let object = format!("pod/{p}");
                                 s.kube_events
@@ -803,7 +794,7 @@ impl Machine {
         };
     }
 
-    fn replace(&mut self, s: &State, victim: String, now: Timestamp, out: &mut Vec<Do>) {
+    fn replace(&mut self, victim: String, now: Timestamp, out: &mut Vec<Do>) {
         if self.cfg.replace_by == ReplaceBy::Restart && self.cfg.deployment.is_none() {
             out.push(note(
                 "rollout restart needs a --deployment target; deleting the pod instead".into(),
@@ -821,7 +812,6 @@ impl Machine {
         let id = self.act(action, ip, out);
         self.phase = Phase::Replace {
             id,
-            before: s.timeline.trials.len(),
             until: after(now, REPLACE_LIMIT),
         };
     }

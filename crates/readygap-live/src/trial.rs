@@ -251,7 +251,9 @@ impl Runner {
         }
     }
 
-    fn apply(&mut self, ev: Event) {
+    fn apply(&mut self, mut ev: Event) {
+        // Reduce the instant the recording will hold, so its replay is this state exactly.
+        ev.ts = readygap_core::event::recorded_instant(ev.ts);
         self.store.apply(&ev);
         if let Some(st) = self.recording.write(&ev) {
             self.recording_changed(st);
@@ -870,7 +872,8 @@ pub fn progress_line(t: &Trial, of: Option<(usize, usize)>) -> String {
         line.push_str(&format!(" · {c}"));
     }
     if !t.verdicts.is_empty() {
-        line.push_str(&format!(" · {}", t.verdicts.join(", ")));
+        let names: Vec<&str> = t.verdicts.iter().map(|k| k.name()).collect();
+        line.push_str(&format!(" · {}", names.join(", ")));
     }
     line
 }

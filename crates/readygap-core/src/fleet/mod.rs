@@ -217,7 +217,7 @@ impl FleetMetrics {
         s.trials += 1;
         s.failures += u64::from(!t.is_ok());
         let oom = t.oom.as_ref().map(|v| v.kind.name());
-        for name in t.verdicts.iter().map(String::as_str).chain(oom) {
+        for name in t.verdicts.iter().map(|k| k.name()).chain(oom) {
             if let Some(k) = known_verdict(name) {
                 *s.verdicts.entry(k).or_insert(0) += 1;
             }

@@ -240,11 +240,14 @@ fn recovery_row(path: &Path, row: &Row, warnings: &mut Vec<String>) -> Result<Tr
         TrialStatus::Ok
     } else {
         TrialStatus::Failed {
-            reason: if http.is_empty() {
-                "no http_code".into()
-            } else {
-                format!("http_code {http}")
-            },
+            reason: crate::timeline::Failure::new(
+                crate::timeline::FailureKind::Other,
+                if http.is_empty() {
+                    "no http_code".to_string()
+                } else {
+                    format!("http_code {http}")
+                },
+            ),
         }
     };
     let index = run.parse::<u32>().unwrap_or(0);
@@ -435,8 +438,8 @@ pub fn export(trials: &[Trial], out: impl std::io::Write) -> csv::Result<()> {
         if any_log {
             row.push(
                 t.inference_source
-                    .clone()
-                    .unwrap_or_else(|| "request".into()),
+                    .map_or("request", |s| s.name())
+                    .to_string(),
             );
         }
         if split_t2 {

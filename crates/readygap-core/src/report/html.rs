@@ -11,9 +11,16 @@ use super::{FileReport, Report, STATS, cell, ordered, trials_text, unit};
 use eyre::Result;
 use std::fmt::Write as _;
 
-/// The fields of a file's JSON report that have their own section.
-const SHOWN: [&str; 6] = [
-    "path", "trials", "failed", "metrics", "verdicts", "warnings",
+/// The fields of a file's JSON report that have their own section (`trial_list`: the
+/// Trials table).
+const SHOWN: [&str; 7] = [
+    "path",
+    "trials",
+    "failed",
+    "metrics",
+    "verdicts",
+    "warnings",
+    "trial_list",
 ];
 
 const PAGE_CSS: &str = r#"

@@ -140,10 +140,11 @@ fn verdict_labels_come_from_the_closed_lists_only() {
         .into_iter()
         .find(|t| !t.is_running())
         .expect("a trial");
+    // A made-up verdict name can no longer be put on a trial (its verdicts are
+    // `ContractKind`s): the type closes the list.
     t.verdicts = vec![
-        "shallow_readiness".into(),
-        "made_up\"label".into(),
-        "traffic_gap".into(),
+        readygap_core::verdict::ContractKind::ShallowReadiness,
+        readygap_core::verdict::ContractKind::TrafficGap,
     ];
     let mut m = FleetMetrics::new(10, 10);
     m.observe(&key("chat"), &t);

@@ -145,7 +145,7 @@ fn any_event() -> impl Strategy<Value = (i64, Event)> {
         "[a-z]{1,8}".prop_map(|feed| (
             Source::Memory,
             EventKind::SourceError {
-                feed,
+                feed: feed.into(),
                 message: "lost".into()
             }
         )),

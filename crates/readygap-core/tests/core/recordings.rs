@@ -203,7 +203,7 @@ fn aggressive_liveness_demo_is_killed_during_load() {
     assert!(
         trial
             .verdicts
-            .contains(&"liveness_killed_during_load".to_string())
+            .contains(&readygap_core::verdict::ContractKind::LivenessKilledDuringLoad)
     );
 }
 

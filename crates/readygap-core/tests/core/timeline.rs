@@ -423,7 +423,7 @@ fn rollout_restart_replaces_every_pod_present() {
 }
 
 fn resync(ms: i64, done: bool) -> Event {
-    let resource = "pods".to_string();
+    let resource = readygap_core::event::Resource::Pods;
     ev(
         ms,
         Source::Kube,

@@ -515,7 +515,7 @@ fn warm_node_bias_flags_repeated_trials_without_a_cold_drop() {
     let v = one(&s, ContractKind::WarmNodeBias);
     assert_eq!(v.trial, Some(2));
     assert!(v.message.contains("no cold step ran"), "{}", v.message);
-    assert!(t[1].verdicts.contains(&"warm_node_bias".to_string()));
+    assert!(t[1].verdicts.contains(&ContractKind::WarmNodeBias));
 
     // A cold step that made Cached fall: cold, no verdict; one that did not: warm.
     for (dropped, expect) in [(true, "cold"), (false, "warm")] {

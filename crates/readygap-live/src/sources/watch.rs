@@ -7,7 +7,7 @@
 use chrono::Utc;
 use futures::{Stream, StreamExt};
 use kube::runtime::watcher;
-use readygap_core::event::{Event, EventKind, Source};
+use readygap_core::event::{Event, EventKind, Feed, Resource, Source};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -24,7 +24,7 @@ pub trait Watched: Sized {
 
 /// Turn one raw watcher event into event kinds.
 pub fn convert<K: Watched>(ev: watcher::Event<K>) -> Vec<EventKind> {
-    let resource = K::RESOURCE.to_string();
+    let resource = Resource::from(K::RESOURCE);
     match ev {
         watcher::Event::Init => vec![EventKind::ResyncStarted { resource }],
         watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
@@ -66,7 +66,7 @@ pub async fn adapt<K, S>(
                     connected = true;
                     errored = false;
                     kinds.push(EventKind::SourceConnected {
-                        feed: feed.to_string(),
+                        feed: Feed::from(feed),
                         detail: format!("watching {}", K::RESOURCE),
                     });
                 }
@@ -85,7 +85,7 @@ pub async fn adapt<K, S>(
                 if !errored {
                     errored = true;
                     kinds.push(EventKind::SourceError {
-                        feed: feed.to_string(),
+                        feed: Feed::from(feed),
                         message: watch_error_message(&e, K::RESOURCE),
                     });
                 }
