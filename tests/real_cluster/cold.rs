@@ -188,13 +188,8 @@ fn loads(trials: &[Trial]) -> Vec<f64> {
 #[test]
 fn a_cold_trial_evicts_the_models_blob_and_its_load_reads_it_back_from_disk() {
     let c = cluster();
-    let shipped = std::fs::read_to_string(
-        repo().join("manifests/overlays/http-readiness/kustomization.yaml"),
-    )
-    .expect("the http-readiness overlay");
-    let patches = &shipped[shipped.find("patches:").expect("its patches")..];
     let dir = tempfile::tempdir().unwrap();
-    let overlay = crate::support::smollm2_overlay(dir.path(), "overlay", &format!("{patches}\n"));
+    let overlay = crate::support::http_readiness_overlay(dir.path());
     c.deploy(&overlay);
     let file = blob();
     let size = std::fs::metadata(&file).expect("the blob").len();

@@ -421,3 +421,14 @@ pub fn smollm2_overlay(dir: &Path, name: &str, rest: &str) -> PathBuf {
     std::fs::write(overlay.join("kustomization.yaml"), text).unwrap();
     overlay
 }
+
+/// The shipped `overlays/http-readiness` patches (the study's shallow HTTP probe) over the
+/// smollm2 overlay instead of llama3.2-3b, as `dir/overlay`.
+pub fn http_readiness_overlay(dir: &Path) -> PathBuf {
+    let shipped = std::fs::read_to_string(
+        repo().join("manifests/overlays/http-readiness/kustomization.yaml"),
+    )
+    .expect("the http-readiness overlay");
+    let patches = &shipped[shipped.find("patches:").expect("its patches")..];
+    smollm2_overlay(dir, "overlay", &format!("{patches}\n"))
+}

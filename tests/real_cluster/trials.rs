@@ -192,14 +192,8 @@ fn three_trials_with_the_shipped_probe_measure_real_load_and_cgroup_memory() {
 #[test]
 fn the_shallow_http_probe_is_judged_shallow_on_the_same_model() {
     let c = cluster();
-    // The shipped overlays/http-readiness patch, on the smollm2 overlay instead of llama3.2-3b.
-    let shipped = std::fs::read_to_string(
-        repo().join("manifests/overlays/http-readiness/kustomization.yaml"),
-    )
-    .expect("the http-readiness overlay");
-    let patches = &shipped[shipped.find("patches:").expect("its patches")..];
     let dir = tempfile::tempdir().unwrap();
-    let overlay = crate::support::smollm2_overlay(dir.path(), "overlay", &format!("{patches}\n"));
+    let overlay = crate::support::http_readiness_overlay(dir.path());
     c.deploy(&overlay);
     let rec = dir.path().join("run.jsonl");
     let (trials, _) = run(&c, 1, &rec);

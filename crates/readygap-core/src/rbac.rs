@@ -73,47 +73,19 @@ impl<'a> Request<'a> {
     }
 
     /// The same request on the object `name`.
-    pub fn named(self, object: &'a str) -> Self {
-        match self {
-            Request::Resource {
-                verb,
-                group,
-                resource,
-                subresource,
-                namespace,
-                ..
-            } => Request::Resource {
-                verb,
-                group,
-                resource,
-                subresource,
-                name: object,
-                namespace,
-            },
-            other => other,
+    pub fn named(mut self, object: &'a str) -> Self {
+        if let Request::Resource { name, .. } = &mut self {
+            *name = object;
         }
+        self
     }
 
     /// The same request in `namespace`.
-    pub fn in_namespace(self, ns: &'a str) -> Self {
-        match self {
-            Request::Resource {
-                verb,
-                group,
-                resource,
-                subresource,
-                name,
-                ..
-            } => Request::Resource {
-                verb,
-                group,
-                resource,
-                subresource,
-                name,
-                namespace: ns,
-            },
-            other => other,
+    pub fn in_namespace(mut self, ns: &'a str) -> Self {
+        if let Request::Resource { namespace, .. } = &mut self {
+            *namespace = ns;
         }
+        self
     }
 
     /// The namespace whose RoleBindings count: `""` (cluster-wide bindings only) for a
