@@ -10,7 +10,10 @@ use readygap_lab::kube::shapes::Shape;
 use readygap_live::cluster::ClusterConfig;
 use readygap_live::node_host::AccessPolicy;
 use readygap_live::run::{OutFormat, RunConfig, SessionConfig};
-use readygap_live::sources::runtime::{AccessMode, RuntimeKind};
+use readygap_live::settings::{
+    COOLDOWN, MemoryConfig, PROBE_INTERVAL, StageTimeouts, duration_text,
+};
+use readygap_live::sources::runtime::{AccessMode, PollConfig, RuntimeKind};
 use readygap_live::trial::{InferAfter, ReplaceBy};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -136,7 +139,7 @@ pub struct SessionArgs {
     #[command(flatten)]
     pub reach: RuntimeArgs,
     /// Interval of the T2 probes.
-    #[arg(long, default_value = "50ms", value_parser = units::parse_duration)]
+    #[arg(long, default_value = duration_text(PROBE_INTERVAL), value_parser = units::parse_duration)]
     pub probe_interval: Duration,
     /// When the T3 inference is sent: after the runtime answered (as in the study) or at Ready.
     #[arg(long, default_value = "runtime", value_parser = one_of(&InferAfter::NAMES))]
@@ -163,25 +166,25 @@ pub struct SessionArgs {
     #[arg(skip)]
     pub node_config: Option<PathBuf>,
     /// Limit of T0 → T1.
-    #[arg(long, default_value = "300s", value_parser = units::parse_duration)]
+    #[arg(long, default_value = duration_text(StageTimeouts::default().ready), value_parser = units::parse_duration)]
     pub ready_timeout: Duration,
     /// Limit of T1 → T2.
-    #[arg(long, default_value = "300s", value_parser = units::parse_duration)]
+    #[arg(long, default_value = duration_text(StageTimeouts::default().runtime), value_parser = units::parse_duration)]
     pub runtime_timeout: Duration,
     /// Limit of T3 → T4.
-    #[arg(long, default_value = "600s", value_parser = units::parse_duration)]
+    #[arg(long, default_value = duration_text(StageTimeouts::default().inference), value_parser = units::parse_duration)]
     pub inference_timeout: Duration,
     /// Interval of the residency polls (`/api/ps`).
-    #[arg(long, default_value = "250ms", value_parser = units::parse_duration)]
+    #[arg(long, default_value = duration_text(PollConfig::default().residency), value_parser = units::parse_duration)]
     pub residency_interval: Duration,
     /// Interval of the models-on-disk polls (`/api/tags`).
-    #[arg(long, default_value = "5s", value_parser = units::parse_duration)]
+    #[arg(long, default_value = duration_text(PollConfig::default().tags), value_parser = units::parse_duration)]
     pub tags_interval: Duration,
     /// Do not follow the container's memory.
     #[arg(long)]
     pub no_memory: bool,
     /// Interval of the memory samples.
-    #[arg(long, default_value = "250ms", value_parser = units::parse_duration)]
+    #[arg(long, default_value = duration_text(MemoryConfig::default().interval), value_parser = units::parse_duration)]
     pub memory_interval: Duration,
     /// The serving container (default: the one exposing --runtime-port, else the first).
     #[arg(long)]
@@ -296,7 +299,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub cold: bool,
     /// Pause between trials.
-    #[arg(long, default_value = "15s", value_parser = units::parse_duration_or_zero)]
+    #[arg(long, default_value = duration_text(COOLDOWN), value_parser = units::parse_duration_or_zero)]
     pub cooldown: Duration,
     /// Output format of the statistics on stdout.
     #[arg(long, default_value = "table", value_parser = one_of(&OutFormat::NAMES))]
@@ -392,13 +395,21 @@ impl SessionArgs {
             replace: self.replace,
             grace: self.grace,
             nodes: self.node_policy(lab),
-            ready_timeout: self.ready_timeout,
-            runtime_timeout: self.runtime_timeout,
-            inference_timeout: self.inference_timeout,
-            residency_interval: self.residency_interval,
-            tags_interval: self.tags_interval,
-            no_memory: self.no_memory,
-            memory_interval: self.memory_interval,
+            timeouts: StageTimeouts {
+                ready: self.ready_timeout,
+                runtime: self.runtime_timeout,
+                inference: self.inference_timeout,
+                ..StageTimeouts::default()
+            },
+            poll: PollConfig {
+                residency: self.residency_interval,
+                tags: self.tags_interval,
+                ..PollConfig::default()
+            },
+            memory: MemoryConfig {
+                follow: !self.no_memory,
+                interval: self.memory_interval,
+            },
             container: self.container.clone(),
             dcgm: self.dcgm.clone(),
             think: self.think,

@@ -18,6 +18,8 @@ use readygap_core::fleet::exposition::{self, negotiate};
 use readygap_core::units;
 use readygap_live::cluster::ClusterConfig;
 use readygap_live::fleet::{Shared, WatchConfig};
+use readygap_live::settings::{MemoryConfig, StageTimeouts, duration_text};
+use readygap_live::sources::runtime::PollConfig;
 use serde_json::json;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -54,22 +56,22 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub reach: crate::args::RuntimeArgs,
     /// Interval of the T2 probes of a replacement.
-    #[arg(long, default_value = "200ms", value_parser = units::parse_duration)]
+    #[arg(long, default_value = duration_text(WatchConfig::default().probe_interval), value_parser = units::parse_duration)]
     pub probe_interval: Duration,
     /// Limit of T0 → T1.
-    #[arg(long, default_value = "900s", value_parser = units::parse_duration)]
+    #[arg(long, default_value = duration_text(WatchConfig::default().timeouts.ready), value_parser = units::parse_duration)]
     pub ready_timeout: Duration,
     /// Limit of T1 → T2.
-    #[arg(long, default_value = "900s", value_parser = units::parse_duration)]
+    #[arg(long, default_value = duration_text(WatchConfig::default().timeouts.runtime), value_parser = units::parse_duration)]
     pub runtime_timeout: Duration,
     /// Limit of the first inference after T2 (someone else's, from the request log).
-    #[arg(long, default_value = "900s", value_parser = units::parse_duration)]
+    #[arg(long, default_value = duration_text(WatchConfig::default().timeouts.inference), value_parser = units::parse_duration)]
     pub inference_timeout: Duration,
     /// Interval of the residency polls (`/api/ps`).
-    #[arg(long, default_value = "1s", value_parser = units::parse_duration)]
+    #[arg(long, default_value = duration_text(WatchConfig::default().poll.residency), value_parser = units::parse_duration)]
     pub residency_interval: Duration,
     /// Interval of the models-on-disk polls (`/api/tags`).
-    #[arg(long, default_value = "30s", value_parser = units::parse_duration)]
+    #[arg(long, default_value = duration_text(WatchConfig::default().poll.tags), value_parser = units::parse_duration)]
     pub tags_interval: Duration,
     /// Follow each pod's memory (exec into the container: needs `pods/exec`).
     #[arg(long)]
@@ -104,6 +106,7 @@ pub struct WatchArgs {
 
 impl WatchArgs {
     pub fn to_config(&self) -> WatchConfig {
+        let defaults = WatchConfig::default();
         WatchConfig {
             cluster: ClusterConfig {
                 kubeconfig: self.kubeconfig.clone(),
@@ -120,12 +123,21 @@ impl WatchArgs {
             runtime_port: self.reach.runtime_port,
             probe_path: self.reach.probe_path.clone(),
             probe_interval: self.probe_interval,
-            ready_timeout: self.ready_timeout,
-            runtime_timeout: self.runtime_timeout,
-            inference_timeout: self.inference_timeout,
-            residency_interval: self.residency_interval,
-            tags_interval: self.tags_interval,
-            memory: self.memory,
+            timeouts: StageTimeouts {
+                ready: self.ready_timeout,
+                runtime: self.runtime_timeout,
+                inference: self.inference_timeout,
+                ..defaults.timeouts
+            },
+            poll: PollConfig {
+                residency: self.residency_interval,
+                tags: self.tags_interval,
+                ..defaults.poll
+            },
+            memory: MemoryConfig {
+                follow: self.memory,
+                ..defaults.memory
+            },
             container: self.container.clone(),
             ring: self.ring,
             max_series: self.max_series,
@@ -134,7 +146,6 @@ impl WatchArgs {
             record_max_bytes: self.record_max_size,
             record_keep: self.record_keep,
             record_redact: self.record_redact,
-            ..WatchConfig::default()
         }
     }
 }

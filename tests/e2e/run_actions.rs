@@ -125,7 +125,10 @@ async fn serve_runner(
     ));
     let mut cfg = TrialConfig {
         namespace: lab.namespace.clone(),
-        memory: false,
+        memory: readygap_live::settings::MemoryConfig {
+            follow: false,
+            ..Default::default()
+        },
         ..TrialConfig::default()
     };
     tune(&mut cfg, &mut exec);
@@ -699,9 +702,9 @@ async fn observe_external_replacement(
     } = serve_runner(lab, client, true, sink, |c, _| {
         // Every stage of the observed trial is bounded well inside the test's own wait
         // (the pre-T1 one is `ready_timeout`, 300 s by default).
-        c.ready_timeout = Duration::from_secs(30);
-        c.runtime_timeout = Duration::from_secs(5);
-        c.inference_timeout = inference_timeout;
+        c.timeouts.ready = Duration::from_secs(30);
+        c.timeouts.runtime = Duration::from_secs(5);
+        c.timeouts.inference = inference_timeout;
     })
     .await;
     let old = ready_pod(client, &lab.namespace).await;
@@ -863,8 +866,8 @@ async fn read_only_refuses_every_action_and_only_observes() {
     } = serve_runner(&lab, &client, true, sink, |c, _| {
         c.read_only = true;
         c.probe_external = true; // read-only wins over it
-        c.runtime_timeout = Duration::from_secs(5);
-        c.inference_timeout = Duration::from_secs(5);
+        c.timeouts.runtime = Duration::from_secs(5);
+        c.timeouts.inference = Duration::from_secs(5);
     })
     .await;
     let old = ready_pod(&client, &lab.namespace).await;
@@ -968,8 +971,8 @@ async fn an_external_surge_rollout_with_kubectl_is_one_trial_with_t0_before_t1()
         runner: served,
         feeds,
     } = serve_runner(&lab, &client, true, Box::new(|_: &Event| {}), |c, _| {
-        c.runtime_timeout = Duration::from_secs(3);
-        c.inference_timeout = Duration::from_secs(3);
+        c.timeouts.runtime = Duration::from_secs(3);
+        c.timeouts.inference = Duration::from_secs(3);
     })
     .await;
     let old = ready_pod(&client, &ns).await;

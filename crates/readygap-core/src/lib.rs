@@ -9,6 +9,7 @@ pub mod fleet;
 pub mod focus;
 pub mod gpu;
 pub mod kube_events;
+pub mod rbac;
 pub mod record;
 pub mod replay;
 pub mod report;

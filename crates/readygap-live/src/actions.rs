@@ -51,7 +51,7 @@ impl Default for Timeouts {
     fn default() -> Self {
         Self {
             kube: Duration::from_secs(30),
-            inference: Duration::from_secs(600),
+            inference: crate::settings::StageTimeouts::default().inference,
             unload: Duration::from_secs(60),
             drop_caches: Duration::from_secs(60),
         }

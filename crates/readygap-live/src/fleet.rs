@@ -20,6 +20,7 @@
 use crate::actions::Executor;
 use crate::cluster::{self, ClusterConfig};
 use crate::session::Recording;
+use crate::settings::{MemoryConfig, StageTimeouts};
 use crate::sources::runtime::choice::Ask;
 use crate::sources::runtime::{AccessMode, PollConfig, RuntimeKind};
 use crate::sources::watch::{Watched, convert, watch_error_message};
@@ -65,14 +66,13 @@ pub struct WatchConfig {
     pub runtime_port: u16,
     pub probe_path: String,
     pub probe_interval: Duration,
-    pub ready_timeout: Duration,
-    pub runtime_timeout: Duration,
-    pub inference_timeout: Duration,
-    pub residency_interval: Duration,
-    pub tags_interval: Duration,
-    /// Follow each pod's memory (exec into the container: needs `pods/exec`).
-    pub memory: bool,
-    pub memory_interval: Duration,
+    /// Limits of the stages (T3 → T4: the first inference, someone else's), handed whole
+    /// to each Deployment's runner.
+    pub timeouts: StageTimeouts,
+    /// Intervals of the residency and models-on-disk polls, handed whole likewise.
+    pub poll: PollConfig,
+    /// The memory feed (exec into the container: needs `pods/exec`), off by default.
+    pub memory: MemoryConfig,
     pub container: Option<String>,
     /// Trials kept per Deployment (the ring).
     pub ring: usize,
@@ -102,13 +102,22 @@ impl Default for WatchConfig {
             runtime_port: RuntimeKind::Ollama.default_port(),
             probe_path: "/api/tags".into(),
             probe_interval: Duration::from_millis(200),
-            ready_timeout: Duration::from_secs(900),
-            runtime_timeout: Duration::from_secs(900),
-            inference_timeout: Duration::from_secs(900),
-            residency_interval: Duration::from_secs(1),
-            tags_interval: Duration::from_secs(30),
-            memory: false,
-            memory_interval: Duration::from_secs(1),
+            // A watcher waits longer and polls less often than an experimenter's session.
+            timeouts: StageTimeouts {
+                ready: Duration::from_secs(900),
+                runtime: Duration::from_secs(900),
+                inference: Duration::from_secs(900),
+                ..StageTimeouts::default()
+            },
+            poll: PollConfig {
+                residency: Duration::from_secs(1),
+                tags: Duration::from_secs(30),
+                probe: None,
+            },
+            memory: MemoryConfig {
+                follow: false,
+                interval: Duration::from_secs(1),
+            },
             container: None,
             ring: 50,
             max_series: 2000,
@@ -704,7 +713,7 @@ async fn member(
         access: cfg.access,
         direct_url: &cfg.direct_url,
     };
-    let (chosen, runtime) = crate::run::runtime_of(ask, cfg.inference_timeout, None).await;
+    let (chosen, runtime) = crate::run::runtime_of(ask, cfg.timeouts.inference, None).await;
     if let Ok(mut r) = ctx.shared.runtimes.lock() {
         r.insert(owner.key.clone(), chosen.label());
     }
@@ -721,20 +730,13 @@ async fn member(
         deployment: Some(name.clone()),
         namespace: namespace.clone(),
         probe_interval: cfg.probe_interval,
-        ready_timeout: cfg.ready_timeout,
-        runtime_timeout: cfg.runtime_timeout,
-        inference_timeout: cfg.inference_timeout,
+        timeouts: cfg.timeouts,
         memory: cfg.memory,
-        memory_interval: cfg.memory_interval,
         container: cfg.container.clone(),
         runtime_port: chosen.port,
         probe_external: false,
         read_only: true,
-        poll: PollConfig {
-            residency: cfg.residency_interval,
-            tags: cfg.tags_interval,
-            probe: None,
-        },
+        poll: cfg.poll,
         ..TrialConfig::default()
     };
     let target = format!("deployment/{name}");

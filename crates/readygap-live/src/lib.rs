@@ -3,7 +3,8 @@
 //! the actions readygap takes (delete, restart, infer, drop caches), the explanations of RBAC
 //! refusals, the trial runner, the session recorder and `run`'s headless session.
 //!
-//! It takes plain configuration structs (no command-line types) and emits
+//! It takes plain configuration structs (no command-line types; their shared branches and
+//! defaults in `settings`) and emits
 //! [`readygap_core::event::Event`]s; the binary owns the command line and the screen.
 
 pub mod actions;
@@ -17,6 +18,7 @@ pub mod rbac;
 pub mod run;
 pub mod runner;
 pub mod session;
+pub mod settings;
 pub mod sources;
 pub mod store;
 pub mod trial;

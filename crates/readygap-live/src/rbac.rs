@@ -20,6 +20,7 @@
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::core::Status;
+use readygap_core::rbac;
 
 /// Where a permission is granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,28 +192,26 @@ pub fn lookup(verb: &str, group: &str, resource: &str) -> Option<&'static Permis
 }
 
 /// Whether any of `rules` allows `verb` on `resource` (with `/subresource`) in `group`
-/// for every object name, following the RBAC authorizer's matching: `*` matches any verb,
-/// group or resource, and `*/sub` matches any resource's `sub`. A rule limited by
-/// `resourceNames` does not count, since readygap acts on pods whose names it cannot
-/// know in advance.
+/// for every object name, by the RBAC authorizer's matching (readygap-core `rbac`, the
+/// matcher the lab's API server authorises with): `*` matches any verb, group or
+/// resource, and `*/sub` matches any resource's `sub`. A rule limited by `resourceNames`
+/// does not count, since readygap acts on pods whose names it cannot know in advance (the
+/// request names no object, which such a rule never matches).
 pub fn rules_allow(rules: &[PolicyRule], verb: &str, group: &str, resource: &str) -> bool {
-    let subresource = resource.split_once('/').map(|(_, sub)| sub);
-    rules.iter().any(|rule| {
-        let names_unrestricted = rule.resource_names.as_ref().is_none_or(|n| n.is_empty());
-        let verb_ok = rule.verbs.iter().any(|v| v == "*" || v == verb);
-        let group_ok = rule
-            .api_groups
-            .as_ref()
-            .is_some_and(|gs| gs.iter().any(|g| g == "*" || g == group));
-        let resource_ok = rule.resources.as_ref().is_some_and(|rs| {
-            rs.iter().any(|r| {
-                r == "*"
-                    || r == resource
-                    || subresource.is_some_and(|sub| r.strip_prefix("*/") == Some(sub))
-            })
-        });
-        names_unrestricted && verb_ok && group_ok && resource_ok
-    })
+    let request = rbac::Request::resource(verb, group, resource);
+    rules.iter().any(|rule| core_rule(rule).allows(&request))
+}
+
+/// A Kubernetes PolicyRule as readygap-core's matcher reads it.
+fn core_rule(rule: &PolicyRule) -> rbac::Rule {
+    let list = |v: &Option<Vec<String>>| v.clone().unwrap_or_default();
+    rbac::Rule {
+        verbs: rule.verbs.clone(),
+        api_groups: list(&rule.api_groups),
+        resources: list(&rule.resources),
+        resource_names: list(&rule.resource_names),
+        non_resource_urls: list(&rule.non_resource_urls),
+    }
 }
 
 /// The permissions among `wanted` that `rules` do not grant.

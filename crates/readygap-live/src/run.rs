@@ -10,8 +10,9 @@ use crate::actions::{CacheDropper, Executor};
 use crate::cluster::{self, ClusterConfig};
 use crate::node_host::AccessPolicy;
 use crate::session::{RecordStatus, Recording};
+use crate::settings::{COOLDOWN, MemoryConfig, PROBE_INTERVAL, StageTimeouts};
 use crate::sources::runtime::choice::{self, Ask, Choice};
-use crate::sources::runtime::{AccessMode, RuntimeAccess, RuntimeAdapter, RuntimeKind};
+use crate::sources::runtime::{AccessMode, PollConfig, RuntimeAccess, RuntimeAdapter, RuntimeKind};
 use crate::trial::{InferAfter, ReplaceBy, Runner, RunnerParts, TrialConfig, progress_line};
 use chrono::Utc;
 use color_eyre::eyre::{Result, WrapErr, eyre};
@@ -71,20 +72,13 @@ pub struct SessionConfig {
     pub grace: Option<u32>,
     /// How nodes are reached (host samples of the selected node, the cold step).
     pub nodes: AccessPolicy,
-    /// Limit of T0 → T1.
-    pub ready_timeout: Duration,
-    /// Limit of T1 → T2.
-    pub runtime_timeout: Duration,
-    /// Limit of T3 → T4.
-    pub inference_timeout: Duration,
-    /// Interval of the residency polls (`/api/ps`).
-    pub residency_interval: Duration,
-    /// Interval of the models-on-disk polls (`/api/tags`).
-    pub tags_interval: Duration,
-    /// Do not follow the container's memory.
-    pub no_memory: bool,
-    /// Interval of the memory samples.
-    pub memory_interval: Duration,
+    /// Limits of the stages (T0 → T1, T1 → T2, T3 → T4), handed whole to the runner.
+    pub timeouts: StageTimeouts,
+    /// Intervals of the residency (`/api/ps`) and models-on-disk (`/api/tags`) polls,
+    /// handed whole to the runner.
+    pub poll: PollConfig,
+    /// The memory feed (whether, how often), handed whole to the runner.
+    pub memory: MemoryConfig,
     /// The serving container (default: the one exposing the runtime port, else the first).
     pub container: Option<String>,
     /// The DCGM exporter to read GPU memory from (`--dcgm`).
@@ -154,18 +148,14 @@ impl Default for SessionConfig {
             runtime: None,
             runtime_port: RuntimeKind::Ollama.default_port(),
             probe_path: "/api/tags".into(),
-            probe_interval: crate::runner::PROBE_INTERVAL,
+            probe_interval: PROBE_INTERVAL,
             infer_after: InferAfter::Runtime,
             replace: ReplaceBy::Delete,
             grace: None,
             nodes: AccessPolicy::default(),
-            ready_timeout: Duration::from_secs(300),
-            runtime_timeout: Duration::from_secs(300),
-            inference_timeout: Duration::from_secs(600),
-            residency_interval: Duration::from_millis(250),
-            tags_interval: Duration::from_secs(5),
-            no_memory: false,
-            memory_interval: Duration::from_millis(250),
+            timeouts: StageTimeouts::default(),
+            poll: PollConfig::default(),
+            memory: MemoryConfig::default(),
             container: None,
             dcgm: None,
             think: None,
@@ -183,7 +173,7 @@ impl Default for RunConfig {
             session: SessionConfig::default(),
             trials: 5,
             cold: false,
-            cooldown: Duration::from_secs(15),
+            cooldown: COOLDOWN,
             format: OutFormat::Table,
             csv: None,
             extra_settings: serde_json::Map::new(),
@@ -300,7 +290,7 @@ pub async fn build(args: &RunConfig, cancel: CancellationToken, mode: &str) -> R
         access: args.session.access,
         direct_url: &args.session.direct_url,
     };
-    let timeout = args.session.inference_timeout;
+    let timeout = args.session.timeouts.inference;
     let (chosen, runtime) = runtime_of(ask, timeout, args.session.think).await;
 
     let model = match args.session.model.clone() {
@@ -365,7 +355,7 @@ pub async fn build(args: &RunConfig, cancel: CancellationToken, mode: &str) -> R
     );
     exec.prompt = args.session.prompt.clone();
     exec.default_grace = args.session.grace;
-    exec.timeouts.inference = args.session.inference_timeout;
+    exec.timeouts.inference = args.session.timeouts.inference;
     let policy = args.session.nodes.clone();
     exec.dropper = match &policy {
         AccessPolicy::Explicit { .. } | AccessPolicy::Config { lab: true, .. } => {
@@ -403,12 +393,9 @@ pub async fn build(args: &RunConfig, cancel: CancellationToken, mode: &str) -> R
         infer_after: args.session.infer_after,
         probe_interval: args.session.probe_interval,
         cooldown: args.cooldown,
-        ready_timeout: args.session.ready_timeout,
-        runtime_timeout: args.session.runtime_timeout,
-        inference_timeout: args.session.inference_timeout,
+        timeouts: args.session.timeouts,
         namespace: target.namespace.clone(),
-        memory: !args.session.no_memory,
-        memory_interval: args.session.memory_interval,
+        memory: args.session.memory,
         container: args.session.container.clone(),
         runtime_port: chosen.port,
         preload_model: args.session.preload_model.clone(),
@@ -416,12 +403,7 @@ pub async fn build(args: &RunConfig, cancel: CancellationToken, mode: &str) -> R
         read_only: args.session.read_only,
         service: Some(target.service.clone()),
         dcgm: args.session.dcgm.clone(),
-        poll: crate::sources::runtime::PollConfig {
-            residency: args.session.residency_interval,
-            tags: args.session.tags_interval,
-            probe: None,
-        },
-        ..TrialConfig::default()
+        poll: args.session.poll,
     };
     let mut runner = Runner::new(RunnerParts {
         rx,

@@ -14,6 +14,7 @@
 //! ([`crate::trial::Runner`]) executes the [`Do`]s and feeds back what happened.
 //! (Shape as kube-rs's `reconcile(obj, ctx) -> Action`: decide from state, return what to do.)
 
+use crate::settings::{COOLDOWN, MemoryConfig, StageTimeouts};
 use crate::sources::runtime::{PodRef, PollConfig};
 use readygap_core::event::{Action, CacheDrop, EventKind, Outcome, PodView, Timestamp};
 use readygap_core::focus;
@@ -66,18 +67,13 @@ pub struct TrialConfig {
     pub infer_after: InferAfter,
     pub probe_interval: Duration,
     pub cooldown: Duration,
-    /// T0 → T1.
-    pub ready_timeout: Duration,
-    /// T1 → T2.
-    pub runtime_timeout: Duration,
-    /// T3 → T4.
-    pub inference_timeout: Duration,
-    /// Waiting for a pod to replace at the start of a trial.
-    pub target_timeout: Duration,
+    /// Limits of the stages: the session's, whole.
+    #[serde(flatten)]
+    pub timeouts: StageTimeouts,
     pub namespace: String,
-    /// Follow each pod's memory through exec (else no memory feed).
-    pub memory: bool,
-    pub memory_interval: Duration,
+    /// The memory feed (exec into each pod; off: no memory feed): the session's, whole.
+    #[serde(flatten)]
+    pub memory: MemoryConfig,
     pub container: Option<String>,
     /// The runtime's port in the pod (picks the serving container without `container`).
     pub runtime_port: u16,
@@ -100,9 +96,8 @@ pub struct TrialConfig {
     pub dcgm: Option<crate::sources::gpu::Dcgm>,
 }
 
-/// How often a new pod's runtime is probed for T2 (`--probe-interval`'s default): the one
-/// place it is written.
-pub const PROBE_INTERVAL: Duration = Duration::from_millis(50);
+/// `--probe-interval`'s default (written once, in [`crate::settings`]).
+pub use crate::settings::PROBE_INTERVAL;
 
 impl Default for TrialConfig {
     fn default() -> Self {
@@ -112,14 +107,10 @@ impl Default for TrialConfig {
             deployment: None,
             infer_after: InferAfter::Runtime,
             probe_interval: PROBE_INTERVAL,
-            cooldown: Duration::from_secs(15),
-            ready_timeout: Duration::from_secs(300),
-            runtime_timeout: Duration::from_secs(300),
-            inference_timeout: Duration::from_secs(600),
-            target_timeout: Duration::from_secs(120),
+            cooldown: COOLDOWN,
+            timeouts: StageTimeouts::default(),
             namespace: "default".into(),
-            memory: true,
-            memory_interval: Duration::from_millis(250),
+            memory: MemoryConfig::default(),
             container: None,
             runtime_port: crate::sources::runtime::RuntimeKind::Ollama.default_port(),
             preload_model: None,
@@ -434,10 +425,10 @@ impl Machine {
                 since,
                 ..
             } => match stage {
-                Stage::Ready => Some(after(*since, self.cfg.ready_timeout)),
-                Stage::Runtime => Some(after(*since, self.cfg.runtime_timeout)),
+                Stage::Ready => Some(after(*since, self.cfg.timeouts.ready)),
+                Stage::Runtime => Some(after(*since, self.cfg.timeouts.runtime)),
                 Stage::Resident(_) => Some(after(*since, RESIDENT_LIMIT)),
-                Stage::Inference => Some(after(*since, self.cfg.inference_timeout)),
+                Stage::Inference => Some(after(*since, self.cfg.timeouts.inference)),
                 Stage::Observe => self.observe_deadline(s, *index).map(|(t, _)| t),
                 Stage::Models | Stage::Preload => None,
             },
@@ -464,12 +455,12 @@ impl Machine {
         let (from, limit, why) = match t.marks.t1 {
             None => (
                 t.marks.t0?,
-                self.cfg.ready_timeout,
+                self.cfg.timeouts.ready,
                 "timeout: the replacement pod was not Ready within",
             ),
             Some(t1) => (
                 t1,
-                self.cfg.runtime_timeout + self.cfg.inference_timeout,
+                self.cfg.timeouts.runtime + self.cfg.timeouts.inference,
                 "no inference observed (readygap sends none to a replacement it did not start \
                  without --probe-external) within",
             ),
@@ -581,7 +572,7 @@ impl Machine {
         }
         self.phase = Phase::Target {
             cold,
-            until: after(now, self.cfg.target_timeout),
+            until: after(now, self.cfg.timeouts.target),
         };
     }
 
@@ -670,7 +661,7 @@ impl Machine {
             return Flow::Wait;
         }
         if !ready {
-            let limit = secs(self.cfg.target_timeout);
+            let limit = secs(self.cfg.timeouts.target);
             out.push(note(format!("no Ready pod of the target within {limit}")));
         }
         match victim {
@@ -819,7 +810,7 @@ impl Machine {
         let t = s.timeline.trials.last();
         let oom_pending = t.and_then(Trial::failure_kind) == Some(FailureKind::InferenceError);
         let memory_pending =
-            self.cfg.memory && t.is_some_and(|t| t.is_ok() && t.memory_after.is_none());
+            self.cfg.memory.follow && t.is_some_and(|t| t.is_ok() && t.memory_after.is_none());
         // The kubelet posts a restart's Killing Event (which names the probe
         // that killed) apart from the pod's status: it may come after it, and
         // the verdicts take it in when it does.
@@ -903,20 +894,20 @@ impl Machine {
                 }
                 None
             }
-            Stage::Ready => late(self.cfg.ready_timeout).then(|| {
+            Stage::Ready => late(self.cfg.timeouts.ready).then(|| {
                 format!(
                     "timeout: the replacement pod was not Ready within {}",
-                    secs(self.cfg.ready_timeout)
+                    secs(self.cfg.timeouts.ready)
                 )
             }),
             Stage::Runtime if t.marks.t2.is_some() => {
                 self.prepare(s, t, now, out);
                 None
             }
-            Stage::Runtime => late(self.cfg.runtime_timeout).then(|| {
+            Stage::Runtime => late(self.cfg.timeouts.runtime).then(|| {
                 format!(
                     "timeout: the runtime did not answer within {} after Ready",
-                    secs(self.cfg.runtime_timeout)
+                    secs(self.cfg.timeouts.runtime)
                 )
             }),
             Stage::Models | Stage::Preload => None,
@@ -931,10 +922,10 @@ impl Machine {
                 }
                 None
             }
-            Stage::Inference => late(self.cfg.inference_timeout).then(|| {
+            Stage::Inference => late(self.cfg.timeouts.inference).then(|| {
                 format!(
                     "timeout: the inference did not finish within {}",
-                    secs(self.cfg.inference_timeout)
+                    secs(self.cfg.timeouts.inference)
                 )
             }),
         }
@@ -1020,7 +1011,7 @@ impl Machine {
                 until: after(now, self.cfg.cooldown),
             };
         } else {
-            let memory = (self.cfg.memory_interval * 4).max(Duration::from_secs(1));
+            let memory = (self.cfg.memory.interval * 4).max(Duration::from_secs(1));
             self.phase = Phase::Settle {
                 until: after(now, OOM_LIMIT.max(memory)),
             };
@@ -1100,7 +1091,10 @@ mod tests {
 
     fn cfg() -> TrialConfig {
         TrialConfig {
-            memory: false,
+            memory: MemoryConfig {
+                follow: false,
+                ..MemoryConfig::default()
+            },
             ..TrialConfig::default()
         }
     }
@@ -1310,7 +1304,10 @@ mod tests {
     #[test]
     fn a_stage_that_takes_too_long_aborts_the_trial() {
         let mut sim = Sim::new(TrialConfig {
-            ready_timeout: Duration::from_secs(5),
+            timeouts: StageTimeouts {
+                ready: Duration::from_secs(5),
+                ..StageTimeouts::default()
+            },
             ..cfg()
         });
         sim.input(Input::Command(Command::Trial { cold: false }));

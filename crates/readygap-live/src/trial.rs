@@ -540,14 +540,14 @@ impl Runner {
                     self.tx.clone(),
                     token.clone(),
                 ));
-                if self.machine.cfg.memory {
+                if self.machine.cfg.memory.follow {
                     let mc = MemoryConfig {
                         namespace: self.machine.cfg.namespace.clone(),
                         pod: p.name.clone(),
                         container: self.machine.cfg.container.clone(),
                         runtime_port: self.machine.cfg.runtime_port,
                         node: p.node.clone(),
-                        interval: self.machine.cfg.memory_interval,
+                        interval: self.machine.cfg.memory.interval,
                     };
                     tokio::spawn(memory::run(
                         self.client.clone(),
@@ -557,12 +557,12 @@ impl Runner {
                     ));
                 }
                 // VRAM, which no cgroup counts, of a pod that asks for a GPU.
-                if self.machine.cfg.memory && p.spec().is_some_and(|s| s.gpus > 0) {
+                if self.machine.cfg.memory.follow && p.spec().is_some_and(|s| s.gpus > 0) {
                     let gc = crate::sources::gpu::GpuConfig {
                         namespace: self.machine.cfg.namespace.clone(),
                         pod: p.name.clone(),
                         container: self.machine.cfg.container.clone(),
-                        interval: self.machine.cfg.memory_interval.max(Duration::from_secs(1)),
+                        interval: self.machine.cfg.memory.interval.max(Duration::from_secs(1)),
                         dcgm: self.machine.cfg.dcgm.clone(),
                     };
                     tokio::spawn(crate::sources::gpu::run(
@@ -723,7 +723,7 @@ impl Runner {
                 service,
                 runtime_port: self.machine.cfg.runtime_port,
                 interval: self.machine.cfg.probe_interval,
-                limit: self.machine.cfg.runtime_timeout,
+                limit: self.machine.cfg.timeouts.runtime,
             },
             self.tx.clone(),
             token,

@@ -21,9 +21,10 @@
 //!   `content/en/docs/reference/command-line-tools-reference/feature-gates/AuthorizePodWebsocketUpgradeCreatePermission.md`,
 //!   kubernetes/kubernetes PR 134577). `pods/proxy` gets no such extra check.
 //! - RBAC: the Roles, ClusterRoles, RoleBindings and ClusterRoleBindings stored in the lab,
-//!   matched as the RBAC authorizer does (`plugin/pkg/auth/authorizer/rbac/rbac.go`:
-//!   `*` wildcards, `*/sub` subresource wildcards, resourceNames, nonResourceURLs with a
-//!   trailing `*`), plus the bootstrap policy every authenticated user has
+//!   read into readygap-core's `rbac` bindings and rules and matched there, by the one
+//!   matcher readygap's own permission check uses (after the RBAC authorizer,
+//!   `plugin/pkg/auth/authorizer/rbac/rbac.go`: `*` wildcards, `*/sub` subresource
+//!   wildcards, resourceNames, nonResourceURLs with a trailing `*`), plus the bootstrap policy every authenticated user has
 //!   (`system:discovery`, `system:basic-user`, `system:public-info-viewer` from
 //!   `plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go`).
 //! - A refusal is 403 with the body `responsewriters.ForbiddenStatusError` writes:
@@ -39,14 +40,13 @@
 // Refusals are ready HTTP responses (a Kubernetes Status); boxing them buys nothing here.
 #![allow(clippy::result_large_err)]
 
-use super::resources::{
-    CLUSTERROLEBINDINGS, CLUSTERROLES, ROLEBINDINGS, ROLES, Resource, SERVICEACCOUNTS,
-};
+use super::resources::{CLUSTERROLEBINDINGS, CLUSTERROLES, ROLEBINDINGS, ROLES, SERVICEACCOUNTS};
 use super::responses::{error, json_response};
 use super::store::Store;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
+use readygap_core::rbac::{self, Binding, Identity, RoleRef, Rule, Subject};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -233,6 +233,25 @@ impl Attributes {
             format!("{}/{}", self.resource, self.subresource)
         }
     }
+
+    /// The request as the RBAC matcher takes it.
+    pub fn request(&self) -> rbac::Request<'_> {
+        if self.resource_request {
+            rbac::Request::Resource {
+                verb: &self.verb,
+                group: &self.group,
+                resource: &self.resource,
+                subresource: &self.subresource,
+                name: &self.name,
+                namespace: &self.namespace,
+            }
+        } else {
+            rbac::Request::NonResource {
+                verb: &self.verb,
+                path: &self.path,
+            }
+        }
+    }
 }
 
 /// The attributes of a request, after apiserver `requestinfo.go` `NewRequestInfo`.
@@ -314,16 +333,6 @@ pub fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
-/// One RBAC rule (`rbac/v1` PolicyRule, read from JSON).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Rule {
-    pub verbs: Vec<String>,
-    pub api_groups: Vec<String>,
-    pub resources: Vec<String>,
-    pub resource_names: Vec<String>,
-    pub non_resource_urls: Vec<String>,
-}
-
 fn strings(v: &Value) -> Vec<String> {
     v.as_array()
         .map(|a| {
@@ -334,74 +343,52 @@ fn strings(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-impl Rule {
-    fn from_json(v: &Value) -> Self {
-        Self {
-            verbs: strings(&v["verbs"]),
-            api_groups: strings(&v["apiGroups"]),
-            resources: strings(&v["resources"]),
-            resource_names: strings(&v["resourceNames"]),
-            non_resource_urls: strings(&v["nonResourceURLs"]),
-        }
+/// A stored Role's rule (`rbac/v1` PolicyRule JSON).
+fn rule_from_json(v: &Value) -> Rule {
+    Rule {
+        verbs: strings(&v["verbs"]),
+        api_groups: strings(&v["apiGroups"]),
+        resources: strings(&v["resources"]),
+        resource_names: strings(&v["resourceNames"]),
+        non_resource_urls: strings(&v["nonResourceURLs"]),
     }
+}
 
-    fn to_json(&self) -> Value {
-        let mut v = json!({"verbs": self.verbs});
-        if self.non_resource_urls.is_empty() {
-            v["apiGroups"] = json!(self.api_groups);
-            v["resources"] = json!(self.resources);
-            if !self.resource_names.is_empty() {
-                v["resourceNames"] = json!(self.resource_names);
-            }
-        } else {
-            v["nonResourceURLs"] = json!(self.non_resource_urls);
+/// A rule as SelfSubjectRulesReview lists it (a ResourceRule or a NonResourceRule).
+fn rule_to_json(rule: &Rule) -> Value {
+    let mut v = json!({"verbs": rule.verbs});
+    if rule.non_resource_urls.is_empty() {
+        v["apiGroups"] = json!(rule.api_groups);
+        v["resources"] = json!(rule.resources);
+        if !rule.resource_names.is_empty() {
+            v["resourceNames"] = json!(rule.resource_names);
         }
-        v
+    } else {
+        v["nonResourceURLs"] = json!(rule.non_resource_urls);
     }
+    v
+}
 
-    fn resources(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Self {
-        let own = |s: &[&str]| s.iter().map(|x| (*x).to_owned()).collect();
-        Self {
-            verbs: own(verbs),
-            api_groups: own(groups),
-            resources: own(resources),
-            ..Self::default()
-        }
+fn own(s: &[&str]) -> Vec<String> {
+    s.iter().map(|x| (*x).to_owned()).collect()
+}
+
+/// A rule on resources.
+fn resource_rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Rule {
+    Rule {
+        verbs: own(verbs),
+        api_groups: own(groups),
+        resources: own(resources),
+        ..Rule::default()
     }
+}
 
-    fn urls(verbs: &[&str], urls: &[&str]) -> Self {
-        let own = |s: &[&str]| s.iter().map(|x| (*x).to_owned()).collect();
-        Self {
-            verbs: own(verbs),
-            non_resource_urls: own(urls),
-            ..Self::default()
-        }
-    }
-
-    /// Whether this rule allows the request (RBAC's `RuleAllows`).
-    pub fn allows(&self, a: &Attributes) -> bool {
-        let verb_ok = self.verbs.iter().any(|v| v == "*" || *v == a.verb);
-        if !verb_ok {
-            return false;
-        }
-        if !a.resource_request {
-            return self.non_resource_urls.iter().any(|u| {
-                u == "*"
-                    || *u == a.path
-                    || u.strip_suffix('*').is_some_and(|p| a.path.starts_with(p))
-            });
-        }
-        let group_ok = self.api_groups.iter().any(|g| g == "*" || *g == a.group);
-        let combined = a.combined_resource();
-        let resource_ok = self.resources.iter().any(|r| {
-            r == "*"
-                || *r == combined
-                || (!a.subresource.is_empty()
-                    && r.strip_prefix("*/") == Some(a.subresource.as_str()))
-        });
-        let name_ok = self.resource_names.is_empty()
-            || (!a.name.is_empty() && self.resource_names.contains(&a.name));
-        group_ok && resource_ok && name_ok
+/// A rule on non-resource URLs.
+fn url_rule(verbs: &[&str], urls: &[&str]) -> Rule {
+    Rule {
+        verbs: own(verbs),
+        non_resource_urls: own(urls),
+        ..Rule::default()
     }
 }
 
@@ -410,7 +397,7 @@ impl Rule {
 /// (`system:basic-user`).
 fn authenticated_rules() -> Vec<Rule> {
     vec![
-        Rule::urls(
+        url_rule(
             &["get"],
             &[
                 "/api",
@@ -426,12 +413,12 @@ fn authenticated_rules() -> Vec<Rule> {
                 "/readyz",
             ],
         ),
-        Rule::resources(
+        resource_rule(
             &["create"],
             &["authorization.k8s.io"],
             &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
         ),
-        Rule::resources(
+        resource_rule(
             &["create"],
             &["authentication.k8s.io"],
             &["selfsubjectreviews"],
@@ -439,69 +426,82 @@ fn authenticated_rules() -> Vec<Rule> {
     ]
 }
 
-/// Whether a binding's subject is `user` (RBAC's `appliesToUser`; a ServiceAccount subject
-/// without a namespace means the binding's namespace).
-fn subject_matches(subject: &Value, user: &User, binding_namespace: &str) -> bool {
-    let name = subject["name"].as_str().unwrap_or_default();
+/// A binding's subject (a ServiceAccount without a namespace means the binding's).
+fn subject_from_json(subject: &Value) -> Subject {
+    let name = subject["name"].as_str().unwrap_or_default().to_owned();
     match subject["kind"].as_str().unwrap_or_default() {
-        "User" => name == user.name(),
-        "Group" => user.groups().iter().any(|g| g == name),
-        "ServiceAccount" => {
-            let ns = subject["namespace"]
-                .as_str()
-                .filter(|s| !s.is_empty())
-                .unwrap_or(binding_namespace);
-            matches!(user, User::ServiceAccount { namespace, name: n } if namespace == ns && n == name)
-        }
-        _ => false,
+        "User" => Subject::User(name),
+        "Group" => Subject::Group(name),
+        "ServiceAccount" => Subject::ServiceAccount {
+            namespace: subject["namespace"].as_str().unwrap_or_default().to_owned(),
+            name,
+        },
+        _ => Subject::Other,
     }
 }
 
-/// The rules `user` holds in `namespace` (cluster-wide ones only for ""), and the errors
-/// met on the way (a binding to a missing role), as RBAC's rule visitor collects them.
-fn rules_for(store: &Store, user: &User, namespace: &str) -> (Vec<Rule>, Vec<String>) {
-    let mut rules = authenticated_rules();
-    let mut errors = Vec::new();
-    let rules_of = |resource: Resource, ns: &str, name: &str, errors: &mut Vec<String>| match store
-        .get(resource, ns, name)
-    {
-        Some(role) => role["rules"]
-            .as_array()
-            .map(|rs| rs.iter().map(Rule::from_json).collect())
-            .unwrap_or_default(),
-        None => {
-            let kind = if resource == ROLES {
-                "role"
-            } else {
-                "clusterrole"
-            };
-            errors.push(format!(
-                "{kind}.rbac.authorization.k8s.io \"{name}\" not found"
-            ));
-            Vec::new()
-        }
+/// A stored RoleBinding (`namespace` set) or ClusterRoleBinding; `None` for a roleRef
+/// kind RBAC does not know. A ClusterRoleBinding always names a ClusterRole.
+fn binding_from_json(binding: &Value, namespace: Option<&str>) -> Option<Binding> {
+    let name = binding["roleRef"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let role = match (namespace, binding["roleRef"]["kind"].as_str()) {
+        (None, _) | (Some(_), Some("ClusterRole")) => RoleRef::ClusterRole(name),
+        (Some(_), Some("Role")) => RoleRef::Role(name),
+        _ => return None,
     };
-    for binding in store.list(CLUSTERROLEBINDINGS, None).0 {
-        let subjects = binding["subjects"].as_array().cloned().unwrap_or_default();
-        if subjects.iter().any(|s| subject_matches(s, user, "")) {
-            let name = binding["roleRef"]["name"].as_str().unwrap_or_default();
-            rules.extend(rules_of(CLUSTERROLES, "", name, &mut errors));
-        }
-    }
+    let subjects = binding["subjects"]
+        .as_array()
+        .map(|ss| ss.iter().map(subject_from_json).collect())
+        .unwrap_or_default();
+    Some(Binding {
+        namespace: namespace.map(str::to_owned),
+        role,
+        subjects,
+    })
+}
+
+/// The rules `user` holds in `namespace` (cluster-wide ones only for ""), and the errors
+/// met on the way (a binding to a missing role), as RBAC's rule visitor collects them:
+/// the bootstrap rules, then the stored bindings' (readygap-core `rbac::rules_for`).
+fn rules_for(store: &Store, user: &User, namespace: &str) -> (Vec<Rule>, Vec<String>) {
+    let mut bindings: Vec<Binding> = store
+        .list(CLUSTERROLEBINDINGS, None)
+        .0
+        .iter()
+        .filter_map(|b| binding_from_json(b, None))
+        .collect();
     if !namespace.is_empty() {
-        for binding in store.list(ROLEBINDINGS, Some(namespace)).0 {
-            let subjects = binding["subjects"].as_array().cloned().unwrap_or_default();
-            if !subjects.iter().any(|s| subject_matches(s, user, namespace)) {
-                continue;
-            }
-            let name = binding["roleRef"]["name"].as_str().unwrap_or_default();
-            match binding["roleRef"]["kind"].as_str().unwrap_or_default() {
-                "Role" => rules.extend(rules_of(ROLES, namespace, name, &mut errors)),
-                "ClusterRole" => rules.extend(rules_of(CLUSTERROLES, "", name, &mut errors)),
-                _ => {}
-            }
-        }
+        bindings.extend(
+            store
+                .list(ROLEBINDINGS, Some(namespace))
+                .0
+                .iter()
+                .filter_map(|b| binding_from_json(b, Some(namespace))),
+        );
     }
+    let role = |r: &RoleRef, ns: &str| {
+        let stored = match r {
+            RoleRef::Role(name) => store.get(ROLES, ns, name),
+            RoleRef::ClusterRole(name) => store.get(CLUSTERROLES, "", name),
+        }?;
+        Some(
+            stored["rules"]
+                .as_array()
+                .map(|rs| rs.iter().map(rule_from_json).collect())
+                .unwrap_or_default(),
+        )
+    };
+    let (name, groups) = (user.name(), user.groups());
+    let identity = Identity {
+        name: &name,
+        groups: &groups,
+    };
+    let (granted, errors) = rbac::rules_for(&identity, namespace, &bindings, role);
+    let mut rules = authenticated_rules();
+    rules.extend(granted);
     (rules, errors)
 }
 
@@ -517,7 +517,7 @@ pub fn decide(store: &Store, user: &User, a: &Attributes) -> Result<(), String> 
         ""
     };
     let (rules, errors) = rules_for(store, user, ns);
-    if rules.iter().any(|r| r.allows(a)) {
+    if rbac::allowed(&rules, &a.request()) {
         return Ok(());
     }
     Err(if errors.is_empty() {
@@ -797,8 +797,8 @@ pub fn self_review(
         let (rules, errors) = if *user == User::Admin {
             (
                 vec![
-                    Rule::resources(&["*"], &["*"], &["*"]),
-                    Rule::urls(&["*"], &["*"]),
+                    resource_rule(&["*"], &["*"], &["*"]),
+                    url_rule(&["*"], &["*"]),
                 ],
                 vec![],
             )
@@ -809,8 +809,8 @@ pub fn self_review(
             .into_iter()
             .partition(|r| !r.non_resource_urls.is_empty());
         let mut status = json!({
-            "resourceRules": resource.iter().map(Rule::to_json).collect::<Vec<_>>(),
-            "nonResourceRules": non_resource.iter().map(Rule::to_json).collect::<Vec<_>>(),
+            "resourceRules": resource.iter().map(rule_to_json).collect::<Vec<_>>(),
+            "nonResourceRules": non_resource.iter().map(rule_to_json).collect::<Vec<_>>(),
             "incomplete": !errors.is_empty(),
         });
         if !errors.is_empty() {
@@ -990,7 +990,7 @@ mod tests {
     }
 
     fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Rule {
-        Rule::resources(verbs, groups, resources)
+        resource_rule(verbs, groups, resources)
     }
 
     #[test]
@@ -1000,20 +1000,20 @@ mod tests {
             "/api/v1/namespaces/lab/pods/p:1/proxy/api/generate",
             &[],
         );
-        assert!(!rule(&["get"], &[""], &["pods/proxy"]).allows(&proxy_post));
-        assert!(rule(&["create"], &[""], &["pods/proxy"]).allows(&proxy_post));
-        assert!(rule(&["create"], &[""], &["*/proxy"]).allows(&proxy_post));
-        assert!(rule(&["*"], &["*"], &["*"]).allows(&proxy_post));
+        assert!(!rule(&["get"], &[""], &["pods/proxy"]).allows(&proxy_post.request()));
+        assert!(rule(&["create"], &[""], &["pods/proxy"]).allows(&proxy_post.request()));
+        assert!(rule(&["create"], &[""], &["*/proxy"]).allows(&proxy_post.request()));
+        assert!(rule(&["*"], &["*"], &["*"]).allows(&proxy_post.request()));
         // A rule on pods grants no subresource.
-        assert!(!rule(&["create"], &[""], &["pods"]).allows(&proxy_post));
+        assert!(!rule(&["create"], &[""], &["pods"]).allows(&proxy_post.request()));
         let mut named = rule(&["create"], &[""], &["pods/proxy"]);
         named.resource_names = vec!["other".into()];
-        assert!(!named.allows(&proxy_post));
+        assert!(!named.allows(&proxy_post.request()));
         named.resource_names = vec!["p:1".into()];
-        assert!(named.allows(&proxy_post));
+        assert!(named.allows(&proxy_post.request()));
         let apis = attrs(Method::GET, "/apis/apps/v1", &[]);
-        assert!(Rule::urls(&["get"], &["/apis/*"]).allows(&apis));
-        assert!(!Rule::urls(&["get"], &["/api"]).allows(&apis));
+        assert!(url_rule(&["get"], &["/apis/*"]).allows(&apis.request()));
+        assert!(!url_rule(&["get"], &["/api"]).allows(&apis.request()));
     }
 
     #[test]

@@ -653,189 +653,249 @@ impl Cluster {
             .unwrap_or_default()
     }
 
+    /// The Deployment controller's sync of one Deployment: its ReplicaSet for the current
+    /// template (created when missing), one step of its strategy (Recreate or
+    /// RollingUpdate), and its status counted from the pods.
     fn reconcile_deployment(self: &Arc<Self>, d: &Value) -> Result<(), StoreError> {
         let dep: Deployment =
             serde_json::from_value(d.clone()).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let ns = dep.metadata.namespace.clone().unwrap_or_default();
-        let name = dep.metadata.name.clone().unwrap_or_default();
-        let uid = dep.metadata.uid.clone().unwrap_or_default();
         let spec = dep.spec.clone().unwrap_or_default();
-        let desired = spec.replicas.unwrap_or(1);
-        let hash = template_hash(&d["spec"]["template"]);
+        let rollout = Rollout {
+            d,
+            ns: dep.metadata.namespace.clone().unwrap_or_default(),
+            name: dep.metadata.name.clone().unwrap_or_default(),
+            uid: dep.metadata.uid.clone().unwrap_or_default(),
+            desired: spec.replicas.unwrap_or(1),
+            spec,
+        };
         let mut rss: Vec<Arc<Value>> = self
             .store
-            .list(REPLICASETS, Some(&ns))
+            .list(REPLICASETS, Some(&rollout.ns))
             .0
             .into_iter()
-            .filter(|r| owned_by(r, &uid))
+            .filter(|r| owned_by(r, &rollout.uid))
             .collect();
+        let new_rs = self.new_replica_set(&rollout, &mut rss)?;
+        let new_uid = new_rs["metadata"]["uid"].as_str().unwrap_or_default();
+        let olds: Vec<Arc<Value>> = rss
+            .iter()
+            .filter(|r| r["metadata"]["uid"] != new_uid)
+            .cloned()
+            .collect();
+        let (surge, unavailable) = rollout.surge_and_unavailable();
+        if rollout.recreate() {
+            self.recreate_step(&rollout, &new_rs, &olds)?;
+        } else {
+            self.rolling_step(&rollout, &new_rs, &olds, surge, unavailable)?;
+        }
+        self.write_deployment_status(&rollout, &rss, &new_rs, unavailable)
+    }
+
+    /// The Deployment's ReplicaSet for its current pod template (`pod-template-hash`);
+    /// when there is none, a new one with the next revision (scaled to the desired
+    /// replicas at once when no old one is active, else to 0 for the strategy to scale),
+    /// added to `rss`.
+    fn new_replica_set(
+        self: &Arc<Self>,
+        rollout: &Rollout<'_>,
+        rss: &mut Vec<Arc<Value>>,
+    ) -> Result<Arc<Value>, StoreError> {
+        let Rollout {
+            d,
+            ns,
+            name,
+            uid,
+            desired,
+            ..
+        } = rollout;
+        let hash = template_hash(&d["spec"]["template"]);
+        if let Some(r) = rss
+            .iter()
+            .find(|r| r["metadata"]["labels"]["pod-template-hash"] == hash.as_str())
+        {
+            return Ok(r.clone());
+        }
         let revision_of = |r: &Value| -> i64 {
             r["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
                 .as_str()
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(0)
         };
-        let new_rs = rss
-            .iter()
-            .find(|r| r["metadata"]["labels"]["pod-template-hash"] == hash.as_str())
-            .cloned();
         let max_rev = rss.iter().map(|r| revision_of(r)).max().unwrap_or(0);
-        let new_rs = match new_rs {
-            Some(r) => r,
-            None => {
-                let any_old_active = rss
-                    .iter()
-                    .any(|r| r["spec"]["replicas"].as_i64().unwrap_or(0) > 0);
-                let rs_name = format!("{name}-{hash}");
-                let mut template = d["spec"]["template"].clone();
-                template["metadata"]["labels"]["pod-template-hash"] = json!(hash);
-                let mut selector = d["spec"]["selector"].clone();
-                selector["matchLabels"]["pod-template-hash"] = json!(hash);
-                let rev = (max_rev + 1).to_string();
-                let rs = json!({
-                    "metadata": {"name": rs_name, "namespace": ns, "labels": template["metadata"]["labels"].clone(),
-                        "annotations": {"deployment.kubernetes.io/revision": rev,
-                            "deployment.kubernetes.io/desired-replicas": desired.to_string(),
-                            "deployment.kubernetes.io/max-replicas": desired.to_string()},
-                        "generation": 1,
-                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name,
-                            "uid": uid, "controller": true, "blockOwnerDeletion": true}]},
-                    "spec": {"replicas": if any_old_active { 0 } else { desired }, "selector": selector,
-                             "template": template, "minReadySeconds": spec.min_ready_seconds.unwrap_or(0)},
-                    "status": {"replicas": 0, "observedGeneration": 1}
-                });
-                let rs = objects::typed::<ReplicaSet>(rs).map_err(StoreError::Invalid)?;
-                let created = Arc::new(self.store.create(REPLICASETS, rs)?);
-                self.store.mutate(DEPLOYMENTS, &ns, &name, |o| {
-                    o["metadata"]["annotations"]["deployment.kubernetes.io/revision"] =
-                        json!((max_rev + 1).to_string());
-                    Ok(())
-                })?;
-                let scaled = created["spec"]["replicas"].as_i64().unwrap_or(0);
-                self.record_event(
-                    d,
-                    "Normal",
-                    "ScalingReplicaSet",
-                    &format!("Scaled up replica set {rs_name} from 0 to {scaled}"),
-                    "deployment-controller",
-                    "",
-                );
-                rss.push(created.clone());
-                created
-            }
-        };
-        let new_name = new_rs["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let new_uid = new_rs["metadata"]["uid"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let replicas_of = |r: &Value| r["spec"]["replicas"].as_i64().unwrap_or(0) as i32;
-        let available_of = |r: &Value| -> i32 {
-            let uid = r["metadata"]["uid"].as_str().unwrap_or_default();
-            self.pods_of(&ns, uid)
-                .iter()
-                .filter(|p| active(p) && pod_ready(p))
-                .count() as i32
-        };
-        let olds: Vec<Arc<Value>> = rss
+        let any_old_active = rss
             .iter()
-            .filter(|r| r["metadata"]["uid"] != new_uid.as_str())
-            .cloned()
-            .collect();
-        let recreate = spec.strategy.as_ref().and_then(|s| s.type_.as_deref()) == Some("Recreate");
-        let ru = spec
-            .strategy
-            .as_ref()
-            .and_then(|s| s.rolling_update.clone())
-            .unwrap_or_default();
-        let mut surge = resolve(ru.max_surge.as_ref(), desired, true, 25);
-        let unavailable = resolve(ru.max_unavailable.as_ref(), desired, false, 25);
-        if surge == 0 && unavailable == 0 {
-            surge = 0;
-        }
-        let unavailable = if surge == 0 && unavailable == 0 {
-            1
-        } else {
-            unavailable
-        };
-        let scale = |r: &Value, to: i32| -> Result<(), StoreError> {
-            let from = replicas_of(r);
-            let rname = r["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            self.store.mutate(REPLICASETS, &ns, &rname, |o| {
-                o["spec"]["replicas"] = json!(to);
-                o["metadata"]["annotations"]["deployment.kubernetes.io/desired-replicas"] =
-                    json!(desired.to_string());
-                Ok(())
-            })?;
-            let verb = if to > from { "up" } else { "down" };
-            self.record_event(
-                d,
-                "Normal",
-                "ScalingReplicaSet",
-                &format!("Scaled {verb} replica set {rname} from {from} to {to}"),
-                "deployment-controller",
-                "",
-            );
+            .any(|r| r["spec"]["replicas"].as_i64().unwrap_or(0) > 0);
+        let rs_name = format!("{name}-{hash}");
+        let mut template = d["spec"]["template"].clone();
+        template["metadata"]["labels"]["pod-template-hash"] = json!(hash);
+        let mut selector = d["spec"]["selector"].clone();
+        selector["matchLabels"]["pod-template-hash"] = json!(hash);
+        let rev = (max_rev + 1).to_string();
+        let min_ready = rollout.spec.min_ready_seconds.unwrap_or(0);
+        let rs = json!({
+            "metadata": {"name": rs_name, "namespace": ns, "labels": template["metadata"]["labels"].clone(),
+                "annotations": {"deployment.kubernetes.io/revision": rev,
+                    "deployment.kubernetes.io/desired-replicas": desired.to_string(),
+                    "deployment.kubernetes.io/max-replicas": desired.to_string()},
+                "generation": 1,
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name,
+                    "uid": uid, "controller": true, "blockOwnerDeletion": true}]},
+            "spec": {"replicas": if any_old_active { 0 } else { *desired }, "selector": selector,
+                     "template": template, "minReadySeconds": min_ready},
+            "status": {"replicas": 0, "observedGeneration": 1}
+        });
+        let rs = objects::typed::<ReplicaSet>(rs).map_err(StoreError::Invalid)?;
+        let created = Arc::new(self.store.create(REPLICASETS, rs)?);
+        self.store.mutate(DEPLOYMENTS, ns, name, |o| {
+            o["metadata"]["annotations"]["deployment.kubernetes.io/revision"] =
+                json!((max_rev + 1).to_string());
             Ok(())
-        };
+        })?;
+        let scaled = created["spec"]["replicas"].as_i64().unwrap_or(0);
+        self.record_event(
+            d,
+            "Normal",
+            "ScalingReplicaSet",
+            &format!("Scaled up replica set {rs_name} from 0 to {scaled}"),
+            "deployment-controller",
+            "",
+        );
+        rss.push(created.clone());
+        Ok(created)
+    }
+
+    /// Scales one of the Deployment's ReplicaSets to `to`, with its ScalingReplicaSet event.
+    fn scale_replica_set(
+        &self,
+        rollout: &Rollout<'_>,
+        r: &Value,
+        to: i32,
+    ) -> Result<(), StoreError> {
+        let from = replicas_of(r);
+        let rname = r["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let desired = rollout.desired;
+        self.store.mutate(REPLICASETS, &rollout.ns, &rname, |o| {
+            o["spec"]["replicas"] = json!(to);
+            o["metadata"]["annotations"]["deployment.kubernetes.io/desired-replicas"] =
+                json!(desired.to_string());
+            Ok(())
+        })?;
+        let verb = if to > from { "up" } else { "down" };
+        self.record_event(
+            rollout.d,
+            "Normal",
+            "ScalingReplicaSet",
+            &format!("Scaled {verb} replica set {rname} from {from} to {to}"),
+            "deployment-controller",
+            "",
+        );
+        Ok(())
+    }
+
+    /// Active and Ready pods of a ReplicaSet.
+    fn available_of(&self, ns: &str, r: &Value) -> i32 {
+        let uid = r["metadata"]["uid"].as_str().unwrap_or_default();
+        self.pods_of(ns, uid)
+            .iter()
+            .filter(|p| active(p) && pod_ready(p))
+            .count() as i32
+    }
+
+    /// Recreate: the old ReplicaSets to 0, and the new one to the desired replicas once
+    /// their pods are all gone.
+    fn recreate_step(
+        &self,
+        rollout: &Rollout<'_>,
+        new_rs: &Value,
+        olds: &[Arc<Value>],
+    ) -> Result<(), StoreError> {
+        for r in olds.iter().filter(|r| replicas_of(r) > 0) {
+            self.scale_replica_set(rollout, r, 0)?;
+        }
+        let old_pods_left = olds.iter().any(|r| {
+            !self
+                .pods_of(
+                    &rollout.ns,
+                    r["metadata"]["uid"].as_str().unwrap_or_default(),
+                )
+                .is_empty()
+        });
+        if !old_pods_left && replicas_of(new_rs) != rollout.desired {
+            self.scale_replica_set(rollout, new_rs, rollout.desired)?;
+        }
+        Ok(())
+    }
+
+    /// One RollingUpdate step: the new ReplicaSet up within maxSurge, else the old ones
+    /// down within maxUnavailable (first their pods that are not available).
+    fn rolling_step(
+        &self,
+        rollout: &Rollout<'_>,
+        new_rs: &Value,
+        olds: &[Arc<Value>],
+        surge: i32,
+        unavailable: i32,
+    ) -> Result<(), StoreError> {
+        let desired = rollout.desired;
         let old_total: i32 = olds.iter().map(|r| replicas_of(r)).sum();
-        let new_replicas = replicas_of(&new_rs);
-        if recreate {
-            for r in olds.iter().filter(|r| replicas_of(r) > 0) {
-                scale(r, 0)?;
-            }
-            let old_pods_left = olds.iter().any(|r| {
-                !self
-                    .pods_of(&ns, r["metadata"]["uid"].as_str().unwrap_or_default())
-                    .is_empty()
-            });
-            if !old_pods_left && new_replicas != desired {
-                scale(&new_rs, desired)?;
-            }
-        } else if old_total == 0 {
+        let new_replicas = replicas_of(new_rs);
+        if old_total == 0 {
             if new_replicas != desired {
-                scale(&new_rs, desired)?;
+                self.scale_replica_set(rollout, new_rs, desired)?;
             }
-        } else {
-            let all: i32 = old_total + new_replicas;
-            if new_replicas < desired && all < desired + surge {
-                let up = (desired + surge - all).min(desired - new_replicas);
-                scale(&new_rs, new_replicas + up)?;
-            } else if new_replicas > desired {
-                scale(&new_rs, desired)?;
-            } else {
-                let min_available = desired - unavailable;
-                let new_unavailable = new_replicas - available_of(&new_rs);
-                let mut budget = all - min_available - new_unavailable;
-                // First the old replicas that are not available, then available ones.
-                for r in olds.iter().filter(|r| replicas_of(r) > 0) {
-                    if budget <= 0 {
-                        break;
-                    }
-                    let cur = replicas_of(r);
-                    let unhealthy = cur - available_of(r);
-                    let down = unhealthy.max(0).min(budget);
-                    let down = if down == 0 { budget.min(cur) } else { down };
-                    if down > 0 {
-                        scale(r, cur - down)?;
-                        budget -= down;
-                    }
-                }
+            return Ok(());
+        }
+        let all: i32 = old_total + new_replicas;
+        if new_replicas < desired && all < desired + surge {
+            let up = (desired + surge - all).min(desired - new_replicas);
+            return self.scale_replica_set(rollout, new_rs, new_replicas + up);
+        }
+        if new_replicas > desired {
+            return self.scale_replica_set(rollout, new_rs, desired);
+        }
+        let min_available = desired - unavailable;
+        let new_unavailable = new_replicas - self.available_of(&rollout.ns, new_rs);
+        let mut budget = all - min_available - new_unavailable;
+        // First the old replicas that are not available, then available ones.
+        for r in olds.iter().filter(|r| replicas_of(r) > 0) {
+            if budget <= 0 {
+                break;
+            }
+            let cur = replicas_of(r);
+            let unhealthy = cur - self.available_of(&rollout.ns, r);
+            let down = unhealthy.max(0).min(budget);
+            let down = if down == 0 { budget.min(cur) } else { down };
+            if down > 0 {
+                self.scale_replica_set(rollout, r, cur - down)?;
+                budget -= down;
             }
         }
-        // Status, counted from the pods themselves.
+        Ok(())
+    }
+
+    /// The Deployment's status, counted from the pods themselves: replicas, updated, ready
+    /// and available counts and the Available and Progressing conditions (their
+    /// lastTransitionTime kept while the status stays, lastUpdateTime while the reason
+    /// does too).
+    fn write_deployment_status(
+        &self,
+        rollout: &Rollout<'_>,
+        rss: &[Arc<Value>],
+        new_rs: &Value,
+        unavailable: i32,
+    ) -> Result<(), StoreError> {
+        let desired = rollout.desired;
+        let new_name = new_rs["metadata"]["name"].as_str().unwrap_or_default();
+        let new_uid = new_rs["metadata"]["uid"].as_str().unwrap_or_default();
         let mut replicas = 0;
         let mut ready = 0;
         let mut updated = 0;
-        for r in &rss {
+        for r in rss {
             let ruid = r["metadata"]["uid"].as_str().unwrap_or_default();
-            for p in self.pods_of(&ns, ruid).iter().filter(|p| active(p)) {
+            for p in self.pods_of(&rollout.ns, ruid).iter().filter(|p| active(p)) {
                 replicas += 1;
                 if pod_ready(p) {
                     ready += 1;
@@ -848,8 +908,8 @@ impl Cluster {
         let complete = updated == desired && replicas == desired && ready == desired;
         let available_ok = ready >= desired - unavailable;
         let now = time(Utc::now());
-        let generation = d["metadata"]["generation"].clone();
-        self.store.mutate(DEPLOYMENTS, &ns, &name, |o| {
+        let generation = rollout.d["metadata"]["generation"].clone();
+        self.store.mutate(DEPLOYMENTS, &rollout.ns, &rollout.name, |o| {
             let old_conds = o["status"]["conditions"].clone();
             let cond = |ty: &str, status: &str, reason: &str, msg: String| -> Value {
                 let prev = old_conds.as_array().and_then(|cs| cs.iter().find(|c| c["type"] == ty).cloned());
@@ -1108,6 +1168,46 @@ pub async fn run_controllers(cluster: Arc<Cluster>) {
 /// The current time (one place, so tests of pure parts can pass their own).
 pub fn now() -> DateTime<Utc> {
     Utc::now()
+}
+
+/// A Deployment as its controller reads it for one sync.
+struct Rollout<'a> {
+    /// The stored object (events are recorded on it).
+    d: &'a Value,
+    ns: String,
+    name: String,
+    uid: String,
+    desired: i32,
+    spec: k8s_openapi::api::apps::v1::DeploymentSpec,
+}
+
+impl Rollout<'_> {
+    fn recreate(&self) -> bool {
+        self.spec.strategy.as_ref().and_then(|s| s.type_.as_deref()) == Some("Recreate")
+    }
+
+    /// maxSurge and maxUnavailable resolved against the desired replicas (25% each by
+    /// default); both 0 would stall, so unavailable is then 1.
+    fn surge_and_unavailable(&self) -> (i32, i32) {
+        let ru = self
+            .spec
+            .strategy
+            .as_ref()
+            .and_then(|s| s.rolling_update.clone())
+            .unwrap_or_default();
+        let surge = resolve(ru.max_surge.as_ref(), self.desired, true, 25);
+        let unavailable = resolve(ru.max_unavailable.as_ref(), self.desired, false, 25);
+        if surge == 0 && unavailable == 0 {
+            (0, 1)
+        } else {
+            (surge, unavailable)
+        }
+    }
+}
+
+/// A ReplicaSet's `spec.replicas`.
+fn replicas_of(r: &Value) -> i32 {
+    r["spec"]["replicas"].as_i64().unwrap_or(0) as i32
 }
 
 #[cfg(test)]

@@ -1,12 +1,11 @@
-//! The kubelet of the lab, one task per pod: scheduling after `profile.schedule`, container
-//! creation after `profile.container_start`, the Ollama runtime started in the container,
+//! The kubelet of the lab, one task per pod: the pod placed by the lab's scheduler
+//! (`scheduler`), container creation after `profile.container_start`, the Ollama runtime started in the container,
 //! readiness from the pod's own readinessProbe (none: at start; httpGet: the runtime answers
 //! that path; tcpSocket: the port accepts; exec: a one-token generate with the served model
 //! finishes, as the inference-aware probe script does), with its period, initial delay,
 //! timeout and failure threshold (scaled by the lab's speed),
 //! container restarts after an OOM kill, and graceful termination when the pod is deleted.
-//! A pod created with `spec.nodeName` is bound already: no scheduler, and it stays Pending
-//! when that node does not exist. A container that is not the Ollama runtime gets a plain
+//! A container that is not the Ollama runtime gets a plain
 //! container (exec only, sees its node: see `runtime::PlainContainer`). Past its
 //! `activeDeadlineSeconds` a pod turns Failed (DeadlineExceeded) and its container is killed.
 //! Every status change is one store update with the conditions and container states a real
@@ -15,6 +14,7 @@
 use super::cluster::Cluster;
 use super::objects::{self, OLLAMA_PORT, time};
 use super::resources::{CONFIGMAPS, NODES, PODS};
+use super::scheduler::{self, Unplaced};
 use crate::ground_truth::Transition;
 use crate::runtime::{
     self, ModelDisk, PlainContainer, PlainSpec, RuntimeEvent, RuntimeHandle, RuntimeSpec,
@@ -26,7 +26,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;
+use std::future::Future;
 use std::net::Ipv4Addr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -277,7 +279,8 @@ impl ContainerPlan {
     }
 }
 
-fn set_condition(
+/// Sets the pod condition `ty` (its lastTransitionTime changes only with its status).
+pub(super) fn set_condition(
     pod: &mut Pod,
     ty: &str,
     status: bool,
@@ -414,6 +417,67 @@ impl PodRun {
             .settings
             .ground_truth
             .log_at(at, &self.name, t, detail);
+    }
+
+    /// Bound to `node`: the pod's IP and host IP, the lab's pod entry (node, IP, its own
+    /// model disk when its models live in an emptyDir), and the status of a pod whose
+    /// container is being created (startTime, Initialized, ContainerCreating).
+    fn admit(&mut self, node: &str, emptydir: bool) {
+        let cluster = &self.cluster;
+        self.node = node.to_owned();
+        let ip = cluster.allocate_ip();
+        self.ip = Some(ip);
+        cluster.with_pod(&self.ns, &self.name, |e| {
+            e.ip = Some(ip);
+            e.node = Some(node.to_owned());
+            e.own_disk = emptydir.then(|| self.disk.clone());
+        });
+        let host_ip = node_ip(cluster, node);
+        let now = Utc::now();
+        self.update(|p| {
+            let st = p.status.get_or_insert_with(Default::default);
+            st.host_ip = Some(host_ip.clone());
+            st.host_ips = Some(vec![k8s_openapi::api::core::v1::HostIP {
+                ip: host_ip.clone(),
+            }]);
+            st.start_time = Some(k8s_time(now));
+            set_condition(p, "PodReadyToStartContainers", false, None, None, now);
+            set_condition(p, "Initialized", true, None, None, now);
+            set_ready(p, false, now);
+            let cs = container_status(p);
+            cs.state = Some(ContainerState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some("ContainerCreating".into()),
+                    message: None,
+                }),
+                ..Default::default()
+            });
+        });
+    }
+
+    /// The Unhealthy event of a failed `probe` ("Liveness", "Startup") with its output.
+    fn unhealthy(&self, probe: &str, output: &str) {
+        if let Some(pod) = self.cluster.store.get(PODS, &self.ns, &self.name) {
+            self.event(
+                &pod,
+                "Warning",
+                "Unhealthy",
+                &format!("{probe} probe failed: {output}"),
+            );
+        }
+    }
+
+    /// The Killing event of a container that failed its `probe` ("liveness", "startup").
+    fn killing(&self, probe: &str) {
+        if let Some(pod) = self.cluster.store.get(PODS, &self.ns, &self.name) {
+            let cname = &self.plan.name;
+            self.event(
+                &pod,
+                "Normal",
+                "Killing",
+                &format!("Container {cname} failed {probe} probe, will be restarted"),
+            );
+        }
     }
 
     async fn start_container(&self, restart_count: i32) -> Container {
@@ -676,17 +740,19 @@ impl PodRun {
 }
 
 /// `t + d`, saturating at a year from `t` (absurd speeds must not overflow).
-fn later(t: Instant, d: Duration) -> Instant {
+pub(super) fn later(t: Instant, d: Duration) -> Instant {
     t.checked_add(d)
         .or_else(|| t.checked_add(Duration::from_secs(365 * 86_400)))
         .unwrap_or(t)
 }
 
-async fn sleep_or(d: Duration, cancel: &CancellationToken) -> bool {
+/// Sleeps `d`; false when `cancel` fired first.
+pub(super) async fn sleep_or(d: Duration, cancel: &CancellationToken) -> bool {
     sleep_until_or(later(Instant::now(), d), cancel).await
 }
 
-async fn sleep_until_or(at: Instant, cancel: &CancellationToken) -> bool {
+/// Sleeps until `at`; false when `cancel` fired first.
+pub(super) async fn sleep_until_or(at: Instant, cancel: &CancellationToken) -> bool {
     tokio::select! {
         _ = tokio::time::sleep_until(at.into()) => true,
         _ = cancel.cancelled() => false,
@@ -705,7 +771,9 @@ pub fn start(
     tokio::spawn(run_pod(cluster, ns, name, uid, deleting, created));
 }
 
-/// Drive one pod from creation to removal.
+/// Drive one pod from creation to removal: prepare its container plan, let the scheduler
+/// place and bind it ([`scheduler`]), admit it on its node, start its container after
+/// `profile.container_start` and supervise it until it is deleted.
 ///
 /// Stage delays run from planned instants (creation, then the planned scheduling instant), so
 /// the lab's own processing time does not add up along the chain.
@@ -717,11 +785,55 @@ async fn run_pod(
     deleting: CancellationToken,
     created: Instant,
 ) {
-    let profile = cluster.settings.profile.clone();
-    let pod_json = cluster.store.get(PODS, &ns, &name);
-    let Some(pod_json) = pod_json else {
-        cluster.remove_pod_entry(&ns, &name);
+    let Some((mut run, pod_json, emptydir)) = prepare(&cluster, ns, name, uid) else {
         return;
+    };
+    let gpus = run.plan.gpus;
+    let placement = match scheduler::schedule(
+        &cluster, &run.ns, &run.name, &pod_json, gpus, created, &deleting,
+    )
+    .await
+    {
+        Ok(placement) => placement,
+        Err(Unplaced::Deleted) => return finish(&run, None, &deleting).await,
+        Err(Unplaced::Shutdown) => return,
+    };
+    if scheduler::bind(&cluster, &run.ns, &run.name, &placement).is_none() {
+        return finish(&run, None, &deleting).await;
+    }
+    run.admit(&placement.node, emptydir);
+    // A bound helper container (a debug pod: image present, no model) starts at once; the
+    // profile's stage is the runtime pod's, and drawing it would shift the seeded timings.
+    let container_start = if placement.preassigned && !run.runs_ollama {
+        cluster.scaled(Duration::from_millis(300))
+    } else {
+        cluster.sample("container_start", &cluster.settings.profile.container_start)
+    };
+    if !sleep_until_or(later(placement.at, container_start), &deleting).await {
+        return finish(&run, None, &deleting).await;
+    }
+    let container = run.start_container(0).await;
+    // activeDeadlineSeconds counts from the pod's startTime (set when it was bound), in real
+    // seconds: it is an API contract, not a calibrated stage.
+    let active_deadline = pod_json["spec"]["activeDeadlineSeconds"]
+        .as_u64()
+        .map(|secs| later(placement.at, Duration::from_secs(secs)));
+    supervise(&run, container, active_deadline, &deleting).await;
+}
+
+/// The pod's kubelet state before it is placed: its container plan (image, probes,
+/// limits, model) and its model disk. `None` (and the pod's entry removed) when the pod is
+/// already gone. Also returns the pod object and whether its models live in an emptyDir.
+fn prepare(
+    cluster: &Arc<Cluster>,
+    ns: String,
+    name: String,
+    uid: String,
+) -> Option<(PodRun, Arc<serde_json::Value>, bool)> {
+    let profile = &cluster.settings.profile;
+    let Some(pod_json) = cluster.store.get(PODS, &ns, &name) else {
+        cluster.remove_pod_entry(&ns, &name);
+        return None;
     };
     let plan = ContainerPlan::of_pod(&pod_json, |cm| {
         cluster
@@ -750,10 +862,10 @@ async fn run_pod(
     } else {
         cluster.shared_disk.clone()
     };
-    let mut run = PodRun {
+    let run = PodRun {
         cluster: cluster.clone(),
-        ns: ns.clone(),
-        name: name.clone(),
+        ns,
+        name,
         uid,
         node: String::new(),
         ip: None,
@@ -763,197 +875,35 @@ async fn run_pod(
         plan,
         model,
     };
+    Some((run, pod_json, emptydir))
+}
 
-    // Scheduling: a pod created with `spec.nodeName` is bound already and skips the scheduler
-    // (as `kubectl debug node/...` pods do); its node must exist, else no kubelet ever runs it
-    // and it stays Pending.
-    let bound = pod_json["spec"]["nodeName"]
-        .as_str()
-        .filter(|n| !n.is_empty())
-        .map(str::to_string);
-    let (node, scheduled_at, schedule) = match bound.clone() {
-        Some(node) => {
-            if cluster.store.get(NODES, "", &node).is_none() {
-                tokio::select! {
-                    _ = deleting.cancelled() => return finish(&run, None, &deleting).await,
-                    _ = cluster.shutdown.cancelled() => return,
-                }
-            }
-            (node, Instant::now(), Duration::ZERO)
-        }
-        None => {
-            let schedule = cluster.sample("schedule", &profile.schedule);
-            let mut scheduled_at = later(created, schedule);
-            if !sleep_until_or(scheduled_at, &deleting).await {
-                return finish(&run, None, &deleting).await;
-            }
-            // Extended resources: no node with a free GPU leaves the pod Pending
-            // (Unschedulable, FailedScheduling) until one frees up.
-            let mut reported = false;
-            while let Some(msg) = gpu_unschedulable(&cluster, &pod_json, run.plan.gpus, &name) {
-                if !reported {
-                    reported = true;
-                    let now = Utc::now();
-                    if let Some(pod) = run.update(|p| {
-                        set_condition(
-                            p,
-                            "PodScheduled",
-                            false,
-                            Some("Unschedulable"),
-                            Some(msg.clone()),
-                            now,
-                        );
-                    }) {
-                        cluster.record_event(
-                            &pod,
-                            "Warning",
-                            "FailedScheduling",
-                            &msg,
-                            "default-scheduler",
-                            "",
-                        );
-                    }
-                }
-                if !sleep_or(Duration::from_millis(100), &deleting).await {
-                    return finish(&run, None, &deleting).await;
-                }
-                scheduled_at = Instant::now();
-            }
-            (pick_node(&cluster, &pod_json), scheduled_at, schedule)
-        }
-    };
-    let now = Utc::now();
-    let node_c = node.clone();
-    let Some(pod) = run.update(|p| {
-        run.log(
-            now,
-            Transition::PodScheduled,
-            json!({"node": node, "sampled_ms": schedule.as_secs_f64() * 1000.0}),
-        );
-        p.spec.get_or_insert_with(Default::default).node_name = Some(node_c);
-        set_condition(p, "PodScheduled", true, None, None, now);
-    }) else {
-        return finish(&run, None, &deleting).await;
-    };
-    if bound.is_none() {
-        cluster.record_event(
-            &pod,
-            "Normal",
-            "Scheduled",
-            &format!("Successfully assigned {ns}/{name} to {node}"),
-            "default-scheduler",
-            "",
-        );
-    }
-    run.node = node.clone();
-    let ip = cluster.allocate_ip();
-    run.ip = Some(ip);
-    cluster.with_pod(&ns, &name, |e| {
-        e.ip = Some(ip);
-        e.node = Some(node.clone());
-        e.own_disk = emptydir.then(|| run.disk.clone());
-    });
-    let host_ip = node_ip(&cluster, &node);
-    let now = Utc::now();
-    run.update(|p| {
-        let st = p.status.get_or_insert_with(Default::default);
-        st.host_ip = Some(host_ip.clone());
-        st.host_ips = Some(vec![k8s_openapi::api::core::v1::HostIP {
-            ip: host_ip.clone(),
-        }]);
-        st.start_time = Some(k8s_time(now));
-        set_condition(p, "PodReadyToStartContainers", false, None, None, now);
-        set_condition(p, "Initialized", true, None, None, now);
-        set_ready(p, false, now);
-        let cs = container_status(p);
-        cs.state = Some(ContainerState {
-            waiting: Some(ContainerStateWaiting {
-                reason: Some("ContainerCreating".into()),
-                message: None,
-            }),
-            ..Default::default()
-        });
-    });
+/// What the supervisor does after a wake-up.
+enum Next {
+    Continue,
+    /// Restart the container: OOM-killed (the resident models and the limit), or exited
+    /// (killed by a failed liveness or startup probe: exit 0, Ollama handles SIGTERM).
+    Restart {
+        oom: Option<(Vec<(String, u64)>, u64)>,
+        exit_code: i32,
+    },
+}
 
-    // Container start.
-    // A bound helper container (a debug pod: image present, no model) starts at once; the
-    // profile's stage is the runtime pod's, and drawing it would shift the seeded timings.
-    let container_start = if bound.is_some() && !runs_ollama {
-        cluster.scaled(Duration::from_millis(300))
-    } else {
-        cluster.sample("container_start", &profile.container_start)
-    };
-    if !sleep_until_or(later(scheduled_at, container_start), &deleting).await {
-        return finish(&run, None, &deleting).await;
-    }
-    let mut container = run.start_container(0).await;
-    let readiness = run.plan.readiness.clone();
-    let period = cluster.scaled(Duration::from_secs(readiness.period_seconds));
-    let initial_delay = cluster.scaled(Duration::from_secs(readiness.initial_delay_seconds));
-    let mut failures = 0u32;
-    // Consecutive readiness successes: Ready only once they reach successThreshold
-    // (pkg/kubelet/prober/worker.go doProbe: a result below its threshold "leave[s] the
-    // probe state unchanged"; the initial state is Failure).
-    let mut successes = 0u32;
-    let mut next_probe = later(Instant::now(), initial_delay);
-    let scaled = |p: &Option<ReadinessSpec>, f: fn(&ReadinessSpec) -> u64| {
-        p.as_ref()
-            .map(|p| cluster.scaled(Duration::from_secs(f(p))))
-            .unwrap_or_default()
-    };
-    let liveness = run.plan.liveness.clone();
-    let live_period = scaled(&liveness, |l| l.period_seconds);
-    let live_delay = scaled(&liveness, |l| l.initial_delay_seconds);
-    let mut live_failures = 0u32;
-    let mut next_live = later(Instant::now(), live_delay);
-    // The startup probe: until it succeeds the container is not started, and the prober
-    // runs neither readiness nor liveness (pkg/kubelet/prober/worker.go doProbe: "Disable
-    // other probes until container has started"); a failure past its threshold restarts
-    // the container like a liveness failure.
-    let startup = run.plan.startup.clone();
-    let start_period = scaled(&startup, |s| s.period_seconds);
-    let start_delay = scaled(&startup, |s| s.initial_delay_seconds);
-    let mut started = startup.is_none();
-    let mut start_failures = 0u32;
-    let mut next_start = later(Instant::now(), start_delay);
-    // One liveness (startup) probe in flight at a time, kept across the loop's other
-    // wake-ups (the readiness probe and runtime events must not cancel it, or it could
-    // never time out).
-    let probe_once = |spec: Option<ReadinessSpec>, due: Instant| {
-        let run = &run;
-        async move {
-            tokio::time::sleep_until(due.into()).await;
-            match &spec {
-                Some(l) => run.probe_within(l, Duration::from_millis(200)).await,
-                None => std::future::pending().await,
-            }
-        }
-    };
-    let mut live_fut = Box::pin(probe_once(liveness.clone(), next_live));
-    let mut start_fut = Box::pin(probe_once(startup.clone(), next_start));
-    // A new container: every probe starts over (initial delays count from its start).
-    macro_rules! probes_start_over {
-        () => {
-            failures = 0;
-            successes = 0;
-            next_probe = later(Instant::now(), initial_delay);
-            live_failures = 0;
-            next_live = later(Instant::now(), live_delay);
-            live_fut.set(probe_once(liveness.clone(), next_live));
-            started = startup.is_none();
-            start_failures = 0;
-            next_start = later(Instant::now(), start_delay);
-            start_fut.set(probe_once(startup.clone(), next_start));
-        };
-    }
-    // activeDeadlineSeconds counts from the pod's startTime (set when it was bound), in real
-    // seconds: it is an API contract, not a calibrated stage.
-    let active_deadline = pod_json["spec"]["activeDeadlineSeconds"]
-        .as_u64()
-        .map(|secs| later(scheduled_at, Duration::from_secs(secs)));
+/// Watch the running container until the pod is deleted, runs past its deadline or the
+/// lab shuts down: its runtime's events (an OOM kill or an exit restarts it) and its
+/// probes ([`Prober`]).
+async fn supervise(
+    run: &PodRun,
+    mut container: Container,
+    active_deadline: Option<Instant>,
+    deleting: &CancellationToken,
+) {
+    let cluster = &run.cluster;
+    let mut prober = Prober::new(run);
+    let readiness = prober.readiness.clone();
     loop {
-        let probe_due = readiness.action != ProbeAction::None && started;
-        let wait = next_probe.saturating_duration_since(Instant::now());
+        let probe_due = readiness.action != ProbeAction::None && prober.started;
+        let wait = prober.next_probe.saturating_duration_since(Instant::now());
         let mut events = container.events.take();
         let ev = async {
             match events.as_mut() {
@@ -961,9 +911,9 @@ async fn run_pod(
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
+        let next = tokio::select! {
             _ = deleting.cancelled() => {
-                return finish(&run, Some(container), &deleting).await;
+                return finish(run, Some(container), deleting).await;
             }
             _ = async {
                 match active_deadline {
@@ -971,7 +921,7 @@ async fn run_pod(
                     None => std::future::pending().await,
                 }
             } => {
-                return deadline_exceeded(&run, container, &deleting).await;
+                return deadline_exceeded(run, container, deleting).await;
             }
             _ = cluster.shutdown.cancelled() => {
                 if let Some(rt) = container.runtime.take() { rt.stop().await; }
@@ -982,127 +932,273 @@ async fn run_pod(
             e = ev => {
                 container.events = events;
                 match e {
-                    Some(RuntimeEvent::OomKilled { resident, limit }) => {
-                        container = oom_restart(&run, container, &deleting, Some((resident, limit)), 137).await;
-                        if deleting.is_cancelled() {
-                            return finish(&run, Some(container), &deleting).await;
-                        }
-                        probes_start_over!();
+                    Some(RuntimeEvent::OomKilled { resident, limit }) => Next::Restart {
+                        oom: Some((resident, limit)),
+                        exit_code: 137,
+                    },
+                    Some(RuntimeEvent::Exited { exit_code }) => Next::Restart { oom: None, exit_code },
+                    Some(_) => Next::Continue,
+                    None => {
+                        container.events = None;
+                        Next::Continue
                     }
-                    Some(RuntimeEvent::Exited { exit_code }) => {
-                        container = oom_restart(&run, container, &deleting, None, exit_code).await;
-                        if deleting.is_cancelled() {
-                            return finish(&run, Some(container), &deleting).await;
-                        }
-                        probes_start_over!();
-                    }
-                    Some(_) => {}
-                    None => container.events = None,
                 }
             }
-            probed = &mut start_fut, if !started && startup.is_some() => {
+            probed = &mut prober.startup.fut, if !prober.started && prober.startup.spec.is_some() => {
                 container.events = events;
-                next_start = later(next_start, start_period);
-                start_fut.set(probe_once(startup.clone(), next_start));
-                let Some(spec) = startup.as_ref() else { continue };
-                let Err(output) = probed else {
-                    started = true;
-                    // The other probes begin now (or at their initial delay, counted from the
-                    // container's start); without a readiness probe the pod is Ready now.
-                    next_probe = next_probe.max(Instant::now());
-                    next_live = next_live.max(Instant::now());
-                    live_fut.set(probe_once(liveness.clone(), next_live));
-                    let ready_now = readiness.action == ProbeAction::None;
-                    let now = Utc::now();
-                    run.update(|p| {
-                        container_status(p).started = Some(true);
-                        if ready_now {
-                            run.log(now, Transition::PodReady, json!({"probe": "None"}));
-                            set_ready(p, true, now);
-                        }
-                    });
-                    container.ready |= ready_now;
-                    continue;
-                };
-                start_failures += 1;
-                if let Some(pod) = cluster.store.get(PODS, &run.ns, &run.name) {
-                    run.event(&pod, "Warning", "Unhealthy", &format!("Startup probe failed: {output}"));
-                }
-                if start_failures < spec.failure_threshold {
-                    continue;
-                }
-                if let Some(pod) = cluster.store.get(PODS, &run.ns, &run.name) {
-                    let cname = &run.plan.name;
-                    run.event(&pod, "Normal", "Killing", &format!("Container {cname} failed startup probe, will be restarted"));
-                }
-                run.log(Utc::now(), Transition::StartupKilled, json!({"failures": start_failures}));
-                container = oom_restart(&run, container, &deleting, None, 0).await;
-                if deleting.is_cancelled() {
-                    return finish(&run, Some(container), &deleting).await;
-                }
-                probes_start_over!();
+                prober.on_startup(probed, &mut container)
             }
-            probed = &mut live_fut, if liveness.is_some() && started => {
+            probed = &mut prober.liveness.fut, if prober.liveness.spec.is_some() && prober.started => {
                 container.events = events;
-                // The prober's ticker runs from each probe's start (prober/worker.go), not
-                // from its end: a probe that timed out is followed by the next at once.
-                next_live = later(next_live, live_period);
-                live_fut.set(probe_once(liveness.clone(), next_live));
-                let Err(output) = probed else {
-                    live_failures = 0;
-                    continue;
-                };
-                live_failures += 1;
-                // kubelet pkg/kubelet/prober/prober.go: an Unhealthy event per failed probe
-                // ("Liveness probe failed: <output>"); at the threshold kuberuntime kills the
-                // container with "Container NAME failed liveness probe, will be restarted"
-                // (reason Killing) and restarts it.
-                let Some(spec) = liveness.as_ref() else { continue };
-                if let Some(pod) = cluster.store.get(PODS, &run.ns, &run.name) {
-                    run.event(&pod, "Warning", "Unhealthy", &format!("Liveness probe failed: {output}"));
-                }
-                if live_failures < spec.failure_threshold {
-                    continue;
-                }
-                if let Some(pod) = cluster.store.get(PODS, &run.ns, &run.name) {
-                    let cname = &run.plan.name;
-                    run.event(&pod, "Normal", "Killing", &format!("Container {cname} failed liveness probe, will be restarted"));
-                }
-                run.log(Utc::now(), Transition::LivenessKilled, json!({"failures": live_failures}));
-                // Ollama exits 0 on SIGTERM (it handles the signal and shuts down).
-                container = oom_restart(&run, container, &deleting, None, 0).await;
-                if deleting.is_cancelled() {
-                    return finish(&run, Some(container), &deleting).await;
-                }
-                probes_start_over!();
+                prober.on_liveness(probed)
             }
             ok = async {
                 tokio::time::sleep(wait).await;
                 run.probe(&readiness).await
             }, if probe_due => {
                 container.events = events;
-                next_probe = later(Instant::now(), period);
-                if ok {
-                    failures = 0;
-                    successes = successes.saturating_add(1);
-                    if !container.ready && successes >= readiness.success_threshold {
-                        container.ready = true;
-                        let now = Utc::now();
-                        run.update(|p| {
-                            run.log(now, Transition::PodReady, json!({"probe": probe_name(&readiness.action)}));
-                            set_ready(p, true, now);
-                        });
-                    }
-                } else {
-                    successes = 0;
-                    failures += 1;
-                    if container.ready && failures >= readiness.failure_threshold {
-                        container.ready = false;
-                        let now = Utc::now();
-                        if let Some(pod) = run.update(|p| set_ready(p, false, now)) {
-                            run.event(&pod, "Warning", "Unhealthy", "Readiness probe failed");
-                        }
-                    }
+                prober.on_readiness(ok, &mut container);
+                Next::Continue
+            }
+        };
+        if let Next::Restart { oom, exit_code } = next {
+            container = oom_restart(run, container, deleting, oom, exit_code).await;
+            if deleting.is_cancelled() {
+                return finish(run, Some(container), deleting).await;
+            }
+            prober.start_over();
+        }
+    }
+}
+
+/// A probe in flight.
+type ProbeFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+
+/// A liveness or startup probe: one in flight at a time, kept across the supervisor's
+/// other wake-ups (the readiness probe and runtime events must not cancel it, or it could
+/// never time out), on a ticker that runs from each probe's start (prober/worker.go), not
+/// from its end: a probe that timed out is followed by the next at once.
+struct Ticker<'a> {
+    run: &'a PodRun,
+    spec: Option<ReadinessSpec>,
+    period: Duration,
+    initial_delay: Duration,
+    failures: u32,
+    next: Instant,
+    fut: ProbeFuture<'a>,
+}
+
+impl<'a> Ticker<'a> {
+    fn new(run: &'a PodRun, spec: Option<ReadinessSpec>) -> Self {
+        let scaled = |f: fn(&ReadinessSpec) -> u64| {
+            spec.as_ref()
+                .map(|p| run.cluster.scaled(Duration::from_secs(f(p))))
+                .unwrap_or_default()
+        };
+        let period = scaled(|p| p.period_seconds);
+        let initial_delay = scaled(|p| p.initial_delay_seconds);
+        let next = later(Instant::now(), initial_delay);
+        let fut = Self::probe_at(run, spec.clone(), next);
+        Self {
+            run,
+            spec,
+            period,
+            initial_delay,
+            failures: 0,
+            next,
+            fut,
+        }
+    }
+
+    /// The probe due at `due` (never, without a probe).
+    fn probe_at(run: &'a PodRun, spec: Option<ReadinessSpec>, due: Instant) -> ProbeFuture<'a> {
+        Box::pin(async move {
+            tokio::time::sleep_until(due.into()).await;
+            match &spec {
+                Some(l) => run.probe_within(l, Duration::from_millis(200)).await,
+                None => std::future::pending().await,
+            }
+        })
+    }
+
+    /// A new container: failures forgotten, the first probe after the initial delay.
+    fn start_over(&mut self) {
+        self.failures = 0;
+        self.next = later(Instant::now(), self.initial_delay);
+        self.fut = Self::probe_at(self.run, self.spec.clone(), self.next);
+    }
+
+    /// The probe just finished: the next one a period after its start.
+    fn tick(&mut self) {
+        self.next = later(self.next, self.period);
+        self.fut = Self::probe_at(self.run, self.spec.clone(), self.next);
+    }
+
+    /// Begin now, unless the initial delay is still running.
+    fn begin_now(&mut self) {
+        self.next = self.next.max(Instant::now());
+        self.fut = Self::probe_at(self.run, self.spec.clone(), self.next);
+    }
+}
+
+/// The kubelet's prober for one pod's container: readiness (Ready after
+/// `successThreshold` successes, not Ready after `failureThreshold` failures), liveness
+/// and startup (a restart after `failureThreshold` failures), each with its period and
+/// initial delay scaled by the lab's speed.
+struct Prober<'a> {
+    run: &'a PodRun,
+    readiness: ReadinessSpec,
+    period: Duration,
+    initial_delay: Duration,
+    /// Consecutive readiness failures and successes: Ready only once successes reach
+    /// successThreshold (pkg/kubelet/prober/worker.go doProbe: a result below its
+    /// threshold "leave[s] the probe state unchanged"; the initial state is Failure).
+    failures: u32,
+    successes: u32,
+    next_probe: Instant,
+    liveness: Ticker<'a>,
+    /// Until the startup probe succeeds the container is not started, and the prober
+    /// runs neither readiness nor liveness (pkg/kubelet/prober/worker.go doProbe: "Disable
+    /// other probes until container has started"); a failure past its threshold restarts
+    /// the container like a liveness failure.
+    startup: Ticker<'a>,
+    started: bool,
+}
+
+impl<'a> Prober<'a> {
+    fn new(run: &'a PodRun) -> Self {
+        let readiness = run.plan.readiness.clone();
+        let period = run
+            .cluster
+            .scaled(Duration::from_secs(readiness.period_seconds));
+        let initial_delay = run
+            .cluster
+            .scaled(Duration::from_secs(readiness.initial_delay_seconds));
+        Self {
+            run,
+            readiness,
+            period,
+            initial_delay,
+            failures: 0,
+            successes: 0,
+            next_probe: later(Instant::now(), initial_delay),
+            liveness: Ticker::new(run, run.plan.liveness.clone()),
+            startup: Ticker::new(run, run.plan.startup.clone()),
+            started: run.plan.startup.is_none(),
+        }
+    }
+
+    /// A new container: every probe starts over (initial delays count from its start).
+    fn start_over(&mut self) {
+        self.failures = 0;
+        self.successes = 0;
+        self.next_probe = later(Instant::now(), self.initial_delay);
+        self.liveness.start_over();
+        self.started = self.startup.spec.is_none();
+        self.startup.start_over();
+    }
+
+    /// A startup probe finished.
+    fn on_startup(&mut self, probed: Result<(), String>, container: &mut Container) -> Next {
+        let run = self.run;
+        self.startup.tick();
+        let Some(spec) = self.startup.spec.as_ref() else {
+            return Next::Continue;
+        };
+        let Err(output) = probed else {
+            self.started = true;
+            // The other probes begin now (or at their initial delay, counted from the
+            // container's start); without a readiness probe the pod is Ready now.
+            self.next_probe = self.next_probe.max(Instant::now());
+            self.liveness.begin_now();
+            let ready_now = self.readiness.action == ProbeAction::None;
+            let now = Utc::now();
+            run.update(|p| {
+                container_status(p).started = Some(true);
+                if ready_now {
+                    run.log(now, Transition::PodReady, json!({"probe": "None"}));
+                    set_ready(p, true, now);
+                }
+            });
+            container.ready |= ready_now;
+            return Next::Continue;
+        };
+        self.startup.failures += 1;
+        let failures = self.startup.failures;
+        run.unhealthy("Startup", &output);
+        if failures < spec.failure_threshold {
+            return Next::Continue;
+        }
+        run.killing("startup");
+        run.log(
+            Utc::now(),
+            Transition::StartupKilled,
+            json!({"failures": failures}),
+        );
+        Next::Restart {
+            oom: None,
+            exit_code: 0,
+        }
+    }
+
+    /// A liveness probe finished.
+    fn on_liveness(&mut self, probed: Result<(), String>) -> Next {
+        let run = self.run;
+        self.liveness.tick();
+        let Err(output) = probed else {
+            self.liveness.failures = 0;
+            return Next::Continue;
+        };
+        self.liveness.failures += 1;
+        let failures = self.liveness.failures;
+        // kubelet pkg/kubelet/prober/prober.go: an Unhealthy event per failed probe
+        // ("Liveness probe failed: <output>"); at the threshold kuberuntime kills the
+        // container with "Container NAME failed liveness probe, will be restarted"
+        // (reason Killing) and restarts it.
+        let Some(spec) = self.liveness.spec.as_ref() else {
+            return Next::Continue;
+        };
+        run.unhealthy("Liveness", &output);
+        if failures < spec.failure_threshold {
+            return Next::Continue;
+        }
+        run.killing("liveness");
+        run.log(
+            Utc::now(),
+            Transition::LivenessKilled,
+            json!({"failures": failures}),
+        );
+        // Ollama exits 0 on SIGTERM (it handles the signal and shuts down).
+        Next::Restart {
+            oom: None,
+            exit_code: 0,
+        }
+    }
+
+    /// A readiness probe finished (`ok`: it passed).
+    fn on_readiness(&mut self, ok: bool, container: &mut Container) {
+        let run = self.run;
+        self.next_probe = later(Instant::now(), self.period);
+        if ok {
+            self.failures = 0;
+            self.successes = self.successes.saturating_add(1);
+            if !container.ready && self.successes >= self.readiness.success_threshold {
+                container.ready = true;
+                let now = Utc::now();
+                let probe = probe_name(&self.readiness.action);
+                run.update(|p| {
+                    run.log(now, Transition::PodReady, json!({"probe": probe}));
+                    set_ready(p, true, now);
+                });
+            }
+        } else {
+            self.successes = 0;
+            self.failures += 1;
+            if container.ready && self.failures >= self.readiness.failure_threshold {
+                container.ready = false;
+                let now = Utc::now();
+                if let Some(pod) = run.update(|p| set_ready(p, false, now)) {
+                    run.event(&pod, "Warning", "Unhealthy", "Readiness probe failed");
                 }
             }
         }
@@ -1382,112 +1478,6 @@ fn node_ip(cluster: &Cluster, node: &str) -> String {
             })
         })
         .unwrap_or_else(|| "127.0.0.2".into())
-}
-
-/// GPUs a pod asks for (`nvidia.com/gpu` limits of its containers).
-fn pod_gpus(pod: &serde_json::Value) -> u64 {
-    pod["spec"]["containers"]
-        .as_array()
-        .map(|cs| {
-            cs.iter()
-                .map(|c| match &c["resources"]["limits"]["nvidia.com/gpu"] {
-                    serde_json::Value::String(n) => n.trim().parse().unwrap_or(0),
-                    serde_json::Value::Number(n) => n.as_u64().unwrap_or(0),
-                    _ => 0,
-                })
-                .sum()
-        })
-        .unwrap_or(0)
-}
-
-/// Why the scheduler cannot place a pod asking for `gpus` GPUs, as its FailedScheduling
-/// message, or `None` when a node has them free. A node's free GPUs are its allocatable
-/// `nvidia.com/gpu` minus those of the pods bound to it that have not finished (a
-/// terminating pod holds its GPU until it is gone). Only when some node advertises GPUs
-/// (a lab without a device plugin keeps placing GPU pods, as before). The message follows
-/// kube-scheduler's FitError (pkg/scheduler/framework/types.go: "0/N nodes are available:
-/// COUNT REASON." then the preemption summary; NodeResourcesFit's "Insufficient RESOURCE").
-fn gpu_unschedulable(
-    cluster: &Cluster,
-    pod: &serde_json::Value,
-    gpus: u32,
-    name: &str,
-) -> Option<String> {
-    if gpus == 0 {
-        return None;
-    }
-    let nodes = cluster.store.list(NODES, None).0;
-    let allocatable = |n: &serde_json::Value| -> u64 {
-        n["status"]["allocatable"]["nvidia.com/gpu"]
-            .as_str()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    if nodes.iter().all(|n| allocatable(n) == 0) {
-        return None;
-    }
-    let pods = cluster.store.list(PODS, None).0;
-    let uses_pvc = pod["spec"]["volumes"]
-        .as_array()
-        .is_some_and(|vs| vs.iter().any(|v| v.get("persistentVolumeClaim").is_some()));
-    let free = |n: &serde_json::Value| -> u64 {
-        let node = n["metadata"]["name"].as_str().unwrap_or_default();
-        let used: u64 = pods
-            .iter()
-            .filter(|p| p["spec"]["nodeName"] == node && p["metadata"]["name"] != name)
-            .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
-            .map(|p| pod_gpus(p))
-            .sum();
-        allocatable(n).saturating_sub(used)
-    };
-    let fits = nodes.iter().any(|n| {
-        // The models' ReadWriteOnce volume is attached to the first node (see pick_node).
-        let reachable = !uses_pvc || n["metadata"]["name"] == objects::NODE_NAMES[0];
-        reachable && free(n) >= u64::from(gpus)
-    });
-    if fits {
-        return None;
-    }
-    let n = nodes.len();
-    // The scheduler's FitError (pkg/scheduler/framework/types.go `FitError.Error`): the
-    // filter reasons, then the PostFilter plugins' messages joined by ", "
-    // (framework/runtime/framework.go `RunPostFilterPlugins`). From 1.34 DynamicResources
-    // (DRA, on by default) runs before DefaultPreemption (apis/config/v1/default_plugins.go)
-    // and says "no new claims to deallocate" for a pod without claims
-    // (plugins/dynamicresources/dynamicresources.go `PostFilter`): the real v1.34.4
-    // scheduler's Event, tests/real_cluster/gpu_surge.rs.
-    Some(format!(
-        "0/{n} nodes are available: {n} Insufficient nvidia.com/gpu. no new claims to deallocate, \
-         preemption: 0/{n} nodes are available: {n} No preemption victims found for incoming pod."
-    ))
-}
-
-/// Where a pod goes: pods mounting a PVC go to the node the (ReadWriteOnce) volume is
-/// attached to, the first node; others to the node with the fewest pods (ties: the first).
-fn pick_node(cluster: &Cluster, pod: &serde_json::Value) -> String {
-    let uses_pvc = pod["spec"]["volumes"]
-        .as_array()
-        .is_some_and(|vs| vs.iter().any(|v| v.get("persistentVolumeClaim").is_some()));
-    if uses_pvc {
-        return objects::NODE_NAMES[0].to_string();
-    }
-    let pods = cluster.store.list(PODS, None).0;
-    let nodes: Vec<String> = cluster
-        .store
-        .list(NODES, None)
-        .0
-        .iter()
-        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
-        .collect();
-    nodes
-        .iter()
-        .min_by_key(|n| {
-            pods.iter()
-                .filter(|p| p["spec"]["nodeName"] == n.as_str())
-                .count()
-        })
-        .cloned()
-        .unwrap_or_else(|| objects::NODE_NAMES[0].to_string())
 }
 
 /// Seconds-precision time string of now (for callers building JSON).

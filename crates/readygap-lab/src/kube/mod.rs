@@ -7,7 +7,9 @@
 //! - `selectors`, `patch`, `tables`: request semantics (pure, unit tested).
 //! - `objects`: builders of the lab's objects (checked against k8s-openapi types).
 //! - `cluster`: shared state and the Deployment, ReplicaSet and EndpointSlice controllers.
-//! - `kubelet`: one task per pod (scheduling, container start, readiness, OOM restarts,
+//! - `scheduler`: when and where a pod is placed (GPUs, the models' volume), and its
+//!   binding.
+//! - `kubelet`: one task per pod once placed (container start, readiness, OOM restarts,
 //!   graceful termination).
 //! - `server`, `responses`: the API server's shared state and its Status responses.
 //! - `api`, `watch`, `exec`, `proxy`, `logs`: the HTTP surface (`logs`: pods/log, the
@@ -41,6 +43,7 @@ pub mod proto_schema;
 pub mod proxy;
 pub mod resources;
 pub mod responses;
+pub mod scheduler;
 pub mod selectors;
 pub mod server;
 pub mod service_network;

@@ -558,8 +558,9 @@ pub(crate) async fn get_metrics(
         .map_err(|_| "/metrics: no answer within 5 s".to_string())?
 }
 
-/// Polling intervals of the runtime feeds.
-#[derive(Debug, Clone, Copy)]
+/// Polling intervals of the runtime feeds (their defaults: `--residency-interval`'s and
+/// `--tags-interval`'s, written here only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PollConfig {
     pub residency: Duration,
     pub tags: Duration,
