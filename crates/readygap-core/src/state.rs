@@ -3,9 +3,9 @@
 //! advances only through event timestamps (`State::now` is the newest one seen).
 
 use super::event::{
-    Action, EndpointSliceView, Event, EventKind, Feed, HostSample, KubeEventView, MemorySource,
-    NodeAccessInfo, NodeView, Outcome, PodView, ResidentModel, Resource, SessionInfo, Source,
-    Timestamp,
+    Action, CacheDrop, EndpointSliceView, Event, EventKind, Feed, HostSample, InferenceResult,
+    KubeEventView, MemorySample, MemorySource, NodeAccessInfo, NodeView, Outcome, PodView,
+    ResidentModel, Resource, RuntimeProbe, SessionInfo, Source, Timestamp,
 };
 use super::residency::OomDetector;
 use super::series::Series;
@@ -221,14 +221,7 @@ impl State {
 
         match &ev.kind {
             EventKind::Session(info) => self.session = info.clone(),
-            EventKind::PodApplied(pod) => {
-                self.seen(Resource::Pods, &pod.name);
-                let was_oom = self.pods.get(&pod.name).is_some_and(|p| p.oom_killed());
-                if pod.oom_killed() && !was_oom {
-                    self.message(ts, Severity::Error, format!("pod {} OOMKilled", pod.name));
-                }
-                self.pods.insert(pod.name.clone(), pod.clone());
-            }
+            EventKind::PodApplied(pod) => self.pod_applied(ts, pod),
             EventKind::PodDeleted(pod) => {
                 self.pods.remove(&pod.name);
                 self.runtimes.remove(&pod.name);
@@ -236,19 +229,7 @@ impl State {
             EventKind::ResyncStarted { resource } => {
                 self.resync.insert(resource.clone(), BTreeSet::new());
             }
-            EventKind::ResyncDone { resource } => {
-                if let Some(seen) = self.resync.remove(resource) {
-                    match resource {
-                        Resource::Pods => self.pods.retain(|k, _| seen.contains(k)),
-                        Resource::EndpointSlices => {
-                            self.slices.retain(|k, _| seen.contains(k));
-                            self.count_endpoints(ts);
-                        }
-                        Resource::Nodes => self.nodes.retain(|k, _| seen.contains(k)),
-                        Resource::Events | Resource::Other(_) => {}
-                    }
-                }
-            }
+            EventKind::ResyncDone { resource } => self.resync_done(ts, resource),
             EventKind::EndpointSliceApplied(slice) => {
                 self.seen(Resource::EndpointSlices, &slice.name);
                 self.slices.insert(slice.name.clone(), slice.clone());
@@ -266,183 +247,63 @@ impl State {
                 self.seen(Resource::Nodes, &n.name);
                 self.nodes.insert(n.name.clone(), n.clone());
             }
-            EventKind::RuntimeProbe(p) => {
-                let r = self.runtimes.entry(p.pod.clone()).or_default();
-                r.last_probe_ok = Some(p.ok);
-                r.last_probe_ts = Some(ts);
-                r.last_latency_ms = Some(p.latency_ms);
-                r.last_probe_error = p.error.clone();
-                r.last_probe_answered = p.http_answered;
-            }
+            EventKind::RuntimeProbe(p) => self.runtime_probe(ts, p),
             EventKind::ServiceProbe(p) => self.service_probe = Some((ts, p.clone())),
-            EventKind::Residency { pod, models } => {
-                let r = self.runtimes.entry(pod.clone()).or_default();
-                r.resident = models.clone();
-                r.resident_ts = Some(ts);
-                if let Some(g) = self.gpu.get_mut(pod) {
-                    g.runtime_figure(models);
-                }
-            }
+            EventKind::Residency { pod, models } => self.residency(ts, pod, models),
             EventKind::ModelsOnDisk { pod, models } => {
                 self.runtimes.entry(pod.clone()).or_default().on_disk = models.clone();
             }
             EventKind::RuntimeMetrics { pod, metrics } => {
                 self.runtimes.entry(pod.clone()).or_default().metrics = Some((ts, metrics.clone()));
             }
-            EventKind::MemorySample(s) => {
-                let m = self.memory.entry(s.pod.clone()).or_default();
-                m.series.push(
-                    ts,
-                    MemoryPoint {
-                        current: s.current,
-                        working_set: s.working_set,
-                    },
-                );
-                m.limit = s.limit.or(m.limit);
-                m.oom_kill = s.oom_kill.or(m.oom_kill);
-                m.source = s.source;
-                m.peak = m.peak.max(s.current);
-            }
+            EventKind::MemorySample(s) => self.memory_sample(ts, s),
             EventKind::GpuSample {
                 pod,
                 source,
                 gpus,
                 passed_over,
-            } => {
-                self.gpu
-                    .entry(pod.clone())
-                    .or_default()
-                    .sample(ts, source, passed_over, gpus);
-            }
-            EventKind::GpuUnavailable { pod, why } => {
-                self.gpu
-                    .entry(pod.clone())
-                    .or_default()
-                    .unavailable(ts, why);
-            }
-            EventKind::HostSample(h) => {
-                self.hosts
-                    .entry(h.node.clone())
-                    .or_default()
-                    .push(ts, h.clone());
-            }
+            } => self
+                .gpu
+                .entry(pod.clone())
+                .or_default()
+                .sample(ts, source, passed_over, gpus),
+            EventKind::GpuUnavailable { pod, why } => self
+                .gpu
+                .entry(pod.clone())
+                .or_default()
+                .unavailable(ts, why),
+            EventKind::HostSample(h) => self
+                .hosts
+                .entry(h.node.clone())
+                .or_default()
+                .push(ts, h.clone()),
             EventKind::NodeAccess(a) => {
                 self.node_access.insert(a.node.clone(), a.clone());
             }
-            EventKind::ActionRequested { id, action } => {
-                self.actions.insert(
-                    *id,
-                    ActionView {
-                        id: *id,
-                        action: action.clone(),
-                        requested: ts,
-                        started: None,
-                        finished: None,
-                    },
-                );
-                self.message(ts, Severity::Info, format!("requested: {}", action.label()));
-            }
+            EventKind::ActionRequested { id, action } => self.action_requested(ts, *id, action),
             EventKind::ActionStarted { id } => {
                 if let Some(a) = self.actions.get_mut(id) {
                     a.started = Some(ts);
                 }
             }
-            EventKind::ActionFinished { id, outcome } => {
-                let label = self.actions.get(id).map(|a| a.action.label());
-                if let Some(a) = self.actions.get_mut(id) {
-                    a.finished = Some((ts, outcome.clone()));
-                }
-                let label = label.unwrap_or_else(|| format!("action {id}"));
-                let (sev, text) = match outcome {
-                    Outcome::Ok => (Severity::Info, format!("done: {label}")),
-                    Outcome::Error { message } => {
-                        (Severity::Error, format!("{label} failed: {message}"))
-                    }
-                    Outcome::Timeout { after_ms } => (
-                        Severity::Error,
-                        format!("{label} timed out after {after_ms} ms"),
-                    ),
-                };
-                self.message(ts, sev, text);
-                // Keep the action table bounded: drop the oldest finished ones.
-                let excess = self.actions.len().saturating_sub(KEEP_RECENT);
-                let finished = self.actions.iter().filter(|(_, a)| a.finished.is_some());
-                let oldest: Vec<u64> = finished.map(|(k, _)| *k).take(excess).collect();
-                for id in oldest {
-                    self.actions.remove(&id);
-                }
-            }
+            EventKind::ActionFinished { id, outcome } => self.action_finished(ts, *id, outcome),
             EventKind::InferenceStarted {
                 request_id,
                 pod,
                 model,
-            } => push_bounded(
-                &mut self.inferences,
-                InferenceView {
-                    request_id: *request_id,
-                    pod: pod.clone(),
-                    model: model.clone(),
-                    started: ts,
-                    first_token: None,
-                    done: None,
-                },
-            ),
+            } => self.inference_started(ts, *request_id, pod, model),
             EventKind::InferenceFirstToken { request_id } => {
                 if let Some(i) = self.inference_mut(*request_id) {
                     i.first_token.get_or_insert(ts);
                 }
             }
-            EventKind::InferenceDone(r) => {
-                if let Some(i) = self.inference_mut(r.request_id) {
-                    i.done = Some((ts, r.clone()));
-                }
-                if !r.ok {
-                    let why = r.error.clone().unwrap_or_else(|| "failed".into());
-                    self.message(ts, Severity::Error, format!("inference failed: {why}"));
-                }
-            }
-            EventKind::CachesDropped(d) => {
-                let (sev, text) = match (&d.error, d.dropped) {
-                    (Some(e), _) => (Severity::Error, format!("drop caches on {}: {e}", d.node)),
-                    (None, true) => (
-                        Severity::Info,
-                        format!(
-                            "page cache of {} dropped: {} → {} kB",
-                            d.node,
-                            d.cached_kb_before.unwrap_or(0),
-                            d.cached_kb_after.unwrap_or(0)
-                        ),
-                    ),
-                    (None, false) => (
-                        Severity::Warn,
-                        format!("page cache of {} did not fall: not a cold trial", d.node),
-                    ),
-                };
-                self.message(ts, sev, text);
-            }
+            EventKind::InferenceDone(r) => self.inference_done(ts, r),
+            EventKind::CachesDropped(d) => self.caches_dropped(ts, d),
             EventKind::TrialAbort { reason } => {
                 self.message(ts, Severity::Warn, format!("trial aborted: {reason}"))
             }
             EventKind::SourceError { feed, message } => {
-                self.feed(ts, feed, false, message);
-                // A failing feed leaves a gap in its series.
-                match ev.source {
-                    Source::Memory => self.memory.values_mut().for_each(|m| m.series.gap(ts)),
-                    Source::Kube if *feed == Feed::Watch(Resource::EndpointSlices) => {
-                        self.endpoints.gap(ts)
-                    }
-                    Source::Host => {
-                        let node = match feed {
-                            Feed::Host(node) => Some(node.clone()),
-                            _ => None,
-                        };
-                        if let Some(series) = self.hosts.get_mut(&node) {
-                            series.gap(ts);
-                        }
-                    }
-                    _ => {}
-                }
-                self.message(ts, Severity::Error, format!("{feed}: {message}"));
+                self.source_error(ts, ev.source, feed, message)
             }
             EventKind::SourceConnected { feed, detail } => self.feed(ts, feed, true, detail),
             EventKind::Note { text } => self.message(ts, Severity::Info, text.clone()),
@@ -451,20 +312,187 @@ impl State {
                 pod,
                 following,
                 error,
-            } => {
-                use crate::runtime_log::Following;
-                let state = match (following, error) {
-                    (_, Some(e)) => Following::Failed(e.clone()),
-                    (true, None) => Following::Yes,
-                    (false, None) => Following::Ended,
-                };
-                self.log_tail.follow(pod, state);
-            }
+            } => self.log_follow(pod, *following, error.as_ref()),
             EventKind::TrialBegin { .. } | EventKind::RequestLogged(_) => {}
         }
         self.contract_trials(ts, open_before);
-        // Verdicts last, so the footer shows them rather than the plainer facts above: the
-        // contract's (a problem warns), then the OOM detector's (a failure is an error).
+        self.verdict_messages(ts, contract_before, verdicts_before);
+    }
+
+    /// A pod added or changed: an OOM kill is said once, when it first shows.
+    fn pod_applied(&mut self, ts: Timestamp, pod: &PodView) {
+        self.seen(Resource::Pods, &pod.name);
+        let was_oom = self.pods.get(&pod.name).is_some_and(|p| p.oom_killed());
+        if pod.oom_killed() && !was_oom {
+            self.message(ts, Severity::Error, format!("pod {} OOMKilled", pod.name));
+        }
+        self.pods.insert(pod.name.clone(), pod.clone());
+    }
+
+    /// A re-list is complete: the objects of that resource it did not list are gone.
+    fn resync_done(&mut self, ts: Timestamp, resource: &Resource) {
+        let Some(seen) = self.resync.remove(resource) else {
+            return;
+        };
+        match resource {
+            Resource::Pods => self.pods.retain(|k, _| seen.contains(k)),
+            Resource::EndpointSlices => {
+                self.slices.retain(|k, _| seen.contains(k));
+                self.count_endpoints(ts);
+            }
+            Resource::Nodes => self.nodes.retain(|k, _| seen.contains(k)),
+            Resource::Events | Resource::Other(_) => {}
+        }
+    }
+
+    fn runtime_probe(&mut self, ts: Timestamp, p: &RuntimeProbe) {
+        let r = self.runtimes.entry(p.pod.clone()).or_default();
+        r.last_probe_ok = Some(p.ok);
+        r.last_probe_ts = Some(ts);
+        r.last_latency_ms = Some(p.latency_ms);
+        r.last_probe_error = p.error.clone();
+        r.last_probe_answered = p.http_answered;
+    }
+
+    /// The runtime's resident models (and, on a GPU pod, its own VRAM figure).
+    fn residency(&mut self, ts: Timestamp, pod: &str, models: &[ResidentModel]) {
+        let r = self.runtimes.entry(pod.to_string()).or_default();
+        r.resident = models.to_vec();
+        r.resident_ts = Some(ts);
+        if let Some(g) = self.gpu.get_mut(pod) {
+            g.runtime_figure(models);
+        }
+    }
+
+    fn memory_sample(&mut self, ts: Timestamp, s: &MemorySample) {
+        let m = self.memory.entry(s.pod.clone()).or_default();
+        m.series.push(
+            ts,
+            MemoryPoint {
+                current: s.current,
+                working_set: s.working_set,
+            },
+        );
+        m.limit = s.limit.or(m.limit);
+        m.oom_kill = s.oom_kill.or(m.oom_kill);
+        m.source = s.source;
+        m.peak = m.peak.max(s.current);
+    }
+
+    fn action_requested(&mut self, ts: Timestamp, id: u64, action: &Action) {
+        let view = ActionView {
+            id,
+            action: action.clone(),
+            requested: ts,
+            started: None,
+            finished: None,
+        };
+        self.actions.insert(id, view);
+        self.message(ts, Severity::Info, format!("requested: {}", action.label()));
+    }
+
+    /// An action's outcome, said; the action table stays bounded (the oldest finished
+    /// ones go).
+    fn action_finished(&mut self, ts: Timestamp, id: u64, outcome: &Outcome) {
+        let label = self.actions.get(&id).map(|a| a.action.label());
+        if let Some(a) = self.actions.get_mut(&id) {
+            a.finished = Some((ts, outcome.clone()));
+        }
+        let label = label.unwrap_or_else(|| format!("action {id}"));
+        let (sev, text) = match outcome {
+            Outcome::Ok => (Severity::Info, format!("done: {label}")),
+            Outcome::Error { message } => (Severity::Error, format!("{label} failed: {message}")),
+            Outcome::Timeout { after_ms } => (
+                Severity::Error,
+                format!("{label} timed out after {after_ms} ms"),
+            ),
+        };
+        self.message(ts, sev, text);
+        let excess = self.actions.len().saturating_sub(KEEP_RECENT);
+        let finished = self.actions.iter().filter(|(_, a)| a.finished.is_some());
+        let oldest: Vec<u64> = finished.map(|(k, _)| *k).take(excess).collect();
+        for id in oldest {
+            self.actions.remove(&id);
+        }
+    }
+
+    fn inference_started(&mut self, ts: Timestamp, request_id: u64, pod: &str, model: &str) {
+        let view = InferenceView {
+            request_id,
+            pod: pod.to_string(),
+            model: model.to_string(),
+            started: ts,
+            first_token: None,
+            done: None,
+        };
+        push_bounded(&mut self.inferences, view);
+    }
+
+    fn inference_done(&mut self, ts: Timestamp, r: &InferenceResult) {
+        if let Some(i) = self.inference_mut(r.request_id) {
+            i.done = Some((ts, r.clone()));
+        }
+        if !r.ok {
+            let why = r.error.clone().unwrap_or_else(|| "failed".into());
+            self.message(ts, Severity::Error, format!("inference failed: {why}"));
+        }
+    }
+
+    /// The cold step's outcome, said as it matters: dropped, failed, or not cold.
+    fn caches_dropped(&mut self, ts: Timestamp, d: &CacheDrop) {
+        let (sev, text) = match (&d.error, d.dropped) {
+            (Some(e), _) => (Severity::Error, format!("drop caches on {}: {e}", d.node)),
+            (None, true) => (
+                Severity::Info,
+                format!(
+                    "page cache of {} dropped: {} → {} kB",
+                    d.node,
+                    d.cached_kb_before.unwrap_or(0),
+                    d.cached_kb_after.unwrap_or(0)
+                ),
+            ),
+            (None, false) => (
+                Severity::Warn,
+                format!("page cache of {} did not fall: not a cold trial", d.node),
+            ),
+        };
+        self.message(ts, sev, text);
+    }
+
+    /// A failing feed: marked, said, and a gap left in its series.
+    fn source_error(&mut self, ts: Timestamp, source: Source, feed: &Feed, message: &str) {
+        self.feed(ts, feed, false, message);
+        match (source, feed) {
+            (Source::Memory, _) => self.memory.values_mut().for_each(|m| m.series.gap(ts)),
+            (Source::Kube, Feed::Watch(Resource::EndpointSlices)) => self.endpoints.gap(ts),
+            (Source::Host, _) => {
+                let node = match feed {
+                    Feed::Host(node) => Some(node.clone()),
+                    _ => None,
+                };
+                if let Some(series) = self.hosts.get_mut(&node) {
+                    series.gap(ts);
+                }
+            }
+            _ => {}
+        }
+        self.message(ts, Severity::Error, format!("{feed}: {message}"));
+    }
+
+    fn log_follow(&mut self, pod: &str, following: bool, error: Option<&String>) {
+        use crate::runtime_log::Following;
+        let state = match (following, error) {
+            (_, Some(e)) => Following::Failed(e.clone()),
+            (true, None) => Following::Yes,
+            (false, None) => Following::Ended,
+        };
+        self.log_tail.follow(pod, state);
+    }
+
+    /// The verdicts this event gave, said last, so the footer shows them rather than the
+    /// plainer facts: the contract's (a problem warns), then the OOM detector's (a failure
+    /// is an error).
+    fn verdict_messages(&mut self, ts: Timestamp, contract_before: usize, verdicts_before: usize) {
         use Severity::{Error, Info, Warn};
         let contract = &self.contract.verdicts[contract_before.min(self.contract.verdicts.len())..];
         let oom = &self.oom.verdicts[verdicts_before.min(self.oom.verdicts.len())..];

@@ -18,8 +18,9 @@
 //! once it is known. Each mark is the source's own timestamp, never the arrival order.
 
 use super::event::{
-    Action, CacheDrop, ContainerState, Event, EventKind, InferenceResult, LoggedRequest,
-    PodSpecFacts, PodView, Resource, RuntimeDurations, Timestamp,
+    Action, CacheDrop, ContainerState, EndpointSliceView, Event, EventKind, InferenceResult,
+    LoggedRequest, MemorySample, PodSpecFacts, PodView, Resource, RuntimeDurations, RuntimeProbe,
+    Timestamp,
 };
 use super::residency::Verdict;
 use super::verdict::ContractKind;
@@ -716,50 +717,11 @@ impl Timeline {
                     a.drop = Some(drop.clone());
                 }
             }
-            EventKind::TrialAbort { reason } => {
-                self.announced = None;
-                // A replacement that never left Pending says why in the scheduler's words.
-                let pending = self.open().and_then(|t| {
-                    t.observed.keys().find_map(|p| {
-                        let pod = pods.get(p).filter(|v| v.phase == "Pending")?;
-                        self.pod_evidence.get(&pod.name)?.unschedulable.clone()
-                    })
-                });
-                if let Some(t) = self.open_mut() {
-                    // The runner's own word for an interruption ([`INTERRUPTED`]).
-                    let kind = if reason == INTERRUPTED && pending.is_none() {
-                        FailureKind::Interrupted
-                    } else {
-                        FailureKind::Aborted
-                    };
-                    t.fail(
-                        kind,
-                        match pending {
-                            Some(why) => format!("{reason} (Pending: {why})"),
-                            None => reason.clone(),
-                        },
-                    );
-                }
-            }
+            EventKind::TrialAbort { reason } => self.trial_abort(reason, pods),
             EventKind::ActionRequested { id, action } if action.is_replacement() => {
                 self.requested.insert(*id, action.clone());
             }
-            EventKind::ActionStarted { id } => {
-                if let Some(action) = self.requested.remove(id) {
-                    let r = match &action {
-                        Action::DeletePod { pod, .. } => Replacement::Pods {
-                            uids: pods.get(pod).map(|p| p.uid.clone()).into_iter().collect(),
-                            names: vec![pod.clone()],
-                        },
-                        _ => Replacement::Pods {
-                            uids: pods.values().map(|p| p.uid.clone()).collect(),
-                            names: pods.keys().cloned().collect(),
-                        },
-                    };
-                    self.begin(false, action.label(), ts, r, pods);
-                    self.started.insert(*id, self.trials.len() as u32);
-                }
-            }
+            EventKind::ActionStarted { id } => self.action_started(ts, *id, pods),
             EventKind::ActionFinished { id, outcome } => {
                 if let Some(&index) = self.started.get(id)
                     && let super::event::Outcome::Error { message } = outcome
@@ -786,19 +748,7 @@ impl Timeline {
                     t.fail(FailureKind::PodDeleted, "replacement pod deleted");
                 }
             }
-            EventKind::RuntimeProbe(p) if p.ok || p.http_answered => {
-                if let Some(t) = self.open_mut()
-                    && let Some(o) = t.observe(&p.pod)
-                {
-                    if p.http_answered {
-                        o.http_answered = Some(o.http_answered.map_or(ts, |x| x.min(ts)));
-                    }
-                    if p.ok {
-                        o.probe_ok = Some(o.probe_ok.map_or(ts, |x| x.min(ts)));
-                    }
-                    t.sync();
-                }
-            }
+            EventKind::RuntimeProbe(p) if p.ok || p.http_answered => self.runtime_probe(ts, p),
             // The study's T2: the first answer through the Service once the new pod is Ready
             // (the trial may have reached T4 already: the mark is a fact of the latest trial).
             EventKind::ServiceProbe(p) if p.ok => {
@@ -817,27 +767,7 @@ impl Timeline {
                     t.sync();
                 }
             }
-            EventKind::EndpointSliceApplied(slice) => {
-                if let Some(t) = self.open_mut() {
-                    // The replacement's endpoint can take traffic once it is serving (its
-                    // pod Ready). Not `ready`: with publishNotReadyAddresses the controller
-                    // marks every endpoint ready (k8s.io/endpointslice utils.go
-                    // podToEndpoint: ready = PublishNotReadyAddresses || (serving &&
-                    // !terminating)), so without it `serving && !terminating` is `ready`.
-                    for ep in slice
-                        .endpoints
-                        .iter()
-                        .filter(|e| e.serving && !e.terminating)
-                    {
-                        if let Some(pod) = &ep.pod
-                            && let Some(o) = t.observe(pod)
-                        {
-                            o.endpoint_ready.get_or_insert(ts);
-                        }
-                    }
-                    t.sync();
-                }
-            }
+            EventKind::EndpointSliceApplied(slice) => self.endpoint_slice(ts, slice),
             EventKind::InferenceStarted {
                 request_id, pod, ..
             } => {
@@ -857,32 +787,121 @@ impl Timeline {
             EventKind::InferenceDone(result) => self.inference_done(ts, result),
             EventKind::RequestLogged(r) if r.is_inference() => self.request_logged(ts, r, pods),
             EventKind::KubeEvent(e) => self.kube_event(e, pods),
-            EventKind::LogLine { pod, text } => {
-                if let Some(t) = self.open_mut()
-                    && t.new_pod.as_deref() == Some(pod.as_str())
-                    && t.marks.t0.is_some_and(|t0| ts >= t0)
-                    && let Some(m) = crate::runtime_log::mark(text).filter(|m| m.is_startup())
-                {
-                    t.marks.startup.entry(m.name().to_string()).or_insert(ts);
-                }
-            }
-            EventKind::MemorySample(s) => {
-                // Memory after T4: the first sample of the trial's new pod at or after its
-                // T4 and before the next trial's T0 (a next trial may already have begun
-                // when the sample arrives: with no cooldown it deletes this very pod).
-                if let Some(&index) = self.by_new_pod.get(&s.pod) {
-                    let i = index as usize - 1;
-                    let next_t0 = self.trials.get(i + 1).and_then(|n| n.marks.t0);
-                    let t = &mut self.trials[i];
-                    if t.memory_after.is_none()
-                        && t.marks.t4.is_some_and(|t4| ts >= t4)
-                        && next_t0.is_none_or(|t0| ts < t0)
-                    {
-                        t.memory_after = Some(s.current);
-                    }
-                }
-            }
+            EventKind::LogLine { pod, text } => self.log_line(ts, pod, text),
+            EventKind::MemorySample(s) => self.memory_sample(ts, s),
             _ => {}
+        }
+    }
+
+    /// The runner gave up on the open trial: it fails with the runner's reason (and, for a
+    /// replacement that never left Pending, the scheduler's words).
+    fn trial_abort(&mut self, reason: &str, pods: &BTreeMap<String, PodView>) {
+        self.announced = None;
+        // A replacement that never left Pending says why in the scheduler's words.
+        let pending = self.open().and_then(|t| {
+            t.observed.keys().find_map(|p| {
+                let pod = pods.get(p).filter(|v| v.phase == "Pending")?;
+                self.pod_evidence.get(&pod.name)?.unschedulable.clone()
+            })
+        });
+        if let Some(t) = self.open_mut() {
+            // The runner's own word for an interruption ([`INTERRUPTED`]).
+            let kind = if reason == INTERRUPTED && pending.is_none() {
+                FailureKind::Interrupted
+            } else {
+                FailureKind::Aborted
+            };
+            t.fail(
+                kind,
+                match pending {
+                    Some(why) => format!("{reason} (Pending: {why})"),
+                    None => reason.to_string(),
+                },
+            );
+        }
+    }
+
+    /// A replacement readygap requested started: its T0, a trial of readygap's own, mapped
+    /// from the action's id ([`Timeline::trial_of_action`]).
+    fn action_started(&mut self, ts: Timestamp, id: u64, pods: &BTreeMap<String, PodView>) {
+        let Some(action) = self.requested.remove(&id) else {
+            return;
+        };
+        let r = match &action {
+            Action::DeletePod { pod, .. } => Replacement::Pods {
+                uids: pods.get(pod).map(|p| p.uid.clone()).into_iter().collect(),
+                names: vec![pod.clone()],
+            },
+            _ => Replacement::Pods {
+                uids: pods.values().map(|p| p.uid.clone()).collect(),
+                names: pods.keys().cloned().collect(),
+            },
+        };
+        self.begin(false, action.label(), ts, r, pods);
+        self.started.insert(id, self.trials.len() as u32);
+    }
+
+    /// A runtime probe that answered: T2 "HTTP answers" and "model ready" candidates.
+    fn runtime_probe(&mut self, ts: Timestamp, p: &RuntimeProbe) {
+        if let Some(t) = self.open_mut()
+            && let Some(o) = t.observe(&p.pod)
+        {
+            if p.http_answered {
+                o.http_answered = Some(o.http_answered.map_or(ts, |x| x.min(ts)));
+            }
+            if p.ok {
+                o.probe_ok = Some(o.probe_ok.map_or(ts, |x| x.min(ts)));
+            }
+            t.sync();
+        }
+    }
+
+    /// The replacement's endpoint can take traffic once it is serving (its pod Ready). Not
+    /// `ready`: with publishNotReadyAddresses the controller marks every endpoint ready
+    /// (k8s.io/endpointslice utils.go podToEndpoint: ready = PublishNotReadyAddresses ||
+    /// (serving && !terminating)), so without it `serving && !terminating` is `ready`.
+    fn endpoint_slice(&mut self, ts: Timestamp, slice: &EndpointSliceView) {
+        let Some(t) = self.open_mut() else { return };
+        for ep in slice
+            .endpoints
+            .iter()
+            .filter(|e| e.serving && !e.terminating)
+        {
+            if let Some(pod) = &ep.pod
+                && let Some(o) = t.observe(pod)
+            {
+                o.endpoint_ready.get_or_insert(ts);
+            }
+        }
+        t.sync();
+    }
+
+    /// A line of the new pod's log after T0: the first instant of each start-up phase.
+    fn log_line(&mut self, ts: Timestamp, pod: &str, text: &str) {
+        if let Some(t) = self.open_mut()
+            && t.new_pod.as_deref() == Some(pod)
+            && t.marks.t0.is_some_and(|t0| ts >= t0)
+            && let Some(m) = crate::runtime_log::mark(text).filter(|m| m.is_startup())
+        {
+            t.marks.startup.entry(m.name().to_string()).or_insert(ts);
+        }
+    }
+
+    /// Memory after T4: the first sample of the trial's new pod at or after its T4 and
+    /// before the next trial's T0 (a next trial may already have begun when the sample
+    /// arrives: with no cooldown it deletes this very pod).
+    fn memory_sample(&mut self, ts: Timestamp, s: &MemorySample) {
+        let Some(&index) = self.by_new_pod.get(&s.pod) else {
+            return;
+        };
+        let i = index as usize - 1;
+        let next_t0 = self.trials.get(i + 1).and_then(|n| n.marks.t0);
+        let t = &mut self.trials[i];
+        if t.memory_after.is_none()
+            && t.marks.t4.is_some_and(|t4| ts >= t4)
+            && next_t0.is_none_or(|t0| ts < t0)
+        {
+            t.memory_after = Some(s.current);
         }
     }
 
@@ -1102,47 +1121,67 @@ impl Timeline {
             && (pod.restarts() > prev_restarts
                 || (terminated(pod) && !prev.is_some_and(terminated)));
 
-        if newly_deleting && history {
-            return;
-        }
         if newly_deleting {
-            let covered = self.open().is_some_and(|t| t.replaces(&pod.uid, &pod.name));
-            // The deletion readygap asked for, seen after its trial already ended (aborted
-            // by Ctrl-C or a timeout between the request and the watch event): an echo of
-            // readygap's own request, not an external trial.
-            let echo = !covered
-                && self
-                    .trials
-                    .last()
-                    .is_some_and(|t| !t.external && t.replaces(&pod.uid, &pod.name));
-            if echo {
-                return;
-            }
-            if !covered {
-                // A deletion readygap did not ask for (or one of a pod that is not being
-                // replaced): an external trial.
-                self.begin(
-                    true,
-                    format!("external: pod {} deleted", pod.name),
-                    ts,
-                    Replacement::Pods {
-                        uids: vec![pod.uid.clone()],
-                        names: vec![pod.name.clone()],
-                    },
-                    pods,
-                );
-            }
-            if let Some(t) = self.open_mut() {
-                t.marks.deletion_seen.get_or_insert(ts);
+            if !history {
+                self.pod_deleting(ts, pod, pods);
             }
             return;
         }
+        self.external_rollout(ts, pod, prev.is_none() && !history, pods);
+        if restarted {
+            self.container_restarted(ts, pod, prev_restarts, pods);
+        }
+        self.replacement_progress(ts, pod);
+    }
 
+    /// A pod newly carrying deletionTimestamp: the deletion of a trial's pod (its
+    /// `deletion_seen`), an echo of readygap's own request, or an external trial's first
+    /// evidence.
+    fn pod_deleting(&mut self, ts: Timestamp, pod: &PodView, pods: &BTreeMap<String, PodView>) {
+        let covered = self.open().is_some_and(|t| t.replaces(&pod.uid, &pod.name));
+        // The deletion readygap asked for, seen after its trial already ended (aborted
+        // by Ctrl-C or a timeout between the request and the watch event): an echo of
+        // readygap's own request, not an external trial.
+        let echo = !covered
+            && self
+                .trials
+                .last()
+                .is_some_and(|t| !t.external && t.replaces(&pod.uid, &pod.name));
+        if echo {
+            return;
+        }
+        if !covered {
+            // A deletion readygap did not ask for (or one of a pod that is not being
+            // replaced): an external trial.
+            self.begin(
+                true,
+                format!("external: pod {} deleted", pod.name),
+                ts,
+                Replacement::Pods {
+                    uids: vec![pod.uid.clone()],
+                    names: vec![pod.name.clone()],
+                },
+                pods,
+            );
+        }
+        if let Some(t) = self.open_mut() {
+            t.marks.deletion_seen.get_or_insert(ts);
+        }
+    }
+
+    /// A pod first seen outside a list (`first_seen`) may be an external rollout's first
+    /// evidence.
+    fn external_rollout(
+        &mut self,
+        ts: Timestamp,
+        pod: &PodView,
+        first_seen: bool,
+        pods: &BTreeMap<String, PodView>,
+    ) {
         // A rollout readygap did not start: with maxSurge the new ReplicaSet's pod comes
         // before any deletion, and may be Ready before the old pod goes. Its first
         // appearance is the first evidence (T0); the old pods are the ones replaced.
-        if prev.is_none()
-            && !history
+        if first_seen
             && pod.deletion_timestamp.is_none()
             && self.open().is_none()
             && let Some(owner) = &pod.owner
@@ -1168,69 +1207,82 @@ impl Timeline {
                 );
             }
         }
+    }
 
-        if restarted {
-            let already = self.open().is_some_and(|t| {
-                matches!(&t.replacement, Replacement::Restart { uid, .. } if uid == &pod.uid)
-                    && t.marks.t1.is_none()
-            });
-            // The pod the open trial is replacing (its delete sent, the deletion not yet
-            // seen): its container restarting is not another replacement. A runtime that
-            // crashed mid-inference fails its trial at once, and the next trial's delete can
-            // precede the kubelet's report of the restart.
-            let being_replaced = self.open().is_some_and(|t| t.replaces(&pod.uid, &pod.name));
-            if !already && !being_replaced {
-                let why = if pod.oom_killed() {
-                    "OOMKilled".to_string()
+    /// The pod's container restarted (its count rose, or it terminated): the open trial
+    /// that relied on it fails with the cause, and the restart is an external trial of its
+    /// own (unless the open trial is already that restart or is replacing this pod).
+    fn container_restarted(
+        &mut self,
+        ts: Timestamp,
+        pod: &PodView,
+        prev_restarts: u32,
+        pods: &BTreeMap<String, PodView>,
+    ) {
+        let already = self.open().is_some_and(|t| {
+            matches!(&t.replacement, Replacement::Restart { uid, .. } if uid == &pod.uid)
+                && t.marks.t1.is_none()
+        });
+        // The pod the open trial is replacing (its delete sent, the deletion not yet
+        // seen): its container restarting is not another replacement. A runtime that
+        // crashed mid-inference fails its trial at once, and the next trial's delete can
+        // precede the kubelet's report of the restart.
+        let being_replaced = self.open().is_some_and(|t| t.replaces(&pod.uid, &pod.name));
+        if !already && !being_replaced {
+            let why = if pod.oom_killed() {
+                "OOMKilled".to_string()
+            } else {
+                pod.containers
+                    .iter()
+                    .find_map(|c| match c.last_state.as_ref().unwrap_or(&c.state) {
+                        ContainerState::Terminated {
+                            reason, exit_code, ..
+                        } => Some(format!("{reason}, exit {exit_code}")),
+                        _ => None,
+                    })
+                    .unwrap_or_else(|| "restarted".into())
+            };
+            // The open trial loses its pod: it fails with the cause.
+            if let Some(t) = self.open_mut()
+                && (t.new_pod.as_deref() == Some(pod.name.as_str())
+                    || t.observed.contains_key(&pod.name))
+            {
+                if pod.oom_killed() {
+                    t.fail(FailureKind::OomKilled, "oom_killed");
                 } else {
-                    pod.containers
-                        .iter()
-                        .find_map(|c| match c.last_state.as_ref().unwrap_or(&c.state) {
-                            ContainerState::Terminated {
-                                reason, exit_code, ..
-                            } => Some(format!("{reason}, exit {exit_code}")),
-                            _ => None,
-                        })
-                        .unwrap_or_else(|| "restarted".into())
-                };
-                // The open trial loses its pod: it fails with the cause.
-                if let Some(t) = self.open_mut()
-                    && (t.new_pod.as_deref() == Some(pod.name.as_str())
-                        || t.observed.contains_key(&pod.name))
-                {
-                    if pod.oom_killed() {
-                        t.fail(FailureKind::OomKilled, "oom_killed");
-                    } else {
-                        t.fail(
-                            FailureKind::ContainerRestarted,
-                            format!("container restarted ({why})"),
-                        );
-                    }
-                    self.explain_restart(&pod.name, Some(pod.restarts()));
+                    t.fail(
+                        FailureKind::ContainerRestarted,
+                        format!("container restarted ({why})"),
+                    );
                 }
-                // A finished trial whose inference failed because of this kill learns why.
-                if pod.oom_killed()
-                    && let Some(t) = self.trials.last_mut()
-                    && t.new_pod.as_deref() == Some(pod.name.as_str())
-                    && t.failure_kind() == Some(FailureKind::InferenceError)
-                {
-                    let r = t.reason().unwrap_or_default().to_string();
-                    t.refail(FailureKind::OomKilled, format!("oom_killed ({r})"));
-                }
-                self.begin(
-                    true,
-                    format!("external: container restart of {} ({why})", pod.name),
-                    ts,
-                    Replacement::Restart {
-                        uid: pod.uid.clone(),
-                        name: pod.name.clone(),
-                        restarts_before: prev_restarts,
-                    },
-                    pods,
-                );
+                self.explain_restart(&pod.name, Some(pod.restarts()));
             }
+            // A finished trial whose inference failed because of this kill learns why.
+            if pod.oom_killed()
+                && let Some(t) = self.trials.last_mut()
+                && t.new_pod.as_deref() == Some(pod.name.as_str())
+                && t.failure_kind() == Some(FailureKind::InferenceError)
+            {
+                let r = t.reason().unwrap_or_default().to_string();
+                t.refail(FailureKind::OomKilled, format!("oom_killed ({r})"));
+            }
+            self.begin(
+                true,
+                format!("external: container restart of {} ({why})", pod.name),
+                ts,
+                Replacement::Restart {
+                    uid: pod.uid.clone(),
+                    name: pod.name.clone(),
+                    restarts_before: prev_restarts,
+                },
+                pods,
+            );
         }
+    }
 
+    /// What a pod's change tells the open trial: scheduled, container started, and T1 once
+    /// its replacement turned Ready.
+    fn replacement_progress(&mut self, ts: Timestamp, pod: &PodView) {
         let Some(t) = self.open_mut() else { return };
         if t.replaces(&pod.uid, &pod.name) || pod.deletion_timestamp.is_some() {
             return;

@@ -346,6 +346,15 @@ fn abort(reason: String) -> Do {
     Do::Emit(EventKind::TrialAbort { reason })
 }
 
+/// What a phase's handler did: moved the phase on (`Moved`: go on if it changed), moved it
+/// on without the check (`Again`), or there is nothing to do until the next input (`Wait`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Moved,
+    Again,
+    Wait,
+}
+
 /// Where a trial stands in `timeline.trials` (its `index` counts from 1).
 pub(crate) fn slot(t: &Trial) -> usize {
     (t.index as usize).saturating_sub(1)
@@ -602,173 +611,226 @@ impl Machine {
         }
     }
 
-    /// Move on while the state allows it.
+    /// Move on while the state allows it: each phase's handler moves the phase on or says
+    /// to wait ([`Flow`]).
     fn advance(&mut self, s: &State, now: Timestamp, out: &mut Vec<Do>) {
         // Each pass changes the phase or returns; the bound only guards a mistake.
         for _ in 0..32 {
             let before = self.phase.clone();
-            match self.phase.clone() {
-                Phase::Stopped => return,
-                Phase::Idle => match (self.plan, s.timeline.open()) {
-                    (_, Some(t)) => self.drive(slot(t), false, s, now),
-                    (Plan::Trials { .. }, None) => self.target(self.cfg.cold, now),
-                    (Plan::Serve, None) => return,
-                },
-                Phase::Target { cold, until } => {
-                    let victim = focus::live_pod(s, self.chosen.as_deref());
-                    let ready = victim.is_some_and(|p| p.is_ready());
-                    if !ready && now < until {
-                        return;
-                    }
-                    if !ready {
-                        let limit = secs(self.cfg.timeouts.target);
-                        out.push(note(format!("no Ready pod of the target within {limit}")));
-                    }
-                    match victim {
-                        None => self.next(None, now),
-                        Some(v) => {
-                            out.push(Do::Emit(EventKind::TrialBegin { cold }));
-                            if cold {
-                                let unload = Action::Unload {
-                                    pod: v.name.clone(),
-                                    model: self.defaults.model.clone(),
-                                };
-                                let id = self.act(unload, v.ip.clone(), out);
-                                self.phase = Phase::Cold {
-                                    victim: v.name.clone(),
-                                    node: v.node.clone(),
-                                    unloading: true,
-                                    id,
-                                };
-                            } else {
-                                self.replace(v.name.clone(), now, out);
-                            }
-                        }
-                    }
-                }
-                Phase::Cold {
-                    victim,
-                    node,
-                    unloading,
-                    id,
-                } => {
-                    if !finished(s, id) {
-                        return;
-                    }
-                    match (&node, unloading) {
-                        (Some(n), true) => {
-                            let drop = Action::DropCaches { node: n.clone() };
-                            let id = self.act(drop, None, out);
-                            self.phase = Phase::Cold {
-                                victim,
-                                node,
-                                unloading: false,
-                                id,
-                            };
-                        }
-                        (None, true) => {
-                            out.push(Do::Emit(EventKind::CachesDropped(CacheDrop {
-                                node: String::new(),
-                                error: Some(format!("pod {victim} has no node")),
-                                ..Default::default()
-                            })));
-                            self.replace(victim, now, out);
-                        }
-                        (_, false) => self.replace(victim, now, out),
-                    }
-                }
-                Phase::Replace { id, until } => {
-                    // The trial this request opened, as core mapped it: not an external one
-                    // that opened while it was out (a container restart seen before the
-                    // delete's T0 is superseded by it; taking it for ours ended a run with
-                    // its last trial still running).
-                    let ours = s.timeline.trial_of_action(id).map(slot);
-                    if let Some(i) = ours {
-                        self.drive(i, true, s, now);
-                    } else if finished(s, id) {
-                        // The request failed before it was sent (refused, --read-only).
-                        let why = match s.actions.get(&id).and_then(|a| a.finished.as_ref()) {
-                            Some((_, Outcome::Error { message })) => message.clone(),
-                            _ => "it did not start".into(),
-                        };
-                        out.push(abort(format!("the replacement request failed: {why}")));
-                        self.next(None, now);
-                    } else if now >= until {
-                        out.push(abort(
-                            "timeout: the replacement request did not start".into(),
-                        ));
-                        self.next(None, now);
-                    } else {
-                        return;
-                    }
-                }
-                Phase::Drive {
-                    index,
-                    own,
-                    stage,
-                    since,
-                } => {
-                    let Some(t) = s.timeline.trials.get(index) else {
-                        self.next(None, now);
-                        continue;
-                    };
-                    if !t.is_running() {
-                        out.push(Do::Ended(index));
-                        self.next(Some((index, own)), now);
-                        continue;
-                    }
-                    if let Some(why) = self.drive_stage(s, t, &stage, since, now, out) {
-                        if t.is_running() {
-                            out.push(abort(why));
-                        }
-                        // The abort's event ends the trial: the next input sees it.
-                        return;
-                    }
-                }
-                Phase::Cooldown { until } => {
-                    if let Some(t) = s.timeline.open() {
-                        self.drive(slot(t), false, s, now);
-                    } else if now >= until {
-                        self.target(self.cfg.cold, now);
-                    } else {
-                        return;
-                    }
-                }
-                Phase::Settle { until } => {
-                    // A failed inference may be explained by an OOM kill the watch reports
-                    // a moment later (the reducer then rewrites the reason); memory after
-                    // T4 is the first sample after it.
-                    let t = s.timeline.trials.last();
-                    let oom_pending =
-                        t.and_then(Trial::failure_kind) == Some(FailureKind::InferenceError);
-                    let memory_pending = self.cfg.memory.follow
-                        && t.is_some_and(|t| t.is_ok() && t.memory_after.is_none());
-                    // The kubelet posts a restart's Killing Event (which names the probe
-                    // that killed) apart from the pod's status: it may come after it, and
-                    // the verdicts take it in when it does.
-                    // (The restart may have opened an external trial after the run's own.)
-                    let own = s.timeline.trials.iter().rev().find(|t| !t.external);
-                    let killing_pending = own.is_some_and(|t| {
-                        t.failure_kind().is_some_and(FailureKind::is_restart)
-                            && !t.new_pod.iter().chain(t.observed.keys()).any(|p| {
-                                let object = format!("pod/{p}");
-                                s.kube_events
-                                    .iter()
-                                    .any(|(_, e)| e.reason == "Killing" && e.object == object)
-                            })
-                    });
-                    if (oom_pending || memory_pending || killing_pending) && now < until {
-                        return;
-                    }
-                    self.phase = Phase::Stopped;
-                    out.push(Do::Finish);
-                    return;
-                }
-            }
-            if self.phase == before {
-                return;
+            let flow = match self.phase.clone() {
+                Phase::Stopped => Flow::Wait,
+                Phase::Idle => self.idle(s, now),
+                Phase::Target { cold, until } => self.target_phase(s, cold, until, now, out),
+                Phase::Cold { .. } => self.cold_phase(s, now, out),
+                Phase::Replace { id, until } => self.replace_phase(s, id, until, now, out),
+                Phase::Drive { .. } => self.drive_phase(s, now, out),
+                Phase::Cooldown { until } => self.cooldown(s, until, now),
+                Phase::Settle { until } => self.settle(s, until, now, out),
+            };
+            match flow {
+                Flow::Wait => return,
+                Flow::Again => continue,
+                Flow::Moved if self.phase == before => return,
+                Flow::Moved => {}
             }
         }
+    }
+
+    /// Nothing to do: follow an open trial, or pick the next target.
+    fn idle(&mut self, s: &State, now: Timestamp) -> Flow {
+        match (self.plan, s.timeline.open()) {
+            (_, Some(t)) => self.drive(slot(t), false, s, now),
+            (Plan::Trials { .. }, None) => self.target(self.cfg.cold, now),
+            (Plan::Serve, None) => return Flow::Wait,
+        }
+        Flow::Moved
+    }
+
+    /// Wait for a Ready pod of the target, then begin the trial (its cold step first).
+    fn target_phase(
+        &mut self,
+        s: &State,
+        cold: bool,
+        until: Timestamp,
+        now: Timestamp,
+        out: &mut Vec<Do>,
+    ) -> Flow {
+        let victim = focus::live_pod(s, self.chosen.as_deref());
+        let ready = victim.is_some_and(|p| p.is_ready());
+        if !ready && now < until {
+            return Flow::Wait;
+        }
+        if !ready {
+            let limit = secs(self.cfg.timeouts.target);
+            out.push(note(format!("no Ready pod of the target within {limit}")));
+        }
+        match victim {
+            None => self.next(None, now),
+            Some(v) => {
+                out.push(Do::Emit(EventKind::TrialBegin { cold }));
+                if cold {
+                    let unload = Action::Unload {
+                        pod: v.name.clone(),
+                        model: self.defaults.model.clone(),
+                    };
+                    let id = self.act(unload, v.ip.clone(), out);
+                    self.phase = Phase::Cold {
+                        victim: v.name.clone(),
+                        node: v.node.clone(),
+                        unloading: true,
+                        id,
+                    };
+                } else {
+                    self.replace(v.name.clone(), now, out);
+                }
+            }
+        }
+        Flow::Moved
+    }
+
+    /// The cold step: unload the model, then drop the node's page cache, then replace.
+    fn cold_phase(&mut self, s: &State, now: Timestamp, out: &mut Vec<Do>) -> Flow {
+        let Phase::Cold {
+            victim,
+            node,
+            unloading,
+            id,
+        } = self.phase.clone()
+        else {
+            return Flow::Wait;
+        };
+        if !finished(s, id) {
+            return Flow::Wait;
+        }
+        match (&node, unloading) {
+            (Some(n), true) => {
+                let drop = Action::DropCaches { node: n.clone() };
+                let id = self.act(drop, None, out);
+                self.phase = Phase::Cold {
+                    victim,
+                    node,
+                    unloading: false,
+                    id,
+                };
+            }
+            (None, true) => {
+                out.push(Do::Emit(EventKind::CachesDropped(CacheDrop {
+                    node: String::new(),
+                    error: Some(format!("pod {victim} has no node")),
+                    ..Default::default()
+                })));
+                self.replace(victim, now, out);
+            }
+            (_, false) => self.replace(victim, now, out),
+        }
+        Flow::Moved
+    }
+
+    /// The replacement request is out: drive the trial it opened, as core mapped it (not
+    /// an external one that opened while it was out: a container restart seen before the
+    /// delete's T0 is superseded by it; taking it for ours ended a run with its last trial
+    /// still running).
+    fn replace_phase(
+        &mut self,
+        s: &State,
+        id: u64,
+        until: Timestamp,
+        now: Timestamp,
+        out: &mut Vec<Do>,
+    ) -> Flow {
+        if let Some(i) = s.timeline.trial_of_action(id).map(slot) {
+            self.drive(i, true, s, now);
+        } else if finished(s, id) {
+            // The request failed before it was sent (refused, --read-only).
+            let why = match s.actions.get(&id).and_then(|a| a.finished.as_ref()) {
+                Some((_, Outcome::Error { message })) => message.clone(),
+                _ => "it did not start".into(),
+            };
+            out.push(abort(format!("the replacement request failed: {why}")));
+            self.next(None, now);
+        } else if now >= until {
+            out.push(abort(
+                "timeout: the replacement request did not start".into(),
+            ));
+            self.next(None, now);
+        } else {
+            return Flow::Wait;
+        }
+        Flow::Moved
+    }
+
+    /// A running trial: its stage moves on, or the trial is aborted; an ended one moves
+    /// the runner to what follows.
+    fn drive_phase(&mut self, s: &State, now: Timestamp, out: &mut Vec<Do>) -> Flow {
+        let Phase::Drive {
+            index,
+            own,
+            stage,
+            since,
+        } = self.phase.clone()
+        else {
+            return Flow::Wait;
+        };
+        let Some(t) = s.timeline.trials.get(index) else {
+            self.next(None, now);
+            return Flow::Again;
+        };
+        if !t.is_running() {
+            out.push(Do::Ended(index));
+            self.next(Some((index, own)), now);
+            return Flow::Again;
+        }
+        if let Some(why) = self.drive_stage(s, t, &stage, since, now, out) {
+            if t.is_running() {
+                out.push(abort(why));
+            }
+            // The abort's event ends the trial: the next input sees it.
+            return Flow::Wait;
+        }
+        Flow::Moved
+    }
+
+    /// Between trials: an external trial that opens is followed; else the next target.
+    fn cooldown(&mut self, s: &State, until: Timestamp, now: Timestamp) -> Flow {
+        if let Some(t) = s.timeline.open() {
+            self.drive(slot(t), false, s, now);
+        } else if now >= until {
+            self.target(self.cfg.cold, now);
+        } else {
+            return Flow::Wait;
+        }
+        Flow::Moved
+    }
+
+    /// After the last trial: wait (bounded) for what still explains it, then finish.
+    fn settle(&mut self, s: &State, until: Timestamp, now: Timestamp, out: &mut Vec<Do>) -> Flow {
+        // A failed inference may be explained by an OOM kill the watch reports
+        // a moment later (the reducer then rewrites the reason); memory after
+        // T4 is the first sample after it.
+        let t = s.timeline.trials.last();
+        let oom_pending = t.and_then(Trial::failure_kind) == Some(FailureKind::InferenceError);
+        let memory_pending =
+            self.cfg.memory.follow && t.is_some_and(|t| t.is_ok() && t.memory_after.is_none());
+        // The kubelet posts a restart's Killing Event (which names the probe
+        // that killed) apart from the pod's status: it may come after it, and
+        // the verdicts take it in when it does.
+        // (The restart may have opened an external trial after the run's own.)
+        let own = s.timeline.trials.iter().rev().find(|t| !t.external);
+        let killing_pending = own.is_some_and(|t| {
+            t.failure_kind().is_some_and(FailureKind::is_restart)
+                && !t.new_pod.iter().chain(t.observed.keys()).any(|p| {
+                    let object = format!("pod/{p}");
+                    s.kube_events
+                        .iter()
+                        .any(|(_, e)| e.reason == "Killing" && e.object == object)
+                })
+        });
+        if (oom_pending || memory_pending || killing_pending) && now < until {
+            return Flow::Wait;
+        }
+        self.phase = Phase::Stopped;
+        out.push(Do::Finish);
+        Flow::Wait
     }
 
     fn drive(&mut self, index: usize, own: bool, s: &State, now: Timestamp) {
