@@ -6,7 +6,8 @@
 //! `recordings/warm-3b-series.jsonl` repeated with shifted times (`fixtures::repeated`), at
 //! 100,000 events (about 620 trials) and 1,000,000 (about 6,200). The reducer's work per
 //! event must not grow with the trials so far: 1M under 1 s, and 10× the events about 10×
-//! the time (the ratio is printed).
+//! the time (the ratio is printed). `reduce_long_session`: the same sessions through the
+//! reducer alone, their events already parsed (what a long dashboard session pays).
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use readygap_core::fixtures::*;
@@ -102,5 +103,49 @@ fn report_long_session(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, reducer, report, report_long_session);
+/// The reducer alone over the same long session, its events already in memory: what a
+/// day-long dashboard pays per event (issue 36: 1M events under 1 s, 1M / 100k near 10).
+fn reduce_long_session(c: &mut Criterion) {
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("recordings")
+        .join("warm-3b-series.jsonl");
+    let recorded = jsonl::read(&shipped).expect("the shipped recording").events;
+    let mut g = c.benchmark_group("reduce_long_session");
+    g.sample_size(10);
+    let mut took = Vec::new();
+    for n in [100_000, 1_000_000] {
+        let events = repeated(&recorded, n);
+        let reduce = || {
+            let mut s = State::new();
+            for e in &events {
+                s.apply(e);
+            }
+            s.timeline.trials.len()
+        };
+        let t = std::time::Instant::now();
+        let trials = reduce();
+        took.push(t.elapsed().as_secs_f64());
+        eprintln!(
+            "{n} events, {trials} trials: reduced once in {:.3} s",
+            took[took.len() - 1]
+        );
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_function(format!("reduce_{n}_events"), |b| {
+            b.iter(|| black_box(reduce()))
+        });
+    }
+    g.finish();
+    eprintln!(
+        "reduce time 1M / 100k events: {:.1} (work per event independent of the session: ~10)",
+        took[1] / took[0]
+    );
+}
+
+criterion_group!(
+    benches,
+    reducer,
+    report,
+    report_long_session,
+    reduce_long_session
+);
 criterion_main!(benches);
