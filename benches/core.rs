@@ -63,11 +63,16 @@ fn report(c: &mut Criterion) {
     g.finish();
 }
 
-fn report_long_session(c: &mut Criterion) {
+/// The events of the shipped `recordings/warm-3b-series.jsonl`, the long sessions' unit.
+fn warm_series() -> Vec<readygap_core::event::Event> {
     let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("recordings")
         .join("warm-3b-series.jsonl");
-    let recorded = jsonl::read(&shipped).expect("the shipped recording").events;
+    jsonl::read(&shipped).expect("the shipped recording").events
+}
+
+fn report_long_session(c: &mut Criterion) {
+    let recorded = warm_series();
     let dir = tempfile::tempdir().expect("temp dir");
     let mut g = c.benchmark_group("report_long_session");
     g.sample_size(10);
@@ -106,10 +111,7 @@ fn report_long_session(c: &mut Criterion) {
 /// The reducer alone over the same long session, its events already in memory: what a
 /// day-long dashboard pays per event (issue 36: 1M events under 1 s, 1M / 100k near 10).
 fn reduce_long_session(c: &mut Criterion) {
-    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("recordings")
-        .join("warm-3b-series.jsonl");
-    let recorded = jsonl::read(&shipped).expect("the shipped recording").events;
+    let recorded = warm_series();
     let mut g = c.benchmark_group("reduce_long_session");
     g.sample_size(10);
     let mut took = Vec::new();

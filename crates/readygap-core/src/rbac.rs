@@ -35,6 +35,31 @@ pub struct Rule {
     pub non_resource_urls: Vec<String>,
 }
 
+impl Rule {
+    /// A rule on resources: `verbs` on `resources` of `groups`, every name.
+    pub fn on_resources(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Rule {
+        Rule {
+            verbs: owned(verbs),
+            api_groups: owned(groups),
+            resources: owned(resources),
+            ..Rule::default()
+        }
+    }
+
+    /// A rule on non-resource URLs.
+    pub fn on_urls(verbs: &[&str], urls: &[&str]) -> Rule {
+        Rule {
+            verbs: owned(verbs),
+            non_resource_urls: owned(urls),
+            ..Rule::default()
+        }
+    }
+}
+
+fn owned(s: &[&str]) -> Vec<String> {
+    s.iter().map(|x| (*x).to_owned()).collect()
+}
+
 /// What a request asks to do, as the authorizer sees it (`authorizer.Attributes`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request<'a> {
@@ -281,16 +306,11 @@ mod tests {
     use super::*;
 
     fn own(s: &[&str]) -> Vec<String> {
-        s.iter().map(|x| (*x).to_owned()).collect()
+        owned(s)
     }
 
     fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Rule {
-        Rule {
-            verbs: own(verbs),
-            api_groups: own(groups),
-            resources: own(resources),
-            ..Rule::default()
-        }
+        Rule::on_resources(verbs, groups, resources)
     }
 
     fn get(resource: &str) -> Request<'_> {

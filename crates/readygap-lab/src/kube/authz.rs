@@ -369,35 +369,12 @@ fn rule_to_json(rule: &Rule) -> Value {
     v
 }
 
-fn own(s: &[&str]) -> Vec<String> {
-    s.iter().map(|x| (*x).to_owned()).collect()
-}
-
-/// A rule on resources.
-fn resource_rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Rule {
-    Rule {
-        verbs: own(verbs),
-        api_groups: own(groups),
-        resources: own(resources),
-        ..Rule::default()
-    }
-}
-
-/// A rule on non-resource URLs.
-fn url_rule(verbs: &[&str], urls: &[&str]) -> Rule {
-    Rule {
-        verbs: own(verbs),
-        non_resource_urls: own(urls),
-        ..Rule::default()
-    }
-}
-
 /// The bootstrap rules every authenticated user has: discovery and public info
 /// (`system:discovery`, `system:public-info-viewer`) and reviewing their own access
 /// (`system:basic-user`).
 fn authenticated_rules() -> Vec<Rule> {
     vec![
-        url_rule(
+        Rule::on_urls(
             &["get"],
             &[
                 "/api",
@@ -413,12 +390,12 @@ fn authenticated_rules() -> Vec<Rule> {
                 "/readyz",
             ],
         ),
-        resource_rule(
+        Rule::on_resources(
             &["create"],
             &["authorization.k8s.io"],
             &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
         ),
-        resource_rule(
+        Rule::on_resources(
             &["create"],
             &["authentication.k8s.io"],
             &["selfsubjectreviews"],
@@ -797,8 +774,8 @@ pub fn self_review(
         let (rules, errors) = if *user == User::Admin {
             (
                 vec![
-                    resource_rule(&["*"], &["*"], &["*"]),
-                    url_rule(&["*"], &["*"]),
+                    Rule::on_resources(&["*"], &["*"], &["*"]),
+                    Rule::on_urls(&["*"], &["*"]),
                 ],
                 vec![],
             )
@@ -990,7 +967,7 @@ mod tests {
     }
 
     fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Rule {
-        resource_rule(verbs, groups, resources)
+        Rule::on_resources(verbs, groups, resources)
     }
 
     #[test]
@@ -1012,8 +989,8 @@ mod tests {
         named.resource_names = vec!["p:1".into()];
         assert!(named.allows(&proxy_post.request()));
         let apis = attrs(Method::GET, "/apis/apps/v1", &[]);
-        assert!(url_rule(&["get"], &["/apis/*"]).allows(&apis.request()));
-        assert!(!url_rule(&["get"], &["/api"]).allows(&apis.request()));
+        assert!(Rule::on_urls(&["get"], &["/apis/*"]).allows(&apis.request()));
+        assert!(!Rule::on_urls(&["get"], &["/api"]).allows(&apis.request()));
     }
 
     #[test]
