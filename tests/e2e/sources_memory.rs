@@ -234,15 +234,17 @@ fn real_cgroup_v2_files(dir: &Path) {
         std::fs::read_to_string(dir.join(f))
             .unwrap_or_else(|e| panic!("{}/{f}: {e}", dir.display()))
     };
+    // memory.stat is read once: other tests in this process move the page cache between
+    // two reads, so the parsed field is compared with the very text it was parsed from.
+    let stat = r("memory.stat");
     let before = parse_v2(
         &r("memory.current"),
         &r("memory.max"),
         &r("memory.events"),
-        &r("memory.stat"),
+        &stat,
     )
     .expect("real v2 files parse");
     assert!(before.usage > 0);
-    let stat = r("memory.stat");
     let key = |k: &str| readygap_live::sources::memory::keyed(&stat, k).unwrap_or(0);
     assert_eq!(before.inactive_file, Some(key("inactive_file")));
     let ratio = before.usage as f64 / (key("anon") + key("file") + key("kernel")).max(1) as f64;
@@ -276,8 +278,18 @@ fn real_cgroup_v2_files(dir: &Path) {
 }
 
 fn real_cgroup_v1_files(dir: &Path) {
+    // memory.stat is read once: other tests in this process move the page cache between
+    // two reads (CI once saw total_inactive_file 585 MB parsed vs 759 MB re-read), so the
+    // parsed field is compared with the very text it was parsed from.
     let stat = std::fs::read_to_string(dir.join("memory.stat")).unwrap();
-    let before = read_v1(dir);
+    let r = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let before = parse_v1(
+        &r("memory.usage_in_bytes"),
+        &r("memory.limit_in_bytes"),
+        &r("memory.oom_control"),
+        &stat,
+    )
+    .expect("real v1 files parse");
     assert!(before.usage > 0, "{before:?}");
     // The kernel's own breakdown: usage ≈ rss + cache (+ kernel memory); within 25 %.
     let key = |k: &str| readygap_live::sources::memory::keyed(&stat, k).unwrap_or(0);
