@@ -468,6 +468,51 @@ async fn every_replacement_is_counted_once_and_the_histograms_match_the_recordin
             );
         }
     }
+    // Events are read by name only: each watched Deployment's, its ReplicaSets' and its
+    // pods', never the namespace's pod Events (the unlabelled `ollama` pods' among them).
+    let served: Value = serde_json::from_str(
+        &f.client
+            .request_text(
+                http::Request::get("/lab/requests")
+                    .body(Vec::new())
+                    .unwrap(),
+            )
+            .await
+            .expect("the lab's request tally"),
+    )
+    .unwrap();
+    let events: Vec<String> = served
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["user_agent"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("readygap/"))
+                && r["path"].as_str().is_some_and(|p| p.ends_with("/events"))
+        })
+        .map(|r| r["query"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert!(
+        !events.is_empty(),
+        "the watcher's Event requests: {served:#}"
+    );
+    for q in &events {
+        let scope = readygap::commands::bench_scale::scope_of("/api/v1/events", q);
+        assert_eq!(
+            scope, "name",
+            "an Event request not scoped to one object: {q}"
+        );
+    }
+    for name in ["chat-a", "chat-b", "code"] {
+        assert!(
+            events
+                .iter()
+                .any(|q| q.contains(&format!("involvedObject.name%3D{name}"))
+                    || q.contains(&format!("involvedObject.name={name}"))),
+            "{name}'s own Events watched: {events:#?}"
+        );
+    }
     let lab = f.stop().await;
     lab.shutdown().await;
 

@@ -2,16 +2,21 @@
 //! or all, each replacement of each one an external trial measured passively, each finished
 //! trial handed to the fleet's registry ([`readygap_core::fleet::FleetMetrics`]).
 //!
-//! One watch per resource kind, never one per Deployment: Deployments and Pods with the
-//! label selector, Events about pods (field selector) and EndpointSlices of the namespace
-//! (their labels are the Service's, not the pods'). A demultiplexer routes every object to
-//! the Deployment that owns it ([`owner`]: the pod's ReplicaSet `<deployment>-<hash>`, else
-//! the Deployment's `matchLabels`), and each Deployment has its own session: an event
-//! channel, a store, the trial runner of the dashboard in serve mode with `read_only` (no
-//! inference, no action: T0 first evidence, T1 Ready, T2 GET probes, T3/T4 from the
-//! runtime's request log), its runtime adapter guessed from its pods
-//! ([`crate::sources::runtime::choice`]) and optionally its recording, rotated by size at
-//! trial ends. The store is compacted between trials ([`Runner::compact_after`]) and the
+//! One watch per resource kind for what a label selector can scope: Deployments and Pods
+//! with the label selector, and EndpointSlices of the namespace (their labels are the
+//! Service's, not the pods'). A demultiplexer routes every object to the Deployment that
+//! owns it ([`owner`]: the pod's ReplicaSet `<deployment>-<hash>`, else the Deployment's
+//! `matchLabels`). Events have no labels and their field selectors match whole values only,
+//! so one watch of the namespace's pod Events would read every other pod's too (5,000
+//! unschedulable pods each have their `FailedScheduling`): each Deployment's session watches
+//! the Events of its own pods, its Deployment and ReplicaSets by name, as the dashboard does
+//! ([`crate::sources::pod_events`], told which pods there are by the demultiplexer).
+//!
+//! Each Deployment has its own session: an event channel, a store, the trial runner of the
+//! dashboard in serve mode with `read_only` (no inference, no action: T0 first evidence, T1
+//! Ready, T2 GET probes, T3/T4 from the runtime's request log), its runtime adapter guessed
+//! from its pods ([`crate::sources::runtime::choice`]) and optionally its recording, rotated
+//! by size at trial ends. The store is compacted between trials ([`Runner::compact_after`]) and the
 //! registry keeps a ring of the last trials per Deployment: nothing grows with time.
 //!
 //! A trial interrupted by the watcher itself (the Deployment was deleted, the watcher is
@@ -21,6 +26,7 @@ use crate::actions::Executor;
 use crate::cluster::{self, ClusterConfig};
 use crate::session::Recording;
 use crate::settings::{MemoryConfig, StageTimeouts};
+use crate::sources::pod_events::{self, PodSeen};
 use crate::sources::runtime::choice::Ask;
 use crate::sources::runtime::{AccessMode, PollConfig, RuntimeKind};
 use crate::sources::watch::{Watched, convert, watch_error_message};
@@ -30,7 +36,7 @@ use color_eyre::eyre::Result;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -204,6 +210,8 @@ struct Ctx {
 struct Member {
     owner: Owner,
     tx: mpsc::Sender<Event>,
+    /// What its pods did, for the watches of their Events (`pod_events`).
+    pods: mpsc::UnboundedSender<PodSeen>,
     cancel: CancellationToken,
 }
 
@@ -225,11 +233,10 @@ struct Routes {
     pods_listed: bool,
 }
 
-/// One item of the four watches (boxed: the objects are large and of different sizes).
+/// One item of the three watches (boxed: the objects are large and of different sizes).
 enum Seen {
     Deployment(Box<Result<watcher::Event<Deployment>, watcher::Error>>),
     Pod(Box<Result<watcher::Event<Pod>, watcher::Error>>),
-    KubeEvent(Box<Result<watcher::Event<CoreEvent>, watcher::Error>>),
     Slice(Box<Result<watcher::Event<EndpointSlice>, watcher::Error>>),
 }
 
@@ -271,12 +278,6 @@ pub async fn run(cfg: WatchConfig, shared: Arc<Shared>, cancel: CancellationToke
             scope,
             watcher::Config::default().labels(&pod_selector),
             |r| Seen::Pod(Box::new(r)),
-        ),
-        stream::<CoreEvent>(
-            &client,
-            scope,
-            watcher::Config::default().fields("involvedObject.kind=Pod"),
-            |r| Seen::KubeEvent(Box::new(r)),
         ),
         stream::<EndpointSlice>(&client, scope, watcher::Config::default(), |r| {
             Seen::Slice(Box::new(r))
@@ -340,19 +341,6 @@ impl Routes {
                 said(errors, Pod::RESOURCE, &r);
                 if let Ok(ev) = *r {
                     self.pod(ev).await;
-                }
-            }
-            Seen::KubeEvent(r) => {
-                said(errors, CoreEvent::RESOURCE, &r);
-                if let Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) = *r {
-                    let o = &e.involved_object;
-                    let key = (
-                        o.namespace.clone().unwrap_or_default(),
-                        o.name.clone().unwrap_or_default(),
-                    );
-                    if let Some(dep) = self.pods.get(&key) {
-                        self.forward(dep, watcher::Event::Apply(e)).await;
-                    }
                 }
             }
             Seen::Slice(r) => {
@@ -467,7 +455,8 @@ impl Routes {
         match ev {
             watcher::Event::Init | watcher::Event::InitDone => {
                 let done = matches!(ev, watcher::Event::InitDone);
-                for k in self.members.keys() {
+                for (k, m) in &self.members {
+                    let _ = m.pods.send(PodSeen::of(&ev));
                     self.forward(k, ev.clone()).await;
                 }
                 self.pods_listed |= done;
@@ -491,7 +480,13 @@ impl Routes {
                     Some(dep) => {
                         self.orphans.remove(&key);
                         self.pods.insert(key.clone(), dep.clone());
-                        self.forward(&dep, watcher::Event::Apply(p)).await;
+                        let ev = watcher::Event::Apply(p);
+                        if let Some(m) = self.members.get(&dep) {
+                            for seen in PodSeen::all(&ev) {
+                                let _ = m.pods.send(seen);
+                            }
+                        }
+                        self.forward(&dep, ev).await;
                         // Slices listed before this pod was known now have an owner.
                         let named: Vec<EndpointSlice> = self
                             .unowned_slices
@@ -518,6 +513,9 @@ impl Routes {
                 let key = (p.namespace().unwrap_or_default(), p.name_any());
                 self.orphans.remove(&key);
                 if let Some(dep) = self.pods.remove(&key) {
+                    if let Some(m) = self.members.get(&dep) {
+                        let _ = m.pods.send(PodSeen::Gone(key.1.clone()));
+                    }
                     self.forward(&dep, watcher::Event::Delete(p)).await;
                 }
             }
@@ -570,9 +568,19 @@ fn spawn_member(ctx: &Ctx, cancel: &CancellationToken, owner: &Owner) -> Member 
         rx,
         token.clone(),
     ));
+    let (pods, seen) = mpsc::unbounded_channel();
+    let (namespace, name) = &owner.key;
+    tokio::spawn(pod_events::run(
+        Api::namespaced(ctx.client.clone(), namespace),
+        Some(name.clone()),
+        seen,
+        tx.clone(),
+        token.clone(),
+    ));
     Member {
         owner: owner.clone(),
         tx,
+        pods,
         cancel: token,
     }
 }
