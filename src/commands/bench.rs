@@ -166,8 +166,8 @@ pub(super) fn interrupt(child: &mut Child, grace: Duration) {
 }
 
 /// Reap `child` with `wait4`, killing it after `timeout`: its exit code and the rusage of
-/// it and every descendant it waited for.
-fn wait_with_cost(child: Child, timeout: Duration, what: &str) -> Result<(i32, Cost)> {
+/// it and every descendant it waited for (the real-cluster scale test's figures too).
+pub fn wait_with_cost(child: &mut Child, timeout: Duration, what: &str) -> Result<(i32, Cost)> {
     let pid = child.id() as libc::pid_t;
     // Dropped once the child is reaped (or the wait failed): the killer then stands down.
     let (done, reaped) = std::sync::mpsc::channel::<()>();
@@ -192,8 +192,8 @@ fn wait_with_cost(child: Child, timeout: Duration, what: &str) -> Result<(i32, C
         }
     }
     drop(done);
-    // The child is reaped: std must not wait for it again (dropping a Child does not).
-    drop(child);
+    // The child is reaped: a later try_wait or wait on it answers ECHILD, which the callers'
+    // guards ignore.
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     let cost = Cost {
         cpu_s: secs(ru.ru_utime) + secs(ru.ru_stime),
@@ -487,13 +487,13 @@ pub(super) fn bench_in(
     let _ = std::fs::remove_file(&rec);
     let rg_from = chrono::Utc::now();
     let access = name_of(&AccessMode::NAMES, args.access, "proxy");
-    let child = k
+    let mut child = k
         .readygap_run(&exe, model, args.trials, args.cooldown, dir)?
         .args(["--access", access, "--record"])
         .arg(&rec)
         .spawn()
         .wrap_err("starting `readygap run`")?;
-    let (code, rg_cost) = wait_with_cost(child, timeout, "`readygap run`")?;
+    let (code, rg_cost) = wait_with_cost(&mut child, timeout, "`readygap run`")?;
     let rg_to = chrono::Utc::now();
     let recording = readygap_core::record::jsonl::read(&rec).map_err(|e| {
         eyre!("readygap's recording (run exited {code}; see readygap-run.log): {e}")
@@ -558,7 +558,7 @@ pub(super) fn bench_in(
     for p in [&out, &samples, &stop] {
         let _ = std::fs::remove_file(p);
     }
-    let child = Command::new("bash")
+    let mut child = Command::new("bash")
         .args(["-c", LOOP])
         .env("KUBECTL", kubectl_bin)
         .env("KC", &k.kubeconfig)
@@ -576,7 +576,7 @@ pub(super) fn bench_in(
         .stderr(std::fs::File::create(dir.join("baseline.log"))?)
         .spawn()
         .wrap_err("starting bash for the study's loop")?;
-    let (code, base_cost) = wait_with_cost(child, timeout, "the study's loop")?;
+    let (code, base_cost) = wait_with_cost(&mut child, timeout, "the study's loop")?;
     let base_to = chrono::Utc::now();
     if code != 0 {
         return Err(eyre!("the study's loop exited {code} (see baseline.log)"));

@@ -35,7 +35,7 @@ fn relay(listener: TcpListener, to: String) {
 }
 
 /// This kubeconfig with its server's address replaced by `server`.
-fn kubeconfig_at(c: &crate::support::Cluster, server: &str, out: &Path) -> String {
+pub(crate) fn kubeconfig_at(c: &crate::support::Cluster, server: &str, out: &Path) -> String {
     let real = c.k(&[
         "config",
         "view",

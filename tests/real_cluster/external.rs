@@ -53,25 +53,37 @@ pub(crate) struct Watch {
 
 impl Watch {
     pub(crate) fn start(c: &Cluster, dir: &std::path::Path) -> Watch {
+        Watch::start_at(c, &c.kubeconfig, dir)
+    }
+
+    /// [`Watch::start`] against the API server of `kubeconfig` (a relay, say).
+    pub(crate) fn start_at(
+        c: &Cluster,
+        kubeconfig: &std::path::Path,
+        dir: &std::path::Path,
+    ) -> Watch {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
         let addr = format!("127.0.0.1:{port}");
         let child = c
-            .readygap_cmd(&[
-                "watch",
-                "-n",
-                NS,
-                "-l",
-                "app=ollama",
-                "--metrics-addr",
-                &addr,
-                "--record-dir",
-                &dir.to_string_lossy(),
-                "--inference-timeout",
-                "120s",
-            ])
+            .readygap_at(
+                kubeconfig,
+                &[
+                    "watch",
+                    "-n",
+                    NS,
+                    "-l",
+                    "app=ollama",
+                    "--metrics-addr",
+                    &addr,
+                    "--record-dir",
+                    &dir.to_string_lossy(),
+                    "--inference-timeout",
+                    "120s",
+                ],
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -130,6 +142,11 @@ impl Watch {
                     .as_u64()
             })
             .unwrap_or(0)
+    }
+
+    /// The watcher's process, for a caller that waits for it itself.
+    pub(crate) fn child(&mut self) -> &mut std::process::Child {
+        &mut self.child.0
     }
 
     pub(crate) fn stop(mut self) {

@@ -18,6 +18,8 @@ mod liveness;
 mod memory;
 mod oom;
 mod rbac;
+mod scale;
 mod study;
 mod support;
 mod trials;
+mod watch_in_cluster;

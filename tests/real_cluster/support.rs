@@ -181,11 +181,6 @@ impl Cluster {
         ])
     }
 
-    /// readygap ARGS against this cluster (`--kubeconfig` appended), as a user runs it.
-    pub fn readygap_cmd(&self, args: &[&str]) -> Command {
-        self.readygap_at(&self.kubeconfig, args)
-    }
-
     /// `readygap run -n NS --deployment ollama --record REC ARGS` against this cluster, as a
     /// user runs it; its stderr (the progress lines) printed.
     pub fn run(&self, rec: &Path, args: &[&str]) -> Output {
