@@ -423,11 +423,15 @@ readygap_image() {
   [ -n "$rgimg" ] || rgimg=ghcr.io/readygap/readygap:0.1.0
   mapfile -t specs < <(libs_missing "$rg" "$IMAGES/debian-minbase.rootfs.tar")
   layer "$IMAGES/readygap.layer.tar" "usr/local/bin/readygap=$rg" "${specs[@]}"
-  image_build readygap "$(fingerprint "$IMAGES/readygap.layer.tar" "$IMAGES/debian-minbase.rootfs.tar")" --name "$rgimg" \
+  # image_build answers 1 when the image is already built from the same inputs: not a failure.
+  if image_build readygap "$(fingerprint "$IMAGES/readygap.layer.tar" "$IMAGES/debian-minbase.rootfs.tar")" --name "$rgimg" \
     --layer "$IMAGES/debian-minbase.rootfs.tar" --layer "$IMAGES/readygap.layer.tar" \
     --entrypoint '["/usr/local/bin/readygap"]' --user 65532:65532 --expose 9464/tcp \
-    --cmd '["watch","--all-namespaces","--selector","readygap.io/watch=true","--metrics-addr","0.0.0.0:9464"]' &&
+    --cmd '["watch","--all-namespaces","--selector","readygap.io/watch=true","--metrics-addr","0.0.0.0:9464"]'; then
     note "image $rgimg ($rg): built in $(since "$t1") s"
+  else
+    note "image $rgimg ($rg): unchanged"
+  fi
 }
 
 # image-readygap BIN: readygap's image from BIN into the running cluster (containerd, and the

@@ -11,28 +11,8 @@
 
 use crate::support::{NS, Tmux, cluster, repo, wait_until};
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::Path;
-
-/// Relay every connection accepted on `listener` to `to`, both ways, until the process ends.
-fn relay(listener: TcpListener, to: String) {
-    std::thread::spawn(move || {
-        for inbound in listener.incoming().flatten() {
-            let Ok(outbound) = TcpStream::connect(&to) else {
-                continue;
-            };
-            for (mut from, mut into) in [
-                (inbound.try_clone().unwrap(), outbound.try_clone().unwrap()),
-                (outbound, inbound),
-            ] {
-                std::thread::spawn(move || {
-                    let _ = std::io::copy(&mut from, &mut into);
-                    let _ = into.shutdown(std::net::Shutdown::Write);
-                });
-            }
-        }
-    });
-}
 
 /// This kubeconfig with its server's address replaced by `server`.
 pub(crate) fn kubeconfig_at(c: &crate::support::Cluster, server: &str, out: &Path) -> String {
@@ -83,7 +63,7 @@ fn a_dashboard_started_while_the_api_server_is_unreachable_connects_when_it_answ
     c.k(&["get", "--raw", "/readyz"]);
 
     let listener = TcpListener::bind(("127.0.0.1", port)).expect("binding the relay");
-    relay(listener, real);
+    let _relay = crate::support::Relay::on(listener, real);
     let screen = tmux.wait("the real pod on screen, connected", 60, |s| {
         s.contains(&pod[..pod.len().min(30)]) && !s.contains("NOT CONNECTED")
     });

@@ -18,6 +18,11 @@ pub(crate) fn audit_log() -> std::path::PathBuf {
         .unwrap_or_else(|| cluster_dir().join("log/audit.log"))
 }
 
+/// How long the audit log is now: where the records of what follows begin.
+pub(crate) fn audit_len() -> u64 {
+    std::fs::metadata(audit_log()).map(|m| m.len()).unwrap_or(0)
+}
+
 /// When the API server received a write, and when its response completed.
 type Audited = (DateTime<Utc>, DateTime<Utc>);
 

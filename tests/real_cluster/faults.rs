@@ -69,12 +69,6 @@ fn audit_after(from: u64) -> Vec<Value> {
         .collect()
 }
 
-fn audit_len() -> u64 {
-    std::fs::metadata(crate::external::audit_log())
-        .map(|m| m.len())
-        .unwrap_or(0)
-}
-
 fn at(e: &Value, key: &str) -> DateTime<Utc> {
     e[key].as_str().and_then(|t| t.parse().ok()).expect(key)
 }
@@ -124,7 +118,7 @@ fn trial_with(
     let old = c.pod();
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("rec.jsonl");
-    let from = audit_len();
+    let from = crate::external::audit_len();
     let bin = env!("CARGO_BIN_EXE_readygap");
     let script = format!(
         "'{bin}' --kubeconfig '{}' -n {NS} --model {MODEL} --record '{}' {extra}; echo EXITED $?; sleep 60",

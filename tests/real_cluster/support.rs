@@ -1,9 +1,11 @@
 //! The real cluster the tests share: its kubeconfig and kubectl, the deployment under test,
 //! and readygap and kubectl run against it as a user runs them.
 
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The namespace and model of the shipped manifests' smollm2 overlay.
@@ -426,4 +428,74 @@ pub fn http_readiness_overlay(dir: &Path) -> PathBuf {
     .expect("the http-readiness overlay");
     let patches = &shipped[shipped.find("patches:").expect("its patches")..];
     smollm2_overlay(dir, "overlay", &format!("{patches}\n"))
+}
+
+/// A TCP relay to the real API server (whose certificate names 127.0.0.1, so TLS passes
+/// through), counting the bytes each way, until the process ends.
+pub struct Relay {
+    pub addr: String,
+    /// Bytes from the API server to the client: what the client read.
+    pub read: Arc<AtomicU64>,
+    pub written: Arc<AtomicU64>,
+}
+
+fn copy_counting(mut from: TcpStream, mut into: TcpStream, n: Arc<AtomicU64>) {
+    use std::io::{Read, Write};
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => {
+                n.fetch_add(k as u64, Ordering::Relaxed);
+                if into.write_all(&buf[..k]).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = into.shutdown(std::net::Shutdown::Write);
+}
+
+impl Relay {
+    /// Relay every connection `listener` accepts to `to` (`HOST:PORT`).
+    pub fn on(listener: TcpListener, to: String) -> Relay {
+        let addr = listener
+            .local_addr()
+            .expect("the relay's address")
+            .to_string();
+        let (read, written) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let (r, w) = (read.clone(), written.clone());
+        std::thread::spawn(move || {
+            for inbound in listener.incoming().flatten() {
+                let Ok(outbound) = TcpStream::connect(&to) else {
+                    continue;
+                };
+                let (i2, o2) = (inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
+                let (r, w) = (r.clone(), w.clone());
+                std::thread::spawn(move || copy_counting(outbound, inbound, r));
+                std::thread::spawn(move || copy_counting(i2, o2, w));
+            }
+        });
+        Relay {
+            addr,
+            read,
+            written,
+        }
+    }
+
+    /// [`Relay::on`] a free loopback port.
+    pub fn start(to: String) -> Relay {
+        Relay::on(
+            TcpListener::bind("127.0.0.1:0").expect("a loopback port"),
+            to,
+        )
+    }
+
+    pub fn read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
+    }
+
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
 }
