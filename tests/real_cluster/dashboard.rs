@@ -10,27 +10,7 @@
 //! cluster itself keeps running for the tests around this one.
 
 use crate::support::{NS, Tmux, cluster, repo, wait_until};
-use std::io::Read;
 use std::net::TcpListener;
-use std::path::Path;
-
-/// This kubeconfig with its server's address replaced by `server`.
-pub(crate) fn kubeconfig_at(c: &crate::support::Cluster, server: &str, out: &Path) -> String {
-    let real = c.k(&[
-        "config",
-        "view",
-        "--raw",
-        "-o",
-        "jsonpath={.clusters[0].cluster.server}",
-    ]);
-    let mut text = String::new();
-    std::fs::File::open(&c.kubeconfig)
-        .and_then(|mut f| f.read_to_string(&mut text))
-        .expect("reading the kubeconfig");
-    assert!(text.contains(&real), "{real} in the kubeconfig");
-    std::fs::write(out, text.replace(&real, server)).expect("writing the kubeconfig");
-    real.trim_start_matches("https://").to_owned()
-}
 
 #[ignore = "needs the real cluster: scripts/cluster.sh up"]
 #[test]
@@ -44,7 +24,7 @@ fn a_dashboard_started_while_the_api_server_is_unreachable_connects_when_it_answ
         .expect("a free port")
         .port();
     let kubeconfig = dir.path().join("kubeconfig");
-    let real = kubeconfig_at(&c, &format!("https://127.0.0.1:{port}"), &kubeconfig);
+    let real = crate::support::kubeconfig_at(&c, &format!("https://127.0.0.1:{port}"), &kubeconfig);
 
     let bin = env!("CARGO_BIN_EXE_readygap");
     let script = format!(

@@ -244,17 +244,10 @@ fn five_thousand_other_pods_cost_neither_the_dashboard_nor_the_watcher_what_they
 
     let kubeconfig_via = |relay: &Relay, name: &str| {
         let path = dir.path().join(name);
-        crate::dashboard::kubeconfig_at(&c, &format!("https://{}", relay.addr), &path);
+        crate::support::kubeconfig_at(&c, &format!("https://{}", relay.addr), &path);
         path
     };
-    let real = c.k(&[
-        "config",
-        "view",
-        "--raw",
-        "-o",
-        "jsonpath={.clusters[0].cluster.server}",
-    ]);
-    let to = real.trim_start_matches("https://").to_owned();
+    let to = c.server().trim_start_matches("https://").to_owned();
 
     // The dashboard's sources, headless: two trials.
     let relay = Relay::start(to.clone());

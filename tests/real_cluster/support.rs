@@ -121,6 +121,17 @@ impl Cluster {
         }
     }
 
+    /// The API server's URL in the kubeconfig (`https://HOST:PORT`).
+    pub fn server(&self) -> String {
+        self.k(&[
+            "config",
+            "view",
+            "--raw",
+            "-o",
+            "jsonpath={.clusters[0].cluster.server}",
+        ])
+    }
+
     /// kubectl ARGS, which must succeed; its standard output.
     pub fn k(&self, args: &[&str]) -> String {
         let out = self.try_k(args);
@@ -498,4 +509,14 @@ impl Relay {
     pub fn written(&self) -> u64 {
         self.written.load(Ordering::Relaxed)
     }
+}
+
+/// This cluster's kubeconfig with its server's address replaced by `server`, written to `out`;
+/// the real server's `HOST:PORT`.
+pub fn kubeconfig_at(c: &Cluster, server: &str, out: &Path) -> String {
+    let real = c.server();
+    let text = std::fs::read_to_string(&c.kubeconfig).expect("reading the kubeconfig");
+    assert!(text.contains(&real), "{real} in the kubeconfig");
+    std::fs::write(out, text.replace(&real, server)).expect("writing the kubeconfig");
+    real.trim_start_matches("https://").to_owned()
 }
