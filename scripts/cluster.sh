@@ -542,22 +542,30 @@ write_config() {
   kubeconfig "$ETC/kubelet.kubeconfig" kubelet "system:node:$NODE_NAME"
 
   # What readygap times: pod updates/patches (status too), creates, bindings and deletes;
-  # EndpointSlice writes. One line each at ResponseComplete.
+  # EndpointSlice writes. One line each at ResponseComplete. Status writes at Request level
+  # (the kubelet's patch says which write set Ready) and EndpointSlice writes at
+  # RequestResponse (the stored slice, named even when created from generateName): the
+  # ground truth of `readygap lab bench --cluster real`.
   cat >"$ETC/audit-policy.yaml" <<'EOF'
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
+  - level: Request
+    verbs: ["update", "patch"]
+    resources:
+      - group: ""
+        resources: ["pods/status"]
+  - level: RequestResponse
+    verbs: ["create", "update", "patch", "delete"]
+    resources:
+      - group: "discovery.k8s.io"
+        resources: ["endpointslices"]
   - level: Metadata
     verbs: ["create", "update", "patch", "delete"]
     resources:
       - group: ""
         resources: ["pods", "pods/status", "pods/binding"]
-  - level: Metadata
-    verbs: ["create", "update", "patch", "delete"]
-    resources:
-      - group: "discovery.k8s.io"
-        resources: ["endpointslices"]
   # A rollout's T0: the Deployment's patch (rollout restart), the ReplicaSets it scales.
   - level: Metadata
     verbs: ["create", "update", "patch", "delete"]
