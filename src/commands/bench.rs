@@ -17,9 +17,11 @@
 //! The arithmetic (pairing with the ground truth, statistics, JSON, table) is
 //! `readygap_core::bench`.
 
+use super::bench_truth;
 use super::drop_caches::OutputFormat;
 use crate::args::{name_of, one_of};
 use color_eyre::eyre::{Result, WrapErr, eyre};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use readygap_core::bench::{
     BenchReport, Cost, EndpointChange, Endpoints, Instant, MethodResult, SliceUnion,
     endpoint_instants, match_instants, parse_endpoint_sample,
@@ -74,6 +76,35 @@ pub struct BenchArgs {
     /// How long the scale bench runs readygap.
     #[arg(long, default_value = "60s", value_parser = readygap_core::units::parse_duration)]
     pub duration: Duration,
+    /// Where the accuracy bench's trials run: the embedded lab, judged by its ground-truth
+    /// log, or a real cluster (`--kubeconfig`, `--namespace`, `--model`; an `ollama`
+    /// Deployment and Service there, as `manifests/` make), judged by its API server's audit
+    /// log (`--audit-log`) and the runtime's container log.
+    #[arg(long, value_enum, default_value_t = BenchCluster::Lab)]
+    pub cluster: BenchCluster,
+    /// `--cluster real`: the kubeconfig of the cluster.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// `--cluster real`: the namespace of the `ollama` Deployment (its pods are deleted).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// `--cluster real`: the API server's JSON audit log (`--audit-log-path`), logging
+    /// `pods/status` writes at Request level and EndpointSlice writes at RequestResponse
+    /// (`scripts/cluster.sh`'s policy does).
+    #[arg(long)]
+    pub audit_log: Option<PathBuf>,
+    /// The model to infer with (default: the profile's; `--cluster real`: required).
+    #[arg(long)]
+    pub model: Option<String>,
+}
+
+/// Where `readygap lab bench` runs its trials.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchCluster {
+    /// The embedded lab (`readygap lab serve`), judged by its ground-truth log.
+    Lab,
+    /// A real cluster, judged by its API server's audit log and its container logs.
+    Real,
 }
 
 impl BenchArgs {
@@ -165,17 +196,67 @@ pub(super) fn interrupt(child: &mut Child, grace: Duration) {
     let _ = child.wait();
 }
 
+/// `VmHWM` of `/proc/PID/status` (`self` or a pid), the process's peak resident set so far,
+/// in KiB.
+fn vm_hwm_kib(pid: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The largest `VmHWM` among `pid` and its descendants now (`/proc/PID/task/TID/children`).
+fn tree_hwm_kib(pid: libc::pid_t) -> u64 {
+    let (mut peak, mut todo) = (0, vec![pid]);
+    while let Some(p) = todo.pop() {
+        peak = peak.max(vm_hwm_kib(&p.to_string()).unwrap_or(0));
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            todo.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<libc::pid_t>().ok()),
+            );
+        }
+    }
+    peak
+}
+
 /// Reap `child` with `wait4`, killing it after `timeout`: its exit code and the rusage of
 /// it and every descendant it waited for (the real-cluster scale test's figures too).
+///
+/// The peak resident set: `ru_maxrss` is the largest of the tree's processes, but Linux
+/// also counts the memory a process had *before* its `execve` (`fs/exec.c` `exec_mmap`
+/// records the old mm's high-water mark), which for a child of this process is this
+/// process's own (measured: `/bin/true` spawned from a 300 MiB Python reports 313 MiB). So
+/// `ru_maxrss` counts only when it is above this process's own peak; the tree's own
+/// `VmHWM`s, read every 20 ms while it runs, count always (a short-lived descendant's last
+/// few milliseconds may be missed).
 pub fn wait_with_cost(child: &mut Child, timeout: Duration, what: &str) -> Result<(i32, Cost)> {
     let pid = child.id() as libc::pid_t;
-    // Dropped once the child is reaped (or the wait failed): the killer then stands down.
+    // Dropped once the child is reaped (or the wait failed): the killer then stands down,
+    // and the sampler of the child's own peak answers with what it read.
     let (done, reaped) = std::sync::mpsc::channel::<()>();
+    let (peak_tx, peak_rx) = std::sync::mpsc::channel::<u64>();
     std::thread::spawn(move || {
-        if reaped.recv_timeout(timeout) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
-            // SAFETY: kill(2) with a pid we spawned and have not reaped yet.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+        let deadline = std::time::Instant::now() + timeout;
+        let mut peak = 0;
+        loop {
+            // Read before reaping: once reaped the pid may be another process's.
+            peak = peak.max(tree_hwm_kib(pid));
+            match reaped.recv_timeout(Duration::from_millis(20)) {
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                _ => break,
+            }
+            if std::time::Instant::now() > deadline {
+                // SAFETY: kill(2) with a pid we spawned and have not reaped yet.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                break;
+            }
         }
+        let _ = peak_tx.send(peak);
     });
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero rusage is a valid value of the plain C struct.
@@ -192,13 +273,21 @@ pub fn wait_with_cost(child: &mut Child, timeout: Duration, what: &str) -> Resul
         }
     }
     drop(done);
+    let sampled = peak_rx.recv().unwrap_or(0);
     // The child is reaped: a later try_wait or wait on it answers ECHILD, which the callers'
     // guards ignore.
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    // Linux reports ru_maxrss in KiB.
+    let tree = ru.ru_maxrss.max(0) as u64;
+    let own = vm_hwm_kib("self").unwrap_or(u64::MAX);
     let cost = Cost {
         cpu_s: secs(ru.ru_utime) + secs(ru.ru_stime),
-        // Linux reports ru_maxrss in KiB.
-        peak_rss_mib: ru.ru_maxrss as f64 / 1024.0,
+        peak_rss_mib: if tree > own {
+            tree.max(sampled)
+        } else {
+            sampled
+        } as f64
+            / 1024.0,
     };
     if !libc::WIFEXITED(status) {
         return Err(eyre!(
@@ -210,6 +299,7 @@ pub fn wait_with_cost(child: &mut Child, timeout: Duration, what: &str) -> Resul
 }
 
 /// The real kubectl with the lab's kubeconfig and a HOME of its own.
+#[derive(Clone)]
 pub(super) struct Kubectl {
     pub(super) bin: PathBuf,
     pub(super) kubeconfig: PathBuf,
@@ -467,6 +557,103 @@ pub(super) fn start_lab(
     Ok((lab, k))
 }
 
+/// Where the trials run and what judges them.
+enum Site {
+    /// The lab's process and its ground-truth log.
+    Lab { _lab: Guard, ground_truth: PathBuf },
+    /// A real cluster: its audit log from the bench's start, the pods' logs as followed,
+    /// the Service's slices at the start.
+    Real {
+        audit: bench_truth::AuditLog,
+        logs: bench_truth::LogFollower,
+        slices: Vec<EndpointSlice>,
+        start: Timestamp,
+    },
+}
+
+impl Site {
+    /// The ground truth of the whole bench (the lab's stops here).
+    fn ground_truth(self, k: &Kubectl) -> Result<Vec<GroundTruthEntry>> {
+        match self {
+            Site::Lab { _lab, ground_truth } => {
+                drop(_lab);
+                read_ground_truth(&ground_truth)
+            }
+            Site::Real {
+                audit,
+                logs,
+                slices,
+                start,
+            } => {
+                let mut gt = Vec::new();
+                for (pod, text) in logs.stop()? {
+                    gt.extend(bench_truth::log_truth(&pod, &text));
+                }
+                let (text, first) = audit.appended()?;
+                let file = audit.path();
+                gt.extend(bench_truth::ready_truth(&text, first, file, &k.namespace)?);
+                gt.extend(bench_truth::endpoint_truth(
+                    &text,
+                    first,
+                    file,
+                    (&k.namespace, "ollama"),
+                    &slices,
+                    start,
+                )?);
+                Ok(gt)
+            }
+        }
+    }
+}
+
+/// The real cluster of `--cluster real`: kubectl on it, and the truth's sources opened.
+fn real_site(args: &BenchArgs, kubectl_bin: &Path, dir: &Path) -> Result<(Kubectl, Site)> {
+    let need = |what: &str, why: &str| eyre!("--cluster real needs {what}: {why}");
+    let k = Kubectl {
+        bin: kubectl_bin.to_path_buf(),
+        kubeconfig: args
+            .kubeconfig
+            .clone()
+            .ok_or_else(|| need("--kubeconfig (or KUBECONFIG)", "the cluster's kubeconfig"))?,
+        home: dir.join("home"),
+        namespace: args
+            .namespace
+            .clone()
+            .ok_or_else(|| need("--namespace", "the namespace of the ollama Deployment"))?,
+    };
+    let path = args.audit_log.as_deref().ok_or_else(|| {
+        need(
+            "--audit-log",
+            "the API server's JSON audit log, the ground truth of Ready and the endpoints",
+        )
+    })?;
+    k.wait_steady(Duration::from_secs(120))?;
+    let audit = bench_truth::AuditLog::from_end(path)?;
+    let start = chrono::Utc::now();
+    let list = k.get(&[
+        "get",
+        "endpointslice",
+        "-l",
+        "kubernetes.io/service-name=ollama",
+        "-o",
+        "json",
+    ])?;
+    let list: serde_json::Value =
+        serde_json::from_str(&list).wrap_err("kubectl's list of EndpointSlices")?;
+    let slices = serde_json::from_value(list["items"].clone())
+        .wrap_err("kubectl's list of EndpointSlices")?;
+    let kc = k.clone();
+    let logs =
+        bench_truth::LogFollower::start(move || kc.command(), "app=ollama", &dir.join("logs"))?;
+    let site = Site::Real {
+        audit,
+        logs,
+        slices,
+        start,
+    };
+    Ok((k, site))
+}
+
 pub(super) fn bench_in(
     args: &BenchArgs,
     model: &str,
@@ -474,9 +661,19 @@ pub(super) fn bench_in(
     dir: &Path,
 ) -> Result<BenchReport> {
     let exe = std::env::current_exe().wrap_err("finding the readygap binary")?;
-    let gt_path = dir.join("ground-truth.jsonl");
-    let _ = std::fs::remove_file(&gt_path);
-    let (lab, k) = start_lab(args, &exe, dir, kubectl_bin)?;
+    let (k, site) = match args.cluster {
+        BenchCluster::Lab => {
+            let ground_truth = dir.join("ground-truth.jsonl");
+            let _ = std::fs::remove_file(&ground_truth);
+            let (lab, k) = start_lab(args, &exe, dir, kubectl_bin)?;
+            let site = Site::Lab {
+                _lab: lab,
+                ground_truth,
+            };
+            (k, site)
+        }
+        BenchCluster::Real => real_site(args, kubectl_bin, dir)?,
+    };
     let steady = Duration::from_secs(120);
     k.wait_steady(steady)?;
     let per_trial = Duration::from_secs(600) + args.cooldown;
@@ -530,16 +727,30 @@ pub(super) fn bench_in(
     }
     let rg_seen = endpoint_instants(&states);
 
-    // The study's trials: the client pod, then a child bash running the loop.
+    // The study's trials: the client pod (made here unless it is there: a real cluster's
+    // keeps it), then a child bash running the loop.
     k.wait_steady(steady)?;
-    k.get(&[
-        "run",
-        "ollama-client",
-        "--image=curlimages/curl",
-        "--",
-        "sleep",
-        "infinity",
-    ])?;
+    let client_made = k
+        .get(&[
+            "get",
+            "pod",
+            "ollama-client",
+            "--ignore-not-found",
+            "-o",
+            "name",
+        ])?
+        .trim()
+        .is_empty();
+    if client_made {
+        k.get(&[
+            "run",
+            "ollama-client",
+            "--image=curlimages/curl",
+            "--",
+            "sleep",
+            "infinity",
+        ])?;
+    }
     k.wait_until("the client pod Running", steady, |k| {
         k.get(&[
             "get",
@@ -578,6 +789,17 @@ pub(super) fn bench_in(
         .wrap_err("starting bash for the study's loop")?;
     let (code, base_cost) = wait_with_cost(&mut child, timeout, "the study's loop")?;
     let base_to = chrono::Utc::now();
+    if client_made && args.cluster == BenchCluster::Real {
+        // Gone before the bench ends (`sleep` as PID 1 ignores SIGTERM: a second's grace).
+        let _ = k.get(&[
+            "delete",
+            "pod",
+            "ollama-client",
+            "--grace-period=1",
+            "--wait=true",
+            "--timeout=60s",
+        ]);
+    }
     if code != 0 {
         return Err(eyre!("the study's loop exited {code} (see baseline.log)"));
     }
@@ -615,13 +837,28 @@ pub(super) fn bench_in(
         base_states.push((ts, eps));
     }
     let base_seen = endpoint_instants(&base_states);
-    drop(lab);
 
-    let gt = read_ground_truth(&gt_path)?;
+    let gt = site.ground_truth(&k)?;
     let readygap = method_result(&rg_trials, &rg_seen, &gt, (rg_from, rg_to), rg_cost);
     let baseline = method_result(&base_trials, &base_seen, &gt, (rg_from, base_to), base_cost);
-    let mut settings = args.settings();
-    settings.insert("engine".to_string(), json!(engine_name(args.engine)));
+    let mut settings = match args.cluster {
+        BenchCluster::Lab => {
+            let mut s = args.settings();
+            s.insert("engine".to_string(), json!(engine_name(args.engine)));
+            s.insert("ground_truth".to_string(), json!("the lab's ground truth"));
+            s
+        }
+        BenchCluster::Real => BTreeMap::from([
+            ("cluster".to_string(), json!("real")),
+            ("namespace".to_string(), json!(k.namespace)),
+            ("model".to_string(), json!(model)),
+            ("cooldown_s".to_string(), json!(args.cooldown.as_secs_f64())),
+            (
+                "ground_truth".to_string(),
+                json!("the API server's audit log and the container log"),
+            ),
+        ]),
+    };
     settings.insert("access".to_string(), json!(args.access));
     settings.insert("kubectl".to_string(), json!(kubectl_bin));
     Ok(BenchReport {

@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod bench_scale;
+pub mod bench_truth;
 pub mod cast;
 pub mod dashboard;
 pub mod drop_caches;
@@ -36,7 +37,19 @@ pub fn lab_bench(args: bench::BenchArgs) -> Result<i32> {
     });
     std::fs::create_dir_all(dir.join("home"))
         .wrap_err_with(|| format!("creating {}", dir.display()))?;
-    let (model, kubectl) = (profile.model.as_str(), kubectl.as_path());
+    if args.cluster == bench::BenchCluster::Real && args.scale.is_some() {
+        return Err(eyre!(
+            "--scale runs on the lab only (the real API server's scale figures: \
+             tests/real_cluster/scale.rs)"
+        ));
+    }
+    if args.cluster == bench::BenchCluster::Real && args.model.is_none() {
+        return Err(eyre!(
+            "--cluster real needs --model: the model the ollama Deployment serves"
+        ));
+    }
+    let model = args.model.as_deref().unwrap_or(profile.model.as_str());
+    let kubectl = kubectl.as_path();
     let report = match args.scale {
         Some(pods) => bench_scale::scale_in(&args, pods, model, kubectl, &dir)
             .map(|r| (r.to_json(), r.to_table())),

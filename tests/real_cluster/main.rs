@@ -7,6 +7,7 @@
 //! missing cluster fails with the reason. They share one cluster and one namespace, so they
 //! run one at a time (`support::cluster()` holds a lock).
 
+mod bench;
 mod cold;
 mod conformance;
 mod dashboard;

@@ -403,9 +403,14 @@ impl BenchReport {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        let truth = self
+            .settings
+            .get("ground_truth")
+            .and_then(Value::as_str)
+            .unwrap_or("the lab's ground truth");
         let _ = writeln!(
             s,
-            "\n|error| against the lab's ground truth, ms\n{:<22} {:>9} {:>9} {:>9} {:>9} {:>7}",
+            "\n|error| against {truth}, ms\n{:<22} {:>9} {:>9} {:>9} {:>9} {:>7}",
             "transition", "rg med", "rg p95", "base med", "base p95", "ratio"
         );
         for what in transition_names() {
