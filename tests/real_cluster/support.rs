@@ -218,9 +218,13 @@ impl Cluster {
         out
     }
 
-    /// readygap ARGS against the cluster of `kubeconfig` (another user, or the lab).
+    /// readygap ARGS against the cluster of `kubeconfig` (another user, or the lab): the
+    /// binary under test, or `READYGAP_TEST_BIN` when set (the scale test's figures of a
+    /// release build: `READYGAP_TEST_BIN=target/release/readygap`).
     pub fn readygap_at(&self, kubeconfig: &Path, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_readygap"));
+        let bin = std::env::var_os("READYGAP_TEST_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_readygap").into());
+        let mut c = Command::new(bin);
         c.args(args)
             .arg("--kubeconfig")
             .arg(kubeconfig)

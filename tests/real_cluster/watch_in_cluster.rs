@@ -7,8 +7,9 @@
 //! second through its Service's ClusterIP. The model Deployment carries the label the
 //! manifests select (`readygap.io/watch=true`, on the Deployment and its pod template); a
 //! script replaces its pod twice, each time with a user's request once it is Ready: each
-//! replacement is counted once in what Prometheus stored, and each `k8s_recovery` is there
-//! within a scrape of the watcher's having it.
+//! replacement is counted once in what Prometheus stored, `histogram_quantile` answers the
+//! median recovery, and each `k8s_recovery` is in a scrape within 5 s of its T1 (the
+//! kubelet's status write that set Ready, in the audit log).
 
 use crate::external::user_request;
 use crate::support::{Cluster, NS, Reaped, cluster, repo, smollm2_overlay, wait_until};
@@ -35,6 +36,32 @@ fn query(port: u16, q: &str) -> Option<f64> {
     rows.iter()
         .map(|r| r["value"][1].as_str()?.parse::<f64>().ok())
         .sum()
+}
+
+/// The raw samples of the range selector `q` (an instant query of `metric[range]`): each
+/// scrape's time and value, in order.
+fn scraped(port: u16, q: &str) -> Vec<(chrono::DateTime<chrono::Utc>, f64)> {
+    let out = Command::new("curl")
+        .args(["-sf", "--noproxy", "*", "--max-time", "5", "-G"])
+        .arg(format!("http://127.0.0.1:{port}/api/v1/query"))
+        .args(["--data-urlencode", &format!("query={q}")])
+        .output()
+        .expect("curl");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("Prometheus' JSON");
+    let series = v["data"]["result"].as_array().map_or(0, Vec::len);
+    assert!(series <= 1, "{q}: {series} series, one expected: {v}");
+    let mut samples: Vec<_> = v["data"]["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["values"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| {
+            let at = chrono::DateTime::from_timestamp_millis((p[0].as_f64()? * 1000.0) as i64)?;
+            Some((at, p[1].as_str()?.parse().ok()?))
+        })
+        .collect();
+    samples.sort_by_key(|(at, _)| *at);
+    samples
 }
 
 /// Removes what the test installed, passed or failed.
@@ -187,10 +214,12 @@ fn the_watcher_deployed_from_the_manifests_counts_each_replacement_once_in_prome
         )
         .unwrap_or(0.0)
     };
+    let mut new_pods = Vec::new();
     for n in 1..=2 {
         let pod = c.pod();
         c.kn(&["delete", "pod", &pod, "--wait=false"]);
         c.settle();
+        new_pods.push(c.pod());
         wait_until(
             "the replacement's k8s_recovery in Prometheus",
             Duration::from_secs(30),
@@ -215,6 +244,50 @@ fn the_watcher_deployed_from_the_manifests_counts_each_replacement_once_in_prome
     let recovery = of_ollama("readygap_k8s_recovery_seconds_sum");
     eprintln!("in-cluster watcher via Prometheus: 2 trials, k8s_recovery sum {recovery:.3} s");
     assert!(recovery > 0.0 && recovery < 120.0, "{recovery}");
+    // What a dashboard asks: the median recovery, from the stored buckets.
+    let median = query(
+        port,
+        &format!(
+            r#"histogram_quantile(0.5, sum by (le) (readygap_k8s_recovery_seconds_bucket{{namespace="{NS}",deployment="ollama"}}))"#
+        ),
+    )
+    .expect("histogram_quantile answers");
+    eprintln!(
+        "in-cluster watcher via Prometheus: histogram_quantile(0.5, k8s_recovery) = {median:.3} s"
+    );
+    assert!(
+        median > 0.0 && median <= recovery,
+        "{median} of a sum {recovery}"
+    );
+    // How late a dashboard sees each recovery: from T1 (the kubelet's status write that set
+    // Ready, in the audit log) to the first scrape whose count holds it.
+    let audit = crate::external::audit_log();
+    let text = std::fs::read_to_string(&audit).expect("the audit log");
+    let ready = readygap::commands::bench_truth::ready_truth(&text, 1, &audit, NS)
+        .expect("the audit log's status writes");
+    let samples = scraped(
+        port,
+        &format!(
+            r#"readygap_k8s_recovery_seconds_count{{namespace="{NS}",deployment="ollama"}}[1h]"#
+        ),
+    );
+    for (n, pod) in new_pods.iter().enumerate() {
+        let t1 = ready
+            .iter()
+            .find(|e| &e.pod == pod)
+            .unwrap_or_else(|| panic!("{pod}: no status write set Ready in the audit log"))
+            .ts;
+        let (at, _) = samples
+            .iter()
+            .find(|(_, v)| *v >= (n + 1) as f64)
+            .unwrap_or_else(|| panic!("no scrape counts {} recoveries: {samples:?}", n + 1));
+        let late = (*at - t1).num_milliseconds();
+        eprintln!("in-cluster watcher: {pod} Ready at {t1}, first scraped with it {late} ms later");
+        assert!(
+            late > 0 && late < 5_000,
+            "{pod}: k8s_recovery scraped {late} ms after T1 (scrapes every 1 s)"
+        );
+    }
     // Read-only and enough: the watcher's log holds no refusal.
     let log = c.k(&["-n", WATCH_NS, "logs", "deployment/readygap-watch"]);
     assert!(!log.contains("forbidden"), "{log}");
