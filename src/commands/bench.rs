@@ -590,16 +590,9 @@ impl Site {
                     gt.extend(bench_truth::log_truth(&pod, &text));
                 }
                 let (text, first) = audit.appended()?;
-                let file = audit.path();
-                gt.extend(bench_truth::ready_truth(&text, first, file, &k.namespace)?);
-                gt.extend(bench_truth::endpoint_truth(
-                    &text,
-                    first,
-                    file,
-                    (&k.namespace, "ollama"),
-                    &slices,
-                    start,
-                )?);
+                let records = bench_truth::AuditRecords::parse(&text, first, audit.path())?;
+                gt.extend(records.ready(&k.namespace)?);
+                gt.extend(records.endpoints((&k.namespace, "ollama"), &slices, start)?);
                 Ok(gt)
             }
         }

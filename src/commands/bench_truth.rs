@@ -147,16 +147,31 @@ impl AuditEvent {
     }
 }
 
-/// The audit events in `text` (lines of the log from line `first`), each with its line.
-fn audit_events(text: &str, first: usize, file: &Path) -> Result<Vec<AuditEvent>> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l)
-                .map_err(|e| eyre!("{}:{}: not an audit event: {e}", file.display(), first + i))
+/// The audit events of a stretch of the log, in the order their responses completed.
+pub struct AuditRecords {
+    file: PathBuf,
+    events: Vec<AuditEvent>,
+}
+
+impl AuditRecords {
+    /// Parse `text`, lines of the audit log `file` from line `first`.
+    pub fn parse(text: &str, first: usize, file: &Path) -> Result<Self> {
+        let mut events = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| {
+                serde_json::from_str(l)
+                    .map_err(|e| eyre!("{}:{}: not an audit event: {e}", file.display(), first + i))
+            })
+            .collect::<Result<Vec<AuditEvent>>>()?;
+        // The log is written in completion order, near enough; a replay needs it exactly.
+        events.sort_by_key(|e| e.stage_timestamp);
+        Ok(Self {
+            file: file.to_path_buf(),
+            events,
         })
-        .collect()
+    }
 }
 
 /// Does this status write set the Ready condition true?
@@ -179,99 +194,94 @@ fn entry(ts: Timestamp, pod: &str, transition: Transition) -> GroundTruthEntry {
     }
 }
 
-/// Each pod of `namespace` turning Ready in an audit log's lines (from line `first` of
-/// `file`): the instant of each status write that set the condition.
-pub fn ready_truth(
-    text: &str,
-    first: usize,
-    file: &Path,
-    namespace: &str,
-) -> Result<Vec<GroundTruthEntry>> {
-    let events = audit_events(text, first, file)?;
-    let writes: Vec<&AuditEvent> = events
-        .iter()
-        .filter(|e| e.wrote(namespace, "pods", "status"))
-        .collect();
-    if !writes.is_empty() && writes.iter().all(|e| e.request_object.is_none()) {
-        return Err(eyre!(
-            "{}: the pods/status writes have no requestObject: the audit policy must log \
-             them at Request level",
-            file.display()
-        ));
-    }
-    let mut out: Vec<GroundTruthEntry> = writes
-        .iter()
-        .filter(|e| e.request_object.as_ref().is_some_and(sets_ready))
-        .map(|e| entry(e.stage_timestamp, &e.object_ref.name, Transition::PodReady))
-        .collect();
-    out.sort_by_key(|e| e.ts);
-    Ok(out)
-}
-
-/// The endpoint transitions of `service`'s slices in `namespace` after `start`, when they
-/// stood as `slices`, in an audit log's lines (from line `first` of `file`).
-pub fn endpoint_truth(
-    text: &str,
-    first: usize,
-    file: &Path,
-    (namespace, service): (&str, &str),
-    slices: &[EndpointSlice],
-    start: Timestamp,
-) -> Result<Vec<GroundTruthEntry>> {
-    let mut events = audit_events(text, first, file)?;
-    // The log is written in completion order, near enough; the replay needs it exactly.
-    events.sort_by_key(|e| e.stage_timestamp);
-    let mut union = SliceUnion::default();
-    let of_service = |s: &EndpointSlice| {
-        s.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("kubernetes.io/service-name"))
-            .is_some_and(|n| n == service)
-    };
-    let mut now = Endpoints::new();
-    for s in slices.iter().filter(|s| of_service(s)) {
-        now = union.apply(&readygap_live::sources::kube::endpoint_slice_view(s));
-    }
-    let mut known: BTreeSet<String> = slices
-        .iter()
-        .filter(|s| of_service(s))
-        .filter_map(|s| s.metadata.name.clone())
-        .collect();
-    let mut states = vec![(start, now)];
-    let mut out = Vec::new();
-    for e in events
-        .iter()
-        .filter(|e| e.wrote(namespace, "endpointslices", "") && e.stage_timestamp > start)
-    {
-        if e.verb == "delete" {
-            if known.remove(&e.object_ref.name) {
-                states.push((e.stage_timestamp, union.delete(&e.object_ref.name)));
-            }
-            continue;
-        }
-        let Some(body) = e.response_object.as_ref().or(e.request_object.as_ref()) else {
+impl AuditRecords {
+    /// Each pod of `namespace` turning Ready: the instant of each status write that set the
+    /// condition.
+    pub fn ready(&self, namespace: &str) -> Result<Vec<GroundTruthEntry>> {
+        let writes: Vec<&AuditEvent> = self
+            .events
+            .iter()
+            .filter(|e| e.wrote(namespace, "pods", "status"))
+            .collect();
+        if !writes.is_empty() && writes.iter().all(|e| e.request_object.is_none()) {
             return Err(eyre!(
-                "{}: an EndpointSlice {} without its object: the audit policy must log \
-                 EndpointSlice writes at RequestResponse level",
-                file.display(),
-                e.verb
+                "{}: the pods/status writes have no requestObject: the audit policy must log \
+             them at Request level",
+                self.file.display()
             ));
+        }
+        let out: Vec<GroundTruthEntry> = writes
+            .iter()
+            .filter(|e| e.request_object.as_ref().is_some_and(sets_ready))
+            .map(|e| entry(e.stage_timestamp, &e.object_ref.name, Transition::PodReady))
+            .collect();
+        Ok(out)
+    }
+
+    /// The endpoint transitions of `service`'s slices in `namespace` after `start`, when they
+    /// stood as `slices`.
+    pub fn endpoints(
+        &self,
+        (namespace, service): (&str, &str),
+        slices: &[EndpointSlice],
+        start: Timestamp,
+    ) -> Result<Vec<GroundTruthEntry>> {
+        let file = &self.file;
+        let mut union = SliceUnion::default();
+        let of_service = |s: &EndpointSlice| {
+            s.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("kubernetes.io/service-name"))
+                .is_some_and(|n| n == service)
         };
-        let slice: EndpointSlice = serde_json::from_value(body.clone())
-            .wrap_err_with(|| format!("{}: the EndpointSlice of a {}", file.display(), e.verb))?;
-        if of_service(&slice) {
-            known.extend(slice.metadata.name.clone());
-            let view = readygap_live::sources::kube::endpoint_slice_view(&slice);
-            states.push((e.stage_timestamp, union.apply(&view)));
+        let mut now = Endpoints::new();
+        for s in slices.iter().filter(|s| of_service(s)) {
+            now = union.apply(&readygap_live::sources::kube::endpoint_slice_view(s));
         }
-    }
-    for i in endpoint_instants(&states) {
-        if let Some(c) = EndpointChange::ALL.iter().find(|c| c.name() == i.what) {
-            out.push(entry(i.ts, &i.pod, Transition::of_endpoint(*c)));
+        let mut known: BTreeSet<String> = slices
+            .iter()
+            .filter(|s| of_service(s))
+            .filter_map(|s| s.metadata.name.clone())
+            .collect();
+        let mut states = vec![(start, now)];
+        let mut out = Vec::new();
+        for e in self
+            .events
+            .iter()
+            .filter(|e| e.wrote(namespace, "endpointslices", "") && e.stage_timestamp > start)
+        {
+            if e.verb == "delete" {
+                if known.remove(&e.object_ref.name) {
+                    states.push((e.stage_timestamp, union.delete(&e.object_ref.name)));
+                }
+                continue;
+            }
+            let Some(body) = e.response_object.as_ref().or(e.request_object.as_ref()) else {
+                return Err(eyre!(
+                    "{}: an EndpointSlice {} without its object: the audit policy must log \
+                 EndpointSlice writes at RequestResponse level",
+                    file.display(),
+                    e.verb
+                ));
+            };
+            let slice: EndpointSlice =
+                serde_json::from_value(body.clone()).wrap_err_with(|| {
+                    format!("{}: the EndpointSlice of a {}", file.display(), e.verb)
+                })?;
+            if of_service(&slice) {
+                known.extend(slice.metadata.name.clone());
+                let view = readygap_live::sources::kube::endpoint_slice_view(&slice);
+                states.push((e.stage_timestamp, union.apply(&view)));
+            }
         }
+        for i in endpoint_instants(&states) {
+            if let Some(c) = EndpointChange::ALL.iter().find(|c| c.name() == i.what) {
+                out.push(entry(i.ts, &i.pod, Transition::of_endpoint(*c)));
+            }
+        }
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// The ground truth in one pod's container log (`kubectl logs --timestamps`): the runtime
@@ -564,7 +574,8 @@ not a stamped line
         ]
         .join("\n");
         let file = Path::new("audit.log");
-        let t = ready_truth(&lines, 1, file, "llm-recovery-lab").expect("the lines read");
+        let ready = |text: &str, first, ns| AuditRecords::parse(text, first, file)?.ready(ns);
+        let t = ready(&lines, 1, "llm-recovery-lab").expect("the lines read");
         let got: Vec<_> = t
             .iter()
             .map(|e| (e.pod.as_str(), e.transition, e.ts))
@@ -584,11 +595,7 @@ not a stamped line
                 ),
             ]
         );
-        assert!(
-            ready_truth(&lines, 1, file, "other")
-                .expect("read")
-                .is_empty()
-        );
+        assert!(ready(&lines, 1, "other").expect("read").is_empty());
 
         // A policy at Metadata level logs no bodies: said, not taken for "never Ready".
         let bodiless = audit(
@@ -599,11 +606,11 @@ not a stamped line
             "",
             "2026-12-07T19:22:00Z",
         );
-        let e = ready_truth(&bodiless, 1, file, "llm-recovery-lab").expect_err("no bodies");
+        let e = ready(&bodiless, 1, "llm-recovery-lab").expect_err("no bodies");
         assert!(e.to_string().contains("Request level"), "{e}");
         // A malformed line is named by file and line.
         let text = format!("{bodiless}\n{{\"kind\":\"Event\",");
-        let e = ready_truth(&text, 41, file, "llm-recovery-lab").expect_err("malformed");
+        let e = ready(&text, 41, "llm-recovery-lab").expect_err("malformed");
         assert!(e.to_string().starts_with("audit.log:42: "), "{e}");
     }
 
@@ -662,15 +669,11 @@ not a stamped line
             audit("list", "", "", 200, "", "2026-12-07T19:31:05Z"),
         ]
         .join("\n");
-        let t = endpoint_truth(
-            &lines,
-            1,
-            Path::new("audit.log"),
-            ("llm-recovery-lab", "ollama"),
-            &[start_slice],
-            ts("2026-12-07T19:31:00Z"),
-        )
-        .expect("the lines read");
+        let records = AuditRecords::parse(&lines, 1, Path::new("audit.log")).expect("read");
+        let start = ts("2026-12-07T19:31:00Z");
+        let t = records
+            .endpoints(("llm-recovery-lab", "ollama"), &[start_slice], start)
+            .expect("the slices read");
         let got: Vec<_> = t
             .iter()
             .map(|e| (e.pod.as_str(), e.transition, e.ts))
@@ -707,15 +710,9 @@ not a stamped line
             ]
         );
         // Another Service's slices are not this one's.
-        let other = endpoint_truth(
-            &lines,
-            1,
-            Path::new("audit.log"),
-            ("llm-recovery-lab", "vllm"),
-            &[],
-            ts("2026-12-07T19:31:00Z"),
-        )
-        .expect("read");
+        let other = records
+            .endpoints(("llm-recovery-lab", "vllm"), &[], start)
+            .expect("read");
         assert!(other.is_empty(), "{other:?}");
     }
 }

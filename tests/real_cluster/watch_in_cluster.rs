@@ -19,9 +19,9 @@ use std::time::Duration;
 
 const WATCH_NS: &str = "readygap";
 
-/// What Prometheus answers to the instant query `q`: the sum of its samples, `None` when it
-/// has none.
-fn query(port: u16, q: &str) -> Option<f64> {
+/// The series Prometheus answers to the instant query `q` (`data.result`), `None` when it
+/// does not answer.
+fn result(port: u16, q: &str) -> Option<Vec<Value>> {
     let out = Command::new("curl")
         .args(["-sf", "--noproxy", "*", "--max-time", "5", "-G"])
         .arg(format!("http://127.0.0.1:{port}/api/v1/query"))
@@ -29,7 +29,13 @@ fn query(port: u16, q: &str) -> Option<f64> {
         .output()
         .ok()?;
     let v: Value = serde_json::from_slice(&out.stdout).ok()?;
-    let rows = v["data"]["result"].as_array()?;
+    v["data"]["result"].as_array().cloned()
+}
+
+/// What Prometheus answers to the instant query `q`: the sum of its samples, `None` when it
+/// has none.
+fn query(port: u16, q: &str) -> Option<f64> {
+    let rows = result(port, q)?;
     if rows.is_empty() {
         return None;
     }
@@ -41,19 +47,14 @@ fn query(port: u16, q: &str) -> Option<f64> {
 /// The raw samples of the range selector `q` (an instant query of `metric[range]`): each
 /// scrape's time and value, in order.
 fn scraped(port: u16, q: &str) -> Vec<(chrono::DateTime<chrono::Utc>, f64)> {
-    let out = Command::new("curl")
-        .args(["-sf", "--noproxy", "*", "--max-time", "5", "-G"])
-        .arg(format!("http://127.0.0.1:{port}/api/v1/query"))
-        .args(["--data-urlencode", &format!("query={q}")])
-        .output()
-        .expect("curl");
-    let v: Value = serde_json::from_slice(&out.stdout).expect("Prometheus' JSON");
-    let series = v["data"]["result"].as_array().map_or(0, Vec::len);
-    assert!(series <= 1, "{q}: {series} series, one expected: {v}");
-    let mut samples: Vec<_> = v["data"]["result"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let series = result(port, q).unwrap_or_else(|| panic!("{q}: Prometheus did not answer"));
+    assert!(
+        series.len() <= 1,
+        "{q}: {} series, one expected: {series:?}",
+        series.len()
+    );
+    let mut samples: Vec<_> = series
+        .iter()
         .flat_map(|r| r["values"].as_array().cloned().unwrap_or_default())
         .filter_map(|p| {
             let at = chrono::DateTime::from_timestamp_millis((p[0].as_f64()? * 1000.0) as i64)?;
@@ -263,7 +264,8 @@ fn the_watcher_deployed_from_the_manifests_counts_each_replacement_once_in_prome
     // Ready, in the audit log) to the first scrape whose count holds it.
     let audit = crate::external::audit_log();
     let text = std::fs::read_to_string(&audit).expect("the audit log");
-    let ready = readygap::commands::bench_truth::ready_truth(&text, 1, &audit, NS)
+    let ready = readygap::commands::bench_truth::AuditRecords::parse(&text, 1, &audit)
+        .and_then(|r| r.ready(NS))
         .expect("the audit log's status writes");
     let samples = scraped(
         port,
