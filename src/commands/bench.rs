@@ -198,7 +198,7 @@ pub(super) fn interrupt(child: &mut Child, grace: Duration) {
 
 /// `VmHWM` of `/proc/PID/status` (`self` or a pid), the process's peak resident set so far,
 /// in KiB.
-fn vm_hwm_kib(pid: &str) -> Option<u64> {
+pub(super) fn vm_hwm_kib(pid: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
@@ -600,7 +600,12 @@ impl Site {
 }
 
 /// The real cluster of `--cluster real`: kubectl on it, and the truth's sources opened.
-fn real_site(args: &BenchArgs, kubectl_bin: &Path, dir: &Path) -> Result<(Kubectl, Site)> {
+fn real_site(
+    args: &BenchArgs,
+    kubectl_bin: &Path,
+    dir: &Path,
+    steady: Duration,
+) -> Result<(Kubectl, Site)> {
     let need = |what: &str, why: &str| eyre!("--cluster real needs {what}: {why}");
     let k = Kubectl {
         bin: kubectl_bin.to_path_buf(),
@@ -620,7 +625,7 @@ fn real_site(args: &BenchArgs, kubectl_bin: &Path, dir: &Path) -> Result<(Kubect
             "the API server's JSON audit log, the ground truth of Ready and the endpoints",
         )
     })?;
-    k.wait_steady(Duration::from_secs(120))?;
+    k.wait_steady(steady)?;
     let audit = bench_truth::AuditLog::from_end(path)?;
     let start = chrono::Utc::now();
     let list = k.get(&[
@@ -654,21 +659,22 @@ pub(super) fn bench_in(
     dir: &Path,
 ) -> Result<BenchReport> {
     let exe = std::env::current_exe().wrap_err("finding the readygap binary")?;
+    let steady = Duration::from_secs(120);
     let (k, site) = match args.cluster {
         BenchCluster::Lab => {
             let ground_truth = dir.join("ground-truth.jsonl");
             let _ = std::fs::remove_file(&ground_truth);
             let (lab, k) = start_lab(args, &exe, dir, kubectl_bin)?;
+            k.wait_steady(steady)?;
             let site = Site::Lab {
                 _lab: lab,
                 ground_truth,
             };
             (k, site)
         }
-        BenchCluster::Real => real_site(args, kubectl_bin, dir)?,
+        // Steady before it lists the slices the replay starts from.
+        BenchCluster::Real => real_site(args, kubectl_bin, dir, steady)?,
     };
-    let steady = Duration::from_secs(120);
-    k.wait_steady(steady)?;
     let per_trial = Duration::from_secs(600) + args.cooldown;
     let timeout = per_trial * args.trials as u32 + Duration::from_secs(120);
 

@@ -217,13 +217,9 @@ fn manifest(pods: usize) -> (String, usize) {
 
 /// `/proc/PID/status` `VmHWM` in MiB and `/proc/PID/stat` utime + stime in seconds.
 fn proc_cost(pid: u32) -> Result<(f64, f64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .wrap_err_with(|| format!("reading /proc/{pid}/status"))?;
-    let hwm_kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .ok_or_else(|| eyre!("/proc/{pid}/status has no VmHWM"))?;
+    let hwm_kib = super::bench::vm_hwm_kib(&pid.to_string())
+        .ok_or_else(|| eyre!("/proc/{pid}/status: unreadable, or no VmHWM"))?
+        as f64;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .wrap_err_with(|| format!("reading /proc/{pid}/stat"))?;
     // Fields after the command's closing parenthesis start at field 3 (state); utime and

@@ -147,6 +147,26 @@ impl AuditEvent {
     }
 }
 
+/// Does this status write set the Ready condition true?
+fn sets_ready(body: &serde_json::Value) -> bool {
+    body.pointer("/status/conditions")
+        .and_then(|c| c.as_array())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+}
+
+/// A ground-truth entry of `pod` at `ts`.
+fn entry(ts: Timestamp, pod: &str, transition: Transition) -> GroundTruthEntry {
+    GroundTruthEntry {
+        ts,
+        pod: pod.to_string(),
+        transition,
+        detail: serde_json::Value::Null,
+    }
+}
+
 /// The audit events of a stretch of the log, in the order their responses completed.
 pub struct AuditRecords {
     file: PathBuf,
@@ -172,29 +192,7 @@ impl AuditRecords {
             events,
         })
     }
-}
 
-/// Does this status write set the Ready condition true?
-fn sets_ready(body: &serde_json::Value) -> bool {
-    body.pointer("/status/conditions")
-        .and_then(|c| c.as_array())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
-}
-
-/// A ground-truth entry of `pod` at `ts`.
-fn entry(ts: Timestamp, pod: &str, transition: Transition) -> GroundTruthEntry {
-    GroundTruthEntry {
-        ts,
-        pod: pod.to_string(),
-        transition,
-        detail: serde_json::Value::Null,
-    }
-}
-
-impl AuditRecords {
     /// Each pod of `namespace` turning Ready: the instant of each status write that set the
     /// condition.
     pub fn ready(&self, namespace: &str) -> Result<Vec<GroundTruthEntry>> {
@@ -304,12 +302,7 @@ pub fn log_truth(pod: &str, text: &str) -> Vec<GroundTruthEntry> {
                 }
                 _ => return None,
             };
-            Some(GroundTruthEntry {
-                ts,
-                pod: pod.to_string(),
-                transition,
-                detail: serde_json::Value::Null,
-            })
+            Some(entry(ts, pod, transition))
         })
         .collect()
 }
